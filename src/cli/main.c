@@ -1,0 +1,41 @@
+/* onnxq: one program, one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const cli_cmd commands[] = {
+    {"dump", "inspect a model: I/O, opsets, ops, shapes, initializers (text, JSON, Graphviz)", cmd_dump},
+    {"convert", "read and write a model (no pass); move tensors to external data", cmd_convert},
+    {"check", "run the structural checker on a model", cmd_check},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: onnxq COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'onnxq COMMAND --help' describes a command. onnxq %s\n", ONNXQ_VERSION_STRING);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_BAD;
+    }
+    if (cli_is_help(argv[1])) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("onnxq %s\n", ONNXQ_VERSION_STRING);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "onnxq: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return CLI_BAD;
+}

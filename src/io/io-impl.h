@@ -1,0 +1,59 @@
+/* Private to src/io: the protobuf-c structs live here and nowhere else. */
+#ifndef ONNXQ_IO_IMPL_H
+#define ONNXQ_IO_IMPL_H
+#include <protobuf-c/protobuf-c.h>
+
+#include "ir/ir-impl.h"
+#include "onnx.pb-c.h"
+
+#define OQ_MAX_GRAPH_DEPTH 100
+#define OQ_MAX_TYPE_DEPTH 100
+
+/* Walk the wire bytes of a message without building it: checks varints, lengths,
+ * wire types against the schema, and graph/type nesting depth. */
+oq_status oq_wire_scan(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,
+                       oq_diag *d);
+
+/* Per-model I/O state (model->io): mappings that tensor data is borrowed from. */
+typedef struct oq_mapping {
+    struct oq_mapping *next;
+    void *addr;
+    size_t len;
+    char *path;
+} oq_mapping;
+
+typedef struct oq_io_state {
+    oq_mapping *maps;
+} oq_io_state;
+
+oq_io_state *oq_io_state_get(oq_model *m);
+
+/* Resolve, check and map the external data of t (relative to m->dir). */
+oq_status oq_io_map_external(oq_model *m, oq_tensor *t, oq_diag *d);
+/* Parse the external_data entries. */
+oq_status oq_external_parse(const oq_tensor *t, oq_external *out, oq_diag *d);
+
+/* Allocator that takes memory from an arena (free is a no-op). */
+void oq_pb_allocator_init(ProtobufCAllocator *al, oq_arena *a);
+
+/* Atomic output file. */
+typedef struct oq_outfile {
+    char *final_path;
+    char *tmp_path;
+    int fd;
+    uint8_t *buf;
+    size_t used, cap;
+    int err;             /* errno of the first failure */
+    uint64_t written;
+} oq_outfile;
+
+oq_status oq_outfile_open(oq_outfile *f, const char *path, oq_diag *d);
+void oq_outfile_write(oq_outfile *f, const void *p, size_t n);
+/* Flush, fsync, rename. On any failure the temp file is removed and the previous file
+ * at path is left as it was. */
+oq_status oq_outfile_commit(oq_outfile *f, oq_diag *d);
+void oq_outfile_abort(oq_outfile *f);
+/* True when a and b name the same file (same device and inode). */
+bool oq_same_file(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,137 @@
+#include "onnxq/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *oq_status_name(oq_status s)
+{
+    switch (s) {
+    case OQ_OK: return "ok";
+    case OQ_ERR_IO: return "I/O error";
+    case OQ_ERR_PARSE: return "parse error";
+    case OQ_ERR_INVALID: return "invalid model";
+    case OQ_ERR_UNSUPPORTED: return "unsupported";
+    case OQ_ERR_NOMEM: return "out of memory";
+    case OQ_ERR_USAGE: return "usage error";
+    case OQ_ERR_NUMERIC: return "numeric error";
+    case OQ_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
+
+void oq_diag_init(oq_diag *d)
+{
+    memset(d, 0, sizeof(*d));
+}
+
+static void entry_free(oq_diag_entry *e)
+{
+    free(e->file);
+    free(e->node);
+    free(e->op);
+    free(e->message);
+}
+
+void oq_diag_clear(oq_diag *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->count; i++)
+        entry_free(&d->entries[i]);
+    d->count = 0;
+    d->errors = d->warnings = 0;
+}
+
+void oq_diag_free(oq_diag *d)
+{
+    if (!d)
+        return;
+    oq_diag_clear(d);
+    free(d->entries);
+    d->entries = NULL;
+    d->cap = 0;
+}
+
+static char *dup_or_null(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *p = malloc(n + 1);
+    if (p)
+        memcpy(p, s, n + 1);
+    return p;
+}
+
+oq_status oq_diag_vadd(oq_diag *d, oq_severity sev, oq_status code, const char *file,
+                       const char *node, const char *op, const char *fmt, va_list ap)
+{
+    if (!d)
+        return code;
+    if (d->count == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 8;
+        oq_diag_entry *ne = realloc(d->entries, nc * sizeof(*ne));
+        if (!ne)
+            return code;
+        d->entries = ne;
+        d->cap = nc;
+    }
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    /* one line: fold newlines */
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    oq_diag_entry *e = &d->entries[d->count++];
+    e->severity = sev;
+    e->code = code;
+    e->file = dup_or_null(file ? file : d->file);
+    e->node = dup_or_null(node);
+    e->op = dup_or_null(op);
+    e->message = dup_or_null(buf);
+    if (sev == OQ_SEV_ERROR)
+        d->errors++;
+    else if (sev == OQ_SEV_WARNING)
+        d->warnings++;
+    if (d->sink)
+        d->sink(e, d->sink_user);
+    return code;
+}
+
+oq_status oq_diag_add(oq_diag *d, oq_severity sev, oq_status code, const char *file,
+                      const char *node, const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    oq_status s = oq_diag_vadd(d, sev, code, file, node, op, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+int oq_diag_format(const oq_diag_entry *e, char *buf, size_t size)
+{
+    char node[512] = "";
+    if (e->node && e->op)
+        snprintf(node, sizeof node, "node \"%s\" (%s): ", e->node, e->op);
+    else if (e->node)
+        snprintf(node, sizeof node, "node \"%s\": ", e->node);
+    else if (e->op)
+        snprintf(node, sizeof node, "%s: ", e->op);
+    const char *sev = e->severity == OQ_SEV_WARNING ? "warning: "
+                      : e->severity == OQ_SEV_NOTE  ? "note: "
+                                                    : "";
+    if (e->file)
+        return snprintf(buf, size, "%s: %s%s%s", e->file, sev, node, e->message ? e->message : "");
+    return snprintf(buf, size, "%s%s%s", sev, node, e->message ? e->message : "");
+}
+
+const oq_diag_entry *oq_diag_first_error(const oq_diag *d)
+{
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < d->count; i++)
+        if (d->entries[i].severity == OQ_SEV_ERROR)
+            return &d->entries[i];
+    return NULL;
+}

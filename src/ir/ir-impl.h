@@ -1,0 +1,28 @@
+/* Private helpers shared by src/ir and src/io. */
+#ifndef ONNXQ_IR_IMPL_H
+#define ONNXQ_IR_IMPL_H
+#include "onnxq/ir.h"
+#include "ir/arena.h"
+
+/* Value table: name -> value, per graph scope. */
+oq_value_table *oq_vt_new(oq_arena *a);
+oq_value *oq_vt_get(const oq_value_table *t, const char *name);
+int oq_vt_put(oq_value_table *t, oq_value *v);   /* 0 ok, -1 OOM */
+void oq_vt_del(oq_value_table *t, const char *name);
+/* Iterate: returns the i-th slot's value or NULL (empty slot); count = capacity. */
+size_t oq_vt_capacity(const oq_value_table *t);
+oq_value *oq_vt_slot(const oq_value_table *t, size_t i);
+
+oq_graph *oq_graph_new_in(oq_model *m, oq_graph *parent, oq_node *owner);
+/* Find or create the value named `name` visible from g; when it does not exist
+ * anywhere, an undefined value is created in g. */
+oq_value *oq_graph_resolve(oq_graph *g, const char *name);
+
+int oq_value_add_use(oq_value *v, oq_node *n, size_t index);
+void oq_value_remove_use(oq_value *v, oq_node *n, size_t index);
+
+/* Array append helpers on the arena. Return 0 on success. */
+int oq_push_ptr(oq_arena *a, void ***arr, size_t *count, void *item);
+#define OQ_PUSH(a, arr, count, item) oq_push_ptr((a), (void ***)(arr), (count), (item))
+
+#endif
