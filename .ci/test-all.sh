@@ -1,0 +1,21 @@
+#!/bin/bash
+# Install, build and run every test: a normal build (-Werror) and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build. This is what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash .ci/install-deps.sh --test
+export ONNXQ_CACHE="${ONNXQ_CACHE:-$HOME/.cache/onnxq}"
+bash .ci/fetch-models.sh >/dev/null
+JOBS=$(nproc)
+echo "== build (Release, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONNXQ_WERROR=ON >/dev/null
+cmake --build build -j"$JOBS" >/dev/null
+echo "== tests"
+ctest --test-dir build --output-on-failure -j"$JOBS"
+echo "== build (ASan + UBSan)"
+cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DONNXQ_WERROR=ON -DONNXQ_SANITIZE=ON >/dev/null
+cmake --build build-san -j"$JOBS" >/dev/null
+echo "== tests under ASan + UBSan"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-san --output-on-failure -j"$JOBS"
