@@ -90,7 +90,7 @@ uint16_t oq_float_to_bfloat16(float f);
 /* Fields the schema we compiled does not know, kept byte for byte and written back. */
 typedef struct oq_unknown_field {
     uint32_t tag;       /* field number */
-    uint8_t wire_type;  /* protobuf wire type */
+    uint32_t wire_type; /* protobuf wire type (same layout as protobuf-c's) */
     size_t len;
     uint8_t *data;
 } oq_unknown_field;

@@ -72,7 +72,7 @@ static void conv_unknown(const ProtobufCMessage *pb, oq_unknown *u)
     /* same layout is not guaranteed: copy field by field into arena-free storage borrowed
      * from the message (the unknown field array itself lives in the arena) */
     u->fields = (oq_unknown_field *)pb->unknown_fields;
-    _Static_assert(sizeof(oq_unknown_field) == sizeof(ProtobufCMessageUnknownField),
+    _Static_assert(sizeof(oq_unknown_field) == sizeof(ProtobufCMessageUnknownField) && sizeof(ProtobufCWireType) == sizeof(uint32_t),
                    "unknown field layout");
 }
 
