@@ -83,6 +83,10 @@ static const char *sb_str(const sbuf *b) { return b->p ? b->p : ""; }
 static void sb_reset(sbuf *b) { b->len = 0; if (b->p) b->p[0] = '\0'; }
 static void sb_free(sbuf *b) { free(b->p); memset(b, 0, sizeof *b); }
 
+/* Text with C-style escapes for control characters, `"`, `\` and invalid UTF-8;
+ * quoted when `quote`. */
+static void sb_escaped(sbuf *b, const char *s, size_t n, bool quote);
+
 /* A name in text output: bare when it is made of plain characters, else quoted with
  * C-style escapes (also for the empty name). */
 static void sb_name_n(sbuf *b, const char *s, size_t n)
@@ -94,14 +98,19 @@ static void sb_name_n(sbuf *b, const char *s, size_t n)
               strchr("_.:/-+@#[]()<>", c)))
             plain = false;
     }
-    if (plain) {
+    if (plain)
         sb_add(b, s, n);
-        return;
-    }
-    sb_puts(b, "\"");
+    else
+        sb_escaped(b, s, n, true);
+}
+
+static void sb_escaped(sbuf *b, const char *s, size_t n, bool quote)
+{
+    if (quote)
+        sb_puts(b, "\"");
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
+        if ((c == '"' && quote) || c == '\\') {
             char e[2] = {'\\', (char)c};
             sb_add(b, e, 2);
             i++;
@@ -125,7 +134,14 @@ static void sb_name_n(sbuf *b, const char *s, size_t n)
             }
         }
     }
-    sb_puts(b, "\"");
+    if (quote)
+        sb_puts(b, "\"");
+}
+
+/* Free text (producer, doc string, metadata): escaped but not quoted. */
+static void sb_text(sbuf *b, const char *s)
+{
+    sb_escaped(b, s ? s : "", s ? strlen(s) : 0, false);
 }
 
 static void sb_name(sbuf *b, const char *s) { sb_name_n(b, s ? s : "", s ? strlen(s) : 0); }
@@ -921,10 +937,10 @@ static void text_model(dump_ctx *c)
     fprintf(f, "model: %s\n", sb_str(&b));
     sb_reset(&b);
     if ((m->producer_name && *m->producer_name) || (m->producer_version && *m->producer_version)) {
-        sb_name(&b, m->producer_name);
+        sb_text(&b, m->producer_name);
         if (m->producer_version && *m->producer_version) {
             sb_puts(&b, " ");
-            sb_name(&b, m->producer_version);
+            sb_text(&b, m->producer_version);
         }
     } else {
         sb_puts(&b, "(none)");
@@ -944,7 +960,7 @@ static void text_model(dump_ctx *c)
     if (m->doc_string && *m->doc_string) {
         sb_reset(&b);
         size_t len = strlen(m->doc_string);
-        sb_name_n(&b, m->doc_string, len > 72 ? 72 : len);
+        sb_escaped(&b, m->doc_string, len > 72 ? 72 : len, false);
         fprintf(f, "doc_string: %s%s\n", sb_str(&b), len > 72 ? "..." : "");
     }
     sb_reset(&b);
@@ -959,7 +975,7 @@ static void text_model(dump_ctx *c)
         sb_reset(&b);
         sb_name(&b, m->metadata.items[i].key);
         sb_puts(&b, " = ");
-        sb_name(&b, m->metadata.items[i].value);
+        sb_text(&b, m->metadata.items[i].value);
         fprintf(f, "metadata: %s\n", sb_str(&b));
     }
     if (m->n_functions) {
