@@ -791,32 +791,45 @@ static void text_node(dump_ctx *c, const oq_node *n, size_t idx, int indent)
         sb_name(&b, a->name);
         sb_puts(&b, " = ");
         if (a->type == OQ_ATTR_GRAPH || a->type == OQ_ATTR_GRAPHS) {
-            if (a->ref_attr_name)
+            /* GRAPH:  name = graph NAME (N nodes, M initializers), body below;
+             * GRAPHS: name = K graphs, then "[k] graph NAME (...)" for each */
+            int body = indent + 8;
+            if (a->ref_attr_name) {
                 sb_attr(&b, a);
-            else
+            } else if (a->type == OQ_ATTR_GRAPHS) {
                 sb_printf(&b, "%zu graph%s", ng, ng == 1 ? "" : "s");
-            put_indent(c->out, indent + 4);
-            fprintf(c->out, "%s\n", sb_str(&b));
+                body = indent + 10;
+            }
             for (size_t k = 0; k < ng; k++) {
                 const oq_graph *sub = a->type == OQ_ATTR_GRAPH ? a->g : a->graphs[k];
-                sb_reset(&b);
+                if (a->type == OQ_ATTR_GRAPHS) {
+                    put_indent(c->out, indent + 4);
+                    fprintf(c->out, "%s\n", sb_str(&b));
+                    sb_reset(&b);
+                    sb_printf(&b, "  [%zu] ", k);
+                }
                 sb_puts(&b, "graph ");
                 sb_name(&b, sub->name);
-                sb_printf(&b, ": %zu node%s, %zu initializer%s", sub->n_nodes,
+                sb_printf(&b, " (%zu node%s, %zu initializer%s)", sub->n_nodes,
                           sub->n_nodes == 1 ? "" : "s", sub->n_initializers,
                           sub->n_initializers == 1 ? "" : "s");
-                put_indent(c->out, indent + 6);
+                put_indent(c->out, indent + 4);
                 fprintf(c->out, "%s\n", sb_str(&b));
-                put_indent(c->out, indent + 8);
+                sb_reset(&b);
+                put_indent(c->out, body);
                 fprintf(c->out, "inputs (%zu):%s\n", sub->n_inputs, sub->n_inputs ? "" : " none");
-                text_vinfos(c, sub->inputs, sub->n_inputs, indent + 10);
-                put_indent(c->out, indent + 8);
+                text_vinfos(c, sub->inputs, sub->n_inputs, body + 2);
+                put_indent(c->out, body);
                 fprintf(c->out, "outputs (%zu):%s\n", sub->n_outputs,
                         sub->n_outputs ? "" : " none");
-                text_vinfos(c, sub->outputs, sub->n_outputs, indent + 10);
-                put_indent(c->out, indent + 8);
+                text_vinfos(c, sub->outputs, sub->n_outputs, body + 2);
+                put_indent(c->out, body);
                 fprintf(c->out, "nodes (%zu):\n", sub->n_nodes);
-                text_graph_nodes(c, sub, indent + 10);
+                text_graph_nodes(c, sub, body + 2);
+            }
+            if (ng == 0) {
+                put_indent(c->out, indent + 4);
+                fprintf(c->out, "%s\n", sb_str(&b));
             }
             continue;
         }
