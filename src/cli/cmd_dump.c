@@ -860,7 +860,8 @@ static void text_stats(dump_ctx *c)
         compute_stats(c, r, &ts);
         sb_reset(&b);
         sb_name(&b, r->name);
-        sb_printf(&b, "  [%s", r->constant ? "Constant" : "initializer");
+        sb_printf(&b, "  [%s%s", r->constant ? "Constant" : "initializer",
+                  oq_tensor_is_external(r->t) ? ", external data" : "");
         if (*r->scope) {
             sb_puts(&b, " in ");
             sb_name(&b, r->scope);
@@ -1012,7 +1013,7 @@ static void text_model(dump_ctx *c)
     }
     sb_reset(&b);
     sb_name(&b, g->name);
-    fprintf(f, "graph: %s (%zu node%s, %" PRId64 " with subgraphs; %zu initializer%s)\n",
+    fprintf(f, "graph: %s: %zu node%s (%" PRId64 " incl. subgraphs), %zu initializer%s\n",
             sb_str(&b), g->n_nodes, g->n_nodes == 1 ? "" : "s", c->n_nodes_all,
             g->n_initializers, g->n_initializers == 1 ? "" : "s");
     fprintf(f, "inputs (%zu):\n", g->n_inputs);
@@ -1020,7 +1021,7 @@ static void text_model(dump_ctx *c)
     fprintf(f, "outputs (%zu):\n", g->n_outputs);
     text_vinfos(c, g->outputs, g->n_outputs, 2);
     qsort(c->ops, c->n_ops, sizeof *c->ops, op_cmp);
-    fprintf(f, "op types (%zu types, %" PRId64 " nodes incl. subgraphs):\n", c->n_ops,
+    fprintf(f, "op types (%zu distinct, %" PRId64 " nodes incl. subgraphs):\n", c->n_ops,
             c->n_nodes_all);
     for (size_t i = 0; i < c->n_ops; i++) {
         sb_reset(&b);
@@ -1365,6 +1366,7 @@ static void json_stats(dump_ctx *c, json_writer *w)
         json_kv_string(w, "name", r->name);
         json_kv_string(w, "source", r->constant ? "constant" : "initializer");
         json_kv_string(w, "scope", r->scope);
+        json_kv_bool(w, "external", oq_tensor_is_external(r->t));
         json_kv_string(w, "dtype", oq_dtype_name(r->t->dtype));
         json_key(w, "dims");
         json_dims(w, r->t->dims, r->t->rank);
