@@ -61,6 +61,36 @@ if [ ! -d "$DATA" ]; then
     exit $fail
 fi
 
+# ---------------------------------------------------------------- deep nesting ----
+# 60 nested Loop bodies: the JSON is ~300 levels deep and must still be complete.
+"$PY" - "$TMP/deep.onnx" <<'EOF'
+import sys
+import onnx
+from onnx import helper, TensorProto
+def make(depth):
+    c = helper.make_node("Constant", [], ["o%d" % depth],
+                         value=helper.make_tensor("t", TensorProto.FLOAT, [1], [float(depth)]))
+    out = [helper.make_tensor_value_info("o%d" % depth, TensorProto.FLOAT, [1])]
+    if depth == 0:
+        return helper.make_graph([c], "g0", [], out)
+    n = helper.make_node("Loop", ["", ""], [], body=make(depth - 1), name="loop%d" % depth)
+    return helper.make_graph([n, c], "g%d" % depth, [], out)
+onnx.save(helper.make_model(make(60), opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+EOF
+if "$EXE" dump --json --stats "$TMP/deep.onnx" >"$TMP/deep.json"; then
+    "$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["node_count"] == 121, d["node_count"]
+s = d["stats"]
+# node order: the Loop (and its body) comes before the Constant of each graph
+assert len(s) == 61 and s[0]["min"] == 0.0 and s[-1]["min"] == 60.0, s[:2]
+assert s[0]["scope"].count("/") == 59 and s[-1]["scope"] == "", s[0]["scope"]
+' "$TMP/deep.json" || bad "deeply nested model: wrong JSON"
+else
+    bad "dump --json of a deeply nested model failed"
+fi
+
 # ---------------------------------------------------------------- determinism -----
 MODELS=("$CONV" "$DATA/node/test_if/model.onnx" "$DATA/node/test_loop13_seq/model.onnx"
         "$DATA/pytorch-converted/test_Conv2d/model.onnx")

@@ -696,7 +696,7 @@ static void compute_stats(dump_ctx *c, const tensor_ref *r, tensor_stats *ts)
         return;
     }
     ts->ok = true;
-    ts->axis = weight_axis(r, &ts->consumer);
+    ts->axis = ts->s.count > 0 ? weight_axis(r, &ts->consumer) : -1;
     if (ts->axis >= 0) {
         ts->nch = r->t->dims[ts->axis];
         ts->mins = malloc((size_t)ts->nch * sizeof(double));
@@ -1808,8 +1808,11 @@ int cmd_dump(int argc, char **argv)
         if (dot_model(&c) != 0)
             c.oom = true;
     } else if (json) {
-        if (json_model(&c) != 0)
+        if (json_model(&c) != 0 && !ferror(stdout)) {
+            cli_error("dump", "JSON output is incomplete (nesting deeper than %d levels)",
+                      JSON_MAX_DEPTH);
             c.failed = true;
+        }
     } else {
         text_model(&c);
     }

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define JSON_MAX_DEPTH 256
+#define JSON_MAX_DEPTH 1024
 
 typedef struct json_writer {
     FILE *f;
