@@ -15,7 +15,7 @@ SRC=${2:?source dir}
 BIN=${3:-.}
 PY=/usr/bin/python3
 DATA=/usr/share/libonnx-testdata/data
-OCR=/work/cache/ocr/package/assets
+OCR="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/ocr/package/assets"
 fail=0
 note() { echo "dump.sh: $*"; }
 bad() { echo "dump.sh: FAIL: $*"; fail=1; }

@@ -9,5 +9,6 @@
 
 #include "onnxq/status.h"
 #include "onnxq/ir.h"
+#include "onnxq/stats.h"
 
 #endif

@@ -39,7 +39,7 @@ oq_model *cli_load_model(const char *path, oq_status *st)
     oq_diag_free(&d);
     if (st)
         *st = s;
-    if (s == OQ_ERR_IO)
+    if (s == OQ_ERR_IO && st)
         *st = OQ_ERR_USAGE; /* a missing/unreadable input is bad input: exit 2 */
     return m;
 }
