@@ -257,12 +257,10 @@ static void check_graph(ck *c, const oq_graph *g)
             }
             if (g->parent && oq_graph_find_value(g->parent, v->name))
                 err(c, n, "output \"%s\" redefines a value of an enclosing graph (names must be unique across nested scopes)", v->name);
-            if (v->producer != n || v->producer_index != k) {
-                if (v->is_graph_input || v->initializer)
-                    err(c, n, "output \"%s\" is also a graph input or initializer", v->name);
-                else
-                    err(c, n, "output \"%s\" is produced more than once", v->name);
-            }
+            if (v->is_graph_input || v->initializer || v->sparse_initializer)
+                err(c, n, "output \"%s\" is also a graph input or initializer", v->name);
+            else if (v->producer != n || v->producer_index != k)
+                err(c, n, "output \"%s\" is produced more than once", v->name);
             set_def(c, v);
         }
     }
