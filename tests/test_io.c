@@ -908,3 +908,191 @@ Test(io, over_2gib_goes_external_automatically, .timeout = 120)
     rm_rf(dir);
     free(dir);
 }
+
+/* ------------------------------------------------------------ raw_data borrowed from the file */
+
+Test(io, large_raw_data_is_borrowed_from_the_mapped_file)
+{
+    char *dir = tu_tmpdir();
+    char *a = path_in(dir, "a.onnx"), *b = path_in(dir, "b.onnx");
+    enum { N = 30000 };
+    float *w = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++)
+        w[i] = (float)i * 0.125f - 100.0f;
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 17);
+    int64_t n = N, three = 3;
+    uint8_t small[3] = {1, 2, 3};
+    oq_value *sv = oq_graph_add_initializer(m->graph, "small", OQ_DTYPE_UINT8, &three, 1, small, 3);
+    oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, &n, 1, w, N * 4);
+    oq_value *y = val(m->graph, "y"), *z = val(m->graph, "z");
+    oq_graph_append(m->graph, oq_node_new(m->graph, "Identity", NULL, "i", &wv, 1, &y, 1));
+    oq_graph_append(m->graph, oq_node_new(m->graph, "Identity", NULL, "j", &sv, 1, &z, 1));
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_graph_add_output(m->graph, z, NULL);
+    write_ok(m, a, NULL);
+    oq_model_free(m);
+
+    m = read_ok(a);
+    oq_tensor *t = m->graph->initializers[1];
+    cr_assert_str_eq(t->name, "w");
+    cr_assert(t->has_raw);
+    cr_assert_eq(t->raw.len, (size_t)N * 4);
+    char real[4096], mp[4096];
+    cr_assert_not_null(realpath(a, real));
+    mapping_of(t->raw.data, mp, sizeof mp);
+    cr_assert_str_eq(mp, real, "raw_data of \"w\" was copied, not borrowed");
+    cr_assert_eq(t->unk.count, 0, "the internal marker leaked into the unknown fields");
+    /* small payloads are copied as before */
+    mapping_of(m->graph->initializers[0]->raw.data, mp, sizeof mp);
+    cr_assert_str_neq(mp, real);
+    /* typed access gets aligned data with the right values */
+    const float *p = tdata(t, N * 4);
+    cr_assert_eq((uintptr_t)p & 15, 0);
+    cr_assert_eq(memcmp(p, w, N * 4), 0);
+    write_ok(m, b, NULL);
+    assert_same_bytes(a, b);
+    const void *raw = t->raw.data;
+    oq_model_free(m);
+    /* freeing the model releases the mapping */
+    mapping_of(raw, mp, sizeof mp);
+    cr_assert_str_neq(mp, real, "the model file stays mapped after oq_model_free");
+    free(w);
+    free(a);
+    free(b);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* protobuf wire helpers for hand-made files */
+typedef struct { uint8_t *p; size_t n, cap; } wbuf;
+static void wb_bytes(wbuf *b, const void *p, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+static void wb_varint(wbuf *b, uint64_t v)
+{
+    do {
+        uint8_t c = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            c |= 0x80;
+        wb_bytes(b, &c, 1);
+    } while (v);
+}
+static void wb_field(wbuf *b, uint32_t tag, const void *p, size_t n)
+{
+    wb_varint(b, ((uint64_t)tag << 3) | 2);
+    wb_varint(b, n);
+    wb_bytes(b, p, n);
+}
+static void wb_int(wbuf *b, uint32_t tag, uint64_t v)
+{
+    wb_varint(b, (uint64_t)tag << 3);
+    wb_varint(b, v);
+}
+
+/* A TensorProto holding field number 0x1ffffff0 (which the reader uses internally to
+ * mark borrowed raw_data) must come through unchanged, and so must one whose
+ * raw_data appears twice (the last one wins, as protobuf says). */
+Test(io, hand_made_tensors_with_the_marker_field_number)
+{
+    char *dir = tu_tmpdir();
+    char *in = path_in(dir, "in.onnx"), *out = path_in(dir, "out.onnx");
+    enum { NB = 8192 };
+    uint8_t *raw = malloc(NB), *raw2 = malloc(NB);
+    for (int i = 0; i < NB; i++) {
+        raw[i] = (uint8_t)(i * 31);
+        raw2[i] = (uint8_t)(i * 7 + 1);
+    }
+    uint8_t fake[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* "index 0" */
+    wbuf t1 = {0}, t2 = {0}, t3 = {0}, g = {0}, op = {0}, mo = {0};
+    /* t1: raw_data + a field with the marker's number */
+    wb_int(&t1, 1, NB);
+    wb_int(&t1, 2, OQ_DTYPE_UINT8);
+    wb_field(&t1, 8, "a", 1);
+    wb_field(&t1, 9, raw, NB);
+    wb_field(&t1, 0x1ffffff0u, fake, 8);
+    /* t2: raw_data twice: the second (raw2) counts */
+    wb_int(&t2, 1, NB);
+    wb_int(&t2, 2, OQ_DTYPE_UINT8);
+    wb_field(&t2, 8, "b", 1);
+    wb_field(&t2, 9, raw, NB);
+    wb_field(&t2, 9, raw2, NB);
+    /* t3: a plain one, borrowed */
+    wb_int(&t3, 1, NB);
+    wb_int(&t3, 2, OQ_DTYPE_UINT8);
+    wb_field(&t3, 8, "c", 1);
+    wb_field(&t3, 9, raw2, NB);
+    wb_field(&g, 2, "g", 1);
+    wb_field(&g, 5, t1.p, t1.n);
+    wb_field(&g, 5, t2.p, t2.n);
+    wb_field(&g, 5, t3.p, t3.n);
+    wb_int(&op, 2, 17);
+    wb_int(&mo, 1, 8);
+    wb_field(&mo, 7, g.p, g.n);
+    wb_field(&mo, 8, op.p, op.n);
+    cr_assert_eq(tu_write_file(in, mo.p, mo.n), 0);
+
+    /* second file: only t2 and t3, so the reader does borrow t3 */
+    char *in2 = path_in(dir, "in2.onnx");
+    wbuf g2 = {0}, mo2 = {0};
+    wb_field(&g2, 2, "g", 1);
+    wb_field(&g2, 5, t2.p, t2.n);
+    wb_field(&g2, 5, t3.p, t3.n);
+    wb_int(&mo2, 1, 8);
+    wb_field(&mo2, 7, g2.p, g2.n);
+    wb_field(&mo2, 8, op.p, op.n);
+    cr_assert_eq(tu_write_file(in2, mo2.p, mo2.n), 0);
+    oq_model *m = read_ok(in2);
+    char real[4096], mp[4096];
+    cr_assert_not_null(realpath(in2, real));
+    mapping_of(m->graph->initializers[1]->raw.data, mp, sizeof mp);
+    cr_assert_str_eq(mp, real, "t3 not borrowed");
+    mapping_of(m->graph->initializers[0]->raw.data, mp, sizeof mp);
+    cr_assert_str_neq(mp, real, "t2 (raw_data twice) must not be borrowed");
+    cr_assert_eq(memcmp(tdata(m->graph->initializers[0], NB), raw2, NB), 0, "the last raw_data must win");
+    cr_assert_eq(memcmp(tdata(m->graph->initializers[1], NB), raw2, NB), 0);
+    cr_assert_eq(m->graph->initializers[1]->unk.count, 0);
+    oq_model_free(m);
+    free(g2.p);
+    free(mo2.p);
+    free(in2);
+
+    m = read_ok(in);
+    cr_assert_eq(m->graph->n_initializers, 3);
+    oq_tensor *a = m->graph->initializers[0], *b = m->graph->initializers[1],
+              *c = m->graph->initializers[2];
+    cr_assert_eq(a->unk.count, 1, "the input's own field 0x1ffffff0 was lost");
+    cr_assert_eq(a->unk.fields[0].tag, 0x1ffffff0u);
+    cr_assert_eq(memcmp(tdata(a, NB), raw, NB), 0);
+    cr_assert_eq(memcmp(tdata(b, NB), raw2, NB), 0, "the last raw_data must win");
+    cr_assert_eq(memcmp(tdata(c, NB), raw2, NB), 0);
+    cr_assert_eq(c->unk.count, 0);
+    write_ok(m, out, NULL);
+    oq_model_free(m);
+    /* written back: t1 and t3 as they were; t2 with its one effective raw_data */
+    m = read_ok(out);
+    cr_assert_eq(m->graph->initializers[0]->unk.count, 1);
+    cr_assert_eq(memcmp(tdata(m->graph->initializers[0], NB), raw, NB), 0);
+    cr_assert_eq(memcmp(tdata(m->graph->initializers[1], NB), raw2, NB), 0);
+    cr_assert_eq(memcmp(tdata(m->graph->initializers[2], NB), raw2, NB), 0);
+    oq_model_free(m);
+    free(t1.p);
+    free(t2.p);
+    free(t3.p);
+    free(g.p);
+    free(op.p);
+    free(mo.p);
+    free(raw);
+    free(raw2);
+    free(in);
+    free(out);
+    rm_rf(dir);
+    free(dir);
+}
