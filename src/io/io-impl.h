@@ -33,6 +33,20 @@ oq_status oq_io_map_external(oq_model *m, oq_tensor *t, oq_diag *d);
 /* Parse the external_data entries. */
 oq_status oq_external_parse(const oq_tensor *t, oq_external *out, oq_diag *d);
 
+/* Large raw_data borrowed from the mapped model file (src/io/raw_borrow.c). */
+#define OQ_RAW_BORROW_MIN 4096
+typedef struct oq_raw_refs {
+    const uint8_t *data;
+    size_t len;
+} oq_raw_refs;
+/* Build a copy of a validated ModelProto with every TensorProto.raw_data of at least
+ * OQ_RAW_BORROW_MIN bytes replaced by a marker. Returns 1 (skeleton and refs are
+ * malloc'ed), 0 (nothing to borrow: use the original bytes) or -1 (out of memory). */
+int oq_raw_skeleton(const uint8_t *data, size_t len, uint8_t **skel, size_t *skel_len,
+                    oq_raw_refs **refs, size_t *n_refs);
+/* Point t's raw_data at the payload its marker names and drop the marker. */
+bool oq_raw_restore(oq_tensor *t, const oq_raw_refs *refs, size_t n_refs);
+
 /* Allocator that takes memory from an arena (free is a no-op). */
 void oq_pb_allocator_init(ProtobufCAllocator *al, oq_arena *a);
 

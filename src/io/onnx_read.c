@@ -62,6 +62,8 @@ typedef struct rd {
     oq_arena *a;
     oq_diag *d;
     oq_status st;
+    const oq_raw_refs *refs;  /* raw_data payloads borrowed from the mapped file */
+    size_t n_refs;
 } rd;
 
 static void conv_unknown(const ProtobufCMessage *pb, oq_unknown *u)
@@ -246,6 +248,8 @@ static oq_tensor *conv_tensor(const Onnx__TensorProto *p, rd *r, const char *whe
     }
     conv_kvs(p->n_metadata_props, p->metadata_props, &t->metadata, r);
     conv_unknown(&p->base, &t->unk);
+    if (r->n_refs)
+        oq_raw_restore(t, r->refs, r->n_refs);
 
     if (r->st == OQ_OK) {
         oq_status s = oq_tensor_validate(t, where, r->d);
@@ -675,10 +679,18 @@ static void conv_model(const Onnx__ModelProto *p, rd *r)
 
 /* ------------------------------------------------------------ entry points */
 
+/* borrow: large raw_data may point into `data`, which then must outlive the model
+ * (*borrowed tells whether it does). */
 static oq_status read_bytes(const void *data, size_t len, const char *name, const char *dir,
-                            const oq_read_options *opts, oq_model **out, oq_diag *d)
+                            const oq_read_options *opts, oq_model **out, oq_diag *d,
+                            bool borrow, bool *borrowed)
 {
     *out = NULL;
+    *borrowed = false;
+    uint8_t *skel = NULL;
+    size_t skel_len = 0;
+    oq_raw_refs *refs = NULL;
+    size_t n_refs = 0;
     const char *saved_file = d ? d->file : NULL;
     if (d && name)
         d->file = name;
@@ -698,14 +710,21 @@ static oq_status read_bytes(const void *data, size_t len, const char *name, cons
     }
     m->path = oq_arena_strdup(m->arena, name);
     m->dir = oq_arena_strdup(m->arena, dir ? dir : ".");
+    if (borrow && oq_raw_skeleton(data, len, &skel, &skel_len, &refs, &n_refs) < 0) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     ProtobufCAllocator al;
     oq_pb_allocator_init(&al, m->arena);
-    Onnx__ModelProto *pb = onnx__model_proto__unpack(&al, len, data);
+    Onnx__ModelProto *pb = skel ? onnx__model_proto__unpack(&al, skel_len, skel)
+                                : onnx__model_proto__unpack(&al, len, data);
+    free(skel); /* protobuf-c copied what it keeps */
+    skel = NULL;
     if (!pb) {
         st = oq_diag_error(d, OQ_ERR_PARSE, "not a valid ONNX ModelProto (protobuf decoding failed)");
         goto done;
     }
-    rd r = {m, m->arena, d, OQ_OK};
+    rd r = {m, m->arena, d, OQ_OK, refs, n_refs};
     conv_model(pb, &r);
     st = r.st;
     if (st == OQ_ERR_NOMEM)
@@ -722,8 +741,11 @@ static oq_status read_bytes(const void *data, size_t len, const char *name, cons
             goto done;
     }
     *out = m;
+    *borrowed = n_refs > 0;
     m = NULL;
 done:
+    free(skel);
+    free(refs);
     oq_model_free(m);
     if (d)
         d->file = saved_file;
@@ -733,7 +755,8 @@ done:
 oq_status oq_model_read_buffer(const void *data, size_t len, const char *name,
                                const oq_read_options *opts, oq_model **out, oq_diag *d)
 {
-    return read_bytes(data, len, name ? name : "<buffer>", ".", opts, out, d);
+    bool borrowed;
+    return read_bytes(data, len, name ? name : "<buffer>", ".", opts, out, d, false, &borrowed);
 }
 
 oq_status oq_model_read(const char *path, const oq_read_options *opts, oq_model **out, oq_diag *d)
@@ -769,9 +792,28 @@ oq_status oq_model_read(const char *path, const oq_read_options *opts, oq_model 
     char *slash = strrchr(dir, '/');
     if (slash)
         slash[slash == dir ? 1 : 0] = 0;
-    oq_status s = read_bytes(map ? map : "", len, path, slash ? dir : ".", opts, out, d);
+    bool borrowed = false;
+    oq_status s = read_bytes(map ? map : "", len, path, slash ? dir : ".", opts, out, d, true,
+                             &borrowed);
     free(dir);
-    if (map)
+    if (s == OQ_OK && borrowed) {
+        /* large raw_data points into the mapping: the model keeps it */
+        oq_io_state *io = oq_io_state_get(*out);
+        oq_mapping *mp = io ? oq_model_alloc(*out, sizeof(*mp)) : NULL;
+        if (mp)
+            mp->path = oq_model_strdup(*out, path);
+        if (!mp || !mp->path) {
+            munmap(map, len);
+            oq_model_free(*out);
+            *out = NULL;
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        mp->addr = map;
+        mp->len = len;
+        mp->next = io->maps;
+        io->maps = mp;
+    } else if (map) {
         munmap(map, len);
+    }
     return s;
 }

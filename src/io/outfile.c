@@ -37,6 +37,13 @@ oq_status oq_outfile_open(oq_outfile *f, const char *path, oq_diag *d)
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_IO, path, NULL, NULL, "is a directory");
+    /* The temp file is renamed over the target: never do that to a device, FIFO or
+     * socket (as root, writing to /dev/full would otherwise replace the device node). */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_IO, path, NULL, NULL,
+                           "is not a regular file (%s); refusing to replace it",
+                           S_ISCHR(st.st_mode) ? "character device" : S_ISBLK(st.st_mode) ? "block device"
+                           : S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "special file");
     char *dir = dir_of(path);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     size_t n = strlen(dir) + strlen(base) + 32;

@@ -79,23 +79,123 @@ static bool is_formal(ck *c, const oq_value *v)
 
 static void check_graph(ck *c, const oq_graph *g);
 
+/* Which attribute types the payload fields present in `a` belong to (bit per type). */
+static unsigned attr_payload_kinds(const oq_attr *a)
+{
+    unsigned k = 0;
+    if (a->has_f) k |= 1u << OQ_ATTR_FLOAT;
+    if (a->has_i) k |= 1u << OQ_ATTR_INT;
+    if (a->has_s) k |= 1u << OQ_ATTR_STRING;
+    if (a->t) k |= 1u << OQ_ATTR_TENSOR;
+    if (a->g) k |= 1u << OQ_ATTR_GRAPH;
+    if (a->n_floats) k |= 1u << OQ_ATTR_FLOATS;
+    if (a->n_ints) k |= 1u << OQ_ATTR_INTS;
+    if (a->n_strings) k |= 1u << OQ_ATTR_STRINGS;
+    if (a->n_tensors) k |= 1u << OQ_ATTR_TENSORS;
+    if (a->n_graphs) k |= 1u << OQ_ATTR_GRAPHS;
+    if (a->sparse_tensor) k |= 1u << OQ_ATTR_SPARSE_TENSOR;
+    if (a->n_sparse_tensors) k |= 1u << OQ_ATTR_SPARSE_TENSORS;
+    if (a->tp) k |= 1u << OQ_ATTR_TYPE_PROTO;
+    if (a->n_type_protos) k |= 1u << OQ_ATTR_TYPE_PROTOS;
+    return k;
+}
+
+static int lowest_bit(unsigned k)
+{
+    for (int b = 0; b < 32; b++)
+        if (k & (1u << b))
+            return b;
+    return 0;
+}
+
+/* Validate a tensor payload; a problem becomes one error line naming the node. */
+static void check_tensor(ck *c, const oq_node *n, const oq_tensor *t, const char *where)
+{
+    if (!t)
+        return;
+    oq_diag tmp;
+    oq_diag_init(&tmp);
+    if (oq_tensor_validate(t, where, &tmp) != OQ_OK) {
+        const oq_diag_entry *e = oq_diag_first_error(&tmp);
+        if (n)
+            err(c, n, "%s", e ? e->message : "invalid tensor");
+        else if (c->errors++ < MAX_ERRORS)
+            oq_diag_error(c->d, OQ_ERR_INVALID, "%s", e ? e->message : "invalid tensor");
+    }
+    oq_diag_free(&tmp);
+}
+
+static void check_sparse(ck *c, const oq_node *n, const oq_sparse_tensor *s, const char *where)
+{
+    if (!s)
+        return;
+    if (!s->values || !s->indices) {
+        if (n)
+            err(c, n, "%s: sparse tensor without %s", where, s->values ? "indices" : "values");
+        else if (c->errors++ < MAX_ERRORS)
+            oq_diag_error(c->d, OQ_ERR_INVALID, "%s: sparse tensor without %s", where,
+                          s->values ? "indices" : "values");
+        return;
+    }
+    check_tensor(c, n, s->values, where);
+    check_tensor(c, n, s->indices, where);
+}
+
+static void check_subgraph(ck *c, const oq_node *n, const oq_attr *a, const oq_graph *sg)
+{
+    if (sg->parent != n->graph) {
+        err(c, n, "subgraph of attribute \"%s\" is not scoped under the graph of its node",
+            a->name ? a->name : "");
+        return;
+    }
+    check_graph(c, sg);
+}
+
 static void check_attr(ck *c, const oq_node *n, const oq_attr *a)
 {
+    const char *an = a->name ? a->name : "";
     if (!a->name || !*a->name)
         err(c, n, "attribute without a name");
     if (a->ref_attr_name)
         return;
     int32_t t = a->type;
-    if (a->has_type && (t < 1 || t > 14))
-        err(c, n, "attribute \"%s\" has unknown type %d", a->name ? a->name : "", (int)t);
-    if ((t == OQ_ATTR_TENSOR && !a->t) || (t == OQ_ATTR_GRAPH && !a->g) ||
-        (t == OQ_ATTR_SPARSE_TENSOR && !a->sparse_tensor) || (t == OQ_ATTR_TYPE_PROTO && !a->tp))
-        err(c, n, "attribute \"%s\" of type %s has no value", a->name ? a->name : "",
-            oq_attr_type_name(t));
+    if (a->has_type && (t < 1 || t > 14)) {
+        err(c, n, "attribute \"%s\" has unknown type %d", an, (int)t);
+        return;
+    }
+    unsigned kinds = attr_payload_kinds(a);
+    if (a->has_type && (kinds & ~(1u << t))) {
+        err(c, n, "attribute \"%s\" is declared %s but holds a %s value", an,
+            oq_attr_type_name(t), oq_attr_type_name(lowest_bit(kinds & ~(1u << t))));
+    } else if (!a->has_type && (kinds & (kinds - 1))) {
+        err(c, n, "attribute \"%s\" holds values of more than one type (%s and %s)", an,
+            oq_attr_type_name(lowest_bit(kinds)), oq_attr_type_name(lowest_bit(kinds & (kinds - 1))));
+    } else if ((t == OQ_ATTR_TENSOR && !a->t) || (t == OQ_ATTR_GRAPH && !a->g) ||
+               (t == OQ_ATTR_SPARSE_TENSOR && !a->sparse_tensor) ||
+               (t == OQ_ATTR_TYPE_PROTO && !a->tp)) {
+        err(c, n, "attribute \"%s\" of type %s has no value", an, oq_attr_type_name(t));
+    }
+    char where[160];
+    snprintf(where, sizeof where, "attribute \"%.100s\" tensor", an);
+    check_tensor(c, n, a->t, where);
+    for (size_t i = 0; i < a->n_tensors; i++)
+        check_tensor(c, n, a->tensors[i], where);
+    check_sparse(c, n, a->sparse_tensor, where);
+    for (size_t i = 0; i < a->n_sparse_tensors; i++)
+        check_sparse(c, n, a->sparse_tensors[i], where);
     if (a->g)
-        check_graph(c, a->g);
+        check_subgraph(c, n, a, a->g);
     for (size_t i = 0; i < a->n_graphs; i++)
-        check_graph(c, a->graphs[i]);
+        check_subgraph(c, n, a, a->graphs[i]);
+}
+
+/* Is a value of scope `s` visible from graph g (g itself or an enclosing graph)? */
+static bool visible_from(const oq_graph *g, const oq_graph *s)
+{
+    for (; g; g = g->parent)
+        if (g == s)
+            return true;
+    return false;
 }
 
 static void check_graph(ck *c, const oq_graph *g)
@@ -106,12 +206,14 @@ static void check_graph(ck *c, const oq_graph *g)
         oq_value *v = oq_graph_find_local(g, g->initializers[i]->name ? g->initializers[i]->name : "");
         if (v)
             set_def(c, v);
+        check_tensor(c, NULL, g->initializers[i], "initializer");
     }
     for (size_t i = 0; i < g->n_sparse_initializers; i++) {
         const oq_sparse_tensor *s = g->sparse_initializers[i];
         oq_value *v = s->values && s->values->name ? oq_graph_find_local(g, s->values->name) : NULL;
         if (v)
             set_def(c, v);
+        check_sparse(c, NULL, s, "sparse initializer");
     }
     for (const oq_node *n = g->first; n && c->errors <= MAX_ERRORS; n = n->next) {
         if (!n->op_type || !*n->op_type)
@@ -121,7 +223,19 @@ static void check_graph(ck *c, const oq_graph *g)
                 oq_domain_is_default(n->domain) ? "ai.onnx" : n->domain);
         for (size_t k = 0; k < n->n_inputs; k++) {
             const oq_value *v = n->inputs[k];
-            if (!v || is_def(c, v) || is_formal(c, v))
+            if (!v)
+                continue;
+            if (!visible_from(g, v->graph)) {
+                char ol[64];
+                const oq_node *own = v->graph ? v->graph->owner : NULL;
+                if (own)
+                    err(c, n, "input \"%s\" is a value of a subgraph of node \"%s\" (%s) and is not visible here",
+                        v->name, oq_node_label(own, ol, sizeof ol), own->op_type ? own->op_type : "?");
+                else
+                    err(c, n, "input \"%s\" belongs to a graph that does not enclose this node", v->name);
+                continue;
+            }
+            if (is_def(c, v) || is_formal(c, v))
                 continue;
             if (v->kind == OQ_VALUE_NODE && v->producer && v->producer->graph == v->graph &&
                 v->graph == g)
@@ -137,17 +251,26 @@ static void check_graph(ck *c, const oq_graph *g)
             const oq_value *v = n->outputs[k];
             if (!v)
                 continue;
-            if (v->producer != n || v->producer_index != k) {
-                if (v->is_graph_input || v->initializer)
-                    err(c, n, "output \"%s\" is also a graph input or initializer", v->name);
-                else
-                    err(c, n, "output \"%s\" is produced more than once", v->name);
+            if (v->graph != g) {
+                err(c, n, "output \"%s\" belongs to another graph scope", v->name);
+                continue;
             }
+            if (g->parent && oq_graph_find_value(g->parent, v->name))
+                err(c, n, "output \"%s\" redefines a value of an enclosing graph (names must be unique across nested scopes)", v->name);
+            if (v->is_graph_input || v->initializer || v->sparse_initializer)
+                err(c, n, "output \"%s\" is also a graph input or initializer", v->name);
+            else if (v->producer != n || v->producer_index != k)
+                err(c, n, "output \"%s\" is produced more than once", v->name);
             set_def(c, v);
         }
     }
     for (size_t i = 0; i < g->n_outputs; i++) {
         const oq_value *v = g->outputs[i]->value;
+        if (v && !visible_from(g, v->graph)) {
+            if (c->errors++ < MAX_ERRORS)
+                oq_diag_error(c->d, OQ_ERR_INVALID, "graph output \"%s\" is a value of another graph scope and is not visible here", v->name);
+            continue;
+        }
         if (v && !is_def(c, v) && !is_formal(c, v) && c->errors <= MAX_ERRORS) {
             c->errors++;
             oq_diag_error(c->d, OQ_ERR_INVALID, "graph output \"%s\" is not produced by any node, graph input or initializer", v->name);

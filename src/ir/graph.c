@@ -428,7 +428,9 @@ static void node_attach(oq_graph *g, oq_node *n)
             oq_value_add_use(n->inputs[i], n, i);
     for (size_t i = 0; i < n->n_outputs; i++) {
         oq_value *v = n->outputs[i];
-        if (v && (v->kind == OQ_VALUE_UNDEFINED || v->producer == NULL)) {
+        /* claim only a value nobody defines: a graph input, initializer or another
+         * node's output keeps its definition (the checker reports the conflict) */
+        if (v && (v->kind == OQ_VALUE_UNDEFINED || (v->kind == OQ_VALUE_NODE && !v->producer))) {
             v->kind = OQ_VALUE_NODE;
             v->producer = n;
             v->producer_index = i;
@@ -545,7 +547,8 @@ oq_status oq_node_set_output(oq_node *n, size_t index, oq_value *v)
         old->kind = OQ_VALUE_UNDEFINED;
     }
     n->outputs[index] = v;
-    if (v && n->attached) {
+    if (v && n->attached &&
+        (v->kind == OQ_VALUE_UNDEFINED || (v->kind == OQ_VALUE_NODE && !v->producer))) {
         v->kind = OQ_VALUE_NODE;
         v->producer = n;
         v->producer_index = index;

@@ -181,6 +181,19 @@ const void *oq_tensor_data(oq_tensor *t, oq_diag *d)
         return t->view;
     }
     if (t->has_raw) {
+        if (t->raw.data && ((uintptr_t)t->raw.data & 15) && t->raw.len && t->model) {
+            /* raw_data borrowed from a file at an odd offset: typed access needs an
+             * aligned copy (made once, on first use; writing the model never needs it) */
+            void *c = oq_model_memdup(t->model, t->raw.data, t->raw.len);
+            if (!c) {
+                oq_diag_error(d, OQ_ERR_NOMEM, "tensor \"%s\": out of memory", nm);
+                return NULL;
+            }
+            t->view = c;
+            t->view_nbytes = (int64_t)t->raw.len;
+            t->view_borrowed = false;
+            return t->view;
+        }
         t->view = t->raw.data ? t->raw.data : (void *)"";
         t->view_nbytes = (int64_t)t->raw.len;
         t->view_borrowed = true;
