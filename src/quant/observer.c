@@ -91,13 +91,20 @@ void oq_histogram_add(oq_histogram *h, const float *x, int64_t n, float xmin, fl
     } else {
         oq_histogram_grow(h, xmin, xmax);
     }
+    /* multiply by the reciprocal: a value within rounding of an edge may land in the
+     * neighbouring bin, which changes no count */
+    const double lo = h->lo, inv = 1.0 / h->width;
+    uint64_t added = 0;
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         if (!isfinite(v))
             continue;
-        h->counts[hist_index(h, v)]++;
-        h->total++;
+        double t = ((double)v - lo) * inv;
+        int k = t <= 0.0 ? 0 : (t >= (double)(OQ_HIST_BINS - 1) ? OQ_HIST_BINS - 1 : (int)t);
+        h->counts[k]++;
+        added++;
     }
+    h->total += added;
 }
 
 static void nonfinite_message(oq_diag *d, const char *what, const oq_nonfinite *nf)

@@ -191,6 +191,11 @@ static double Hint(double u)
     return 1.0 / 24.0 + (k - 1.0) / 12.0 + (f * f * f + 0.125) / 3.0;
 }
 
+static inline double cube(double v)
+{
+    return v * v * v;
+}
+
 /* Expected squared error per element of the uniform quantizer with nlev levels on
  * [a, b] (clipping outside), for the piecewise-uniform working density. */
 static double mse_cost(const work *wk, double a, double b, double nlev)
@@ -205,11 +210,11 @@ static double mse_cost(const work *wk, double a, double b, double nlev)
         double l = edge(wk, i), r = l + wk->w, s = 0.0;
         if (l < a) {
             double m = r < a ? r : a;
-            s += (pow(a - l, 3) - pow(a - m, 3)) / 3.0;
+            s += (cube(a - l) - cube(a - m)) / 3.0;
         }
         if (r > b) {
             double m = l > b ? l : b;
-            s += (pow(r - b, 3) - pow(m - b, 3)) / 3.0;
+            s += (cube(r - b) - cube(m - b)) / 3.0;
         }
         double il = l > a ? l : a, ir = r < b ? r : b;
         if (ir > il)
@@ -274,7 +279,10 @@ typedef struct search {
     int nlev;
     int minw;     /* minimum window width in bins */
     int zf, zc;   /* window must satisfy i0 <= zf and i1 >= zc (contains 0) */
+    double sym_q, sym_lo, sym_hi; /* symmetric MSE: grid step T/sym_q on
+                                   * [sym_lo*step, sym_hi*step]; 0 = not used */
     int candidates;
+    int stride;   /* see sweep() */
 } search;
 
 static double search_cost(search *s, int i0, int i1)
@@ -282,47 +290,90 @@ static double search_cost(search *s, int i0, int i1)
     s->candidates++;
     if (s->kl)
         return kl_cost(s->wk, i0, i1, s->nlev);
+    if (s->sym_q > 0.0) { /* symmetric MSE: T = edge i1 of [0, M] on the signed [-M, M] */
+        double m = s->wk->lo + (double)NB * s->wk->w;
+        double t = (i1 == NB) ? m : (double)i1 * m / (double)NB;
+        double step = t / s->sym_q;
+        return mse_cost(s->wk, s->sym_lo * step, s->sym_hi * step, (double)s->nlev);
+    }
     return mse_cost(s->wk, edge(s->wk, i0), edge(s->wk, i1), (double)s->nlev);
 }
 
+/* Candidates are bin edges. A sweep over a run of edges [lo, hi] first evaluates every
+ * stride-th edge (and hi), then every edge within stride of the best one. The MSE curve
+ * is smooth at the scale of a few bins, so MSE uses stride 4 (about 2048/4 + 8
+ * evaluations per sweep); the KL curve is not (empty and sparse bins make it jagged),
+ * so entropy uses stride 1: every edge. */
+#define MSE_STRIDE 4
+
+typedef struct sweep_ctx {
+    search *s;
+    int fixed;   /* the other edge */
+    bool upper;  /* sweeping the upper edge i1 (else the lower edge i0) */
+} sweep_ctx;
+
+static double sweep_cost(const sweep_ctx *c, int j)
+{
+    return c->upper ? search_cost(c->s, c->fixed, j) : search_cost(c->s, j, c->fixed);
+}
+
+static int sweep(const sweep_ctx *c, int lo, int hi, int cur, double *best)
+{
+    const int STRIDE = c->s->stride;
+    int bj = cur;
+    for (int j = lo; j <= hi; j += STRIDE) {
+        if (j == cur)
+            continue;
+        double v = sweep_cost(c, j);
+        if (v < *best) {
+            *best = v;
+            bj = j;
+        }
+    }
+    if (hi >= lo && (hi - lo) % STRIDE != 0 && hi != cur) {
+        double v = sweep_cost(c, hi);
+        if (v < *best) {
+            *best = v;
+            bj = hi;
+        }
+    }
+    int centre = bj;
+    int a = centre - STRIDE + 1 > lo ? centre - STRIDE + 1 : lo;
+    int b = centre + STRIDE - 1 < hi ? centre + STRIDE - 1 : hi;
+    for (int j = a; j <= b; j++) {
+        if (j == centre || j == cur || (j - lo) % STRIDE == 0 || j == hi)
+            continue;
+        double v = sweep_cost(c, j);
+        if (v < *best) {
+            *best = v;
+            bj = j;
+        }
+    }
+    return bj;
+}
+
 /* Coordinate descent over windows [i0, i1) of bin edges: start from the full range,
- * alternately try every admissible upper edge and every admissible lower edge, until
- * neither moves (at most 4 rounds). When 0 is the lower end of the working range
- * (symmetric, or data >= 0) the lower edge is fixed and one sweep is exhaustive. */
+ * alternately sweep the upper edge and the lower edge, until neither moves (at most 4
+ * rounds). When 0 is the lower end of the working range (symmetric, or data >= 0) the
+ * lower edge is fixed and one sweep is the whole search. */
 static double search_run(search *s, int *pi0, int *pi1)
 {
     int i0 = 0, i1 = NB;
     double best = search_cost(s, i0, i1);
     for (int round = 0; round < 4; round++) {
         bool moved = false;
+        sweep_ctx cu = {s, i0, true};
         int lo1 = s->zc > i0 + s->minw ? s->zc : i0 + s->minw;
-        int bi = i1;
-        for (int j = lo1; j <= NB; j++) {
-            if (j == i1)
-                continue;
-            double c = search_cost(s, i0, j);
-            if (c < best) {
-                best = c;
-                bi = j;
-            }
-        }
+        int bi = sweep(&cu, lo1, NB, i1, &best);
         if (bi != i1) {
             i1 = bi;
             moved = true;
         }
-        if (s->zf == 0) /* the lower edge is pinned at 0: one sweep is the whole search */
+        if (s->zf == 0) /* the lower edge is pinned at 0 */
             break;
+        sweep_ctx cl = {s, i1, false};
         int hi0 = s->zf < i1 - s->minw ? s->zf : i1 - s->minw;
-        bi = i0;
-        for (int j = 0; j <= hi0; j++) {
-            if (j == i0)
-                continue;
-            double c = search_cost(s, j, i1);
-            if (c < best) {
-                best = c;
-                bi = j;
-            }
-        }
+        bi = sweep(&cl, 0, hi0, i0, &best);
         if (bi != i0) {
             i0 = bi;
             moved = true;
@@ -404,23 +455,23 @@ oq_status oq_observer_range(const oq_observer *o, const oq_range_request *r, flo
          * step T/q and the representable interval [(qmin-zp)*step, (qmax-zp)*step],
          * which for signed types reaches one step further on the negative side. */
         int64_t zp = qmin < 0 ? 0 : ((int64_t)qmin + qmax + 1) / 2;
-        double q = (double)qmax - (double)zp;
-        double nlev = (double)qmax - (double)qmin + 1.0;
-        double m = wk->lo + (double)NB * wk->w, best = INFINITY, bt = m;
-        for (int i = 1; i <= NB; i++) {
-            double t = (i == NB) ? m : (double)i * m / (double)NB;
-            double step = t / q;
-            double c = mse_cost(wk, ((double)qmin - (double)zp) * step,
-                                ((double)qmax - (double)zp) * step, nlev);
-            inf.candidates++;
-            if (c < best) {
-                best = c;
-                bt = t;
-            }
-        }
-        inf.best_cost = best;
-        a = -bt;
-        b = bt;
+        search s;
+        memset(&s, 0, sizeof(s));
+        s.wk = wk;
+        s.sym_q = (double)qmax - (double)zp;
+        s.sym_lo = (double)qmin - (double)zp;
+        s.sym_hi = (double)qmax - (double)zp;
+        int64_t lv = (int64_t)qmax - qmin + 1;
+        s.nlev = (int)(lv > 0x7fffffff ? 0x7fffffff : lv);
+        s.minw = 1;
+        s.stride = MSE_STRIDE;
+        int i0, i1;
+        inf.best_cost = search_run(&s, &i0, &i1);
+        inf.candidates = s.candidates;
+        double m = wk->lo + (double)NB * wk->w;
+        double t = (i1 == NB) ? m : (double)i1 * m / (double)NB;
+        a = -t;
+        b = t;
     } else {
         search s;
         memset(&s, 0, sizeof(s));
@@ -447,8 +498,10 @@ oq_status oq_observer_range(const oq_observer *o, const oq_range_request *r, flo
             int64_t lv = sym ? (int64_t)s.nlev : (int64_t)qmax - qmin + 1;
             s.nlev = (int)(lv > 0x7fffffff ? 0x7fffffff : lv);
             s.minw = 1;
+            s.stride = MSE_STRIDE;
         } else {
             s.minw = s.nlev;
+            s.stride = 1;
         }
         int i0, i1;
         inf.best_cost = search_run(&s, &i0, &i1);
