@@ -124,22 +124,37 @@ oq_status oq_observer_update(oq_observer *o, const float *x, int64_t n, oq_nonfi
     if (n < 0 || (n > 0 && !x))
         return oq_diag_error(d, OQ_ERR_USAGE, "%s%sobserver update with %" PRId64 " values",
                              what ? what : "", what ? ": " : "", n);
+    /* Fast pass (no branches on the data): min, max, zeros and whether anything is
+     * non-finite. Only when something is, the careful pass below runs. */
+    int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
-        if (isfinite(v)) {
-            if (v < bmin)
-                bmin = v;
-            if (v > bmax)
-                bmax = v;
-            finite++;
-            zeros += (v == 0.0f);
-        } else {
-            if (isnan(v))
-                local.nan_count++;
-            else
-                local.inf_count++;
-            if (local.first_index < 0)
-                local.first_index = i;
+        bmin = v < bmin ? v : bmin;
+        bmax = v > bmax ? v : bmax;
+        bad |= !(fabsf(v) <= FLT_MAX);
+        zeros += (v == 0.0f);
+    }
+    finite = (uint64_t)n;
+    if (bad) {
+        bmin = FLT_MAX;
+        bmax = -FLT_MAX;
+        finite = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (isfinite(v)) {
+                if (v < bmin)
+                    bmin = v;
+                if (v > bmax)
+                    bmax = v;
+                finite++;
+            } else {
+                if (isnan(v))
+                    local.nan_count++;
+                else
+                    local.inf_count++;
+                if (local.first_index < 0)
+                    local.first_index = i;
+            }
         }
     }
     if (nf)
