@@ -779,3 +779,50 @@ Test(bias, per_channel_and_overflow)
     cr_assert_geq(sw, 46.566f);
     cr_assert_lt(sw, 50.0f);
 }
+
+Test(observer, merge)
+{
+    /* two observers over halves of the data merge into the counts/extremes of one */
+    oq_observer a, b;
+    oq_observer_init(&a, OQ_OBSERVER_HISTOGRAM, OQ_NAN_IGNORE);
+    oq_observer_init(&b, OQ_OBSERVER_HISTOGRAM, OQ_NAN_IGNORE);
+    const float x[] = {0.0f, 1.0f, 2.0f, NAN};
+    const float y[] = {-10.0f, 5.0f, 0.0f};
+    oq_observer_update(&a, x, 4, NULL, NULL, NULL);
+    oq_observer_update(&b, y, 3, NULL, NULL, NULL);
+    cr_assert_eq(oq_observer_merge(&a, &b, NULL), OQ_OK);
+    cr_assert_eq(a.count, 6);
+    cr_assert_eq(a.zero_count, 2);
+    cr_assert_eq(a.nan_count, 1);
+    cr_assert_eq(a.hist.total, 6);
+    cr_assert(a.min == -10.0f && a.max == 5.0f);
+    uint64_t sum = 0;
+    for (int i = 0; i < OQ_HIST_BINS; i++)
+        sum += a.hist.counts[i];
+    cr_assert_eq(sum, 6);
+    oq_observer m;
+    oq_observer_init(&m, OQ_OBSERVER_MINMAX, OQ_NAN_IGNORE);
+    cr_assert_eq(oq_observer_merge(&a, &m, NULL), OQ_ERR_USAGE);
+}
+
+Test(range, entropy_16bit_is_full_range)
+{
+    /* 65536 levels cannot be resolved by 2048 bins: the only window is the full range */
+    oq_observer o;
+    oq_observer_init(&o, OQ_OBSERVER_HISTOGRAM, OQ_NAN_ERROR);
+    rng_state = 5;
+    float x[5000];
+    for (int i = 0; i < 5000; i++)
+        x[i] = (float)nrand();
+    oq_observer_update(&o, x, 5000, NULL, NULL, NULL);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    r.method = OQ_CALIB_ENTROPY;
+    r.dtype = OQ_DTYPE_UINT16;
+    float lo, hi;
+    oq_range_info info;
+    cr_assert_eq(oq_observer_range(&o, &r, &lo, &hi, &info, NULL, NULL), OQ_OK);
+    cr_assert_eq(lo, o.min);
+    cr_assert_eq(hi, o.max);
+    cr_assert_eq(info.candidates, 1);
+}
