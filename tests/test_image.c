@@ -413,3 +413,33 @@ Test(image, random_damage_never_crashes)
         free(orig);
     }
 }
+
+Test(image, dir_list)
+{
+    const uint8_t g[1] = {7};
+    write_png(path_of("b.png"), 1, 1, PNG_COLOR_TYPE_GRAY, 8, g, NULL, 0);
+    write_jpeg(path_of("a.JPG"), 1, 1, 1, g);
+    write_png(path_of("c.jpeg"), 1, 1, PNG_COLOR_TYPE_GRAY, 8, g, NULL, 0); /* content decides */
+    tu_write_file(path_of("notes.txt"), "x", 1);
+    tu_write_file(path_of(".hidden.png"), "x", 1);
+    char **p;
+    size_t n;
+    cr_assert_eq(oq_image_dir_list(tmp, &p, &n, NULL), OQ_OK);
+    cr_assert_eq(n, 3);
+    cr_assert(strstr(p[0], "/a.JPG") && strstr(p[1], "/b.png") && strstr(p[2], "/c.jpeg"));
+    oq_image img;
+    decode_ok(p[2], &img); /* a PNG named .jpeg decodes by its signature */
+    px(&img, 0, 0, 7, 7, 7, 0);
+    oq_image_free(&img);
+    oq_image_dir_free(p, n);
+    char *empty = path_of("empty");
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "mkdir '%s'", empty);
+    tu_run(cmd, NULL);
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_image_dir_list(empty, &p, &n, &d), OQ_ERR_USAGE);
+    cr_assert(strstr(d.entries[0].message, "empty"));
+    oq_diag_free(&d);
+    cr_assert_eq(oq_image_dir_list(path_of("nope"), &p, &n, NULL), OQ_ERR_IO);
+}

@@ -826,3 +826,26 @@ Test(range, entropy_16bit_is_full_range)
     cr_assert_eq(hi, o.max);
     cr_assert_eq(info.candidates, 1);
 }
+
+Test(qparams, from_observer)
+{
+    /* minmax uint8 on {-1, 0, 3}: [-1, 3] -> scale 4/255, zp = -round(-1/(4/255)) =
+     * round(63.75) = 64 */
+    oq_observer o;
+    oq_observer_init(&o, OQ_OBSERVER_MINMAX, OQ_NAN_ERROR);
+    const float x[] = {-1.0f, 0.0f, 3.0f};
+    oq_observer_update(&o, x, 3, NULL, NULL, NULL);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    r.method = OQ_CALIB_MINMAX;
+    float s;
+    int32_t zp;
+    cr_assert_eq(oq_observer_qparams(&o, &r, &s, &zp, NULL, "t", NULL), OQ_OK);
+    cr_assert_float_eq(s, 4.0f / 255.0f, 1e-9);
+    cr_assert_eq(zp, 64);
+    /* an observer that saw nothing still gives valid parameters */
+    oq_observer_init(&o, OQ_OBSERVER_HISTOGRAM, OQ_NAN_IGNORE);
+    r.method = OQ_CALIB_PERCENTILE;
+    cr_assert_eq(oq_observer_qparams(&o, &r, &s, &zp, NULL, "t", NULL), OQ_OK);
+    cr_assert(s == 1.0f && zp == 0);
+}

@@ -71,6 +71,13 @@ oq_status oq_image_to_tensor(const oq_image *img, const oq_image_opts *o, float 
 /* Read + convert in one call. */
 oq_status oq_image_load(const char *path, const oq_image_opts *o, float *out, oq_diag *d);
 
+/* The image files of a directory for --calib-images: regular files whose name ends in
+ * .png, .jpg or .jpeg (any case), sorted by name (strcmp), as full paths. *paths is one
+ * malloc'ed array of malloc'ed strings; free with oq_image_dir_free. An empty directory
+ * is an error naming it. */
+oq_status oq_image_dir_list(const char *dir, char ***paths, size_t *count, oq_diag *d);
+void oq_image_dir_free(char **paths, size_t count);
+
 /* The resize alone, on float planes: src is in_h x in_w x c interleaved, dst out_h x
  * out_w x c interleaved (the convention above). */
 void oq_resize_bilinear(const float *src, int64_t in_h, int64_t in_w, int c, float *dst,

@@ -163,6 +163,12 @@ oq_status oq_qparams_compute(float rmin, float rmax, int32_t dtype, bool symmetr
                              bool reduce_range, float *scale, int32_t *zero_point,
                              oq_diag *d);
 
+/* Range selection and parameters in one call: oq_observer_range with r, then
+ * oq_qparams_compute with r->dtype, r->symmetric, r->reduce_range. */
+oq_status oq_observer_qparams(const oq_observer *o, const oq_range_request *r, float *scale,
+                              int32_t *zero_point, oq_range_info *info, const char *what,
+                              oq_diag *d);
+
 /* ONNX QuantizeLinear of one value into [qmin, qmax]. */
 int32_t oq_quantize_value(float x, float scale, int32_t zero_point, int32_t qmin,
                           int32_t qmax);

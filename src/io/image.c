@@ -2,6 +2,8 @@
  * to a normalised float tensor. Conventions: include/onnxq/image.h. */
 #include "onnxq/image.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jpeglib.h>
 
@@ -405,5 +408,90 @@ oq_status oq_image_load(const char *path, const oq_image_opts *o, float *out, oq
         return st;
     st = oq_image_to_tensor(&img, o, out, d);
     oq_image_free(&img);
+    return st;
+}
+
+/* ------------------------------------------------------------- directory ---- */
+
+static bool has_image_ext(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot)
+        return false;
+    char ext[8];
+    size_t n = strlen(dot + 1);
+    if (n == 0 || n >= sizeof(ext))
+        return false;
+    for (size_t i = 0; i <= n; i++)
+        ext[i] = (char)tolower((unsigned char)dot[1 + i]);
+    return !strcmp(ext, "png") || !strcmp(ext, "jpg") || !strcmp(ext, "jpeg");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void oq_image_dir_free(char **paths, size_t count)
+{
+    if (!paths)
+        return;
+    for (size_t i = 0; i < count; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+oq_status oq_image_dir_list(const char *dir, char ***paths, size_t *count, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    *paths = NULL;
+    *count = 0;
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return oq_diag_error(d, OQ_ERR_IO, "%s: cannot open directory: %s", dir,
+                             strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        if (e->d_name[0] == '.' || !has_image_ext(e->d_name))
+            continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(len);
+        if (!p) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "%s: out of memory", dir);
+            goto fail;
+        }
+        snprintf(p, len, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            free(p);
+            continue;
+        }
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            char **nv = realloc(v, nc * sizeof(*nv));
+            if (!nv) {
+                free(p);
+                st = oq_diag_error(d, OQ_ERR_NOMEM, "%s: out of memory", dir);
+                goto fail;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n++] = p;
+    }
+    if (n == 0) {
+        st = oq_diag_error(d, OQ_ERR_USAGE, "%s: no .png, .jpg or .jpeg files", dir);
+        goto fail;
+    }
+    qsort(v, n, sizeof(*v), cmp_str);
+    closedir(dp);
+    *paths = v;
+    *count = n;
+    return OQ_OK;
+fail:
+    closedir(dp);
+    oq_image_dir_free(v, n);
     return st;
 }

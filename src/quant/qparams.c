@@ -86,6 +86,24 @@ oq_status oq_qparams_compute(float rmin, float rmax, int32_t dtype, bool symmetr
     return OQ_OK;
 }
 
+oq_status oq_observer_qparams(const oq_observer *o, const oq_range_request *r, float *scale,
+                              int32_t *zero_point, oq_range_info *info, const char *what,
+                              oq_diag *d)
+{
+    float lo, hi;
+    *scale = 1.0f;
+    *zero_point = 0;
+    oq_status st = oq_observer_range(o, r, &lo, &hi, info, what, d);
+    if (st != OQ_OK)
+        return st;
+    st = oq_qparams_compute(lo, hi, r->dtype, r->symmetric, r->reduce_range, scale, zero_point,
+                            d);
+    if (st != OQ_OK && what)
+        oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, "while computing parameters of %s",
+                    what);
+    return st;
+}
+
 int32_t oq_quantize_value(float x, float scale, int32_t zero_point, int32_t qmin,
                           int32_t qmax)
 {
