@@ -800,6 +800,15 @@ Test(observer, merge)
     for (int i = 0; i < OQ_HIST_BINS; i++)
         sum += a.hist.counts[i];
     cr_assert_eq(sum, 6);
+    /* into an observer that has only seen NaN: its NaN count survives */
+    oq_observer c;
+    oq_observer_init(&c, OQ_OBSERVER_HISTOGRAM, OQ_NAN_IGNORE);
+    const float nn[] = {NAN, NAN};
+    oq_observer_update(&c, nn, 2, NULL, NULL, NULL);
+    cr_assert_eq(oq_observer_merge(&c, &a, NULL), OQ_OK);
+    cr_assert_eq(c.nan_count, 3);
+    cr_assert_eq(c.count, 6);
+    cr_assert_eq(c.hist.total, 6);
     oq_observer m;
     oq_observer_init(&m, OQ_OBSERVER_MINMAX, OQ_NAN_IGNORE);
     cr_assert_eq(oq_observer_merge(&a, &m, NULL), OQ_ERR_USAGE);

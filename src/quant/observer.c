@@ -198,8 +198,15 @@ oq_status oq_observer_merge(oq_observer *o, const oq_observer *other, oq_diag *d
     o->inf_count += other->inf_count;
     if (!other->initialized)
         return OQ_OK;
-    if (!o->initialized) {
+    if (!o->initialized) { /* take other's statistics, keep our own NaN/Inf counts */
+        uint64_t nn = o->nan_count, ni = o->inf_count;
+        oq_nan_policy pol = o->nan_policy;
+        double c = o->averaging_constant;
         *o = *other;
+        o->nan_count = nn;
+        o->inf_count = ni;
+        o->nan_policy = pol;
+        o->averaging_constant = c;
         return OQ_OK;
     }
     if (other->min < o->min)
