@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnxq/quant.h"
+#include "testutil.h"
 
 /* ---------------------------------------------------------------- helpers ---- */
 
@@ -857,4 +858,168 @@ Test(qparams, from_observer)
     r.method = OQ_CALIB_PERCENTILE;
     cr_assert_eq(oq_observer_qparams(&o, &r, &s, &zp, NULL, "t", NULL), OQ_OK);
     cr_assert(s == 1.0f && zp == 0);
+}
+
+/* ------------------------------------------------- against onnxruntime ---- */
+
+typedef struct ort_case {
+    const char *name;
+    int32_t dtype;
+    int mode; /* 0 tensor, 1 channel, 2 block */
+    int64_t rows, cols;
+    int axis;
+    int64_t block;
+} ort_case;
+
+/* Parameter index of element (r, c) of a 2-D tensor, written out per mode (independent
+ * of the library's layout code). */
+static int64_t case_pidx(const ort_case *k, int64_t r, int64_t c)
+{
+    if (k->mode == 0)
+        return 0;
+    if (k->mode == 1)
+        return k->axis == 0 ? r : c;
+    if (k->axis == 1) {
+        int64_t g = (k->cols + k->block - 1) / k->block;
+        return r * g + c / k->block;
+    }
+    return (r / k->block) * k->cols + c;
+}
+
+static void hex_out(FILE *f, const uint8_t *b, int64_t n)
+{
+    fputc('"', f);
+    for (int64_t i = 0; i < n; i++)
+        fprintf(f, "%02x", b[i]);
+    fputc('"', f);
+}
+
+Test(ort, quantize_and_packing_match_onnxruntime, .timeout = 300)
+{
+    const int32_t dts[6] = {OQ_DTYPE_INT8, OQ_DTYPE_UINT8, OQ_DTYPE_INT16, OQ_DTYPE_UINT16,
+                            OQ_DTYPE_INT4, OQ_DTYPE_UINT4};
+    const ort_case shapes[5] = {
+        {"per-tensor", 0, 0, 4, 5, 0, 0},       {"per-channel axis 1", 0, 1, 3, 4, 1, 0},
+        {"per-channel axis 0", 0, 1, 3, 7, 0, 0}, {"blocks of 2 on axis 1", 0, 2, 2, 5, 1, 2},
+        {"blocks of 3 on axis 0", 0, 2, 4, 2, 0, 3}};
+    char *dir = tu_tmpdir();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/cases.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("[\n", f);
+    rng_state = 2024;
+    int ncase = 0;
+    for (int di = 0; di < 6; di++)
+        for (int si = 0; si < 5; si++)
+            for (int from_data = 0; from_data < 2; from_data++) {
+                ort_case k = shapes[si];
+                k.dtype = dts[di];
+                int32_t qmin, qmax;
+                oq_qrange(k.dtype, false, &qmin, &qmax);
+                const int64_t dims[2] = {k.rows, k.cols};
+                int64_t n = k.rows * k.cols;
+                oq_weight_spec sp;
+                oq_weight_spec_default(&sp);
+                sp.dtype = k.dtype;
+                sp.per_channel = k.mode != 0;
+                sp.axis = k.axis;
+                sp.block_size = k.mode == 2 ? k.block : 0;
+                sp.symmetric = (ncase % 3) == 0;
+                int64_t pd[2];
+                size_t pr;
+                int64_t np_ = oq_weight_param_shape(dims, 2, &sp, pd, &pr, NULL);
+                cr_assert_gt(np_, 0);
+                float sc[64], x[64];
+                int32_t zp[64];
+                uint8_t packed[256], zpk[64];
+                if (from_data) {
+                    /* parameters from random data, arbitrary scales */
+                    for (int64_t i = 0; i < n; i++)
+                        x[i] = (float)(nrand() * 0.37);
+                    cr_assert_eq(oq_quantize_weight(x, dims, 2, &sp, sc, zp, packed, "w", NULL),
+                                 OQ_OK);
+                    /* and quantize values beyond the range too */
+                    x[0] *= 3.0f;
+                } else {
+                    /* power-of-two scales and zero points spread over the range, inputs with
+                     * exact ties, saturating values and infinities */
+                    for (int64_t p = 0; p < np_; p++) {
+                        sc[p] = ldexpf(1.0f, (int)(urand() * 6) - 3);
+                        zp[p] = qmin + (int32_t)(urand() * ((double)qmax - qmin + 1));
+                    }
+                    for (int64_t r = 0; r < k.rows; r++)
+                        for (int64_t c = 0; c < k.cols; c++) {
+                            int64_t e = r * k.cols + c, p = case_pidx(&k, r, c);
+                            double span = ((double)qmax - qmin) * sc[p];
+                            int kind = (int)(e % 4);
+                            if (kind == 0) /* a tie: (m + 0.5) * scale */
+                                x[e] = (float)((floor((urand() - 0.5) * 20.0) + 0.5) * sc[p]);
+                            else if (kind == 1)
+                                x[e] = (float)((urand() - 0.5) * span);
+                            else if (kind == 2)
+                                x[e] = (float)((urand() - 0.5) * 4.0 * span);
+                            else
+                                x[e] = (float)((urand() - 0.5) * 10.0 * sc[p]);
+                        }
+                    x[1] = INFINITY;
+                    x[2] = -INFINITY;
+                    x[3] = -0.0f;
+                }
+                cr_assert_eq(oq_quantize_with_params(x, dims, 2, k.dtype, k.axis,
+                                                     k.mode == 2 ? k.block : 0, sc, zp, np_,
+                                                     packed, NULL, NULL),
+                             OQ_OK);
+                cr_assert_eq(oq_pack_ints(k.dtype, zp, np_, zpk, NULL), OQ_OK);
+                fprintf(f, "%s{\"name\": \"%s %s%s\", \"dtype\": %d, \"mode\": \"%s\", ",
+                        ncase ? ",\n" : "", oq_dtype_name(k.dtype), k.name,
+                        from_data ? " (scales from data)" : "", k.dtype,
+                        k.mode == 0 ? "tensor" : k.mode == 1 ? "channel" : "block");
+                fprintf(f, "\"axis\": %d, \"block\": %lld, \"dims\": [%lld, %lld], \"pdims\": [",
+                        k.axis, (long long)k.block, (long long)k.rows, (long long)k.cols);
+                for (size_t i = 0; i < pr; i++)
+                    fprintf(f, "%s%lld", i ? ", " : "", (long long)pd[i]);
+                fputs("], \"x\": [", f);
+                for (int64_t i = 0; i < n; i++) {
+                    if (isinf(x[i]))
+                        fprintf(f, "%s\"%s\"", i ? ", " : "", x[i] > 0 ? "inf" : "-inf");
+                    else
+                        fprintf(f, "%s%.9g", i ? ", " : "", (double)x[i]);
+                }
+                fputs("], \"scales\": [", f);
+                for (int64_t p = 0; p < np_; p++)
+                    fprintf(f, "%s%.9g", p ? ", " : "", (double)sc[p]);
+                fputs("], \"zps\": [", f);
+                for (int64_t p = 0; p < np_; p++)
+                    fprintf(f, "%s%d", p ? ", " : "", zp[p]);
+                fputs("], \"pidx\": [", f);
+                for (int64_t r = 0; r < k.rows; r++)
+                    for (int64_t c = 0; c < k.cols; c++)
+                        fprintf(f, "%s%lld", r + c ? ", " : "", (long long)case_pidx(&k, r, c));
+                fputs("], \"q\": [", f);
+                for (int64_t i = 0; i < n; i++)
+                    fprintf(f, "%s%d", i ? ", " : "", oq_unpack_int(k.dtype, packed, i));
+                fputs("], \"zp_packed\": ", f);
+                hex_out(f, zpk, oq_dtype_nbytes(k.dtype, np_));
+                fputs(", \"packed\": ", f);
+                hex_out(f, packed, oq_dtype_nbytes(k.dtype, n));
+                fputs("}", f);
+                ncase++;
+            }
+    fputs("\n]\n", f);
+    fclose(f);
+    char cmd[1200], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/quant_ort_check.py' '%s'",
+             ONNXQ_SOURCE_DIR, dir);
+    int rc = tu_run(cmd, &out);
+    cr_log_info("%s", out);
+    if (rc == 77) {
+        free(out);
+        cr_skip_test("onnxruntime-node not available");
+    }
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_run(cmd, NULL);
+    free(dir);
 }
