@@ -443,3 +443,48 @@ Test(image, dir_list)
     oq_diag_free(&d);
     cr_assert_eq(oq_image_dir_list(path_of("nope"), &p, &n, NULL), OQ_ERR_IO);
 }
+
+Test(image, resize_matches_onnxruntime, .timeout = 300)
+{
+    /* up, down, non-integer ratios, 1-pixel sources: onnxq's resize against onnxruntime
+     * Resize(linear, half_pixel) on random 8-bit-valued planes */
+    const int sz[][4] = {{2, 2, 4, 4}, {4, 4, 2, 2}, {5, 7, 3, 11}, {7, 5, 13, 2}, {1, 6, 4, 3},
+                         {6, 1, 3, 5}, {9, 9, 9, 9}, {3, 8, 7, 5}, {16, 10, 5, 3}, {4, 3, 17, 19}};
+    const int ncase = (int)(sizeof(sz) / sizeof(sz[0]));
+    char path[600];
+    snprintf(path, sizeof(path), "%s/resize.json", tmp);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("[", f);
+    unsigned s = 7;
+    for (int i = 0; i < ncase; i++) {
+        int ih = sz[i][0], iw = sz[i][1], oh = sz[i][2], ow = sz[i][3];
+        float src[256], dst[512];
+        for (int k = 0; k < ih * iw; k++) {
+            s = s * 1103515245u + 12345u;
+            src[k] = (float)((s >> 16) % 256);
+        }
+        oq_resize_bilinear(src, ih, iw, 1, dst, oh, ow);
+        fprintf(f, "%s{\"in_h\": %d, \"in_w\": %d, \"out_h\": %d, \"out_w\": %d, \"src\": [",
+                i ? ",\n" : "", ih, iw, oh, ow);
+        for (int k = 0; k < ih * iw; k++)
+            fprintf(f, "%s%.9g", k ? ", " : "", (double)src[k]);
+        fputs("], \"ours\": [", f);
+        for (int k = 0; k < oh * ow; k++)
+            fprintf(f, "%s%.9g", k ? ", " : "", (double)dst[k]);
+        fputs("]}", f);
+    }
+    fputs("]\n", f);
+    fclose(f);
+    char cmd[1200], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/resize_ort_check.py' '%s'",
+             ONNXQ_SOURCE_DIR, tmp);
+    int rc = tu_run(cmd, &out);
+    cr_log_info("%s", out);
+    if (rc == 77) {
+        free(out);
+        cr_skip_test("onnxruntime-node not available");
+    }
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
