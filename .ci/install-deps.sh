@@ -3,7 +3,7 @@
 # suites need: the ONNX backend test data, python3-onnx (model checker), clang (fuzz
 # target), graphviz (dump --dot check), npm (real models and onnxruntime-node).
 set -euo pipefail
-PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev"
+PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev"
 if [ "${1:-}" = "--test" ]; then
     PKGS="$PKGS libonnx-testdata python3-onnx python3-numpy graphviz"
     command -v npm >/dev/null || PKGS="$PKGS npm"

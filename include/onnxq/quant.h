@@ -1,0 +1,238 @@
+/* onnxq — quantization math: observers, range selection, scale / zero point, weight and
+ * bias quantization. Pure math and no I/O: the calibration pass feeds observers with the
+ * tensors the executor produces, picks a range per tensor and turns it into parameters.
+ *
+ * Conventions
+ *  - Observers keep FIXED-SIZE state: sizeof(oq_observer) does not depend on how many
+ *    samples were seen. No observer function allocates.
+ *  - Non-finite input (NaN, +-Inf) is never folded into the statistics. Every update
+ *    reports what it saw in an oq_nonfinite; under OQ_NAN_ERROR the update returns
+ *    OQ_ERR_NUMERIC with one diag line naming `what` (the caller passes e.g.
+ *    `tensor "conv1_out" (node "conv1"), sample calib/s3`), under OQ_NAN_IGNORE it
+ *    counts them and returns OQ_OK.
+ *  - Quantization follows ONNX QuantizeLinear exactly:
+ *        q = saturate(round_half_to_even(x / scale) + zero_point)
+ *    with x / scale a float32 division; NaN gives the zero point, +-Inf the bounds.
+ *  - Methods and formulas: docs/calibration.md.
+ */
+#ifndef ONNXQ_QUANT_H
+#define ONNXQ_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnxq/ir.h"
+#include "onnxq/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ non-finite values ---- */
+
+typedef enum oq_nan_policy {
+    OQ_NAN_ERROR = 0,  /* any NaN/Inf stops: OQ_ERR_NUMERIC */
+    OQ_NAN_IGNORE = 1  /* exclude them from the statistics and count them */
+} oq_nan_policy;
+
+typedef struct oq_nonfinite {
+    uint64_t nan_count;   /* NaN values in this call */
+    uint64_t inf_count;   /* +Inf or -Inf values in this call */
+    int64_t first_index;  /* element index of the first one in this call, -1 if none */
+} oq_nonfinite;
+
+/* ----------------------------------------------------------------- observers ---- */
+
+#define OQ_HIST_BINS 2048
+
+typedef enum oq_observer_kind {
+    OQ_OBSERVER_MINMAX = 0,    /* running min / max (or their moving average) */
+    OQ_OBSERVER_HISTOGRAM = 1  /* min / max plus a growing-range histogram */
+} oq_observer_kind;
+
+/* A histogram whose range grows without losing counts. Bin i covers
+ * [lo + i*width, lo + (i+1)*width); the last bin also holds its right edge. When data
+ * falls outside, the width is multiplied by 2^m and the origin moved by a whole number
+ * of old bins, so every old bin lands inside exactly one new bin (counts move exactly). */
+typedef struct oq_histogram {
+    double lo;       /* left edge of bin 0 */
+    double width;    /* bin width (> 0 once initialized) */
+    uint64_t total;  /* sum of counts */
+    uint64_t counts[OQ_HIST_BINS];
+} oq_histogram;
+
+typedef struct oq_observer {
+    oq_observer_kind kind;
+    oq_nan_policy nan_policy;
+    /* minmax: 0 = plain running min/max; in (0,1] = moving average of per-update
+     * min/max with this constant (m <- m + c*(batch_m - m), first update initializes). */
+    double averaging_constant;
+    bool initialized;
+    float min, max;          /* exact min / max of all finite values seen */
+    float avg_min, avg_max;  /* moving averages (valid when averaging_constant > 0) */
+    uint64_t count;          /* finite values observed */
+    uint64_t zero_count;     /* of which exactly 0 (or -0): quantized exactly by any
+                              * range, so entropy / mse leave them out of the search */
+    uint64_t updates;        /* number of update calls that contained finite values */
+    uint64_t nan_count;      /* non-finite values excluded (OQ_NAN_IGNORE) */
+    uint64_t inf_count;
+    oq_histogram hist;       /* used by OQ_OBSERVER_HISTOGRAM */
+} oq_observer;
+
+void oq_observer_init(oq_observer *o, oq_observer_kind kind, oq_nan_policy policy);
+/* Set the moving-average constant for minmax (0 disables). Returns OQ_ERR_USAGE when
+ * c is outside [0, 1]. */
+oq_status oq_observer_set_averaging(oq_observer *o, double c, oq_diag *d);
+
+/* Feed n float32 values. `nf` (may be NULL) receives what non-finite values were in
+ * this call. `what` names the tensor/sample for the error message (may be NULL). */
+oq_status oq_observer_update(oq_observer *o, const float *x, int64_t n, oq_nonfinite *nf,
+                             const char *what, oq_diag *d);
+
+/* Merge another observer of the same kind into o (e.g. per-thread observers). */
+oq_status oq_observer_merge(oq_observer *o, const oq_observer *other, oq_diag *d);
+
+/* The minmax range: exact min/max, or the moving averages when averaging is on.
+ * An observer that saw no finite value gives [0, 0] and returns false. */
+bool oq_observer_minmax(const oq_observer *o, float *rmin, float *rmax);
+
+/* Histogram primitives (also used by the observer). */
+void oq_histogram_reset(oq_histogram *h);
+/* Add finite values; caller guarantees finiteness and passes their min/max. */
+void oq_histogram_add(oq_histogram *h, const float *x, int64_t n, float xmin, float xmax);
+/* Grow the range so that it covers [a, b], moving counts exactly. */
+void oq_histogram_grow(oq_histogram *h, double a, double b);
+
+/* Per-channel min/max of a weight tensor along `axis` (negative counts from the end).
+ * mins/maxs have dims[axis] entries. Non-finite weights are an error naming `what`. */
+oq_status oq_minmax_per_channel(const float *x, const int64_t *dims, size_t rank, int axis,
+                                float *mins, float *maxs, const char *what, oq_diag *d);
+
+/* ------------------------------------------------------------ range selection ---- */
+
+typedef enum oq_calib_method {
+    OQ_CALIB_MINMAX = 0,
+    OQ_CALIB_PERCENTILE = 1,
+    OQ_CALIB_ENTROPY = 2,
+    OQ_CALIB_MSE = 3
+} oq_calib_method;
+
+const char *oq_calib_method_name(oq_calib_method m);
+/* "minmax" | "percentile" | "entropy" | "mse"; returns -1 when unknown. */
+int oq_calib_method_from_name(const char *s);
+
+typedef struct oq_range_request {
+    oq_calib_method method;
+    double percentile;     /* for OQ_CALIB_PERCENTILE, in (0, 100]; default 99.999 */
+    int32_t dtype;         /* target integer type: the number of levels it gives */
+    bool symmetric;        /* symmetric: choose a threshold T, range [-T, T] */
+    bool reduce_range;
+} oq_range_request;
+
+void oq_range_request_default(oq_range_request *r); /* percentile 99.999, uint8, asym */
+
+/* What a range search looked at (for reports and tests). */
+typedef struct oq_range_info {
+    int candidates;        /* candidate ranges evaluated (entropy, mse) */
+    double best_cost;      /* KL divergence or expected MSE per element at the choice */
+} oq_range_info;
+
+/* Pick [rmin, rmax] from an observer. minmax works on either observer kind; the other
+ * methods need a histogram observer. An observer that saw nothing gives [0,0]. */
+oq_status oq_observer_range(const oq_observer *o, const oq_range_request *r, float *rmin,
+                            float *rmax, oq_range_info *info, const char *what, oq_diag *d);
+
+/* -------------------------------------------------------- scale / zero point ---- */
+
+/* Integer range of a quantized type: int8 [-128,127], uint8 [0,255], int16, uint16,
+ * int4 [-8,7], uint4 [0,15], int32. reduce_range removes one bit (int8 [-64,63],
+ * uint8 [0,127], ...); it does not apply to int32. Returns OQ_ERR_UNSUPPORTED for other
+ * types. */
+oq_status oq_qrange(int32_t dtype, bool reduce_range, int32_t *qmin, int32_t *qmax);
+
+/* Scale and zero point for the real range [rmin, rmax] (widened to include 0).
+ *  asymmetric: scale = (rmax - rmin) / (qmax - qmin), zp = qmin - round(rmin / scale)
+ *              clamped to [qmin, qmax];
+ *  symmetric:  T = max(|rmin|, |rmax|); signed: zp = 0, scale = T / qmax;
+ *              unsigned: zp = (qmin + qmax + 1) / 2, scale = T / (qmax - zp).
+ * A zero-width range gives scale 1; a scale below FLT_MIN becomes FLT_MIN. The scale is
+ * always finite and > 0, the zero point an integer in [qmin, qmax]. Non-finite input is
+ * OQ_ERR_NUMERIC. */
+oq_status oq_qparams_compute(float rmin, float rmax, int32_t dtype, bool symmetric,
+                             bool reduce_range, float *scale, int32_t *zero_point,
+                             oq_diag *d);
+
+/* Range selection and parameters in one call: oq_observer_range with r, then
+ * oq_qparams_compute with r->dtype, r->symmetric, r->reduce_range. */
+oq_status oq_observer_qparams(const oq_observer *o, const oq_range_request *r, float *scale,
+                              int32_t *zero_point, oq_range_info *info, const char *what,
+                              oq_diag *d);
+
+/* ONNX QuantizeLinear of one value into [qmin, qmax]. */
+int32_t oq_quantize_value(float x, float scale, int32_t zero_point, int32_t qmin,
+                          int32_t qmax);
+/* ONNX DequantizeLinear of one value. */
+float oq_dequantize_value(int32_t q, float scale, int32_t zero_point);
+
+/* Store n integers (already in range) as dtype elements: 1, 2 or 4 bytes each, or
+ * int4/uint4 packed two per byte, element 2k in the low nibble, 2k+1 in the high
+ * nibble (ONNX order); an odd tail leaves the last high nibble 0.
+ * out must hold oq_dtype_nbytes(dtype, n) bytes. */
+oq_status oq_pack_ints(int32_t dtype, const int32_t *v, int64_t n, void *out, oq_diag *d);
+/* Read element i of a packed buffer (inverse of oq_pack_ints). */
+int32_t oq_unpack_int(int32_t dtype, const void *buf, int64_t i);
+
+/* ------------------------------------------------------------ weights and bias ---- */
+
+typedef struct oq_weight_spec {
+    int32_t dtype;        /* int8 (default), uint8, int16, uint16, int4, uint4 */
+    bool symmetric;
+    bool reduce_range;
+    bool per_channel;     /* one scale per index along axis */
+    int axis;             /* for per_channel / blocks; negative counts from the end */
+    int64_t block_size;   /* > 0: blocked along axis (ONNX opset 21), implies per block */
+} oq_weight_spec;
+
+void oq_weight_spec_default(oq_weight_spec *s); /* int8 symmetric per-channel axis 0 */
+
+/* Shape of the scale / zero-point tensors for a weight of shape dims: [] (rank 0) per
+ * tensor, [dims[axis]] per channel, dims with dims[axis] -> ceil(dims[axis]/block) for
+ * blocks. Writes the rank to *prank, the dims into pdims (room for `rank` entries) and
+ * returns the element count, or -1 on a bad spec. */
+int64_t oq_weight_param_shape(const int64_t *dims, size_t rank, const oq_weight_spec *s,
+                              int64_t *pdims, size_t *prank, oq_diag *d);
+
+/* Quantize a float weight: scales / zero_points get oq_weight_param_shape() entries,
+ * `out` gets oq_dtype_nbytes(dtype, numel) bytes packed as oq_pack_ints does. Ranges
+ * are the exact min/max of each group; non-finite weights are an error naming `what`. */
+oq_status oq_quantize_weight(const float *w, const int64_t *dims, size_t rank,
+                             const oq_weight_spec *s, float *scales, int32_t *zero_points,
+                             void *out, const char *what, oq_diag *d);
+
+/* Quantize with given parameters (per tensor when nparams == 1, else per channel along
+ * axis, or per block when block_size > 0) into `out`. Counts saturated values (not
+ * NaN) into *n_saturated when non-NULL. */
+oq_status oq_quantize_with_params(const float *w, const int64_t *dims, size_t rank,
+                                  int32_t dtype, int axis, int64_t block_size,
+                                  const float *scales, const int32_t *zero_points,
+                                  int64_t nparams, void *out, int64_t *n_saturated,
+                                  oq_diag *d);
+
+/* Bias to int32, zero point 0, scale[c] = input_scale * weight_scales[c] (float32
+ * product; n_wscales is 1 or n). Values beyond int32 saturate and are counted in
+ * *n_overflow, the first such index in *first_overflow (-1 if none). out_scales (may be
+ * NULL) receives the n (or 1) bias scales. */
+oq_status oq_quantize_bias(const float *bias, int64_t n, float input_scale,
+                           const float *weight_scales, int64_t n_wscales, int32_t *out,
+                           float *out_scales, int64_t *n_overflow, int64_t *first_overflow,
+                           const char *what, oq_diag *d);
+
+/* Smallest weight scale for which round(|bias| / (input_scale * weight_scale)) fits in
+ * int32 (used to raise a channel's weight scale instead of clipping the bias). */
+float oq_bias_min_weight_scale(float bias, float input_scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

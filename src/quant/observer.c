@@ -1,0 +1,294 @@
+/* Streaming observers with fixed-size state: running (or moving-average) min/max and a
+ * histogram that grows its range without losing counts. See include/onnxq/quant.h. */
+#include "onnxq/quant.h"
+
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+void oq_histogram_reset(oq_histogram *h)
+{
+    memset(h, 0, sizeof(*h));
+}
+
+void oq_observer_init(oq_observer *o, oq_observer_kind kind, oq_nan_policy policy)
+{
+    memset(o, 0, sizeof(*o));
+    o->kind = kind;
+    o->nan_policy = policy;
+}
+
+oq_status oq_observer_set_averaging(oq_observer *o, double c, oq_diag *d)
+{
+    if (!(c >= 0.0 && c <= 1.0))
+        return oq_diag_error(d, OQ_ERR_USAGE,
+                             "moving-average constant %g is outside [0, 1]", c);
+    o->averaging_constant = c;
+    return OQ_OK;
+}
+
+/* Grow the histogram so that it covers [a, b]. The new width is 2^m times the old one
+ * and the new origin lies a whole number j of old bins to the left, so old bin i lands
+ * entirely in new bin floor((i + j) / 2^m): counts move exactly. */
+void oq_histogram_grow(oq_histogram *h, double a, double b)
+{
+    double hi = h->lo + (double)OQ_HIST_BINS * h->width;
+    if (a >= h->lo && b <= hi)
+        return;
+    if (a > h->lo)
+        a = h->lo;
+    if (b < hi)
+        b = hi;
+    double j = 0.0;
+    if (a < h->lo)
+        j = ceil((h->lo - a) / h->width);
+    double k = 1.0;
+    double new_lo = h->lo - j * h->width;
+    while (new_lo + (double)OQ_HIST_BINS * (k * h->width) < b && k < 0x1p1000)
+        k *= 2.0;
+    if (k == 1.0 && j == 0.0)
+        return;
+    uint64_t moved[OQ_HIST_BINS];
+    memset(moved, 0, sizeof(moved));
+    for (int i = 0; i < OQ_HIST_BINS; i++) {
+        if (!h->counts[i])
+            continue;
+        double t = floor(((double)i + j) / k);
+        int ni = t < 0.0 ? 0 : (t >= (double)OQ_HIST_BINS ? OQ_HIST_BINS - 1 : (int)t);
+        moved[ni] += h->counts[i];
+    }
+    memcpy(h->counts, moved, sizeof(moved));
+    h->lo = new_lo;
+    h->width *= k;
+}
+
+static inline int hist_index(const oq_histogram *h, double x)
+{
+    double t = floor((x - h->lo) / h->width);
+    if (!(t >= 0.0)) /* also catches NaN */
+        return 0;
+    if (t >= (double)OQ_HIST_BINS)
+        return OQ_HIST_BINS - 1;
+    return (int)t;
+}
+
+void oq_histogram_add(oq_histogram *h, const float *x, int64_t n, float xmin, float xmax)
+{
+    if (n <= 0 || !(xmin <= xmax))
+        return;
+    if (!(h->width > 0.0)) {
+        /* First data: the range is exactly [xmin, xmax]; a single value gets a small
+         * range around it so that the width is positive. */
+        double lo = xmin, span = (double)xmax - (double)xmin;
+        if (!(span > 0.0)) {
+            double mag = fabs((double)xmin);
+            span = mag > 0.0 ? mag * 0x1p-10 : 0x1p-40;
+            lo = (double)xmin - span / 2.0;
+        }
+        h->lo = lo;
+        h->width = span / (double)OQ_HIST_BINS;
+    } else {
+        oq_histogram_grow(h, xmin, xmax);
+    }
+    /* multiply by the reciprocal: a value within rounding of an edge may land in the
+     * neighbouring bin, which changes no count */
+    const double lo = h->lo, inv = 1.0 / h->width;
+    uint64_t added = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        if (!isfinite(v))
+            continue;
+        double t = ((double)v - lo) * inv;
+        int k = t <= 0.0 ? 0 : (t >= (double)(OQ_HIST_BINS - 1) ? OQ_HIST_BINS - 1 : (int)t);
+        h->counts[k]++;
+        added++;
+    }
+    h->total += added;
+}
+
+static void nonfinite_message(oq_diag *d, const char *what, const oq_nonfinite *nf)
+{
+    oq_diag_error(d, OQ_ERR_NUMERIC,
+                  "%s%s%" PRIu64 " NaN and %" PRIu64 " Inf value(s), first at element %" PRId64,
+                  what ? what : "", what ? ": " : "", nf->nan_count, nf->inf_count,
+                  nf->first_index);
+}
+
+oq_status oq_observer_update(oq_observer *o, const float *x, int64_t n, oq_nonfinite *nf,
+                             const char *what, oq_diag *d)
+{
+    oq_nonfinite local = {0, 0, -1};
+    float bmin = FLT_MAX, bmax = -FLT_MAX;
+    uint64_t finite = 0, zeros = 0;
+    if (n < 0 || (n > 0 && !x))
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s%sobserver update with %" PRId64 " values",
+                             what ? what : "", what ? ": " : "", n);
+    /* Fast pass (no branches on the data): min, max, zeros and whether anything is
+     * non-finite. Only when something is, the careful pass below runs. */
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        bmin = v < bmin ? v : bmin;
+        bmax = v > bmax ? v : bmax;
+        bad |= !(fabsf(v) <= FLT_MAX);
+        zeros += (v == 0.0f);
+    }
+    finite = (uint64_t)n;
+    if (bad) {
+        bmin = FLT_MAX;
+        bmax = -FLT_MAX;
+        finite = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (isfinite(v)) {
+                if (v < bmin)
+                    bmin = v;
+                if (v > bmax)
+                    bmax = v;
+                finite++;
+            } else {
+                if (isnan(v))
+                    local.nan_count++;
+                else
+                    local.inf_count++;
+                if (local.first_index < 0)
+                    local.first_index = i;
+            }
+        }
+    }
+    if (nf)
+        *nf = local;
+    o->nan_count += local.nan_count;
+    o->inf_count += local.inf_count;
+    if (finite) {
+        if (!o->initialized) {
+            o->min = bmin;
+            o->max = bmax;
+            o->avg_min = bmin;
+            o->avg_max = bmax;
+            o->initialized = true;
+        } else {
+            if (bmin < o->min)
+                o->min = bmin;
+            if (bmax > o->max)
+                o->max = bmax;
+            double c = o->averaging_constant;
+            o->avg_min = (float)((double)o->avg_min + c * ((double)bmin - (double)o->avg_min));
+            o->avg_max = (float)((double)o->avg_max + c * ((double)bmax - (double)o->avg_max));
+        }
+        o->count += finite;
+        o->zero_count += zeros;
+        o->updates++;
+        if (o->kind == OQ_OBSERVER_HISTOGRAM)
+            oq_histogram_add(&o->hist, x, n, bmin, bmax);
+    }
+    if ((local.nan_count || local.inf_count) && o->nan_policy == OQ_NAN_ERROR) {
+        nonfinite_message(d, what, &local);
+        return OQ_ERR_NUMERIC;
+    }
+    return OQ_OK;
+}
+
+oq_status oq_observer_merge(oq_observer *o, const oq_observer *other, oq_diag *d)
+{
+    if (o->kind != other->kind)
+        return oq_diag_error(d, OQ_ERR_USAGE, "cannot merge observers of different kinds");
+    o->nan_count += other->nan_count;
+    o->inf_count += other->inf_count;
+    if (!other->initialized)
+        return OQ_OK;
+    if (!o->initialized) { /* take other's statistics, keep our own NaN/Inf counts */
+        uint64_t nn = o->nan_count, ni = o->inf_count;
+        oq_nan_policy pol = o->nan_policy;
+        double c = o->averaging_constant;
+        *o = *other;
+        o->nan_count = nn;
+        o->inf_count = ni;
+        o->nan_policy = pol;
+        o->averaging_constant = c;
+        return OQ_OK;
+    }
+    if (other->min < o->min)
+        o->min = other->min;
+    if (other->max > o->max)
+        o->max = other->max;
+    double wa = (double)o->updates, wb = (double)other->updates;
+    o->avg_min = (float)((o->avg_min * wa + other->avg_min * wb) / (wa + wb));
+    o->avg_max = (float)((o->avg_max * wa + other->avg_max * wb) / (wa + wb));
+    o->count += other->count;
+    o->zero_count += other->zero_count;
+    o->updates += other->updates;
+    if (o->kind == OQ_OBSERVER_HISTOGRAM && other->hist.width > 0.0) {
+        const oq_histogram *s = &other->hist;
+        oq_histogram *h = &o->hist;
+        oq_histogram_grow(h, s->lo, s->lo + (double)OQ_HIST_BINS * s->width);
+        /* Each source bin goes, whole, to the bin holding its centre. */
+        for (int i = 0; i < OQ_HIST_BINS; i++) {
+            if (!s->counts[i])
+                continue;
+            h->counts[hist_index(h, s->lo + ((double)i + 0.5) * s->width)] += s->counts[i];
+            h->total += s->counts[i];
+        }
+    }
+    return OQ_OK;
+}
+
+bool oq_observer_minmax(const oq_observer *o, float *rmin, float *rmax)
+{
+    if (!o->initialized) {
+        *rmin = *rmax = 0.0f;
+        return false;
+    }
+    if (o->averaging_constant > 0.0) {
+        *rmin = o->avg_min;
+        *rmax = o->avg_max;
+    } else {
+        *rmin = o->min;
+        *rmax = o->max;
+    }
+    return true;
+}
+
+oq_status oq_minmax_per_channel(const float *x, const int64_t *dims, size_t rank, int axis,
+                                float *mins, float *maxs, const char *what, oq_diag *d)
+{
+    const char *w = what ? what : "weight";
+    if (rank == 0 || axis < -(int)rank || axis >= (int)rank)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: axis %d is out of range for rank %zu", w,
+                             axis, rank);
+    if (axis < 0)
+        axis += (int)rank;
+    int64_t outer = oq_dims_numel(dims, (size_t)axis);
+    int64_t ch = dims[axis];
+    int64_t inner = oq_dims_numel(dims + axis + 1, rank - (size_t)axis - 1);
+    if (outer < 0 || ch < 0 || inner < 0 || oq_dims_numel(dims, rank) < 0)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s: bad shape", w);
+    for (int64_t c = 0; c < ch; c++) {
+        mins[c] = 0.0f;
+        maxs[c] = 0.0f;
+    }
+    if (outer == 0 || inner == 0)
+        return OQ_OK;
+    for (int64_t c = 0; c < ch; c++) {
+        float mn = FLT_MAX, mx = -FLT_MAX;
+        for (int64_t o = 0; o < outer; o++) {
+            const float *p = x + (o * ch + c) * inner;
+            for (int64_t i = 0; i < inner; i++) {
+                float v = p[i];
+                if (!isfinite(v))
+                    return oq_diag_error(d, OQ_ERR_NUMERIC,
+                                         "%s: %s at element %" PRId64 " (channel %" PRId64 ")",
+                                         w, isnan(v) ? "NaN" : "Inf", (o * ch + c) * inner + i,
+                                         c);
+                if (v < mn)
+                    mn = v;
+                if (v > mx)
+                    mx = v;
+            }
+        }
+        mins[c] = mn;
+        maxs[c] = mx;
+    }
+    return OQ_OK;
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""Cross-check onnxq's bilinear resize (src/io/image.c) against onnxruntime's Resize
+(mode=linear, coordinate_transformation_mode=half_pixel, no antialias).
+
+Usage: resize_ort_check.py DIR   (DIR/resize.json written by tests/test_image.c: a list of
+{in_h, in_w, out_h, out_w, src: [...], ours: [...]}, one channel, row-major)
+Exit 0 = all within 1e-4 (absolute, values in [0, 255]), 1 = mismatch, 77 = skip.
+"""
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    from onnx import helper, TensorProto
+except ImportError as e:  # pragma: no cover
+    print(f"skip: {e}")
+    sys.exit(77)
+
+
+def find_ort():
+    cands = [os.environ["ONNXQ_CACHE"]] if os.environ.get("ONNXQ_CACHE") else []
+    cands += [os.path.expanduser("~/.cache/onnxq"), "/work/cache"]
+    for c in cands:
+        p = os.path.join(c, "node_modules", "onnxruntime-node")
+        if os.path.isfile(os.path.join(p, "package.json")):
+            return p
+    return None
+
+
+def main():
+    d = sys.argv[1]
+    ort = find_ort()
+    if not ort:
+        print("skip: onnxruntime-node not found (run .ci/fetch-models.sh)")
+        return 77
+    cases = json.load(open(os.path.join(d, "resize.json")))
+    for i, c in enumerate(cases):
+        sizes = helper.make_tensor("sizes", TensorProto.INT64, [4],
+                                   [1, 1, c["out_h"], c["out_w"]])
+        node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear",
+                                coordinate_transformation_mode="half_pixel")
+        g = helper.make_graph(
+            [node], f"r{i}",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, c["in_h"], c["in_w"]])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            initializer=[sizes])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        m.ir_version = 8
+        open(os.path.join(d, f"r{i}.onnx"), "wb").write(m.SerializeToString())
+    js = os.path.join(d, "run.js")
+    open(js, "w").write("""
+const ort = require(process.argv[2]);
+const fs = require('fs');
+const dir = process.argv[3];
+const cases = JSON.parse(fs.readFileSync(dir + '/resize.json'));
+(async () => {
+  const out = [];
+  for (let i = 0; i < cases.length; i++) {
+    const c = cases[i];
+    const s = await ort.InferenceSession.create(dir + '/r' + i + '.onnx');
+    const r = await s.run({x: new ort.Tensor('float32', Float32Array.from(c.src), [1, 1, c.in_h, c.in_w])});
+    out.push(Array.from(r.y.data));
+  }
+  fs.writeFileSync(dir + '/ort.json', JSON.stringify(out));
+})().catch(e => { console.error(e.message); process.exit(1); });
+""")
+    r = subprocess.run(["node", js, ort, d], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("onnxruntime failed:", r.stderr.strip()[-2000:])
+        return 1
+    res = json.load(open(os.path.join(d, "ort.json")))
+    bad, worst = 0, 0.0
+    for c, y in zip(cases, res):
+        a = np.array(c["ours"], dtype=np.float64)
+        b = np.array(y, dtype=np.float64)
+        err = float(np.max(np.abs(a - b))) if a.size == b.size else float("inf")
+        worst = max(worst, err)
+        if err > 1e-4:
+            bad += 1
+            print(f"{c['in_h']}x{c['in_w']} -> {c['out_h']}x{c['out_w']}: max |diff| {err}")
+    print(f"{len(cases)} resizes, max |onnxq - onnxruntime| = {worst:.3g}, {bad} over 1e-4")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
