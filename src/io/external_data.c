@@ -112,7 +112,7 @@ static oq_mapping *find_or_map(oq_model *m, const char *full, const char *nm, co
     for (oq_mapping *mp = s->maps; mp; mp = mp->next)
         if (strcmp(mp->path, full) == 0)
             return mp;
-    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         *st = oq_diag_error(d, OQ_ERR_IO, "tensor \"%s\": cannot open external data \"%s\": %s", nm, loc, strerror(errno));
         return NULL;
