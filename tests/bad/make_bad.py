@@ -242,6 +242,11 @@ def wire_cases():
     save("deep_type_optional_101.onnx", deep_type_model(101, 9), r"types nested deeper than 100")
     save("deep_graph_in_function.onnx", deep_function_model(103), r"graphs nested deeper than 100")
     save("deep_graph_1000.onnx", deep_if_model(1000), r"graphs nested deeper than 100")
+    # controls at the limit: exactly 100 levels load (the runner checks they do)
+    with open(os.path.join(HERE, "good_deep_graph_100.onnx.ok"), "wb") as f:
+        f.write(model_bytes(deep_if_graph(100) + ld(G_INPUT, value_info_bytes(b"c", 9, ()))))
+    with open(os.path.join(HERE, "good_deep_type_100.onnx.ok"), "wb") as f:
+        f.write(deep_type_model(100, 4))
 
 
 def raw_w():

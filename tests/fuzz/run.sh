@@ -21,7 +21,7 @@ fi
 cd "$work"
 rc=0
 "$exe" -max_total_time="$secs" -jobs=1 -workers=1 -rss_limit_mb=2048 \
-    -timeout=10 -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+    -timeout=10 -print_final_stats=1 -dict="$here/onnx.dict" -artifact_prefix="$work/artifacts/" \
     "$work/corpus" || rc=$?
 rm -rf "$work/tmp"
 tail -25 "$work/fuzz-0.log"
