@@ -641,12 +641,25 @@ Test(subgraph, outer_value_produced_after_the_owner)
 Test(subgraph, inner_output_may_not_redefine_an_outer_name)
 {
     ifm s = make_if();
-    oq_value *shadow = val(s.else_g, "b"); /* allowed by the builder: local scope only */
-    cr_assert_neq(shadow, s.ch.b);
-    cr_assert_eq(oq_graph_find_value(s.else_g, "b"), shadow);
+    /* "a" is defined before the If node, so the subgraph may not define it again */
+    oq_value *shadow = val(s.else_g, "a"); /* allowed by the builder: local scope only */
+    cr_assert_neq(shadow, s.ch.a);
+    cr_assert_eq(oq_graph_find_value(s.else_g, "a"), shadow);
     oq_node *k = node1(s.else_g, "Neg", "shadowing", s.e, shadow);
     oq_graph_append(s.else_g, k);
-    assert_check_error(s.ch.m, "node \"shadowing\" (Neg): output \"b\" redefines a value of an enclosing graph (names must be unique across nested scopes)");
+    assert_check_error(s.ch.m, "node \"shadowing\" (Neg): output \"a\" redefines a value of an enclosing graph (names must be unique across nested scopes)");
+    oq_model_free(s.ch.m);
+}
+
+Test(subgraph, inner_output_may_reuse_a_name_defined_later_outside)
+{
+    /* as in the ONNX checker: "b" is produced after the If node, so it is not in
+     * scope yet when the subgraph is checked */
+    ifm s = make_if();
+    oq_value *inner = val(s.else_g, "b");
+    oq_node *k = node1(s.else_g, "Neg", "later", s.e, inner);
+    oq_graph_append(s.else_g, k);
+    assert_check_ok(s.ch.m);
     oq_model_free(s.ch.m);
 }
 

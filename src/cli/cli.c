@@ -29,13 +29,45 @@ int cli_exit_code(oq_status s)
     }
 }
 
+/* A model that cannot be loaded gets one line: its first error, and how many more the
+ * reader/checker found (a broken file often breaks several things at once). */
+static void print_load_failure(const oq_diag *d)
+{
+    const oq_diag_entry *first = NULL;
+    size_t more = 0;
+    bool cut = false; /* the checker stopped early (it leaves a note) */
+    for (size_t i = 0; i < d->count; i++) {
+        cut |= d->entries[i].severity == OQ_SEV_NOTE;
+        if (d->entries[i].severity != OQ_SEV_ERROR)
+            continue;
+        if (!first)
+            first = &d->entries[i];
+        else
+            more++;
+    }
+    if (!first) {
+        cli_print_diag(d);
+        return;
+    }
+    char buf[2048];
+    oq_diag_format(first, buf, sizeof buf);
+    fprintf(stderr, "%s%s", first->file ? "" : "onnxq: ", buf);
+    if (more)
+        fprintf(stderr, " (and %zu%s more error%s; first shown)", more, cut ? "+" : "",
+                more == 1 && !cut ? "" : "s");
+    fputc('\n', stderr);
+}
+
 oq_model *cli_load_model(const char *path, oq_status *st)
 {
     oq_diag d;
     oq_diag_init(&d);
     oq_model *m = NULL;
     oq_status s = oq_model_read(path, NULL, &m, &d);
-    cli_print_diag(&d);
+    if (s != OQ_OK)
+        print_load_failure(&d);
+    else
+        cli_print_diag(&d);
     oq_diag_free(&d);
     if (st)
         *st = s;

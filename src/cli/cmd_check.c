@@ -9,7 +9,8 @@ int cmd_check(int argc, char **argv)
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: onnxq check MODEL\n\nLoad MODEL and run the structural checker "
                 "(SSA, definition before use, scopes, opset imports, attribute and tensor "
-                "payloads). Prints \"MODEL: ok\" or one line per problem.\n");
+                "payloads). Prints \"MODEL: ok\", or one line with the first problem\n"
+                "(and how many more there are).\n");
         return argc == 2 ? CLI_OK : CLI_BAD;
     }
     oq_status st;

@@ -101,6 +101,40 @@ static oq_status safe_path(const char *dir, const char *loc, const char *nm, cha
     return OQ_OK;
 }
 
+/* Open loc below dir one component at a time with O_NOFOLLOW, so a directory swapped
+ * for a symlink after safe_path() looked at it cannot redirect the open (no race between
+ * the check and the use). The final component is opened O_NONBLOCK: a FIFO put there
+ * meanwhile is refused by the fstat that follows instead of blocking. */
+static int open_beneath(const char *dir, const char *loc)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *p = loc;
+    char comp[256];
+    while (fd >= 0 && *p) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n >= sizeof comp) {
+            close(fd);
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(comp, p, n);
+        comp[n] = 0;
+        p += n;
+        while (*p == '/')
+            p++;
+        if (n == 0)
+            continue;
+        int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (*p ? O_DIRECTORY : O_NONBLOCK);
+        int nfd = openat(fd, comp, flags);
+        int e2 = errno;
+        close(fd);
+        errno = e2;
+        fd = nfd;
+    }
+    return fd;
+}
+
 static oq_mapping *find_or_map(oq_model *m, const char *full, const char *nm, const char *loc,
                                oq_diag *d, oq_status *st)
 {
@@ -112,7 +146,7 @@ static oq_mapping *find_or_map(oq_model *m, const char *full, const char *nm, co
     for (oq_mapping *mp = s->maps; mp; mp = mp->next)
         if (strcmp(mp->path, full) == 0)
             return mp;
-    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open_beneath(m->dir ? m->dir : ".", loc);
     if (fd < 0) {
         *st = oq_diag_error(d, OQ_ERR_IO, "tensor \"%s\": cannot open external data \"%s\": %s", nm, loc, strerror(errno));
         return NULL;

@@ -261,6 +261,70 @@ static oq_tensor *conv_tensor(const Onnx__TensorProto *p, rd *r, const char *whe
     return t;
 }
 
+/* A sparse tensor: values is 1-D [NNZ]; indices is INT64 [NNZ] (linear) or [NNZ, rank]
+ * (coordinates); every index lies inside dims. */
+static oq_status check_sparse(oq_sparse_tensor *s, rd *r, const char *where)
+{
+    const char *nm = s->values && s->values->name ? s->values->name : "";
+    oq_diag *d = r->d;
+    for (size_t i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": dimension %zu is negative (%lld)",
+                                 where, nm, i, (long long)s->dims[i]);
+    int64_t dense = oq_dims_numel(s->dims, s->rank);
+    if (dense < 0)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": element count overflows int64",
+                             where, nm);
+    if (!s->values)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s: sparse tensor has no values", where);
+    if (s->values->rank != 1)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": values must be 1-D, not %zu-D",
+                             where, nm, s->values->rank);
+    int64_t nnz = s->values->dims[0];
+    if (nnz > dense)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": %lld values for %lld elements",
+                             where, nm, (long long)nnz, (long long)dense);
+    if (!s->indices) {
+        if (nnz == 0)
+            return OQ_OK;
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": sparse tensor has no indices",
+                             where, nm);
+    }
+    const oq_tensor *ix = s->indices;
+    if (ix->dtype != OQ_DTYPE_INT64)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": indices must be int64, not %s",
+                             where, nm, oq_dtype_name(ix->dtype));
+    bool linear = ix->rank == 1;
+    if (!(linear && ix->dims[0] == nnz) &&
+        !(ix->rank == 2 && ix->dims[0] == nnz && (uint64_t)ix->dims[1] == s->rank)) {
+        char shape[128] = "[";
+        for (size_t i = 0; i < ix->rank && strlen(shape) < sizeof shape - 32; i++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
+                     i ? ", " : "", (long long)ix->dims[i]);
+        strcat(shape, ix->rank > 0 && strlen(shape) >= sizeof shape - 32 ? ", ...]" : "]");
+        return oq_diag_error(d, OQ_ERR_INVALID,
+                             "%s \"%s\": indices have shape %s, expected [%lld] or [%lld, %zu]",
+                             where, nm, shape, (long long)nnz, (long long)nnz, s->rank);
+    }
+    if (nnz == 0)
+        return OQ_OK;
+    const uint8_t *data = oq_tensor_data(s->indices, d);
+    if (!data)
+        return OQ_ERR_INVALID;
+    int64_t per = linear ? 1 : (int64_t)s->rank;
+    for (int64_t k = 0; k < nnz; k++)
+        for (int64_t j = 0; j < per; j++) {
+            int64_t v;
+            memcpy(&v, data + (size_t)(k * per + j) * sizeof v, sizeof v);
+            int64_t lim = linear ? dense : s->dims[j];
+            if (v < 0 || v >= lim)
+                return oq_diag_error(d, OQ_ERR_INVALID,
+                                     "%s \"%s\": index %lld of value %lld is outside [0, %lld)",
+                                     where, nm, (long long)v, (long long)k, (long long)lim);
+        }
+    return OQ_OK;
+}
+
 static oq_sparse_tensor *conv_sparse(const Onnx__SparseTensorProto *p, rd *r, const char *where)
 {
     if (!p)
@@ -270,15 +334,15 @@ static oq_sparse_tensor *conv_sparse(const Onnx__SparseTensorProto *p, rd *r, co
         r->st = OQ_ERR_NOMEM;
         return NULL;
     }
+    char iwhere[300];
+    snprintf(iwhere, sizeof iwhere, "%s indices", where);
     s->values = conv_tensor(p->values, r, where);
-    s->indices = conv_tensor(p->indices, r, where);
+    s->indices = conv_tensor(p->indices, r, iwhere);
     s->rank = p->n_dims;
     s->dims = p->dims;
     conv_unknown(&p->base, &s->unk);
-    for (size_t i = 0; i < s->rank && r->st == OQ_OK; i++)
-        if (s->dims[i] < 0)
-            r->st = oq_diag_error(r->d, OQ_ERR_INVALID, "%s: sparse tensor dimension %zu is negative",
-                                  where, i);
+    if (r->st == OQ_OK)
+        r->st = check_sparse(s, r, where);
     return s;
 }
 
@@ -293,8 +357,13 @@ static oq_attr *conv_attr(const Onnx__AttributeProto *p, oq_graph *g, oq_node *o
         return NULL;
     }
     char where[256];
-    snprintf(where, sizeof where, "attribute \"%.64s\" of node \"%.64s\"", p->name ? p->name : "",
-             owner && owner->name ? owner->name : (owner && owner->op_type ? owner->op_type : ""));
+    if (owner)
+        snprintf(where, sizeof where, "node \"%.64s\" attribute \"%.64s\": tensor",
+                 owner->name && *owner->name ? owner->name : (owner->op_type ? owner->op_type : ""),
+                 p->name ? p->name : "");
+    else
+        snprintf(where, sizeof where, "function attribute \"%.64s\": tensor",
+                 p->name ? p->name : "");
     a->name = p->name;
     a->ref_attr_name = p->ref_attr_name;
     a->doc_string = p->doc_string;
@@ -428,10 +497,7 @@ static oq_graph *conv_graph(const Onnx__GraphProto *p, oq_graph *parent, oq_node
             r->st = OQ_ERR_NOMEM;
     }
     for (size_t i = 0; i < p->n_initializer && r->st == OQ_OK; i++) {
-        char where[200];
-        snprintf(where, sizeof where, "initializer \"%.150s\"",
-                 p->initializer[i]->name ? p->initializer[i]->name : "");
-        oq_tensor *t = conv_tensor(p->initializer[i], r, where);
+        oq_tensor *t = conv_tensor(p->initializer[i], r, "initializer");
         if (!t)
             break;
         g->initializers[g->n_initializers++] = t;
@@ -762,7 +828,7 @@ oq_status oq_model_read_buffer(const void *data, size_t len, const char *name,
 oq_status oq_model_read(const char *path, const oq_read_options *opts, oq_model **out, oq_diag *d)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0)
         return oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_IO, path, NULL, NULL, "cannot open: %s",
                            strerror(errno));

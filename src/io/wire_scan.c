@@ -3,8 +3,9 @@
  * protobuf-c unpacks recursively and reports failure only as NULL. Before handing it
  * bytes we walk them once: every varint is at most 10 bytes, every length fits in what
  * remains, wire types match the schema, and graphs/types do not nest deeper than the
- * limits (so a hostile file cannot exhaust the stack). Errors name the message, field
- * and byte offset. */
+ * limits (so a hostile file cannot exhaust the stack), and packed repeated scalars hold a
+ * whole number of well-formed elements (protobuf-c would only say "failed"). Errors name
+ * the message, field and byte offset. */
 #include "io/io-impl.h"
 
 #include <string.h>
@@ -30,6 +31,35 @@ static int read_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
         }
     }
     return -2;
+}
+
+/* A packed repeated scalar (wire type 2 on a field whose element is a varint or a fixed
+ * width): the payload must be a whole number of elements, each varint well formed. */
+static oq_status check_packed(scan_ctx *c, const uint8_t *p, size_t len, int elem_wire,
+                              const ProtobufCMessageDescriptor *desc,
+                              const ProtobufCFieldDescriptor *f, size_t at)
+{
+    if (elem_wire == 5 || elem_wire == 1) {
+        size_t w = elem_wire == 5 ? 4 : 8;
+        if (len % w)
+            return oq_diag_error(c->d, OQ_ERR_PARSE,
+                                 "%s.%s at byte %zu: packed payload of %zu bytes is not a "
+                                 "multiple of %zu", desc->short_name, f->name, at, len, w);
+        return OQ_OK;
+    }
+    size_t pos = 0;
+    uint64_t v;
+    while (pos < len) {
+        size_t start = pos;
+        int r = read_varint(p, len, &pos, &v);
+        if (r)
+            return oq_diag_error(c->d, OQ_ERR_PARSE,
+                                 "%s.%s at byte %zu: %s varint in packed payload (element at "
+                                 "byte %zu)", desc->short_name, f->name, at,
+                                 r == -1 ? "truncated" : "malformed",
+                                 (size_t)(p - c->base) + start);
+    }
+    return OQ_OK;
 }
 
 static int expected_wire(const ProtobufCFieldDescriptor *f, int *alt)
@@ -113,6 +143,14 @@ static oq_status scan(scan_ctx *c, const uint8_t *p, size_t len,
             if (v > UINT32_MAX)
                 return oq_diag_error(c->d, OQ_ERR_PARSE, "%s.%s at byte %zu: field over 4 GiB",
                                      desc->short_name, f ? f->name : "?", at);
+            if (f && f->label == PROTOBUF_C_LABEL_REPEATED) {
+                int alt, elem = expected_wire(f, &alt);
+                if (elem != 2) {
+                    oq_status s = check_packed(c, p + pos, (size_t)v, elem, desc, f, at);
+                    if (s)
+                        return s;
+                }
+            }
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 const ProtobufCMessageDescriptor *sub = f->descriptor;
                 int g = gdepth, t = tdepth;

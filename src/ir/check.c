@@ -255,7 +255,11 @@ static void check_graph(ck *c, const oq_graph *g)
                 err(c, n, "output \"%s\" belongs to another graph scope", v->name);
                 continue;
             }
-            if (g->parent && oq_graph_find_value(g->parent, v->name))
+            /* Like the ONNX checker: a subgraph may not redefine a name that is already
+             * defined in an enclosing scope when the subgraph is reached (the owner node's
+             * own outputs, and values defined later outside, are not in scope yet). */
+            const oq_value *outer = g->parent ? oq_graph_find_value(g->parent, v->name) : NULL;
+            if (outer && is_def(c, outer))
                 err(c, n, "output \"%s\" redefines a value of an enclosing graph (names must be unique across nested scopes)", v->name);
             if (v->is_graph_input || v->initializer || v->sparse_initializer)
                 err(c, n, "output \"%s\" is also a graph input or initializer", v->name);
@@ -271,7 +275,7 @@ static void check_graph(ck *c, const oq_graph *g)
                 oq_diag_error(c->d, OQ_ERR_INVALID, "graph output \"%s\" is a value of another graph scope and is not visible here", v->name);
             continue;
         }
-        if (v && !is_def(c, v) && !is_formal(c, v) && c->errors <= MAX_ERRORS) {
+        if (v && c->errors <= MAX_ERRORS && !is_def(c, v) && !is_formal(c, v)) {
             c->errors++;
             oq_diag_error(c->d, OQ_ERR_INVALID, "graph output \"%s\" is not produced by any node, graph input or initializer", v->name);
         }
@@ -301,12 +305,21 @@ oq_status oq_model_check(const oq_model *m, oq_diag *d)
     }
     for (size_t i = 0; i < m->n_functions; i++) {
         c.fn = m->functions[i];
-        if (c.fn->body)
+        if (c.fn->body) {
+            /* formal inputs are defined on entry (this keeps is_formal() off the hot path:
+             * a linear scan per use would make a hostile function quadratic) */
+            for (size_t k = 0; k < c.fn->n_inputs; k++) {
+                oq_value *v = c.fn->inputs[k] ? oq_graph_find_local(c.fn->body, c.fn->inputs[k]) : NULL;
+                if (v)
+                    set_def(&c, v);
+            }
             check_graph(&c, c.fn->body);
+        }
         c.fn = NULL;
     }
     free(c.defined);
-    if (c.errors > MAX_ERRORS)
-        oq_diag_error(d, OQ_ERR_INVALID, "%d more errors not shown", c.errors - MAX_ERRORS);
+    if (c.errors > MAX_ERRORS) /* a note, so callers can count the errors they hold */
+        oq_diag_add(d, OQ_SEV_NOTE, OQ_ERR_INVALID, NULL, NULL, NULL,
+                    "checking stopped after %d errors; more not shown", MAX_ERRORS);
     return c.errors ? OQ_ERR_INVALID : OQ_OK;
 }

@@ -130,6 +130,9 @@ oq_status oq_tensor_validate(const oq_tensor *t, const char *where, oq_diag *d)
     if (!t->has_dtype || !oq_dtype_valid(t->dtype))
         return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": invalid data_type %d", where, nm,
                              (int)t->dtype);
+    if (t->dtype != OQ_DTYPE_STRING && oq_dtype_nbytes(t->dtype, numel) < 0)
+        return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": %s[%lld] byte size overflows int64",
+                             where, nm, oq_dtype_name(t->dtype), (long long)numel);
     if (nfields(t) > 1)
         return oq_diag_error(d, OQ_ERR_INVALID, "%s \"%s\": data is stored in more than one field",
                              where, nm);
