@@ -99,15 +99,7 @@ struct oq_kernel {
 
 /* ---- the tables: one per family file (src/exec/kernels/<family>.c) ---------------- */
 #define OQ_KERNEL_FAMILIES(X) \
-    X(elementwise)            \
-    X(conv)                   \
-    X(gemm)                   \
-    X(pool)                   \
-    X(norm)                   \
-    X(softmax)                \
-    X(reduce)                 \
-    X(shape_ops)              \
-    X(quant_ops)
+    X(elementwise)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
@@ -115,10 +107,10 @@ struct oq_kernel {
 OQ_KERNEL_FAMILIES(OQ_X)
 #undef OQ_X
 
-/* Declare a family's table at the end of its file:
- *   static const oq_kernel table[] = {...};  OQ_KERNEL_TABLE(elementwise, table) */
-#define OQ_KERNEL_TABLE(fam, tbl)                          \
-    const oq_kernel oq_kernels_##fam[] = tbl;              \
+/* A family's table, at the end of its file:
+ *   const oq_kernel oq_kernels_conv[] = { ...rows... };
+ *   OQ_KERNEL_TABLE_END(conv); */
+#define OQ_KERNEL_TABLE_END(fam) \
     const size_t oq_kernels_##fam##_count = sizeof(oq_kernels_##fam) / sizeof(oq_kernel)
 
 /* ---- helpers for kernels (src/exec/kutil.c) --------------------------------------- */
@@ -148,6 +140,14 @@ oq_status oq_k_broadcast(const oq_kctx *k, const oq_rt_tensor *const *in, size_t
 /* Element strides of t broadcast to (dims, rank): 0 on broadcast axes. */
 void oq_k_bcast_strides(const oq_rt_tensor *t, const int64_t *dims, size_t rank,
                         int64_t *strides);
+
+/* Run fn over out (dims set, data allocated) as the broadcast of in[0..n), n <= 4:
+ * fn(state, out_row, in_rows, inc, count) where inc[i] is 1 when input i advances
+ * along the row and 0 when it is broadcast. Rows run in parallel. */
+typedef void (*oq_row_fn)(const void *state, void *out, const void *const *in,
+                          const int64_t *inc, int64_t count);
+void oq_k_bcast_apply(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n,
+                      oq_rt_tensor *out, oq_row_fn fn, const void *state);
 
 /* Normalise an axis in [-rank, rank) (or [-rank-1, rank] when `insert`); -1 if bad. */
 int64_t oq_k_axis(int64_t axis, size_t rank);
