@@ -99,7 +99,8 @@ struct oq_kernel {
 
 /* ---- the tables: one per family file (src/exec/kernels/<family>.c) ---------------- */
 #define OQ_KERNEL_FAMILIES(X) \
-    X(elementwise)
+    X(elementwise)            \
+    X(shape_ops)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
