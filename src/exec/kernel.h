@@ -100,7 +100,9 @@ struct oq_kernel {
 /* ---- the tables: one per family file (src/exec/kernels/<family>.c) ---------------- */
 #define OQ_KERNEL_FAMILIES(X) \
     X(elementwise)            \
-    X(shape_ops)
+    X(shape_ops)              \
+    X(gemm)                   \
+    X(conv)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
@@ -170,6 +172,15 @@ void *oq_k_scratch(oq_kctx *k, size_t bytes);
 typedef void (*oq_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
 void oq_k_parallel_for(const oq_kctx *k, int64_t n, int64_t grain, oq_range_fn fn, void *arg);
 int oq_k_threads(const oq_kctx *k);
+
+/* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */
+
+/* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in
+ * elements; beta == 0 ignores C's old contents, NaN included). Parallel over rows of C;
+ * every element is summed in the same k order whatever the thread count. */
+void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                float beta, float *C, int64_t ldc);
 
 /* ---- registry (src/exec/registry.c) ----------------------------------------------- */
 

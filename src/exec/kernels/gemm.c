@@ -1,0 +1,303 @@
+/* Gemm and MatMul, and the blocked float GEMM the convolutions use. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernel.h"
+
+typedef struct sgemm_job {
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A;   /* M x K, row-major, lda */
+    int64_t lda;
+    const float *B;   /* K x N, row-major, ldb */
+    int64_t ldb;
+    float *C;
+    int64_t ldc;
+} sgemm_job;
+
+#define KB 256  /* k block: rows of B reused from cache */
+#define NB 512  /* n block */
+
+static void sgemm_rows(void *arg, int64_t b, int64_t e, int w)
+{
+    const sgemm_job *j = arg;
+    (void)w;
+    for (int64_t i = b; i < e; i++) {
+        float *c = j->C + i * j->ldc;
+        if (j->beta == 0.0f)
+            memset(c, 0, (size_t)j->N * sizeof(float));
+        else if (j->beta != 1.0f)
+            for (int64_t n = 0; n < j->N; n++)
+                c[n] *= j->beta;
+    }
+    /* 4 rows at a time share each row of B; k blocked so B stays in cache */
+    for (int64_t n0 = 0; n0 < j->N; n0 += NB) {
+        int64_t n1 = n0 + NB < j->N ? n0 + NB : j->N;
+        for (int64_t k0 = 0; k0 < j->K; k0 += KB) {
+            int64_t k1 = k0 + KB < j->K ? k0 + KB : j->K;
+            int64_t i = b;
+            for (; i + 4 <= e; i += 4) {
+                float *c0 = j->C + i * j->ldc, *c1 = c0 + j->ldc, *c2 = c1 + j->ldc,
+                      *c3 = c2 + j->ldc;
+                const float *a0 = j->A + i * j->lda, *a1 = a0 + j->lda, *a2 = a1 + j->lda,
+                            *a3 = a2 + j->lda;
+                for (int64_t kk = k0; kk < k1; kk++) {
+                    const float *bp = j->B + kk * j->ldb;
+                    float v0 = j->alpha * a0[kk], v1 = j->alpha * a1[kk], v2 = j->alpha * a2[kk],
+                          v3 = j->alpha * a3[kk];
+                    for (int64_t n = n0; n < n1; n++) {
+                        float bv = bp[n];
+                        c0[n] += v0 * bv;
+                        c1[n] += v1 * bv;
+                        c2[n] += v2 * bv;
+                        c3[n] += v3 * bv;
+                    }
+                }
+            }
+            for (; i < e; i++) {
+                float *c0 = j->C + i * j->ldc;
+                const float *a0 = j->A + i * j->lda;
+                for (int64_t kk = k0; kk < k1; kk++) {
+                    const float *bp = j->B + kk * j->ldb;
+                    float v0 = j->alpha * a0[kk];
+                    for (int64_t n = n0; n < n1; n++)
+                        c0[n] += v0 * bp[n];
+                }
+            }
+        }
+    }
+}
+
+void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                float beta, float *C, int64_t ldc)
+{
+    float *ta = NULL, *tb = NULL;
+    if (trans_a) {
+        ta = malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof(float));
+        if (!ta)
+            return;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t kk = 0; kk < K; kk++)
+                ta[i * K + kk] = A[kk * lda + i];
+        A = ta;
+        lda = K;
+    }
+    if (trans_b) {
+        tb = malloc((size_t)(N * K > 0 ? N * K : 1) * sizeof(float));
+        if (!tb) {
+            free(ta);
+            return;
+        }
+        for (int64_t kk = 0; kk < K; kk++)
+            for (int64_t n = 0; n < N; n++)
+                tb[kk * N + n] = B[n * ldb + kk];
+        B = tb;
+        ldb = N;
+    }
+    sgemm_job j = {M, N, K, alpha, beta, A, lda, B, ldb, C, ldc};
+    int64_t work = N * K;
+    int64_t grain = work >= 65536 ? 4 : (65536 / (work ? work : 1) + 4) & ~(int64_t)3;
+    if (k)
+        oq_k_parallel_for(k, M, grain, sgemm_rows, &j);
+    else
+        sgemm_rows(&j, 0, M, 0);
+    free(ta);
+    free(tb);
+}
+
+/* ------------------------------------------------------------------ Gemm --------- */
+
+static oq_status infer_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, n_in))
+        return oq_k_defer(k, out, n_out);
+    if (in[0]->rank != 2 || in[1]->rank != 2)
+        return oq_k_error(k, OQ_ERR_INVALID, "A and B must be 2-D");
+    bool ta = oq_node_attr_int(k->node, "transA", 0), tb = oq_node_attr_int(k->node, "transB", 0);
+    int64_t M = in[0]->dims[ta ? 1 : 0], K = in[0]->dims[ta ? 0 : 1];
+    int64_t K2 = in[1]->dims[tb ? 1 : 0], N = in[1]->dims[tb ? 0 : 1];
+    if (K != K2)
+        return oq_k_error(k, OQ_ERR_INVALID, "inner dimensions differ (%lld, %lld)",
+                          (long long)K, (long long)K2);
+    int64_t d[2] = {M, N};
+    if (n_in > 2 && in[2]) {
+        oq_rt_tensor o;
+        memset(&o, 0, sizeof o);
+        o.rank = 2;
+        o.dims[0] = M;
+        o.dims[1] = N;
+        const oq_rt_tensor *two[2] = {&o, in[2]};
+        int64_t bd[OQ_RT_MAX_RANK];
+        size_t br;
+        oq_status st = oq_k_broadcast(k, two, 2, bd, &br);
+        if (st)
+            return st;
+        if (br != 2 || bd[0] != M || bd[1] != N)
+            return oq_k_error(k, OQ_ERR_INVALID, "C does not broadcast to [M, N]");
+    }
+    return oq_k_set_out(k, &out[0], in[0]->dtype, d, 2);
+}
+
+static void bias_row(const void *st, void *o, const void *const *in, const int64_t *inc,
+                     int64_t n)
+{
+    float beta = *(const float *)st;
+    const float *c = in[0];
+    float *y = o;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = beta * c[i * inc[0]];
+}
+
+static oq_status run_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    bool ta = oq_node_attr_int(k->node, "transA", 0), tb = oq_node_attr_int(k->node, "transB", 0);
+    float alpha = oq_node_attr_float(k->node, "alpha", 1.0f);
+    float beta = oq_node_attr_float(k->node, "beta", 1.0f);
+    int64_t M = out[0].dims[0], N = out[0].dims[1];
+    int64_t K = in[0]->dims[ta ? 0 : 1];
+    float b2 = 0.0f;
+    if (n_in > 2 && in[2] && beta != 0.0f) {
+        oq_k_bcast_apply(k, in + 2, 1, &out[0], bias_row, &beta);
+        b2 = 1.0f;
+    }
+    oq_k_sgemm(k, ta, tb, M, N, K, alpha, in[0]->data, in[0]->dims[1], in[1]->data,
+               in[1]->dims[1], b2, out[0].data, N);
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ MatMul ------- */
+
+typedef struct mm_shape {
+    int64_t M, N, K, batch;
+    int64_t bdims[OQ_RT_MAX_RANK];
+    size_t brank;
+} mm_shape;
+
+static oq_status mm_geometry(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tensor *b,
+                             mm_shape *s, int64_t *od, size_t *orank)
+{
+    if (a->rank == 0 || b->rank == 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "MatMul inputs must have rank >= 1");
+    oq_rt_tensor ab, bb;
+    memset(&ab, 0, sizeof ab);
+    memset(&bb, 0, sizeof bb);
+    s->M = a->rank == 1 ? 1 : a->dims[a->rank - 2];
+    s->K = a->dims[a->rank - 1];
+    int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
+    s->N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if (s->K != kb)
+        return oq_k_error(k, OQ_ERR_INVALID, "inner dimensions differ (%lld, %lld)",
+                          (long long)s->K, (long long)kb);
+    ab.rank = a->rank > 2 ? a->rank - 2 : 0;
+    bb.rank = b->rank > 2 ? b->rank - 2 : 0;
+    memcpy(ab.dims, a->dims, ab.rank * 8);
+    memcpy(bb.dims, b->dims, bb.rank * 8);
+    const oq_rt_tensor *two[2] = {&ab, &bb};
+    oq_status st = oq_k_broadcast(k, two, 2, s->bdims, &s->brank);
+    if (st)
+        return st;
+    s->batch = oq_dims_numel(s->bdims, s->brank);
+    size_t r = 0;
+    for (size_t i = 0; i < s->brank; i++)
+        od[r++] = s->bdims[i];
+    if (a->rank > 1)
+        od[r++] = s->M;
+    if (b->rank > 1)
+        od[r++] = s->N;
+    *orank = r;
+    return OQ_OK;
+}
+
+static oq_status infer_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                              oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 2))
+        return oq_k_defer(k, out, n_out);
+    mm_shape s;
+    int64_t od[OQ_RT_MAX_RANK];
+    size_t r;
+    oq_status st = mm_geometry(k, in[0], in[1], &s, od, &r);
+    return st ? st : oq_k_set_out(k, &out[0], in[0]->dtype, od, r);
+}
+
+/* offset (in matrices) of batch index bi into a tensor with batch dims bd (broadcast) */
+static int64_t batch_offset(const oq_rt_tensor *t, const mm_shape *s, int64_t bi)
+{
+    size_t tr = t->rank > 2 ? t->rank - 2 : 0;
+    int64_t off = 0, stride = 1;
+    for (size_t j = s->brank; j-- > 0;) {
+        int64_t idx = bi % s->bdims[j];
+        bi /= s->bdims[j];
+        size_t off_r = s->brank - tr;
+        if (j >= off_r) {
+            int64_t d = t->dims[j - off_r];
+            if (d != 1)
+                off += idx * stride;
+            stride *= d;
+        }
+    }
+    return off;
+}
+
+static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    mm_shape s;
+    int64_t od[OQ_RT_MAX_RANK];
+    size_t r;
+    oq_status st = mm_geometry(k, in[0], in[1], &s, od, &r);
+    if (st)
+        return st;
+    if (in[0]->dtype == OQ_DTYPE_FLOAT) {
+        for (int64_t bi = 0; bi < s.batch; bi++) {
+            const float *A = (const float *)in[0]->data + batch_offset(in[0], &s, bi) * s.M * s.K;
+            const float *B = (const float *)in[1]->data + batch_offset(in[1], &s, bi) * s.K * s.N;
+            float *C = (float *)out[0].data + bi * s.M * s.N;
+            oq_k_sgemm(k, false, false, s.M, s.N, s.K, 1.0f, A, s.K, B, s.N, 0.0f, C, s.N);
+        }
+        return OQ_OK;
+    }
+    /* other numeric types: plain triple loop in double (ints exact up to 2^53) */
+    for (int64_t bi = 0; bi < s.batch; bi++) {
+        int64_t ao = batch_offset(in[0], &s, bi) * s.M * s.K;
+        int64_t bo = batch_offset(in[1], &s, bi) * s.K * s.N;
+        for (int64_t i = 0; i < s.M; i++)
+            for (int64_t j = 0; j < s.N; j++) {
+                if (in[0]->dtype == OQ_DTYPE_INT64 || in[0]->dtype == OQ_DTYPE_INT32 ||
+                    in[0]->dtype == OQ_DTYPE_UINT64 || in[0]->dtype == OQ_DTYPE_UINT32) {
+                    uint64_t acc = 0;
+                    for (int64_t kk = 0; kk < s.K; kk++)
+                        acc += (uint64_t)oq_k_get_int(in[0], ao + i * s.K + kk) *
+                               (uint64_t)oq_k_get_int(in[1], bo + kk * s.N + j);
+                    if (in[0]->dtype == OQ_DTYPE_INT64 || in[0]->dtype == OQ_DTYPE_UINT64)
+                        ((uint64_t *)out[0].data)[bi * s.M * s.N + i * s.N + j] = acc;
+                    else
+                        ((uint32_t *)out[0].data)[bi * s.M * s.N + i * s.N + j] = (uint32_t)acc;
+                } else {
+                    double acc = 0;
+                    for (int64_t kk = 0; kk < s.K; kk++)
+                        acc += oq_k_get_f64(in[0], ao + i * s.K + kk) *
+                               oq_k_get_f64(in[1], bo + kk * s.N + j);
+                    oq_k_set_f64(&out[0], bi * s.M * s.N + i * s.N + j, acc);
+                }
+            }
+    }
+    return OQ_OK;
+}
+
+static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
+{
+    return n_in >= 2 && in[0] && in[1] && in[0]->dtype == in[1]->dtype;
+}
+
+const oq_kernel oq_kernels_gemm[] = {
+    {"", "Gemm", 7, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
+    {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
+     infer_matmul, run_matmul, NULL},
+};
+OQ_KERNEL_TABLE_END(gemm);
