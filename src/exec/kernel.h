@@ -102,7 +102,9 @@ struct oq_kernel {
     X(elementwise)            \
     X(shape_ops)              \
     X(gemm)                   \
-    X(conv)
+    X(conv)                   \
+    X(pool)                   \
+    X(norm)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
