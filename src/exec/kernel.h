@@ -104,7 +104,8 @@ struct oq_kernel {
     X(gemm)                   \
     X(conv)                   \
     X(pool)                   \
-    X(norm)
+    X(norm)                   \
+    X(reduce)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
