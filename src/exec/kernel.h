@@ -105,7 +105,8 @@ struct oq_kernel {
     X(conv)                   \
     X(pool)                   \
     X(norm)                   \
-    X(reduce)
+    X(reduce)                 \
+    X(quant_ops)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
