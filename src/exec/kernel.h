@@ -106,7 +106,8 @@ struct oq_kernel {
     X(pool)                   \
     X(norm)                   \
     X(reduce)                 \
-    X(quant_ops)
+    X(quant_ops)              \
+    X(index_ops)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \

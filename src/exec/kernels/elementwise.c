@@ -107,10 +107,42 @@ static bool is_bool_op(ew_op op)
     }
 }
 
+/* Before opset 7 a binary op's B is aligned with A at `axis` (broadcast=1), and PRelu's
+ * 1-D slope runs along the channels. Returns the inputs to use, with B reshaped. */
+static const oq_rt_tensor *const *legacy_inputs(const oq_kctx *k, const oq_rt_tensor *const *in,
+                                                size_t n_in, oq_rt_tensor *view,
+                                                const oq_rt_tensor **buf)
+{
+    const ew_state *s = k->state;
+    if (k->opset >= 7 || n_in != 2 || !in[0] || !in[1] || in[0]->rank == OQ_RT_UNKNOWN_RANK ||
+        in[1]->rank == OQ_RT_UNKNOWN_RANK)
+        return in;
+    int64_t axis = -1;
+    size_t ra = in[0]->rank, rb = in[1]->rank;
+    if (s->op == OP_PRelu) {
+        if (rb == 1 && ra >= 2 && in[1]->dims[0] == in[0]->dims[1] && in[0]->dims[1] != 1)
+            axis = 1;
+    } else if (oq_node_attr_int(k->node, "broadcast", 0) && oq_node_attr(k->node, "axis")) {
+        axis = oq_k_axis(oq_node_attr_int(k->node, "axis", 0), ra);
+    }
+    if (axis < 0 || (size_t)axis + rb > ra)
+        return in;
+    *view = *in[1];
+    view->rank = ra;
+    for (size_t i = 0; i < ra; i++)
+        view->dims[i] = ((int64_t)i >= axis && i < (size_t)axis + rb) ? in[1]->dims[i - (size_t)axis] : 1;
+    buf[0] = in[0];
+    buf[1] = view;
+    return buf;
+}
+
 static oq_status infer_ew(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                           oq_rt_tensor *out, size_t n_out)
 {
     const ew_state *s = k->state;
+    oq_rt_tensor lview;
+    const oq_rt_tensor *lbuf[2];
+    in = legacy_inputs(k, in, n_in, &lview, lbuf);
     if (n_in < 1 || !in[0])
         return oq_k_error(k, OQ_ERR_INVALID, "missing input");
     out[0].dtype = is_bool_op(s->op) ? OQ_DTYPE_BOOL : in[0]->dtype;
@@ -561,6 +593,9 @@ static oq_status run_binary(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                             oq_rt_tensor *out, size_t n_out)
 {
     const ew_state *s = k->state;
+    oq_rt_tensor lview;
+    const oq_rt_tensor *lbuf[2];
+    in = legacy_inputs(k, in, n_in, &lview, lbuf);
     int32_t dt = in[0]->dtype;
     bool half = dt == OQ_DTYPE_FLOAT16;
     oq_rt_tensor views[8], outv = out[0];
@@ -856,26 +891,26 @@ static oq_status run_cast(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
 #define B(op, since, types) {"", op, since, 0, 0, types, NULL, ew_prepare, infer_ew, run_binary, free}
 
 const oq_kernel oq_kernels_elementwise[] = {
-    U("Abs", 6, NUM), U("Neg", 6, SNUM), U("Sqrt", 6, FL), U("Exp", 6, FL), U("Log", 6, FL),
-    U("Reciprocal", 6, FL), U("Floor", 6, FL), U("Ceil", 6, FL), U("Round", 11, FL),
-    U("Relu", 6, SNUM), U("LeakyRelu", 6, FL), U("Sigmoid", 6, FL), U("HardSigmoid", 6, FL),
-    U("HardSwish", 14, FL), U("Tanh", 6, FL), U("Erf", 9, FL), U("Sign", 9, NUM),
-    U("Softplus", 1, FL), U("Softsign", 1, FL), U("Elu", 6, FL), U("Selu", 6, FL),
+    U("Abs", 1, NUM), U("Neg", 1, SNUM), U("Sqrt", 1, FL), U("Exp", 1, FL), U("Log", 1, FL),
+    U("Reciprocal", 1, FL), U("Floor", 1, FL), U("Ceil", 1, FL), U("Round", 11, FL),
+    U("Relu", 1, SNUM), U("LeakyRelu", 1, FL), U("Sigmoid", 1, FL), U("HardSigmoid", 1, FL),
+    U("HardSwish", 14, FL), U("Tanh", 1, FL), U("Erf", 9, FL), U("Sign", 9, NUM),
+    U("Softplus", 1, FL), U("Softsign", 1, FL), U("Elu", 1, FL), U("Selu", 1, FL),
     U("Celu", 12, FL), U("Mish", 18, FL), U("ThresholdedRelu", 10, FL), U("Gelu", 20, FL),
     U("Sin", 7, FL), U("Cos", 7, FL), U("Tan", 7, FL), U("Asin", 7, FL), U("Acos", 7, FL),
     U("Atan", 7, FL), U("Sinh", 9, FL), U("Cosh", 9, FL), U("Asinh", 9, FL),
     U("Acosh", 9, FL), U("Atanh", 9, FL), U("IsNaN", 9, FL), U("IsInf", 10, FL),
     U("Not", 1, OQ_T(BOOL)), U("BitwiseNot", 18, OQ_T_INTS),
-    B("Add", 7, NUM), B("Sub", 7, NUM), B("Mul", 7, NUM), B("Div", 7, NUM),
-    B("Pow", 7, NUM), B("PRelu", 7, NUM), B("Mod", 10, NUM),
-    B("Max", 6, NUM), B("Min", 6, NUM), B("Sum", 6, NUM), B("Mean", 6, FL),
-    B("Equal", 7, NUM | OQ_T(BOOL)), B("Less", 7, NUM), B("Greater", 7, NUM),
+    B("Add", 1, NUM), B("Sub", 1, NUM), B("Mul", 1, NUM), B("Div", 1, NUM),
+    B("Pow", 1, NUM), B("PRelu", 1, NUM), B("Mod", 10, NUM),
+    B("Max", 1, NUM), B("Min", 1, NUM), B("Sum", 1, NUM), B("Mean", 1, FL),
+    B("Equal", 1, NUM | OQ_T(BOOL)), B("Less", 1, NUM), B("Greater", 1, NUM),
     B("LessOrEqual", 12, NUM), B("GreaterOrEqual", 12, NUM),
-    B("And", 7, OQ_T(BOOL)), B("Or", 7, OQ_T(BOOL)), B("Xor", 7, OQ_T(BOOL)),
+    B("And", 1, OQ_T(BOOL)), B("Or", 1, OQ_T(BOOL)), B("Xor", 1, OQ_T(BOOL)),
     B("BitShift", 11, OQ_T_UINTS), B("BitwiseAnd", 18, OQ_T_INTS),
     B("BitwiseOr", 18, OQ_T_INTS), B("BitwiseXor", 18, OQ_T_INTS),
     {"", "Where", 9, 0, 1, OQ_T_ALL, NULL, NULL, infer_where, run_where, NULL},
-    {"", "Clip", 6, 0, 0, NUM, NULL, NULL, infer_first, run_clip, NULL},
+    {"", "Clip", 1, 0, 0, NUM, NULL, NULL, infer_first, run_clip, NULL},
     {"", "Cast", 6, 0, 0, 0, cast_ok, NULL, infer_cast, run_cast, NULL},
     {"", "CastLike", 15, 0, 0, 0, cast_ok, NULL, infer_cast, run_cast, NULL},
 };

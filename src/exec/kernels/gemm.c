@@ -296,7 +296,7 @@ static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 }
 
 const oq_kernel oq_kernels_gemm[] = {
-    {"", "Gemm", 7, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
+    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
     {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
      infer_matmul, run_matmul, NULL},
 };

@@ -26,6 +26,8 @@ static oq_status infer_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
                           "(extra outputs) is not supported");
     if (n_in < 5)
         return oq_k_error(k, OQ_ERR_INVALID, "needs 5 inputs");
+    if (k->opset < 9 && oq_node_attr_int(k->node, "spatial", 1) != 1)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "spatial=0 is not supported");
     return infer_same(k, in, n_in, out, 1);
 }
 
@@ -233,7 +235,7 @@ static oq_status run_softmax(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 
 #define F OQ_T(FLOAT)
 const oq_kernel oq_kernels_norm[] = {
-    {"", "BatchNormalization", 7, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL},
+    {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL},
     {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL},
     {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL},
     {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
