@@ -107,7 +107,8 @@ struct oq_kernel {
     X(norm)                   \
     X(reduce)                 \
     X(quant_ops)              \
-    X(index_ops)
+    X(index_ops)              \
+    X(loss)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
