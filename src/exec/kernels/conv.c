@@ -1,6 +1,7 @@
 /* Conv and ConvTranspose (1-3 spatial dims, groups, dilations, pads, auto_pad):
  * im2col + the blocked GEMM, a direct loop for depthwise convolutions, and
  * GEMM + col2im for the transposed convolution. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -398,8 +399,133 @@ static oq_status run_convt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ integer ----- */
+
+static int64_t ival(const oq_rt_tensor *t, int64_t i)
+{
+    return t->dtype == OQ_DTYPE_INT8 ? ((const int8_t *)t->data)[i]
+         : t->dtype == OQ_DTYPE_UINT8 ? ((const uint8_t *)t->data)[i]
+                                      : oq_k_get_int(t, i);
+}
+
+/* acc[N, M, out] = sum (x - xzp) * (w - wzp[m]) over the window (exact, int64) */
+static oq_status int_conv(oq_kctx *k, const oq_rt_tensor *x, const oq_rt_tensor *w,
+                          const oq_rt_tensor *xzp, const oq_rt_tensor *wzp, int64_t *acc,
+                          conv_geo *g)
+{
+    oq_status st = conv_geometry(k, x, w, false, g);
+    if (st)
+        return st;
+    int64_t i3[3], k3[3], o3[3], s3[3], d3[3], p3[3];
+    geo3(g, i3, k3, o3, s3, d3, p3);
+    int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
+    int64_t Cg = g->C / g->group, Mg = g->M / g->group;
+    int64_t xz = xzp && oq_rt_tensor_numel(xzp) ? ival(xzp, 0) : 0;
+    int64_t nwz = wzp ? oq_rt_tensor_numel(wzp) : 0;
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t m = 0; m < g->M; m++) {
+            int64_t gr = m / Mg, wz = nwz == 0 ? 0 : ival(wzp, nwz == 1 ? 0 : m);
+            for (int64_t od = 0; od < o3[0]; od++)
+                for (int64_t oh = 0; oh < o3[1]; oh++)
+                    for (int64_t ow = 0; ow < o3[2]; ow++) {
+                        int64_t a = 0;
+                        for (int64_t c = 0; c < Cg; c++)
+                            for (int64_t kd = 0; kd < k3[0]; kd++)
+                                for (int64_t kh = 0; kh < k3[1]; kh++)
+                                    for (int64_t kw = 0; kw < k3[2]; kw++) {
+                                        int64_t id = od * s3[0] - p3[0] + kd * d3[0];
+                                        int64_t ih = oh * s3[1] - p3[1] + kh * d3[1];
+                                        int64_t iw = ow * s3[2] - p3[2] + kw * d3[2];
+                                        int64_t xv = xz; /* padding is the zero point */
+                                        if (id >= 0 && id < i3[0] && ih >= 0 && ih < i3[1] &&
+                                            iw >= 0 && iw < i3[2])
+                                            xv = ival(x, (n * g->C + gr * Cg + c) * isz +
+                                                             (id * i3[1] + ih) * i3[2] + iw);
+                                        int64_t wv = ival(w, (m * Cg + c) * ksz +
+                                                                 (kd * k3[1] + kh) * k3[2] + kw);
+                                        a += (xv - xz) * (wv - wz);
+                                    }
+                        acc[(n * g->M + m) * osz + (od * o3[1] + oh) * o3[2] + ow] = a;
+                    }
+        }
+    return OQ_OK;
+}
+
+static oq_status infer_convint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                               oq_rt_tensor *out, size_t n_out)
+{
+    oq_status st = infer_conv_common(k, in, 2, out, n_out, false);
+    out[0].dtype = OQ_DTYPE_INT32;
+    return st;
+}
+
+static oq_status run_convint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                             oq_rt_tensor *out, size_t n_out)
+{
+    int64_t n = oq_rt_tensor_numel(&out[0]);
+    int64_t *acc = oq_k_scratch(k, (size_t)(n ? n : 1) * sizeof(int64_t));
+    conv_geo g;
+    if (!acc)
+        return OQ_ERR_NOMEM;
+    oq_status st = int_conv(k, in[0], in[1], n_in > 2 ? in[2] : NULL, n_in > 3 ? in[3] : NULL,
+                            acc, &g);
+    if (st)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        ((int32_t *)out[0].data)[i] = (int32_t)acc[i];
+    return OQ_OK;
+}
+
+/* QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) */
+static oq_status infer_qlconv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                              oq_rt_tensor *out, size_t n_out)
+{
+    if (n_in < 8)
+        return oq_k_error(k, OQ_ERR_INVALID, "needs 8 or 9 inputs");
+    const oq_rt_tensor *xw[2] = {in[0], in[3]};
+    oq_status st = infer_conv_common(k, xw, 2, out, n_out, false);
+    out[0].dtype = in[7]->dtype;
+    return st;
+}
+
+static oq_status run_qlconv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    int64_t n = oq_rt_tensor_numel(&out[0]);
+    int64_t *acc = oq_k_scratch(k, (size_t)(n ? n : 1) * sizeof(int64_t));
+    conv_geo g;
+    if (!acc)
+        return OQ_ERR_NOMEM;
+    oq_status st = int_conv(k, in[0], in[3], in[2], in[5], acc, &g);
+    if (st)
+        return st;
+    int64_t osz = n / (g.N * g.M);
+    float xs = ((const float *)in[1]->data)[0], ys = ((const float *)in[6]->data)[0];
+    int64_t nws = oq_rt_tensor_numel(in[4]);
+    int64_t yz = ival(in[7], 0);
+    double lo = in[7]->dtype == OQ_DTYPE_INT8 ? -128 : 0, hi = in[7]->dtype == OQ_DTYPE_INT8 ? 127 : 255;
+    const oq_rt_tensor *b = n_in > 8 ? in[8] : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t m = (i / osz) % g.M;
+        float ws = ((const float *)in[4]->data)[nws == 1 ? 0 : m];
+        int64_t a = acc[i] + (b ? oq_k_get_int(b, m) : 0);
+        float v = (float)a * (xs * ws / ys);
+        double r = nearbyint((double)v) + (double)yz;
+        r = r < lo ? lo : r > hi ? hi : r;
+        if (in[7]->dtype == OQ_DTYPE_INT8)
+            ((int8_t *)out[0].data)[i] = (int8_t)r;
+        else
+            ((uint8_t *)out[0].data)[i] = (uint8_t)r;
+    }
+    return OQ_OK;
+}
+
 const oq_kernel oq_kernels_conv[] = {
     {"", "Conv", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_conv, run_conv, NULL},
     {"", "ConvTranspose", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_convt, run_convt, NULL},
+    {"", "ConvInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_convint, run_convint,
+     NULL},
+    {"", "QLinearConv", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_qlconv, run_qlconv,
+     NULL},
 };
 OQ_KERNEL_TABLE_END(conv);

@@ -1,4 +1,5 @@
 /* Gemm and MatMul, and the blocked float GEMM the convolutions use. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,6 +291,101 @@ static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ integer ----- */
+
+static int64_t ival(const oq_rt_tensor *t, int64_t i)
+{
+    return t->dtype == OQ_DTYPE_INT8 ? ((const int8_t *)t->data)[i]
+         : t->dtype == OQ_DTYPE_UINT8 ? ((const uint8_t *)t->data)[i]
+                                      : oq_k_get_int(t, i);
+}
+
+/* acc = (A - azp) x (B - bzp), batched with broadcasting; azp per row of A (scalar or
+ * [M]), bzp per column of B (scalar or [N]). */
+static oq_status int_matmul(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tensor *b,
+                            const oq_rt_tensor *azp, const oq_rt_tensor *bzp, int64_t **acc_out,
+                            mm_shape *s)
+{
+    int64_t od[OQ_RT_MAX_RANK];
+    size_t r;
+    oq_status st = mm_geometry(k, a, b, s, od, &r);
+    if (st)
+        return st;
+    int64_t total = s->batch * s->M * s->N;
+    int64_t *acc = oq_k_scratch(k, (size_t)(total ? total : 1) * sizeof(int64_t));
+    if (!acc)
+        return OQ_ERR_NOMEM;
+    int64_t naz = azp ? oq_rt_tensor_numel(azp) : 0, nbz = bzp ? oq_rt_tensor_numel(bzp) : 0;
+    for (int64_t bi = 0; bi < s->batch; bi++) {
+        int64_t ao = batch_offset(a, s, bi) * s->M * s->K, bo = batch_offset(b, s, bi) * s->K * s->N;
+        for (int64_t i = 0; i < s->M; i++)
+            for (int64_t j = 0; j < s->N; j++) {
+                int64_t az = naz ? ival(azp, naz == 1 ? 0 : i) : 0;
+                int64_t bz = nbz ? ival(bzp, nbz == 1 ? 0 : j) : 0;
+                int64_t sum = 0;
+                for (int64_t kk = 0; kk < s->K; kk++)
+                    sum += (ival(a, ao + i * s->K + kk) - az) * (ival(b, bo + kk * s->N + j) - bz);
+                acc[(bi * s->M + i) * s->N + j] = sum;
+            }
+    }
+    *acc_out = acc;
+    return OQ_OK;
+}
+
+static oq_status infer_mmint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                             oq_rt_tensor *out, size_t n_out)
+{
+    bool ql = strcmp(k->node->op_type, "QLinearMatMul") == 0;
+    if (ql && n_in < 8)
+        return oq_k_error(k, OQ_ERR_INVALID, "needs 8 inputs");
+    const oq_rt_tensor *ab[2] = {in[0], in[ql ? 3 : 1]};
+    oq_status st = infer_matmul(k, ab, 2, out, n_out);
+    out[0].dtype = ql ? in[7]->dtype : OQ_DTYPE_INT32;
+    return st;
+}
+
+static oq_status run_mmint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                           oq_rt_tensor *out, size_t n_out)
+{
+    mm_shape s;
+    int64_t *acc;
+    oq_status st = int_matmul(k, in[0], in[1], n_in > 2 ? in[2] : NULL, n_in > 3 ? in[3] : NULL,
+                              &acc, &s);
+    if (st)
+        return st;
+    for (int64_t i = 0; i < s.batch * s.M * s.N; i++)
+        ((int32_t *)out[0].data)[i] = (int32_t)acc[i];
+    return OQ_OK;
+}
+
+/* QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) */
+static oq_status run_qlmm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    mm_shape s;
+    int64_t *acc;
+    oq_status st = int_matmul(k, in[0], in[3], in[2], in[5], &acc, &s);
+    if (st)
+        return st;
+    int64_t nas = oq_rt_tensor_numel(in[1]), nbs = oq_rt_tensor_numel(in[4]);
+    float ys = ((const float *)in[6]->data)[0];
+    int64_t yz = ival(in[7], 0);
+    double lo = in[7]->dtype == OQ_DTYPE_INT8 ? -128 : 0, hi = in[7]->dtype == OQ_DTYPE_INT8 ? 127 : 255;
+    for (int64_t i = 0; i < s.batch * s.M * s.N; i++) {
+        int64_t row = (i / s.N) % s.M, col = i % s.N;
+        float as = ((const float *)in[1]->data)[nas == 1 ? 0 : row];
+        float bs = ((const float *)in[4]->data)[nbs == 1 ? 0 : col];
+        float v = (float)acc[i] * (as * bs / ys);
+        double r = nearbyint((double)v) + (double)yz;
+        r = r < lo ? lo : r > hi ? hi : r;
+        if (in[7]->dtype == OQ_DTYPE_INT8)
+            ((int8_t *)out[0].data)[i] = (int8_t)r;
+        else
+            ((uint8_t *)out[0].data)[i] = (uint8_t)r;
+    }
+    return OQ_OK;
+}
+
 static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
 {
     return n_in >= 2 && in[0] && in[1] && in[0]->dtype == in[1]->dtype;
@@ -299,5 +395,9 @@ const oq_kernel oq_kernels_gemm[] = {
     {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
     {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
      infer_matmul, run_matmul, NULL},
+    {"", "MatMulInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_mmint,
+     NULL},
+    {"", "QLinearMatMul", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_qlmm,
+     NULL},
 };
 OQ_KERNEL_TABLE_END(gemm);

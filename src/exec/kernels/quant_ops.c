@@ -245,7 +245,53 @@ static oq_status run_dq(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ Dynamic ------ */
+
+static oq_status infer_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                           oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = OQ_DTYPE_UINT8;
+    out[1].dtype = OQ_DTYPE_FLOAT;
+    out[2].dtype = OQ_DTYPE_UINT8;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    oq_status st = oq_k_set_out(k, &out[0], OQ_DTYPE_UINT8, in[0]->dims, in[0]->rank);
+    if (!st)
+        st = oq_k_set_out(k, &out[1], OQ_DTYPE_FLOAT, NULL, 0);
+    if (!st)
+        st = oq_k_set_out(k, &out[2], OQ_DTYPE_UINT8, NULL, 0);
+    return st;
+}
+
+/* scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min / scale)),
+ * y = saturate(round(x / scale) + zp) */
+static oq_status run_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    const float *x = in[0]->data;
+    int64_t n = oq_rt_tensor_numel(in[0]);
+    float mn = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
+    }
+    float scale = (mx - mn) / 255.0f;
+    int64_t zp = 0;
+    if (scale != 0) {
+        double z = nearbyint((double)(0.0f - mn / scale));
+        zp = z < 0 ? 0 : z > 255 ? 255 : (int64_t)z;
+    }
+    *(float *)out[1].data = scale;
+    *(uint8_t *)out[2].data = (uint8_t)zp;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t q = scale != 0 ? quantize_one((double)(x[i] / scale), zp, 0, 255) : zp;
+        ((uint8_t *)out[0].data)[i] = (uint8_t)q;
+    }
+    return OQ_OK;
+}
+
 const oq_kernel oq_kernels_quant_ops[] = {
+    {"", "DynamicQuantizeLinear", 11, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_dql, run_dql, NULL},
     {"", "QuantizeLinear", 10, 0, 0, 0, q_types_ok, NULL, infer_q, run_q, NULL},
     {"", "DequantizeLinear", 10, 0, 0, 0, dq_types_ok, NULL, infer_dq, run_dq, NULL},
 };
