@@ -20,7 +20,7 @@
     X(Relu) X(LeakyRelu) X(Sigmoid) X(HardSigmoid) X(HardSwish) X(Tanh) X(Erf) X(Sign) \
     X(Softplus) X(Softsign) X(Elu) X(Selu) X(Celu) X(Mish) X(ThresholdedRelu) X(Gelu)  \
     X(Sin) X(Cos) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh)     \
-    X(Atanh) X(IsNaN) X(IsInf) X(Not) X(Identity)                                      \
+    X(Atanh) X(Shrink) X(IsNaN) X(IsInf) X(Not) X(Identity)                                      \
     X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Max) X(Min) X(Sum) X(Mean) X(PRelu) X(Mod)    \
     X(Equal) X(Less) X(Greater) X(LessOrEqual) X(GreaterOrEqual) X(And) X(Or) X(Xor)   \
     X(BitShift) X(BitwiseAnd) X(BitwiseOr) X(BitwiseXor) X(BitwiseNot)
@@ -66,6 +66,10 @@ static oq_status ew_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         break;
     case OP_Elu: case OP_Celu: s->alpha = oq_node_attr_float(n, "alpha", 1.0f); break;
     case OP_ThresholdedRelu: s->alpha = oq_node_attr_float(n, "alpha", 1.0f); break;
+    case OP_Shrink:
+        s->alpha = oq_node_attr_float(n, "lambd", 0.5f);
+        s->beta = oq_node_attr_float(n, "bias", 0.0f);
+        break;
     case OP_Selu:
         s->alpha = oq_node_attr_float(n, "alpha", 1.67326319217681884765625f);
         s->gamma = oq_node_attr_float(n, "gamma", 1.05070102214813232421875f);
@@ -243,6 +247,10 @@ typedef struct unary_job {
                     o[i] = (T)0.5 * x * (one + erf(x * (T)0.7071067811865476));                \
             }                                                                                  \
             break;                                                                             \
+        case OP_Shrink:                                                                        \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                o[i] = a[i] < -al ? a[i] + be : a[i] > al ? a[i] - be : zero;                  \
+            break;                                                                             \
         case OP_Sin: for (int64_t i = 0; i < n; i++) o[i] = sin(a[i]); break;                 \
         case OP_Cos: for (int64_t i = 0; i < n; i++) o[i] = cos(a[i]); break;                 \
         case OP_Tan: for (int64_t i = 0; i < n; i++) o[i] = tan(a[i]); break;                 \
@@ -278,6 +286,13 @@ UNARY_FLOAT(double, f64)
             case OP_Relu: o[i] = (SIGNED && x < 0) ? 0 : x; break;                             \
             case OP_BitwiseNot: o[i] = (T)~x; break;                                           \
             case OP_Identity: o[i] = x; break;                                                 \
+            case OP_Shrink: {                                                                  \
+                double xd = (double)x;                                                         \
+                double r = xd < -j->s->alpha ? xd + j->s->beta                                 \
+                           : xd > j->s->alpha ? xd - j->s->beta : 0.0;                         \
+                o[i] = (T)r;                                                                   \
+                break;                                                                         \
+            }                                                                                  \
             default: o[i] = x; break;                                                          \
             }                                                                                  \
         }                                                                                      \
@@ -900,7 +915,7 @@ const oq_kernel oq_kernels_elementwise[] = {
     U("Sin", 7, FL), U("Cos", 7, FL), U("Tan", 7, FL), U("Asin", 7, FL), U("Acos", 7, FL),
     U("Atan", 7, FL), U("Sinh", 9, FL), U("Cosh", 9, FL), U("Asinh", 9, FL),
     U("Acosh", 9, FL), U("Atanh", 9, FL), U("IsNaN", 9, FL), U("IsInf", 10, FL),
-    U("Not", 1, OQ_T(BOOL)), U("BitwiseNot", 18, OQ_T_INTS),
+    U("Shrink", 9, NUM), U("Not", 1, OQ_T(BOOL)), U("BitwiseNot", 18, OQ_T_INTS),
     B("Add", 1, NUM), B("Sub", 1, NUM), B("Mul", 1, NUM), B("Div", 1, NUM),
     B("Pow", 1, NUM), B("PRelu", 1, NUM), B("Mod", 10, NUM),
     B("Max", 1, NUM), B("Min", 1, NUM), B("Sum", 1, NUM), B("Mean", 1, FL),

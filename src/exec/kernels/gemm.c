@@ -386,6 +386,62 @@ static oq_status run_qlmm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ Det ---------- */
+
+static oq_status infer_det(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                           oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    size_t r = in[0]->rank;
+    if (r < 2 || in[0]->dims[r - 1] != in[0]->dims[r - 2])
+        return oq_k_error(k, OQ_ERR_INVALID, "input must be [..., M, M]");
+    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, r - 2);
+}
+
+/* LU decomposition with partial pivoting, in double */
+static oq_status run_det(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    size_t r = in[0]->rank;
+    int64_t M = in[0]->dims[r - 1], batch = oq_rt_tensor_numel(&out[0]);
+    double *a = oq_k_scratch(k, (size_t)(M > 0 ? M * M : 1) * sizeof(double));
+    if (!a)
+        return OQ_ERR_NOMEM;
+    for (int64_t b = 0; b < batch; b++) {
+        for (int64_t i = 0; i < M * M; i++)
+            a[i] = oq_k_get_f64(in[0], b * M * M + i);
+        double det = 1;
+        for (int64_t c = 0; c < M; c++) {
+            int64_t p = c;
+            for (int64_t i = c + 1; i < M; i++)
+                if (fabs(a[i * M + c]) > fabs(a[p * M + c]))
+                    p = i;
+            if (a[p * M + c] == 0) {
+                det = 0;
+                break;
+            }
+            if (p != c) {
+                for (int64_t j = 0; j < M; j++) {
+                    double t = a[c * M + j];
+                    a[c * M + j] = a[p * M + j];
+                    a[p * M + j] = t;
+                }
+                det = -det;
+            }
+            det *= a[c * M + c];
+            for (int64_t i = c + 1; i < M; i++) {
+                double f = a[i * M + c] / a[c * M + c];
+                for (int64_t j = c; j < M; j++)
+                    a[i * M + j] -= f * a[c * M + j];
+            }
+        }
+        oq_k_set_f64(&out[0], b, det);
+    }
+    return OQ_OK;
+}
+
 static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
 {
     return n_in >= 2 && in[0] && in[1] && in[0]->dtype == in[1]->dtype;
@@ -395,6 +451,7 @@ const oq_kernel oq_kernels_gemm[] = {
     {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
     {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
      infer_matmul, run_matmul, NULL},
+    {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL},
     {"", "MatMulInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_mmint,
      NULL},
     {"", "QLinearMatMul", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_qlmm,

@@ -524,6 +524,33 @@ static oq_status run_topk(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ ReverseSequence */
+
+static oq_status run_revseq(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    int64_t ta = oq_node_attr_int(k->node, "time_axis", 0), ba = oq_node_attr_int(k->node, "batch_axis", 1);
+    if (x->rank < 2 || (ta != 0 && ta != 1) || ba != 1 - ta)
+        return oq_k_error(k, OQ_ERR_INVALID, "time_axis/batch_axis must be 0/1");
+    int64_t st[OQ_RT_MAX_RANK], idx[OQ_RT_MAX_RANK] = {0}, n = numel(x);
+    strides_of(x->dims, x->rank, st);
+    size_t es = oq_k_elsize(x->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = oq_k_get_int(in[1], idx[ba]), t = idx[ta];
+        int64_t src = i;
+        if (t < len)
+            src = i + (len - 1 - 2 * t) * st[ta];
+        memcpy((char *)out[0].data + (size_t)i * es, (const char *)x->data + (size_t)src * es, es);
+        for (size_t a = x->rank; a-- > 0;) {
+            if (++idx[a] < x->dims[a])
+                break;
+            idx[a] = 0;
+        }
+    }
+    return OQ_OK;
+}
+
 #define ANY OQ_T_ALL
 #define R(op, since, types, inf, rn) {"", op, since, 0, 0, types, NULL, NULL, inf, rn, NULL}
 const oq_kernel oq_kernels_index_ops[] = {
@@ -540,5 +567,6 @@ const oq_kernel oq_kernels_index_ops[] = {
     R("Compress", 9, ANY, infer_compress, run_compress),
     R("NonZero", 9, ANY, infer_nonzero, run_nonzero),
     R("TopK", 1, OQ_T_NUMERIC, infer_topk, run_topk),
+    R("ReverseSequence", 10, ANY, infer_like0, run_revseq),
 };
 OQ_KERNEL_TABLE_END(index_ops);

@@ -233,6 +233,41 @@ static oq_status run_softmax(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ LRN ---------- */
+
+static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    if (x->rank < 2)
+        return oq_k_error(k, OQ_ERR_INVALID, "input rank below 2");
+    int64_t size = oq_node_attr_int(k->node, "size", 0);
+    if (size <= 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "size must be positive");
+    double alpha = oq_node_attr_float(k->node, "alpha", 1e-4f);
+    double beta = oq_node_attr_float(k->node, "beta", 0.75f);
+    double bias = oq_node_attr_float(k->node, "bias", 1.0f);
+    int64_t N = x->dims[0], C = x->dims[1], sz = 1;
+    for (size_t i = 2; i < x->rank; i++)
+        sz *= x->dims[i];
+    const float *xd = x->data;
+    float *y = out[0].data;
+    int64_t lo_off = (size - 1) / 2, hi_off = (size - 1) - lo_off;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < sz; p++) {
+                double sq = 0;
+                for (int64_t cc = c - lo_off; cc <= c + hi_off; cc++)
+                    if (cc >= 0 && cc < C) {
+                        double v = xd[(n * C + cc) * sz + p];
+                        sq += v * v;
+                    }
+                int64_t i = (n * C + c) * sz + p;
+                y[i] = (float)(xd[i] / pow(bias + alpha / (double)size * sq, beta));
+            }
+    return OQ_OK;
+}
+
 #define F OQ_T(FLOAT)
 const oq_kernel oq_kernels_norm[] = {
     {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL},
@@ -241,5 +276,6 @@ const oq_kernel oq_kernels_norm[] = {
     {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
     {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
     {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
+    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL},
 };
 OQ_KERNEL_TABLE_END(norm);
