@@ -108,7 +108,8 @@ struct oq_kernel {
     X(reduce)                 \
     X(quant_ops)              \
     X(index_ops)              \
-    X(loss)
+    X(loss)                   \
+    X(rnn)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
