@@ -109,7 +109,9 @@ struct oq_kernel {
     X(quant_ops)              \
     X(index_ops)              \
     X(loss)                   \
-    X(rnn)
+    X(rnn)                    \
+    X(training)               \
+    X(signal)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \

@@ -242,7 +242,81 @@ static oq_status run_global(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ MaxUnpool ---- */
+
+static oq_status infer_unpool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                              oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    const oq_rt_tensor *os = n_in > 2 ? in[2] : NULL;
+    if ((os && !os->data) || !oq_k_shapes_known(in, 2))
+        return oq_k_defer(k, out, n_out);
+    const oq_rt_tensor *x = in[0];
+    int64_t d[OQ_RT_MAX_RANK];
+    if (os) {
+        int64_t n = oq_rt_tensor_numel(os);
+        if (n != (int64_t)x->rank)
+            return oq_k_error(k, OQ_ERR_INVALID, "output_shape has %lld entries", (long long)n);
+        for (int64_t i = 0; i < n; i++)
+            d[i] = oq_k_get_int(os, i);
+        return oq_k_set_out(k, &out[0], x->dtype, d, x->rank);
+    }
+    const int64_t *ks, *st, *pads;
+    int64_t nk = oq_node_attr_ints(k->node, "kernel_shape", &ks);
+    int64_t nst = oq_node_attr_ints(k->node, "strides", &st);
+    int64_t np = oq_node_attr_ints(k->node, "pads", &pads);
+    size_t ns = x->rank - 2;
+    if (x->rank < 3 || nk != (int64_t)ns)
+        return oq_k_error(k, OQ_ERR_INVALID, "kernel_shape does not match the input rank");
+    d[0] = x->dims[0];
+    d[1] = x->dims[1];
+    for (size_t i = 0; i < ns; i++)
+        d[2 + i] = (x->dims[2 + i] - 1) * (nst > 0 ? st[i] : 1) + ks[i] -
+                   (np > 0 ? pads[i] + pads[i + ns] : 0);
+    return oq_k_set_out(k, &out[0], x->dtype, d, x->rank);
+}
+
+static oq_status run_unpool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0], *ix = in[1];
+    int64_t n = oq_rt_tensor_numel(x), total = oq_rt_tensor_numel(&out[0]);
+    /* the indices are flat positions in the MaxPool input, whose spatial shape is the
+       default unpooled shape; re-encode them in the (possibly larger) output shape */
+    const oq_rt_tensor *none[2] = {x, ix};
+    oq_rt_tensor dflt;
+    memset(&dflt, 0, sizeof dflt);
+    oq_status st = infer_unpool(k, none, 2, &dflt, 1);
+    if (st)
+        return st;
+    size_t ns = x->rank - 2;
+    int64_t in_sp = 1, out_sp = 1;
+    for (size_t i = 0; i < ns; i++) {
+        in_sp *= dflt.dims[2 + i];
+        out_sp *= out[0].dims[2 + i];
+    }
+    memset(out[0].data, 0, (size_t)out[0].nbytes);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t idx = oq_k_get_int(ix, i);
+        if (idx < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "index %lld out of range", (long long)idx);
+        int64_t nc = idx / in_sp, p = idx % in_sp, dst = 0, mul = 1;
+        for (size_t a = ns; a-- > 0;) {
+            int64_t c = p % dflt.dims[2 + a];
+            p /= dflt.dims[2 + a];
+            dst += c * mul;
+            mul *= out[0].dims[2 + a];
+        }
+        dst += nc * out_sp;
+        if (dst >= total)
+            return oq_k_error(k, OQ_ERR_INVALID, "index %lld out of range", (long long)idx);
+        ((float *)out[0].data)[dst] = ((const float *)x->data)[i];
+    }
+    return OQ_OK;
+}
+
 const oq_kernel oq_kernels_pool[] = {
+    {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL},
     {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
     {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
     {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
