@@ -111,7 +111,8 @@ struct oq_kernel {
     X(loss)                   \
     X(rnn)                    \
     X(training)               \
-    X(signal)
+    X(signal)                 \
+    X(einsum)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
