@@ -112,7 +112,8 @@ struct oq_kernel {
     X(rnn)                    \
     X(training)               \
     X(signal)                 \
-    X(einsum)
+    X(einsum)                 \
+    X(sample)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
