@@ -63,8 +63,15 @@ static void free_list(char **v, size_t n)
 /* out = a "/" b; false when it does not fit */
 static bool join(char *out, size_t size, const char *a, const char *b)
 {
-    int n = snprintf(out, size, "%s/%s", a, b);
-    return n >= 0 && (size_t)n < size;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la + lb + 2 > size) {
+        out[0] = 0; /* too long: an empty path, which then fails to open */
+        return false;
+    }
+    memcpy(out, a, la);
+    out[la] = '/';
+    memcpy(out + la + 1, b, lb + 1);
+    return true;
 }
 
 static bool is_file(const char *p)
@@ -229,7 +236,7 @@ static result run_case(const char *dir, const conf_opts *o, char *why, size_t si
             join(path, sizeof path, sd, ins[i]);
             if (oq_tensor_file_read(path, &in[i], NULL, &d) != OQ_OK) {
                 if (!first_diag(&d, why, size))
-                    snprintf(why, size, "cannot read %s", path);
+                    snprintf(why, size, "cannot read %.900s", path);
                 r = R_UNSUP;
             }
         }
@@ -237,7 +244,7 @@ static result run_case(const char *dir, const conf_opts *o, char *why, size_t si
             join(path, sizeof path, sd, outs[i]);
             if (oq_tensor_file_read(path, &exp[i], NULL, &d) != OQ_OK) {
                 if (!first_diag(&d, why, size))
-                    snprintf(why, size, "cannot read %s", path);
+                    snprintf(why, size, "cannot read %.900s", path);
                 r = R_UNSUP;
             }
         }

@@ -153,7 +153,7 @@ static oq_status infer_ew(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     if (!oq_k_shapes_known(in, n_in))
         return oq_k_defer(k, out, n_out);
     int64_t dims[OQ_RT_MAX_RANK];
-    size_t rank;
+    size_t rank = 0;
     oq_status st = oq_k_broadcast(k, in, n_in, dims, &rank);
     if (st != OQ_OK)
         return st;
@@ -697,7 +697,7 @@ static oq_status infer_where(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
     if (!oq_k_shapes_known(in, n_in))
         return oq_k_defer(k, out, n_out);
     int64_t dims[OQ_RT_MAX_RANK];
-    size_t rank;
+    size_t rank = 0;
     oq_status st = oq_k_broadcast(k, in, 3, dims, &rank);
     return st ? st : oq_k_set_out(k, &out[0], out[0].dtype, dims, rank);
 }

@@ -132,7 +132,7 @@ static oq_status infer_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         o.dims[1] = N;
         const oq_rt_tensor *two[2] = {&o, in[2]};
         int64_t bd[OQ_RT_MAX_RANK];
-        size_t br;
+        size_t br = 0;
         oq_status st = oq_k_broadcast(k, two, 2, bd, &br);
         if (st)
             return st;
@@ -221,7 +221,7 @@ static oq_status infer_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
         return oq_k_defer(k, out, n_out);
     mm_shape s;
     int64_t od[OQ_RT_MAX_RANK];
-    size_t r;
+    size_t r = 0;
     oq_status st = mm_geometry(k, in[0], in[1], &s, od, &r);
     return st ? st : oq_k_set_out(k, &out[0], in[0]->dtype, od, r);
 }
@@ -250,7 +250,7 @@ static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 {
     mm_shape s;
     int64_t od[OQ_RT_MAX_RANK];
-    size_t r;
+    size_t r = 0;
     oq_status st = mm_geometry(k, in[0], in[1], &s, od, &r);
     if (st)
         return st;
@@ -307,7 +307,7 @@ static oq_status int_matmul(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tenso
                             mm_shape *s)
 {
     int64_t od[OQ_RT_MAX_RANK];
-    size_t r;
+    size_t r = 0;
     oq_status st = mm_geometry(k, a, b, s, od, &r);
     if (st)
         return st;

@@ -24,7 +24,7 @@ static oq_status infer_loss(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         out[i].dtype = in[0]->dtype;
     if (!oq_k_shapes_known(in, n_in))
         return oq_k_defer(k, out, n_out);
-    lred r;
+    lred r = LR_MEAN;
     oq_status st = get_red(k, &r);
     if (st)
         return st;
@@ -45,7 +45,7 @@ static oq_status infer_loss(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 static oq_status nll(oq_kctx *k, const oq_rt_tensor *lp_t, const double *lp, const oq_rt_tensor *t,
                      const oq_rt_tensor *w, oq_rt_tensor *out)
 {
-    lred r;
+    lred r = LR_MEAN;
     oq_status st = get_red(k, &r);
     if (st)
         return st;

@@ -724,7 +724,7 @@ static oq_status infer_expand(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
     shp.rank = (size_t)n;
     const oq_rt_tensor *two[2] = {in[0], &shp};
     int64_t d[OQ_RT_MAX_RANK];
-    size_t r;
+    size_t r = 0;
     oq_status st = oq_k_broadcast(k, two, 2, d, &r);
     return st ? st : oq_k_set_out(k, &out[0], in[0]->dtype, d, r);
 }
