@@ -248,14 +248,49 @@ static bool stats(const oq_rt_tensor *t, double *mn, double *mx, double *mean, i
     return true;
 }
 
+/* value range, for naming the inputs of a node that produced NaN/Inf */
+typedef struct range {
+    bool known;
+    double mn, mx;
+    int64_t nonfinite;
+} range;
+
 /* observer state for --check-finite and --dump-all */
 typedef struct watch {
     const run_opts *o;
     const char *bad_node;     /* first node with NaN/Inf */
-    char bad_msg[1024];
+    char bad_msg[2048];
     bool dump_failed;
     oq_diag *d;
+    range *ranges;            /* by value id (--check-finite) */
+    size_t n_ranges;
+    const oq_plan *plan;
+    const oq_rt_tensor *inputs;
 } watch;
+
+static bool stats(const oq_rt_tensor *t, double *mn, double *mx, double *mean, int64_t *nonfinite);
+
+/* range of a node input: produced earlier, a graph input, or a constant */
+static range input_range(watch *w, const oq_value *v)
+{
+    range r = {false, 0, 0, 0};
+    double mean;
+    if (!v)
+        return r;
+    if (v->id < w->n_ranges && w->ranges[v->id].known)
+        return w->ranges[v->id];
+    for (size_t i = 0; i < oq_plan_n_inputs(w->plan); i++)
+        if (strcmp(oq_plan_input_name(w->plan, i), v->name) == 0)
+            r.known = stats(&w->inputs[i], &r.mn, &r.mx, &mean, &r.nonfinite);
+    oq_tensor *c = oq_value_const_tensor(v);
+    if (!r.known && c && c->rank <= OQ_RT_MAX_RANK) {
+        const void *data = oq_tensor_data(c, NULL);
+        oq_rt_tensor t;
+        if (data && oq_rt_tensor_borrow(&t, c->dtype, c->dims, c->rank, (void *)data) == OQ_OK)
+            r.known = stats(&t, &r.mn, &r.mx, &mean, &r.nonfinite);
+    }
+    return r;
+}
 
 static bool safe_file_name(const char *name, char *buf, size_t size)
 {
@@ -279,22 +314,32 @@ static void on_tensor(const oq_node *node, size_t idx, const oq_rt_tensor *t, vo
                 w->dump_failed = true;
         }
     }
-    if (w->o->check_finite && !w->bad_node && oq_dtype_is_float(t->dtype)) {
-        double mn, mx, mean;
-        int64_t nf;
-        if (stats(t, &mn, &mx, &mean, &nf) && nf > 0) {
+    if (w->o->check_finite && !w->bad_node) {
+        range r = {false, 0, 0, 0};
+        double mean;
+        r.known = stats(t, &r.mn, &r.mx, &mean, &r.nonfinite);
+        oq_value *v = node->outputs[idx];
+        if (v && v->id < w->n_ranges)
+            w->ranges[v->id] = r;
+        if (r.known && r.nonfinite > 0 && oq_dtype_is_float(t->dtype)) {
             char lb[64];
             w->bad_node = oq_node_label(node, lb, sizeof lb);
-            int o = snprintf(w->bad_msg, sizeof w->bad_msg,
-                             "node \"%s\" (%s): output \"%s\" has %lld NaN/Inf values; inputs:",
-                             w->bad_node, node->op_type, vname, (long long)nf);
-            (void)o;
-            /* input ranges are reported from the run loop's values is not possible here:
-               the inputs are named; their ranges were printed when they were produced */
-            for (size_t i = 0; i < node->n_inputs; i++) {
-                size_t len = strlen(w->bad_msg);
-                snprintf(w->bad_msg + len, sizeof w->bad_msg - len, " %s",
-                         node->inputs[i] ? node->inputs[i]->name : "(none)");
+            size_t len = (size_t)snprintf(w->bad_msg, sizeof w->bad_msg,
+                                          "node \"%s\" (%s) produced %lld NaN/Inf values in "
+                                          "\"%s\"; inputs:", w->bad_node, node->op_type,
+                                          (long long)r.nonfinite, vname);
+            for (size_t i = 0; i < node->n_inputs && len < sizeof w->bad_msg; i++) {
+                const oq_value *in = node->inputs[i];
+                range ir = input_range(w, in);
+                if (!in)
+                    continue;
+                if (ir.known)
+                    len += (size_t)snprintf(w->bad_msg + len, sizeof w->bad_msg - len,
+                                            " %s [%g, %g]%s", in->name, ir.mn, ir.mx,
+                                            ir.nonfinite ? " (with NaN/Inf)" : "");
+                else
+                    len += (size_t)snprintf(w->bad_msg + len, sizeof w->bad_msg - len,
+                                            " %s (range unknown)", in->name);
             }
             w->bad_node = node->name ? node->name : "";
         }
@@ -342,6 +387,13 @@ int cmd_run(int argc, char **argv)
         rc = cli_exit_code(st);
         goto done;
     }
+    if (o.check_finite) {
+        w.n_ranges = m->next_id;
+        w.ranges = calloc(w.n_ranges + 1, sizeof(range));
+        if (!w.ranges)
+            goto done;
+    }
+    w.plan = plan;
     n_in = oq_plan_n_inputs(plan);
     n_out = oq_plan_n_outputs(plan);
     in = calloc(n_in + 1, sizeof *in);
@@ -358,6 +410,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
+    w.inputs = in;
     uint64_t rng = o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
     for (size_t i = 0; i < n_in; i++) {
         const char *name = oq_plan_input_name(plan, i);
@@ -458,6 +511,7 @@ done:
     free(in);
     free(out);
     free(times);
+    free(w.ranges);
     for (size_t k = 0; k < o.n_inputs; k++)
         free((char *)o.inputs[k].name);
     for (size_t k = 0; k < o.n_dims; k++)
