@@ -220,40 +220,53 @@ typedef struct dw_job {
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
 } dw_job;
 
-/* depthwise: one input and one output channel per group; item = (n, c) */
+/* depthwise: one input and one output channel per group; item = (n, c). Each output
+ * starts at the bias and adds the taps in (kd, kh, kw) order; for every tap the valid
+ * output columns are computed once, so the inner loop has no bounds checks. */
 static void dw_items(void *arg, int64_t b, int64_t e, int wk)
 {
     const dw_job *j = arg;
     (void)wk;
     int64_t isz = j->in[0] * j->in[1] * j->in[2], osz = j->out[0] * j->out[1] * j->out[2];
     int64_t ksz = j->k[0] * j->k[1] * j->k[2];
+    const int64_t IW = j->in[2], OW = j->out[2], sw = j->st[2];
     for (int64_t it = b; it < e; it++) {
         int64_t c = it % j->C;
         const float *x = j->x + it * isz, *w = j->w + c * ksz;
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
-        for (int64_t od = 0; od < j->out[0]; od++)
-            for (int64_t oh = 0; oh < j->out[1]; oh++)
-                for (int64_t ow = 0; ow < j->out[2]; ow++) {
-                    float acc = 0.0f;
-                    for (int64_t kd = 0; kd < j->k[0]; kd++) {
+        for (int64_t p = 0; p < osz; p++)
+            y[p] = bias;
+        for (int64_t kd = 0; kd < j->k[0]; kd++)
+            for (int64_t kh = 0; kh < j->k[1]; kh++)
+                for (int64_t kw = 0; kw < j->k[2]; kw++) {
+                    float wv = w[(kd * j->k[1] + kh) * j->k[2] + kw];
+                    int64_t off = kw * j->dl[2] - j->pb[2];
+                    /* valid ow: 0 <= ow*sw + off < IW */
+                    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                    int64_t hi = IW - off <= 0 ? 0 : (IW - off - 1) / sw + 1;
+                    if (hi > OW)
+                        hi = OW;
+                    if (lo >= hi)
+                        continue;
+                    for (int64_t od = 0; od < j->out[0]; od++) {
                         int64_t id = od * j->st[0] - j->pb[0] + kd * j->dl[0];
                         if (id < 0 || id >= j->in[0])
                             continue;
-                        for (int64_t kh = 0; kh < j->k[1]; kh++) {
+                        for (int64_t oh = 0; oh < j->out[1]; oh++) {
                             int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
                             if (ih < 0 || ih >= j->in[1])
                                 continue;
-                            const float *xr = x + (id * j->in[1] + ih) * j->in[2];
-                            const float *wr = w + (kd * j->k[1] + kh) * j->k[2];
-                            for (int64_t kw = 0; kw < j->k[2]; kw++) {
-                                int64_t iw = ow * j->st[2] - j->pb[2] + kw * j->dl[2];
-                                if (iw >= 0 && iw < j->in[2])
-                                    acc += xr[iw] * wr[kw];
-                            }
+                            const float *xr = x + (id * j->in[1] + ih) * IW + off;
+                            float *yr = y + (od * j->out[1] + oh) * OW;
+                            if (sw == 1)
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    yr[ow] += wv * xr[ow];
+                            else
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    yr[ow] += wv * xr[ow * sw];
                         }
                     }
-                    y[(od * j->out[1] + oh) * j->out[2] + ow] = acc + bias;
                 }
     }
 }

@@ -1,5 +1,6 @@
 /* Gemm and MatMul, and the blocked float GEMM the convolutions use. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,57 +17,110 @@ typedef struct sgemm_job {
     int64_t ldc;
 } sgemm_job;
 
-#define KB 256  /* k block: rows of B reused from cache */
-#define NB 512  /* n block */
+/* The micro-kernel: a 4 x 16 block of C accumulated in registers over all of K, then
+ * added to C. Columns are the outer loop so that a K x 16 panel of B stays in cache
+ * while every row block of A passes over it. Every element is summed in k order from
+ * zero by the same operations whichever path (block, row tail, column tail) computes
+ * it, and ISO C mode does not contract a*b+c into FMA, so the result does not depend
+ * on how rows are split between threads, nor on the instruction set used. */
+#define MR 4
+#define NR 16
+
+#define SGEMM_BODY                                                                     \
+    {                                                                                  \
+        const sgemm_job *j = arg;                                                      \
+        const int64_t K = j->K, N = j->N, lda = j->lda, ldb = j->ldb, ldc = j->ldc;    \
+        const float alpha = j->alpha;                                                  \
+        for (int64_t i = b; i < e; i++) {                                              \
+            float *c = j->C + i * ldc;                                                 \
+            if (j->beta == 0.0f)                                                       \
+                memset(c, 0, (size_t)N * sizeof(float));                               \
+            else if (j->beta != 1.0f)                                                  \
+                for (int64_t n = 0; n < N; n++)                                        \
+                    c[n] *= j->beta;                                                   \
+        }                                                                              \
+        int64_t n0 = 0;                                                                \
+        for (; n0 + NR <= N; n0 += NR) {                                               \
+            int64_t i = b;                                                             \
+            for (; i + MR <= e; i += MR) {                                             \
+                float c0[NR], c1[NR], c2[NR], c3[NR];                                  \
+                for (int c = 0; c < NR; c++)                                           \
+                    c0[c] = c1[c] = c2[c] = c3[c] = 0.0f;                              \
+                const float *a0 = j->A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda,      \
+                            *a3 = a2 + lda;                                            \
+                for (int64_t k = 0; k < K; k++) {                                      \
+                    const float *bp = j->B + k * ldb + n0;                             \
+                    float v0 = alpha * a0[k], v1 = alpha * a1[k], v2 = alpha * a2[k],  \
+                          v3 = alpha * a3[k];                                          \
+                    for (int c = 0; c < NR; c++) {                                     \
+                        float bv = bp[c];                                              \
+                        c0[c] += v0 * bv;                                              \
+                        c1[c] += v1 * bv;                                              \
+                        c2[c] += v2 * bv;                                              \
+                        c3[c] += v3 * bv;                                              \
+                    }                                                                  \
+                }                                                                      \
+                float *d0 = j->C + i * ldc + n0;                                       \
+                for (int c = 0; c < NR; c++) {                                         \
+                    d0[c] += c0[c];                                                    \
+                    d0[ldc + c] += c1[c];                                              \
+                    d0[2 * ldc + c] += c2[c];                                          \
+                    d0[3 * ldc + c] += c3[c];                                          \
+                }                                                                      \
+            }                                                                          \
+            for (; i < e; i++) {                                                       \
+                float acc[NR];                                                         \
+                memset(acc, 0, sizeof acc);                                            \
+                const float *a = j->A + i * lda;                                       \
+                for (int64_t k = 0; k < K; k++) {                                      \
+                    const float *bp = j->B + k * ldb + n0;                             \
+                    float av = alpha * a[k];                                           \
+                    for (int c = 0; c < NR; c++)                                       \
+                        acc[c] += av * bp[c];                                          \
+                }                                                                      \
+                for (int c = 0; c < NR; c++)                                           \
+                    j->C[i * ldc + n0 + c] += acc[c];                                  \
+            }                                                                          \
+        }                                                                              \
+        for (int64_t i = b; i < e && n0 < N; i++)                                      \
+            for (int64_t n = n0; n < N; n++) {                                         \
+                float acc = 0.0f;                                                      \
+                const float *a = j->A + i * lda;                                       \
+                for (int64_t k = 0; k < K; k++)                                        \
+                    acc += (alpha * a[k]) * j->B[k * ldb + n];                         \
+                j->C[i * ldc + n] += acc;                                              \
+            }                                                                          \
+    }
+
+static void sgemm_rows_generic(void *arg, int64_t b, int64_t e, int w)
+SGEMM_BODY
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define OQ_HAVE_AVX2_PATH 1
+/* the same code compiled for AVX2 (wider vectors; no FMA, see above) */
+__attribute__((target("avx2"))) static void sgemm_rows_avx2(void *arg, int64_t b, int64_t e,
+                                                             int w)
+SGEMM_BODY
+#endif
+
+/* -1 unknown, 0 no, 1 yes; written once, racing writers store the same value */
+static _Atomic int have_avx2 = -1;
 
 static void sgemm_rows(void *arg, int64_t b, int64_t e, int w)
 {
-    const sgemm_job *j = arg;
-    (void)w;
-    for (int64_t i = b; i < e; i++) {
-        float *c = j->C + i * j->ldc;
-        if (j->beta == 0.0f)
-            memset(c, 0, (size_t)j->N * sizeof(float));
-        else if (j->beta != 1.0f)
-            for (int64_t n = 0; n < j->N; n++)
-                c[n] *= j->beta;
+#ifdef OQ_HAVE_AVX2_PATH
+    int have = atomic_load_explicit(&have_avx2, memory_order_relaxed);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&have_avx2, have, memory_order_relaxed);
     }
-    /* 4 rows at a time share each row of B; k blocked so B stays in cache */
-    for (int64_t n0 = 0; n0 < j->N; n0 += NB) {
-        int64_t n1 = n0 + NB < j->N ? n0 + NB : j->N;
-        for (int64_t k0 = 0; k0 < j->K; k0 += KB) {
-            int64_t k1 = k0 + KB < j->K ? k0 + KB : j->K;
-            int64_t i = b;
-            for (; i + 4 <= e; i += 4) {
-                float *c0 = j->C + i * j->ldc, *c1 = c0 + j->ldc, *c2 = c1 + j->ldc,
-                      *c3 = c2 + j->ldc;
-                const float *a0 = j->A + i * j->lda, *a1 = a0 + j->lda, *a2 = a1 + j->lda,
-                            *a3 = a2 + j->lda;
-                for (int64_t kk = k0; kk < k1; kk++) {
-                    const float *bp = j->B + kk * j->ldb;
-                    float v0 = j->alpha * a0[kk], v1 = j->alpha * a1[kk], v2 = j->alpha * a2[kk],
-                          v3 = j->alpha * a3[kk];
-                    for (int64_t n = n0; n < n1; n++) {
-                        float bv = bp[n];
-                        c0[n] += v0 * bv;
-                        c1[n] += v1 * bv;
-                        c2[n] += v2 * bv;
-                        c3[n] += v3 * bv;
-                    }
-                }
-            }
-            for (; i < e; i++) {
-                float *c0 = j->C + i * j->ldc;
-                const float *a0 = j->A + i * j->lda;
-                for (int64_t kk = k0; kk < k1; kk++) {
-                    const float *bp = j->B + kk * j->ldb;
-                    float v0 = j->alpha * a0[kk];
-                    for (int64_t n = n0; n < n1; n++)
-                        c0[n] += v0 * bp[n];
-                }
-            }
-        }
+    if (have) {
+        sgemm_rows_avx2(arg, b, e, w);
+        return;
     }
+#endif
+    sgemm_rows_generic(arg, b, e, w);
 }
 
 void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
