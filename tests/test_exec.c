@@ -374,3 +374,52 @@ Test(tensor_io, pb_and_npy_round_trip_and_errors)
     oq_diag_free(&d);
     free(dir);
 }
+
+/* A real model: PaddleOCR rec (convolutions, depthwise, attention MatMuls, Softmax)
+ * gives bit-identical results with 1, 2 and 3 threads. */
+Test(exec, paddleocr_rec_is_thread_count_independent)
+{
+    const char *path = "/work/cache/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx";
+    const char *env = getenv("ONNXQ_OCR_DIR");
+    char buf[1024];
+    if (env) {
+        snprintf(buf, sizeof buf, "%s/ch_PP-OCRv4_rec_infer.onnx", env);
+        path = buf;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        cr_skip_test("%s not found (set ONNXQ_OCR_DIR)", path);
+    fclose(f);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_model *m = NULL;
+    cr_assert_eq(oq_model_read(path, NULL, &m, &d), OQ_OK);
+    int64_t dims[4] = {1, 3, 48, 160};
+    size_t n = 3 * 48 * 160;
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand();
+    oq_rt_tensor in, ref;
+    oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, dims, 4, x);
+    for (int threads = 1; threads <= 3; threads++) {
+        oq_plan_options o = oq_plan_options_default();
+        o.threads = threads;
+        oq_plan *p;
+        cr_assert_eq(oq_plan_compile(m, &o, &p, &d), OQ_OK);
+        oq_rt_tensor out;
+        cr_assert_eq(oq_plan_run(p, &in, 1, &out, 1, &d), OQ_OK);
+        if (threads == 1) {
+            ref = out;
+        } else {
+            cr_assert_eq(out.nbytes, ref.nbytes);
+            cr_assert_eq(memcmp(out.data, ref.data, (size_t)ref.nbytes), 0,
+                         "%d threads differ from 1 thread", threads);
+            oq_rt_tensor_release(&out);
+        }
+        oq_plan_free(p);
+    }
+    oq_rt_tensor_release(&ref);
+    free(x);
+    oq_model_free(m);
+    oq_diag_free(&d);
+}
