@@ -233,6 +233,47 @@ static oq_status run_softmax(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ GroupNorm ---- */
+
+/* GroupNormalization: opset 18 scale/bias per group, opset 21 per channel. */
+static oq_status run_gn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                        oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    int64_t G = oq_node_attr_int(k->node, "num_groups", 0);
+    if (x->rank < 2 || G <= 0 || x->dims[1] % G)
+        return oq_k_error(k, OQ_ERR_INVALID, "num_groups must divide the channels");
+    float eps = oq_node_attr_float(k->node, "epsilon", 1e-5f);
+    int64_t N = x->dims[0], C = x->dims[1], sz = 1, cg = C / G;
+    for (size_t i = 2; i < x->rank; i++)
+        sz *= x->dims[i];
+    int64_t ns = oq_rt_tensor_numel(in[1]);
+    bool per_channel = ns == C && !(k->opset < 21 && ns == G && G != C);
+    const float *xd = x->data, *sc = in[1]->data, *bi = in[2]->data;
+    float *y = out[0].data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            const float *xp = xd + (n * C + g * cg) * sz;
+            int64_t cnt = cg * sz;
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < cnt; i++)
+                mean += xp[i];
+            mean /= (double)cnt;
+            for (int64_t i = 0; i < cnt; i++)
+                var += (xp[i] - mean) * (xp[i] - mean);
+            var /= (double)cnt;
+            double inv = 1.0 / sqrt(var + eps);
+            for (int64_t c = 0; c < cg; c++) {
+                int64_t si = per_channel ? g * cg + c : g;
+                for (int64_t p = 0; p < sz; p++) {
+                    int64_t i = c * sz + p;
+                    y[(n * C + g * cg) * sz + i] = (float)((xp[i] - mean) * inv * sc[si] + bi[si]);
+                }
+            }
+        }
+    return OQ_OK;
+}
+
 /* ------------------------------------------------------------------ LRN ---------- */
 
 static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
@@ -277,5 +318,6 @@ const oq_kernel oq_kernels_norm[] = {
     {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
     {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
     {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL},
+    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL},
 };
 OQ_KERNEL_TABLE_END(norm);

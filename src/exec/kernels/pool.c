@@ -8,7 +8,8 @@
 typedef struct pool_geo {
     size_t ns;
     int64_t N, C, in[3], k[3], out[3], st[3], dl[3], pb[3], pe[3];
-    bool is_max, include_pad;
+    bool is_max, include_pad, is_lp;
+    double p;
 } pool_geo;
 
 static oq_status pool_geometry(oq_kctx *k, const oq_rt_tensor *x, pool_geo *g)
@@ -20,6 +21,8 @@ static oq_status pool_geometry(oq_kctx *k, const oq_rt_tensor *x, pool_geo *g)
     g->N = x->dims[0];
     g->C = x->dims[1];
     g->is_max = strcmp(k->node->op_type, "MaxPool") == 0;
+    g->is_lp = strcmp(k->node->op_type, "LpPool") == 0;
+    g->p = (double)oq_node_attr_int(k->node, "p", 2);
     g->include_pad = oq_node_attr_int(k->node, "count_include_pad", 0) != 0;
     const int64_t *ks, *st, *dl, *pads;
     int64_t nk = oq_node_attr_ints(k->node, "kernel_shape", &ks);
@@ -112,6 +115,7 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
             for (int64_t oh = 0; oh < g->out[1]; oh++)
                 for (int64_t ow = 0; ow < g->out[2]; ow++) {
                     float best = -INFINITY, sum = 0.0f;
+                    double lp = 0;
                     int64_t bidx = -1, cnt = 0, pad_cnt = 0;
                     for (int64_t kd = 0; kd < g->k[0]; kd++) {
                         int64_t id = od * g->st[0] - g->pb[0] + kd * g->dl[0];
@@ -137,6 +141,8 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
                                         best = v, bidx = off;
                                 }
                                 sum += v;
+                                if (g->is_lp)
+                                    lp += pow(fabs((double)v), g->p);
                                 cnt++;
                             }
                         }
@@ -152,6 +158,8 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
                             }
                             j->idx[it * osz + o] = gi;
                         }
+                    } else if (g->is_lp) {
+                        y[o] = (float)pow(lp, 1.0 / g->p);
                     } else {
                         int64_t den = g->include_pad ? cnt + pad_cnt : cnt;
                         y[o] = den ? sum / (float)den : 0.0f;
@@ -319,6 +327,7 @@ const oq_kernel oq_kernels_pool[] = {
     {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL},
     {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
     {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
+    {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
     {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
     {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
 };

@@ -294,28 +294,33 @@ static oq_status infer_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
 }
 
 /* input coordinate of output coordinate o along an axis */
-static double src_coord(const char *ctm, double o, double scale, int64_t in, double out,
+/* Input coordinate of output coordinate o along an axis, computed in float32 as the
+ * ONNX reference (NumPy float32 scales) and onnxruntime do: 3 / 0.6f is 5 in float32
+ * but 4.9999998 in double, which changes nearest-neighbour picks. */
+static double src_coord(const char *ctm, double o_, double scale_, int64_t in_, double out_,
                         const rs_params *p, size_t axis, size_t rank)
 {
+    float o = (float)o_, scale = (float)scale_, in = (float)in_, out = (float)out_;
+    float r;
     if (strcmp(ctm, "asymmetric") == 0)
-        return o / scale;
-    if (strcmp(ctm, "tf_half_pixel_for_nn") == 0)
-        return (o + 0.5) / scale;
-    if (strcmp(ctm, "align_corners") == 0)
-        return out == 1 ? 0 : o * (double)(in - 1) / (double)(out - 1);
-    if (strcmp(ctm, "pytorch_half_pixel") == 0)
-        return out > 1 ? (o + 0.5) / scale - 0.5 : 0;
-    if (strcmp(ctm, "tf_crop_and_resize") == 0) {
-        double s = p->has_roi ? p->roi[axis] : 0, e = p->has_roi ? p->roi[axis + rank] : 1;
-        return out > 1 ? s * (double)(in - 1) + o * (e - s) * (double)(in - 1) / (double)(out - 1)
-                       : 0.5 * (s + e) * (double)(in - 1);
+        r = o / scale;
+    else if (strcmp(ctm, "tf_half_pixel_for_nn") == 0)
+        r = (o + 0.5f) / scale;
+    else if (strcmp(ctm, "align_corners") == 0)
+        r = out == 1 ? 0 : o * (in - 1) / (out - 1);
+    else if (strcmp(ctm, "pytorch_half_pixel") == 0)
+        r = out > 1 ? (o + 0.5f) / scale - 0.5f : 0;
+    else if (strcmp(ctm, "tf_crop_and_resize") == 0) {
+        float s = p->has_roi ? (float)p->roi[axis] : 0, e = p->has_roi ? (float)p->roi[axis + rank] : 1;
+        r = out > 1 ? s * (in - 1) + o * (e - s) * (in - 1) / (out - 1) : 0.5f * (s + e) * (in - 1);
+    } else if (strcmp(ctm, "half_pixel_symmetric") == 0) {
+        float adj = out / (scale * in);
+        float c = in / 2.0f, off = c * (1 - adj);
+        r = off + (o + 0.5f) / scale - 0.5f;
+    } else {
+        r = (o + 0.5f) / scale - 0.5f; /* half_pixel */
     }
-    if (strcmp(ctm, "half_pixel_symmetric") == 0) {
-        double adj = (double)out / (scale * (double)in);
-        double c = (double)in / 2.0, off = c * (1 - adj);
-        return off + (o + 0.5) / scale - 0.5;
-    }
-    return (o + 0.5) / scale - 0.5; /* half_pixel */
+    return r;
 }
 
 static int64_t nearest(const char *nm, double x)
