@@ -20,6 +20,9 @@
  *            run(k, in, out)           compute. Must not keep pointers to in/out data.
  *   free:    release(k->state)
  *
+ * Operators whose output shapes are only known after computing (If, Loop, ...) may do
+ * the work in infer at run time, keep the result in k->state and copy it out in run.
+ *
  * Conventions:
  *  - in[i] is NULL for an omitted optional input (also past the node's input count:
  *    n_in is the node's input count). out has n_out entries (the node's output count);
@@ -69,6 +72,11 @@ typedef struct oq_kctx {
     const char *file;        /* model path for messages */
     void *scratch;           /* per-plan scratch buffer (oq_k_scratch) */
     size_t scratch_size;
+    /* implicit inputs: values defined outside the node's subgraphs that they read
+       (If/Loop/Scan). Set at compile time (compiled dtypes/shapes) and at run time. */
+    size_t n_implicit;
+    const oq_value *const *implicit_values;
+    const oq_rt_tensor *const *implicit;
 } oq_kctx;
 
 typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
@@ -192,6 +200,21 @@ int oq_k_threads(const oq_kctx *k);
 void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc);
+
+/* ---- control flow (src/exec/plan.c) ----------------------------------------------- */
+
+/* Compile a subgraph of k's node into a plan that reads the node's implicit inputs
+ * and shares its thread pool. input_hints[i] (may be NULL) gives the dtype of subgraph
+ * input i when the subgraph does not declare it. Call from prepare. */
+oq_status oq_k_subplan_compile(oq_kctx *k, oq_graph *g, const oq_rt_tensor *const *input_hints,
+                               size_t n_hints, oq_plan **out);
+/* Run it with the node's current implicit inputs; outputs are owned (release them). */
+oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs,
+                           size_t n_inputs, oq_rt_tensor *outputs, size_t n_outputs);
+/* Compile-time dtype/shape of a subplan output (rank OQ_RT_UNKNOWN_RANK if unknown). */
+const oq_rt_tensor *oq_k_subplan_output(const oq_plan *sp, size_t i);
+size_t oq_k_subplan_n_inputs(const oq_plan *sp);
+size_t oq_k_subplan_n_outputs(const oq_plan *sp);
 
 /* ---- registry (src/exec/registry.c) ----------------------------------------------- */
 

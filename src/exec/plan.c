@@ -8,7 +8,7 @@
 
 #define NO_SLOT ((size_t)-1)
 
-typedef enum slot_kind { SLOT_CONST = 0, SLOT_INPUT = 1, SLOT_NODE = 2 } slot_kind;
+typedef enum slot_kind { SLOT_CONST = 0, SLOT_INPUT = 1, SLOT_NODE = 2, SLOT_OUTER = 3 } slot_kind;
 
 typedef struct buffer {
     void *data;
@@ -36,6 +36,11 @@ typedef struct step {
     const oq_rt_tensor **in;
     oq_rt_tensor *out;
     size_t *tmp_buf;          /* run time: buffers of discarded outputs */
+    /* implicit inputs: outer-scope values read by the node's subgraphs */
+    size_t n_imp;
+    oq_value **imp_vals;
+    size_t *imp_slots;
+    const oq_rt_tensor **imp;
 } step;
 
 struct oq_plan {
@@ -57,6 +62,10 @@ struct oq_plan {
     int64_t peak_estimate, total_bytes;
     void *scratch;
     size_t scratch_size;
+    bool owns_pool;
+    size_t n_outer;            /* subplans: slots bound from the enclosing plan */
+    size_t *outer;             /* their slots */
+    size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
 };
 
 oq_plan_options oq_plan_options_default(void)
@@ -165,53 +174,133 @@ static int64_t tensor_bytes(const oq_rt_tensor *t)
 
 /* ------------------------------------------------------------------ compile ------ */
 
-static oq_status order_nodes(oq_plan *p, oq_node ***order, size_t *count, oq_diag *d)
+static bool defined_within(const oq_value *v, const oq_graph *g)
+{
+    for (const oq_graph *s = v->graph; s; s = s->parent)
+        if (s == g)
+            return true;
+    return false;
+}
+
+static int add_unique(oq_value ***arr, size_t *n, size_t *cap, oq_value *v)
+{
+    for (size_t i = 0; i < *n; i++)
+        if ((*arr)[i] == v)
+            return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        oq_value **na = realloc(*arr, nc * sizeof(*na));
+        if (!na)
+            return -1;
+        *arr = na;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = v;
+    return 0;
+}
+
+/* values read inside sub (at any depth) that are defined outside it */
+static int collect_refs(const oq_graph *sub, const oq_graph *g, oq_value ***arr, size_t *n,
+                        size_t *cap)
+{
+    for (oq_node *nd = g->first; nd; nd = nd->next) {
+        for (size_t i = 0; i < nd->n_inputs; i++) {
+            oq_value *v = nd->inputs[i];
+            if (v && v->name && *v->name && !defined_within(v, sub) && add_unique(arr, n, cap, v))
+                return -1;
+        }
+        oq_graph *subs[16];
+        size_t ns = oq_node_subgraphs(nd, subs, 16);
+        for (size_t j = 0; j < ns && j < 16; j++)
+            if (collect_refs(sub, subs[j], arr, n, cap))
+                return -1;
+    }
+    for (size_t i = 0; i < g->n_outputs; i++) {
+        oq_value *v = g->outputs[i]->value;
+        if (v && !defined_within(v, sub) && add_unique(arr, n, cap, v))
+            return -1;
+    }
+    return 0;
+}
+
+/* the implicit inputs of node n (malloc'ed array, may be NULL when none) */
+static int node_implicit(const oq_node *n, oq_value ***arr, size_t *count)
+{
+    oq_graph *subs[16];
+    size_t ns = oq_node_subgraphs(n, subs, 16), cap = 0;
+    *arr = NULL;
+    *count = 0;
+    for (size_t j = 0; j < ns && j < 16; j++)
+        if (collect_refs(subs[j], subs[j], arr, count, &cap))
+            return -1;
+    return 0;
+}
+
+/* Stable topological order (Kahn, taking ready nodes in list order). A node depends on
+ * the producers of its inputs and of its implicit inputs (imp[i], n_imp[i]). */
+static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node ***order,
+                             size_t *count, oq_diag *d)
 {
     oq_graph *g = p->graph;
-    size_t n = g->n_nodes, k = 0;
-    oq_node **out = calloc(n ? n : 1, sizeof(*out));
-    size_t *indeg = calloc(n ? n : 1, sizeof(*indeg));
-    oq_node **all = calloc(n ? n : 1, sizeof(*all));
+    size_t n = g->n_nodes, k = 0, n_edges = 0;
+    oq_node **out = calloc(n + 1, sizeof(*out));
+    size_t *indeg = calloc(n + 1, sizeof(*indeg));
+    oq_node **all = calloc(n + 1, sizeof(*all));
+    size_t *first = calloc(n + 2, sizeof(size_t)), *edges = NULL, *fill = NULL;
     oq_status st = OQ_OK;
-    if (!out || !indeg || !all) {
+    if (!out || !indeg || !all || !first) {
         st = OQ_ERR_NOMEM;
         goto done;
     }
     size_t i = 0;
     for (oq_node *nd = g->first; nd && i < n; nd = nd->next, i++) {
         all[i] = nd;
-        nd->priv = (void *)(uintptr_t)i; /* restored below */
+        nd->priv = (void *)(uintptr_t)i; /* reset below */
     }
     n = i;
+    /* producer index of dependency j of node i, or n when not a node of g */
+#define DEP_COUNT(i) (all[i]->n_inputs + n_imp[i])
+#define DEP(i, j) ((j) < all[i]->n_inputs ? all[i]->inputs[j] : imp[i][(j) - all[i]->n_inputs])
+#define PRODUCER(v)                                                                          \
+    (((v) && (v)->kind == OQ_VALUE_NODE && (v)->producer && (v)->producer->graph == g &&     \
+      (size_t)(uintptr_t)(v)->producer->priv < n &&                                          \
+      all[(size_t)(uintptr_t)(v)->producer->priv] == (v)->producer)                         \
+         ? (size_t)(uintptr_t)(v)->producer->priv                                            \
+         : n)
     for (i = 0; i < n; i++)
-        for (size_t j = 0; j < all[i]->n_inputs; j++) {
-            oq_value *v = all[i]->inputs[j];
-            if (v && v->kind == OQ_VALUE_NODE && v->producer && v->producer->graph == g)
+        for (size_t j = 0; j < DEP_COUNT(i); j++)
+            if (PRODUCER(DEP(i, j)) < n) {
+                first[PRODUCER(DEP(i, j)) + 1]++;
                 indeg[i]++;
+                n_edges++;
+            }
+    for (i = 0; i < n; i++)
+        first[i + 1] += first[i];
+    edges = malloc((n_edges + 1) * sizeof(size_t));
+    fill = calloc(n + 1, sizeof(size_t));
+    if (!edges || !fill) {
+        st = OQ_ERR_NOMEM;
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        for (size_t j = 0; j < DEP_COUNT(i); j++) {
+            size_t pi = PRODUCER(DEP(i, j));
+            if (pi < n)
+                edges[first[pi] + fill[pi]++] = i;
         }
-    /* Kahn, stable: repeatedly take ready nodes in list order. */
+#undef DEP_COUNT
+#undef DEP
+#undef PRODUCER
     size_t head = 0;
     for (i = 0; i < n; i++)
         if (!indeg[i])
             out[k++] = all[i];
     while (head < k) {
-        oq_node *nd = out[head++];
-        for (size_t o = 0; o < nd->n_outputs; o++) {
-            oq_value *v = nd->outputs[o];
-            if (!v)
-                continue;
-            for (size_t u = 0; u < v->n_uses; u++) {
-                oq_node *c = v->uses[u].node;
-                if (c->graph != g)
-                    continue;
-                size_t ci = (size_t)(uintptr_t)c->priv;
-                if (ci < n && all[ci] == c && --indeg[ci] == 0)
-                    out[k++] = c;
-            }
-        }
+        size_t pi = (size_t)(uintptr_t)out[head++]->priv;
+        for (size_t e = first[pi]; e < first[pi + 1]; e++)
+            if (--indeg[edges[e]] == 0)
+                out[k++] = all[edges[e]];
     }
-    for (i = 0; i < n; i++)
-        all[i]->priv = NULL;
     if (k != n) {
         for (i = 0; i < n; i++)
             if (indeg[i]) {
@@ -221,8 +310,13 @@ static oq_status order_nodes(oq_plan *p, oq_node ***order, size_t *count, oq_dia
             }
     }
 done:
+    for (i = 0; all && i < n; i++)
+        all[i]->priv = NULL;
     free(indeg);
     free(all);
+    free(first);
+    free(edges);
+    free(fill);
     if (st != OQ_OK) {
         free(out);
         return st;
@@ -232,7 +326,8 @@ done:
     return OQ_OK;
 }
 
-static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, oq_diag *d)
+static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, oq_value **imp,
+                              size_t n_imp, oq_diag *d)
 {
     oq_node *n = s->node;
     const char *dom = oq_domain_is_default(n->domain) ? "ai.onnx" : n->domain;
@@ -268,6 +363,26 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
             return node_error(p, d, n, OQ_ERR_UNSUPPORTED, "input \"%s\" has no known dtype",
                               v->name);
     }
+    s->n_imp = n_imp;
+    s->imp_vals = imp;
+    s->imp_slots = calloc(n_imp + 1, sizeof(size_t));
+    s->imp = calloc(n_imp + 1, sizeof(*s->imp));
+    if (!s->imp_slots || !s->imp)
+        return OQ_ERR_NOMEM;
+    for (size_t i = 0; i < n_imp; i++) {
+        oq_value *v = imp[i];
+        size_t sl = v->id < p->model->next_id ? slot_of[v->id] : NO_SLOT;
+        if (sl == NO_SLOT)
+            return node_error(p, d, n, OQ_ERR_INVALID,
+                              "subgraph reads \"%s\", which is not defined before the node",
+                              v->name);
+        s->imp_slots[i] = sl;
+        p->slots[sl].last_use = si;
+        s->imp[i] = &p->slots[sl].compiled;
+    }
+    s->k.n_implicit = n_imp;
+    s->k.implicit_values = (const oq_value *const *)imp;
+    s->k.implicit = s->imp;
     oq_kernel_miss why;
     const oq_kernel *kr = oq_kernel_find(&s->k, n->domain, n->op_type, opset,
                                          (const oq_rt_tensor *const *)s->in, s->n_in, &why);
@@ -315,34 +430,50 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
 /* Simulate the run-time buffer reuse with compile-time sizes. */
 static int64_t estimate_peak(oq_plan *p);
 
-oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan **out,
-                          oq_diag *d)
+/* Compile graph g. A subplan (outer_vals != NULL) shares `pool` and binds the outer
+ * values at run time; input_hints give dtypes for subgraph inputs without a type. */
+static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_options *opts,
+                               oq_pool *pool, oq_value *const *outer_vals,
+                               const oq_rt_tensor *const *outer_t, size_t n_outer,
+                               const oq_rt_tensor *const *hints, size_t n_hints, oq_plan **out,
+                               oq_diag *d)
 {
     oq_plan_options opt = opts ? *opts : oq_plan_options_default();
     oq_node **order = NULL;
     size_t n_order = 0;
     size_t *slot_of = NULL;
+    oq_value ***imp = NULL;
+    size_t *n_imp = NULL;
+    size_t n_nodes = 0;
     oq_status st = OQ_OK;
     *out = NULL;
-    if (!model || !model->graph)
-        return oq_diag_error(d, OQ_ERR_USAGE, "no model graph to compile");
     oq_plan *p = calloc(1, sizeof(*p));
     if (!p)
         return OQ_ERR_NOMEM;
     p->model = model;
-    p->graph = model->graph;
+    p->graph = g;
     p->file = model->path;
-    p->threads = opt.threads > 0 ? opt.threads : oq_cpu_count();
+    p->threads = pool ? oq_pool_threads(pool) : opt.threads > 0 ? opt.threads : oq_cpu_count();
     p->on_tensor = opt.on_tensor;
     p->user = opt.user;
-    p->pool = oq_pool_new(p->threads);
+    p->pool = pool ? pool : oq_pool_new(p->threads);
+    p->owns_pool = !pool;
     if (!p->pool) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "cannot start %d threads", p->threads);
         goto fail;
     }
-    oq_graph *g = p->graph;
     slot_of = malloc((model->next_id + 1) * sizeof(size_t));
-    size_t max_slots = g->n_inputs + g->n_initializers;
+    size_t max_slots = g->n_inputs + g->n_initializers + n_outer;
+    for (oq_node *n = g->first; n; n = n->next)
+        n_nodes++;
+    imp = calloc(n_nodes + 1, sizeof(*imp));
+    n_imp = calloc(n_nodes + 1, sizeof(*n_imp));
+    p->outer = calloc(n_outer + 1, sizeof(size_t));
+    p->outer_src = calloc(n_outer + 1, sizeof(size_t));
+    if (!imp || !n_imp || !p->outer || !p->outer_src) {
+        st = OQ_ERR_NOMEM;
+        goto fail;
+    }
     for (oq_node *n = g->first; n; n = n->next)
         max_slots += n->n_outputs;
     p->slots = calloc(max_slots + 1, sizeof(slot));
@@ -354,6 +485,14 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
     }
     for (size_t i = 0; i <= model->next_id; i++)
         slot_of[i] = NO_SLOT;
+    {
+        size_t ni = 0;
+        for (oq_node *n = g->first; n; n = n->next, ni++)
+            if (node_implicit(n, &imp[ni], &n_imp[ni])) {
+                st = OQ_ERR_NOMEM;
+                goto fail;
+            }
+    }
 
 #define NEW_SLOT(v, kd)                                   \
     do {                                                  \
@@ -365,6 +504,17 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
         slot_of[(v)->id] = p->n_slots++;                  \
     } while (0)
 
+    /* outer-scope values (subplans) */
+    for (size_t i = 0; i < n_outer; i++) {
+        oq_value *v = outer_vals[i];
+        if (v->id >= model->next_id || slot_of[v->id] != NO_SLOT)
+            continue;
+        NEW_SLOT(v, SLOT_OUTER);
+        p->slots[p->n_slots - 1].compiled = *outer_t[i];
+        p->slots[p->n_slots - 1].compiled.data = outer_t[i]->data;
+        p->outer_src[p->n_outer] = i;
+        p->outer[p->n_outer++] = p->n_slots - 1;
+    }
     /* initializers (also those listed as graph inputs: they are defaults, used as is) */
     for (size_t i = 0; i < g->n_initializers; i++) {
         oq_tensor *t = g->initializers[i];
@@ -385,6 +535,12 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
         NEW_SLOT(v, SLOT_INPUT);
         slot *s = &p->slots[p->n_slots - 1];
         input_from_type(&s->compiled, g->inputs[i]->type ? g->inputs[i]->type : v->type);
+        if (p->n_inputs < n_hints && hints[p->n_inputs]) {
+            /* subgraph input: a missing dtype comes from the caller; shapes may change
+               from iteration to iteration, so only declared dims are kept */
+            if (s->compiled.dtype == OQ_DTYPE_UNDEFINED)
+                s->compiled.dtype = hints[p->n_inputs]->dtype;
+        }
         p->inputs[p->n_inputs++] = p->n_slots - 1;
         if (s->compiled.dtype == OQ_DTYPE_UNDEFINED) {
             st = oq_diag_error(d, OQ_ERR_UNSUPPORTED, "graph input \"%s\" has no tensor type",
@@ -392,7 +548,7 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
             goto fail;
         }
     }
-    st = order_nodes(p, &order, &n_order, d);
+    st = order_nodes(p, imp, n_imp, &order, &n_order, d);
     if (st != OQ_OK)
         goto fail;
     p->steps = calloc(n_order + 1, sizeof(step));
@@ -428,7 +584,11 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
         step *s = &p->steps[p->n_steps];
         s->node = n;
         p->n_steps++;
-        st = compile_step(p, s, p->n_steps - 1, slot_of, d);
+        size_t ni = 0;
+        for (oq_node *x = g->first; x && x != n; x = x->next)
+            ni++;
+        st = compile_step(p, s, p->n_steps - 1, slot_of, imp[ni], n_imp[ni], d);
+        imp[ni] = NULL; /* owned by the step now */
         if (st != OQ_OK)
             goto fail;
     }
@@ -445,16 +605,45 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
         p->outputs[p->n_outputs++] = sl;
     }
     p->peak_estimate = estimate_peak(p);
-    free(order);
-    free(slot_of);
+    st = OQ_OK;
     *out = p;
-    return OQ_OK;
+    p = NULL;
 fail:
+    for (size_t i = 0; imp && i < n_nodes; i++)
+        free(imp[i]);
+    free(imp);
+    free(n_imp);
     free(order);
     free(slot_of);
     oq_plan_free(p);
     return st;
 }
+
+oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan **out,
+                          oq_diag *d)
+{
+    *out = NULL;
+    if (!model || !model->graph)
+        return oq_diag_error(d, OQ_ERR_USAGE, "no model graph to compile");
+    return compile_graph(model, model->graph, opts, NULL, NULL, NULL, 0, NULL, 0, out, d);
+}
+
+oq_status oq_k_subplan_compile(oq_kctx *k, oq_graph *g, const oq_rt_tensor *const *input_hints,
+                               size_t n_hints, oq_plan **out)
+{
+    oq_model *m = g->model;
+    oq_plan_options o = oq_plan_options_default();
+    return compile_graph(m, g, &o, k->pool, (oq_value *const *)k->implicit_values, k->implicit,
+                         k->n_implicit, input_hints, n_hints, out, k->diag);
+}
+
+const oq_rt_tensor *oq_k_subplan_output(const oq_plan *sp, size_t i)
+{
+    return i < sp->n_outputs ? &sp->slots[sp->outputs[i]].compiled : NULL;
+}
+
+size_t oq_k_subplan_n_inputs(const oq_plan *sp) { return sp->n_inputs; }
+size_t oq_k_subplan_n_outputs(const oq_plan *sp) { return sp->n_outputs; }
 
 void oq_plan_free(oq_plan *p)
 {
@@ -469,6 +658,9 @@ void oq_plan_free(oq_plan *p)
         free(s->in);
         free(s->out);
         free(s->tmp_buf);
+        free(s->imp_vals);
+        free(s->imp_slots);
+        free(s->imp);
     }
     for (size_t i = 0; i < p->n_slots; i++)
         free(p->slots[i].const_mem);
@@ -480,7 +672,10 @@ void oq_plan_free(oq_plan *p)
     free(p->inputs);
     free(p->outputs);
     free(p->scratch);
-    oq_pool_free(p->pool);
+    free(p->outer);
+    free(p->outer_src);
+    if (p->owns_pool)
+        oq_pool_free(p->pool);
     free(p);
 }
 
@@ -709,12 +904,35 @@ static oq_status bind_inputs(oq_plan *p, const oq_rt_tensor *inputs, size_t n_in
     return OQ_OK;
 }
 
+static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
+                         const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
+                         size_t n_outputs, oq_diag *d);
+
 oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
                       oq_rt_tensor *outputs, size_t n_outputs, oq_diag *d)
 {
+    return run_plan(p, inputs, n_inputs, NULL, outputs, n_outputs, d);
+}
+
+oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, size_t n_inputs,
+                           oq_rt_tensor *outputs, size_t n_outputs)
+{
+    return run_plan(sp, inputs, n_inputs, k->implicit, outputs, n_outputs, k->diag);
+}
+
+static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
+                         const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
+                         size_t n_outputs, oq_diag *d)
+{
     oq_status st;
-    if (n_outputs > p->n_outputs)
-        n_outputs = p->n_outputs;
+    /* outer-scope values: taken from the enclosing kernel's implicit inputs */
+    for (size_t o = 0; o < p->n_outer; o++) {
+        slot *os = &p->slots[p->outer[o]];
+        if (!outer)
+            return oq_diag_error(d, OQ_ERR_INTERNAL, "subplan run without outer values");
+        os->t = *outer[p->outer_src[o]];
+        os->t.owned = false;
+    }
     for (size_t i = 0; i < n_outputs; i++)
         memset(&outputs[i], 0, sizeof outputs[i]);
     st = bind_inputs(p, inputs, n_inputs, d);
@@ -726,6 +944,8 @@ oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
         const oq_kernel *kr = s->k.kernel;
         for (size_t i = 0; i < s->n_in; i++)
             s->in[i] = s->in_slots[i] == NO_SLOT ? NULL : &p->slots[s->in_slots[i]].t;
+        for (size_t i = 0; i < s->n_imp; i++)
+            s->imp[i] = &p->slots[s->imp_slots[i]].t;
         for (size_t o = 0; o < s->n_out; o++) {
             memset(&s->out[o], 0, sizeof s->out[o]);
             s->out[o].dtype = s->out_slots[o] != NO_SLOT
@@ -783,6 +1003,11 @@ oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
         for (size_t i = 0; i < s->n_in; i++) {
             size_t sl = s->in_slots[i];
             if (sl != NO_SLOT && p->slots[sl].last_use == si && !p->slots[sl].is_output)
+                release_slot(p, &p->slots[sl]);
+        }
+        for (size_t i = 0; i < s->n_imp; i++) {
+            size_t sl = s->imp_slots[i];
+            if (p->slots[sl].last_use == si && !p->slots[sl].is_output)
                 release_slot(p, &p->slots[sl]);
         }
         for (size_t o = 0; o < s->n_out; o++) {
