@@ -121,7 +121,8 @@ struct oq_kernel {
     X(training)               \
     X(signal)                 \
     X(einsum)                 \
-    X(sample)
+    X(sample)                 \
+    X(control_flow)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \
