@@ -33,4 +33,6 @@ bool cli_is_help(const char *arg);
 int cmd_convert(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_conformance(int argc, char **argv);
 #endif

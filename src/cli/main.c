@@ -8,6 +8,8 @@ static const cli_cmd commands[] = {
     {"dump", "inspect a model: I/O, opsets, ops, shapes, initializers (text, JSON, Graphviz)", cmd_dump},
     {"convert", "read and write a model (no pass); move tensors to external data", cmd_convert},
     {"check", "run the structural checker on a model", cmd_check},
+    {"run", "run a model on input tensors (.pb/.npy) or random data", cmd_run},
+    {"conformance", "run ONNX backend test cases and compare the outputs", cmd_conformance},
 };
 
 static void usage(FILE *f)

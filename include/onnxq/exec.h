@@ -1,0 +1,126 @@
+/* onnxq — the reference executor: compile a plan once, run it many times.
+ *
+ *   oq_plan *plan;
+ *   oq_plan_options o = oq_plan_options_default();
+ *   o.threads = 4;
+ *   if (oq_plan_compile(model, &o, &plan, &diag) != OQ_OK) ...   // errors name the node
+ *   oq_rt_tensor in[1], out[1];
+ *   oq_rt_tensor_borrow(&in[0], OQ_DTYPE_FLOAT, dims, 4, data);   // caller's buffer
+ *   oq_plan_run(plan, in, 1, out, 1, &diag);                       // out[] malloc'ed
+ *   ... oq_rt_tensor_release(&out[0]); oq_plan_free(plan);
+ *
+ * Compiling orders the nodes, infers dtypes and (where the graph inputs allow) shapes,
+ * chooses one kernel per node by (domain, op type, opset, dtypes) and prepares each
+ * node's private state. An operator, dtype or opset without a kernel is an error at
+ * compile time naming the node, its op type, domain and opset.
+ *
+ * Running binds the graph inputs (symbolic dims take the sizes of the given tensors;
+ * shapes are re-inferred on every run), executes the nodes in order, and hands every
+ * produced tensor to the observer (if any) right after it is computed. Intermediate
+ * buffers are recycled as soon as their last consumer has run, so the observer must
+ * copy what it wants to keep. Initializers and Constant outputs are used in place.
+ *
+ * Results do not depend on the thread count: work is split over independent output
+ * ranges only, never over reductions.
+ *
+ * The model must outlive the plan and must not be edited while a plan uses it.
+ */
+#ifndef ONNXQ_EXEC_H
+#define ONNXQ_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnxq/ir.h"
+#include "onnxq/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Highest tensor rank the executor handles. */
+#define OQ_RT_MAX_RANK 8
+
+/* A tensor at run time. `data` is dense, C order, little-endian, in the layout of
+ * oq_tensor_data() (bool one byte per element, 4-bit types packed two per byte).
+ * owned: the tensor's data was malloc'ed for it and oq_rt_tensor_release() frees it;
+ * otherwise the data is borrowed (caller's buffer, model initializer, plan buffer). */
+typedef struct oq_rt_tensor {
+    int32_t dtype;                  /* oq_dtype */
+    size_t rank;
+    int64_t dims[OQ_RT_MAX_RANK];
+    void *data;                     /* NULL only when numel == 0 or not yet known */
+    int64_t nbytes;                 /* bytes of data (oq_dtype_nbytes(dtype, numel)) */
+    bool owned;
+} oq_rt_tensor;
+
+int64_t oq_rt_tensor_numel(const oq_rt_tensor *t);   /* -1 on bad dims or overflow */
+/* Fill t to describe data the caller keeps (not copied, not freed by onnxq). */
+oq_status oq_rt_tensor_borrow(oq_rt_tensor *t, int32_t dtype, const int64_t *dims,
+                              size_t rank, void *data);
+/* Allocate zeroed data for dtype/dims (owned). */
+oq_status oq_rt_tensor_alloc(oq_rt_tensor *t, int32_t dtype, const int64_t *dims,
+                             size_t rank);
+/* Free owned data; reset t to an empty tensor. Safe on zeroed or borrowed tensors. */
+void oq_rt_tensor_release(oq_rt_tensor *t);
+/* Format "float32[1,3,224,224]" into buf. */
+const char *oq_rt_tensor_describe(const oq_rt_tensor *t, char *buf, size_t size);
+
+/* Called for every tensor a node produces (out_index: the node's output slot), after
+ * the node ran and before the buffer can be reused. `t` is valid only during the call. */
+typedef void (*oq_tensor_observer)(const oq_node *node, size_t out_index,
+                                   const oq_rt_tensor *t, void *user);
+
+typedef struct oq_plan_options {
+    int threads;                    /* <= 0: one per online CPU; 1: no worker threads */
+    oq_tensor_observer on_tensor;   /* may be NULL */
+    void *user;                     /* passed to on_tensor */
+} oq_plan_options;
+
+oq_plan_options oq_plan_options_default(void);
+
+typedef struct oq_plan oq_plan;
+
+/* Compile a plan for model->graph. On failure *out is NULL and d names the problem. */
+oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan **out,
+                          oq_diag *d);
+void oq_plan_free(oq_plan *p);
+
+/* The plan's interface: graph inputs that are not initializers, and graph outputs,
+ * in graph order. Dims of -1 are symbolic or unknown (see oq_plan_input_dim_name). */
+size_t oq_plan_n_inputs(const oq_plan *p);
+size_t oq_plan_n_outputs(const oq_plan *p);
+const char *oq_plan_input_name(const oq_plan *p, size_t i);
+const char *oq_plan_output_name(const oq_plan *p, size_t i);
+/* Declared dtype and shape of input i (rank 0 and dtype UNDEFINED when not declared;
+ * *has_shape false when the rank is unknown). */
+int32_t oq_plan_input_info(const oq_plan *p, size_t i, size_t *rank, int64_t *dims,
+                           bool *has_shape);
+/* Symbolic name of dim j of input i, or NULL. */
+const char *oq_plan_input_dim_name(const oq_plan *p, size_t i, size_t j);
+
+/* Change the observer (NULL to remove) for later runs. */
+void oq_plan_set_observer(oq_plan *p, oq_tensor_observer fn, void *user);
+int oq_plan_threads(const oq_plan *p);
+
+/* Run the plan. inputs[i] matches oq_plan_input_name(p, i); dtypes must match the
+ * declared ones and fixed dims must match. outputs[i] receives newly allocated owned
+ * tensors (release them with oq_rt_tensor_release). n_outputs may be smaller than
+ * oq_plan_n_outputs (the rest are computed but not returned). */
+oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
+                      oq_rt_tensor *outputs, size_t n_outputs, oq_diag *d);
+
+/* Bytes of intermediate buffers the memory plan needs: after a run, the peak of the
+ * last run; before any run, the compile-time estimate (0 when shapes are dynamic). */
+int64_t oq_plan_peak_bytes(const oq_plan *p);
+/* Sum of all intermediate tensor sizes of the last run (what no reuse would need). */
+int64_t oq_plan_total_bytes(const oq_plan *p);
+
+/* Is there a kernel for (domain, op_type) at this opset (any dtype)? For tools. */
+bool oq_exec_supports(const char *domain, const char *op_type, int64_t opset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,523 @@
+/* onnxq run MODEL --input NAME=FILE ... : run a model with the reference executor. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "onnxq/exec.h"
+#include "onnxq/tensor_io.h"
+
+#define MAX_ARGS 256
+
+typedef struct kv_arg {
+    const char *name;
+    const char *value;
+} kv_arg;
+
+typedef struct run_opts {
+    const char *model;
+    kv_arg inputs[MAX_ARGS];
+    size_t n_inputs;
+    kv_arg dims[MAX_ARGS];
+    size_t n_dims;
+    const char *out_dir;
+    const char *dump_dir;
+    bool npy, random, check_finite;
+    uint64_t seed;
+    int time_runs;
+    int threads;
+} run_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: onnxq run MODEL [--input NAME=FILE]... [--output-dir DIR] [--npy]\n"
+            "                 [--random [--seed S] [--dim NAME=N]...] [--time N] [--threads N]\n"
+            "                 [--check-finite] [--dump-all DIR]\n\n"
+            "Run MODEL with the onnxq reference executor and print each output's shape,\n"
+            "dtype, min, max and mean.\n\n"
+            "  --input NAME=FILE  input tensor: ONNX TensorProto (.pb) or NumPy (.npy)\n"
+            "  --output-dir DIR   write every output as DIR/<name>.pb (and .npy with --npy)\n"
+            "  --random           random data for inputs not given with --input\n"
+            "                     (floats uniform in [0,1), ints in [0,10), bools 0/1)\n"
+            "  --seed S           seed for --random (default 1)\n"
+            "  --dim NAME=N       size of symbolic dimension NAME for --random\n"
+            "  --time N           run N times and print the median latency\n"
+            "  --threads N        worker threads (default: one per CPU)\n"
+            "  --check-finite     stop at the first node producing NaN or Inf\n"
+            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n");
+}
+
+static bool split_kv(const char *s, kv_arg *kv)
+{
+    const char *eq = strchr(s, '=');
+    if (!eq || eq == s)
+        return false;
+    char *name = strndup(s, (size_t)(eq - s));
+    if (!name)
+        return false;
+    kv->name = name;
+    kv->value = eq + 1;
+    return true;
+}
+
+static int parse(int argc, char **argv, run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_next = i + 1 < argc;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        } else if (strcmp(a, "--input") == 0 && has_next) {
+            if (o->n_inputs == MAX_ARGS || !split_kv(argv[++i], &o->inputs[o->n_inputs++])) {
+                cli_error("run", "--input wants NAME=FILE, got \"%s\"", argv[i]);
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--dim") == 0 && has_next) {
+            if (o->n_dims == MAX_ARGS || !split_kv(argv[++i], &o->dims[o->n_dims++])) {
+                cli_error("run", "--dim wants NAME=N, got \"%s\"", argv[i]);
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--output-dir") == 0 && has_next) {
+            o->out_dir = argv[++i];
+        } else if (strcmp(a, "--dump-all") == 0 && has_next) {
+            o->dump_dir = argv[++i];
+        } else if (strcmp(a, "--npy") == 0) {
+            o->npy = true;
+        } else if (strcmp(a, "--random") == 0) {
+            o->random = true;
+        } else if (strcmp(a, "--check-finite") == 0) {
+            o->check_finite = true;
+        } else if (strcmp(a, "--seed") == 0 && has_next) {
+            o->seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(a, "--time") == 0 && has_next) {
+            o->time_runs = atoi(argv[++i]);
+            if (o->time_runs < 1) {
+                cli_error("run", "--time wants a positive count");
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--threads") == 0 && has_next) {
+            o->threads = atoi(argv[++i]);
+            if (o->threads < 1) {
+                cli_error("run", "--threads wants a positive count");
+                return CLI_BAD;
+            }
+        } else if (a[0] == '-') {
+            cli_error("run", "unknown or incomplete option %s (try --help)", a);
+            return CLI_BAD;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            cli_error("run", "more than one model given (%s)", a);
+            return CLI_BAD;
+        }
+    }
+    if (!o->model) {
+        usage(stderr);
+        return CLI_BAD;
+    }
+    return CLI_OK;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static oq_status random_input(const oq_plan *p, size_t i, const run_opts *o, uint64_t *rng,
+                              oq_rt_tensor *t)
+{
+    size_t rank;
+    int64_t dims[OQ_RT_MAX_RANK];
+    bool has_shape;
+    int32_t dt = oq_plan_input_info(p, i, &rank, dims, &has_shape);
+    const char *name = oq_plan_input_name(p, i);
+    if (!has_shape) {
+        cli_error("run", "input \"%s\" has no declared shape; give it with --input", name);
+        return OQ_ERR_USAGE;
+    }
+    for (size_t j = 0; j < rank; j++) {
+        if (dims[j] >= 0)
+            continue;
+        const char *sym = oq_plan_input_dim_name(p, i, j);
+        bool found = false;
+        for (size_t k = 0; sym && k < o->n_dims; k++)
+            if (strcmp(o->dims[k].name, sym) == 0) {
+                char *end;
+                errno = 0;
+                long long v = strtoll(o->dims[k].value, &end, 10);
+                if (errno || *end || v < 0) {
+                    cli_error("run", "--dim %s: bad size \"%s\"", sym, o->dims[k].value);
+                    return OQ_ERR_USAGE;
+                }
+                dims[j] = v;
+                found = true;
+            }
+        if (!found) {
+            cli_error("run", "input \"%s\" dim %zu is symbolic (%s); give --dim %s=N", name, j,
+                      sym ? sym : "unnamed", sym ? sym : "NAME");
+            return OQ_ERR_USAGE;
+        }
+    }
+    oq_status st = oq_rt_tensor_alloc(t, dt, dims, rank);
+    if (st != OQ_OK) {
+        cli_error("run", "input \"%s\": cannot allocate %s tensor", name, oq_dtype_name(dt));
+        return st;
+    }
+    int64_t n = oq_rt_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t r = rng_next(rng);
+        double u = (double)(r >> 11) / 9007199254740992.0;
+        switch (dt) {
+        case OQ_DTYPE_FLOAT: ((float *)t->data)[k] = (float)u; break;
+        case OQ_DTYPE_DOUBLE: ((double *)t->data)[k] = u; break;
+        case OQ_DTYPE_FLOAT16: ((uint16_t *)t->data)[k] = oq_float_to_half((float)u); break;
+        case OQ_DTYPE_BOOL: ((uint8_t *)t->data)[k] = (uint8_t)(r >> 63); break;
+        case OQ_DTYPE_INT8: case OQ_DTYPE_UINT8: ((uint8_t *)t->data)[k] = (uint8_t)(r % 10); break;
+        case OQ_DTYPE_INT16: case OQ_DTYPE_UINT16: ((uint16_t *)t->data)[k] = (uint16_t)(r % 10); break;
+        case OQ_DTYPE_INT32: case OQ_DTYPE_UINT32: ((uint32_t *)t->data)[k] = (uint32_t)(r % 10); break;
+        case OQ_DTYPE_INT64: case OQ_DTYPE_UINT64: ((uint64_t *)t->data)[k] = r % 10; break;
+        default:
+            cli_error("run", "input \"%s\": no random data for %s", name, oq_dtype_name(dt));
+            return OQ_ERR_UNSUPPORTED;
+        }
+    }
+    return OQ_OK;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool stats(const oq_rt_tensor *t, double *mn, double *mx, double *mean, int64_t *nonfinite)
+{
+    int64_t n = oq_rt_tensor_numel(t);
+    *mn = INFINITY;
+    *mx = -INFINITY;
+    *mean = 0;
+    *nonfinite = 0;
+    double sum = 0;
+    int64_t finite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        switch (t->dtype) {
+        case OQ_DTYPE_FLOAT: v = ((const float *)t->data)[i]; break;
+        case OQ_DTYPE_DOUBLE: v = ((const double *)t->data)[i]; break;
+        case OQ_DTYPE_FLOAT16: v = oq_half_to_float(((const uint16_t *)t->data)[i]); break;
+        case OQ_DTYPE_BFLOAT16: v = oq_bfloat16_to_float(((const uint16_t *)t->data)[i]); break;
+        case OQ_DTYPE_INT8: v = ((const int8_t *)t->data)[i]; break;
+        case OQ_DTYPE_UINT8: case OQ_DTYPE_BOOL: v = ((const uint8_t *)t->data)[i]; break;
+        case OQ_DTYPE_INT16: v = ((const int16_t *)t->data)[i]; break;
+        case OQ_DTYPE_UINT16: v = ((const uint16_t *)t->data)[i]; break;
+        case OQ_DTYPE_INT32: v = ((const int32_t *)t->data)[i]; break;
+        case OQ_DTYPE_UINT32: v = ((const uint32_t *)t->data)[i]; break;
+        case OQ_DTYPE_INT64: v = (double)((const int64_t *)t->data)[i]; break;
+        case OQ_DTYPE_UINT64: v = (double)((const uint64_t *)t->data)[i]; break;
+        default: return false;
+        }
+        if (!isfinite(v)) {
+            (*nonfinite)++;
+            continue;
+        }
+        *mn = v < *mn ? v : *mn;
+        *mx = v > *mx ? v : *mx;
+        sum += v;
+        finite++;
+    }
+    *mean = finite ? sum / (double)finite : NAN;
+    return true;
+}
+
+/* value range, for naming the inputs of a node that produced NaN/Inf */
+typedef struct range {
+    bool known;
+    double mn, mx;
+    int64_t nonfinite;
+} range;
+
+/* observer state for --check-finite and --dump-all */
+typedef struct watch {
+    const run_opts *o;
+    const char *bad_node;     /* first node with NaN/Inf */
+    char bad_msg[2048];
+    bool dump_failed;
+    oq_diag *d;
+    range *ranges;            /* by value id (--check-finite) */
+    size_t n_ranges;
+    const oq_plan *plan;
+    const oq_rt_tensor *inputs;
+} watch;
+
+static bool stats(const oq_rt_tensor *t, double *mn, double *mx, double *mean, int64_t *nonfinite);
+
+/* range of a node input: produced earlier, a graph input, or a constant */
+static range input_range(watch *w, const oq_value *v)
+{
+    range r = {false, 0, 0, 0};
+    double mean;
+    if (!v)
+        return r;
+    if (v->id < w->n_ranges && w->ranges[v->id].known)
+        return w->ranges[v->id];
+    for (size_t i = 0; i < oq_plan_n_inputs(w->plan); i++)
+        if (strcmp(oq_plan_input_name(w->plan, i), v->name) == 0)
+            r.known = stats(&w->inputs[i], &r.mn, &r.mx, &mean, &r.nonfinite);
+    oq_tensor *c = oq_value_const_tensor(v);
+    if (!r.known && c && c->rank <= OQ_RT_MAX_RANK) {
+        const void *data = oq_tensor_data(c, NULL);
+        oq_rt_tensor t;
+        if (data && oq_rt_tensor_borrow(&t, c->dtype, c->dims, c->rank, (void *)data) == OQ_OK)
+            r.known = stats(&t, &r.mn, &r.mx, &mean, &r.nonfinite);
+    }
+    return r;
+}
+
+static bool safe_file_name(const char *name, char *buf, size_t size)
+{
+    size_t j = 0;
+    for (size_t i = 0; name[i] && j + 1 < size; i++)
+        buf[j++] = (name[i] == '/' || name[i] == '\\') ? '_' : name[i];
+    buf[j] = 0;
+    return j > 0 && strcmp(buf, ".") != 0 && strcmp(buf, "..") != 0;
+}
+
+static void on_tensor(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    watch *w = user;
+    const char *vname = node->outputs[idx] ? node->outputs[idx]->name : "";
+    if (w->o->dump_dir && !w->dump_failed) {
+        char fn[512], path[4096];
+        if (safe_file_name(vname, fn, sizeof fn)) {
+            int n = snprintf(path, sizeof path, "%s/%s.pb", w->o->dump_dir, fn);
+            if (n > 0 && (size_t)n < sizeof path &&
+                oq_tensor_file_write_pb(path, t, vname, w->d) != OQ_OK)
+                w->dump_failed = true;
+        }
+    }
+    if (w->o->check_finite && !w->bad_node) {
+        range r = {false, 0, 0, 0};
+        double mean;
+        r.known = stats(t, &r.mn, &r.mx, &mean, &r.nonfinite);
+        oq_value *v = node->outputs[idx];
+        if (v && v->id < w->n_ranges)
+            w->ranges[v->id] = r;
+        if (r.known && r.nonfinite > 0 && oq_dtype_is_float(t->dtype)) {
+            char lb[64];
+            w->bad_node = oq_node_label(node, lb, sizeof lb);
+            size_t len = (size_t)snprintf(w->bad_msg, sizeof w->bad_msg,
+                                          "node \"%s\" (%s) produced %lld NaN/Inf values in "
+                                          "\"%s\"; inputs:", w->bad_node, node->op_type,
+                                          (long long)r.nonfinite, vname);
+            for (size_t i = 0; i < node->n_inputs && len < sizeof w->bad_msg; i++) {
+                const oq_value *in = node->inputs[i];
+                range ir = input_range(w, in);
+                if (!in)
+                    continue;
+                if (ir.known)
+                    len += (size_t)snprintf(w->bad_msg + len, sizeof w->bad_msg - len,
+                                            " %s [%g, %g]%s", in->name, ir.mn, ir.mx,
+                                            ir.nonfinite ? " (with NaN/Inf)" : "");
+                else
+                    len += (size_t)snprintf(w->bad_msg + len, sizeof w->bad_msg - len,
+                                            " %s (range unknown)", in->name);
+            }
+            w->bad_node = node->name ? node->name : "";
+        }
+    }
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    oq_status st;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_model *m = NULL;
+    oq_plan *plan = NULL;
+    oq_rt_tensor *in = NULL, *out = NULL;
+    size_t n_in = 0, n_out = 0;
+    double *times = NULL;
+    watch w;
+    memset(&w, 0, sizeof w);
+    w.o = &o;
+    w.d = &d;
+    rc = CLI_FAIL;
+    m = cli_load_model(o.model, &st);
+    if (!m) {
+        rc = cli_exit_code(st);
+        goto done;
+    }
+    oq_plan_options po = oq_plan_options_default();
+    po.threads = o.threads;
+    if (o.check_finite || o.dump_dir) {
+        po.on_tensor = on_tensor;
+        po.user = &w;
+    }
+    if (o.dump_dir && mkdir(o.dump_dir, 0777) != 0 && errno != EEXIST) {
+        cli_error("run", "cannot create %s: %s", o.dump_dir, strerror(errno));
+        rc = CLI_BAD;
+        goto done;
+    }
+    st = oq_plan_compile(m, &po, &plan, &d);
+    if (st != OQ_OK) {
+        cli_print_diag(&d);
+        rc = cli_exit_code(st);
+        goto done;
+    }
+    if (o.check_finite) {
+        w.n_ranges = m->next_id;
+        w.ranges = calloc(w.n_ranges + 1, sizeof(range));
+        if (!w.ranges)
+            goto done;
+    }
+    w.plan = plan;
+    n_in = oq_plan_n_inputs(plan);
+    n_out = oq_plan_n_outputs(plan);
+    in = calloc(n_in + 1, sizeof *in);
+    out = calloc(n_out + 1, sizeof *out);
+    if (!in || !out)
+        goto done;
+    for (size_t k = 0; k < o.n_inputs; k++) {
+        bool known = false;
+        for (size_t i = 0; i < n_in; i++)
+            known |= strcmp(oq_plan_input_name(plan, i), o.inputs[k].name) == 0;
+        if (!known) {
+            cli_error("run", "the model has no input \"%s\"", o.inputs[k].name);
+            rc = CLI_BAD;
+            goto done;
+        }
+    }
+    w.inputs = in;
+    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
+    for (size_t i = 0; i < n_in; i++) {
+        const char *name = oq_plan_input_name(plan, i);
+        const char *file = NULL;
+        for (size_t k = 0; k < o.n_inputs; k++)
+            if (strcmp(o.inputs[k].name, name) == 0)
+                file = o.inputs[k].value;
+        if (file) {
+            st = oq_tensor_file_read(file, &in[i], NULL, &d);
+            if (st != OQ_OK) {
+                cli_print_diag(&d);
+                rc = CLI_BAD;
+                goto done;
+            }
+        } else if (o.random) {
+            st = random_input(plan, i, &o, &rng, &in[i]);
+            if (st != OQ_OK) {
+                rc = CLI_BAD;
+                goto done;
+            }
+        } else {
+            cli_error("run", "no data for input \"%s\" (give --input %s=FILE or --random)",
+                      name, name);
+            rc = CLI_BAD;
+            goto done;
+        }
+    }
+    int runs = o.time_runs > 0 ? o.time_runs : 1;
+    times = calloc((size_t)runs, sizeof(double));
+    if (!times)
+        goto done;
+    for (int r = 0; r < runs; r++) {
+        for (size_t i = 0; i < n_out; i++)
+            oq_rt_tensor_release(&out[i]);
+        double t0 = now_ms();
+        st = oq_plan_run(plan, in, n_in, out, n_out, &d);
+        times[r] = now_ms() - t0;
+        if (st != OQ_OK) {
+            cli_print_diag(&d);
+            rc = cli_exit_code(st) == CLI_BAD ? CLI_BAD : CLI_FAIL;
+            goto done;
+        }
+        if (w.bad_node) {
+            fprintf(stderr, "onnxq run: %s\n", w.bad_msg);
+            rc = CLI_FAIL;
+            goto done;
+        }
+        if (w.dump_failed) {
+            cli_print_diag(&d);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n_out; i++) {
+        char desc[256];
+        double mn, mx, mean;
+        int64_t nf;
+        const char *name = oq_plan_output_name(plan, i);
+        printf("%s: %s", name, oq_rt_tensor_describe(&out[i], desc, sizeof desc));
+        if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
+            printf(" min=%.6g max=%.6g mean=%.6g", mn, mx, mean);
+            if (nf)
+                printf(" nonfinite=%lld", (long long)nf);
+        }
+        printf("\n");
+        if (o.out_dir) {
+            char fn[512], path[4096];
+            if (!safe_file_name(name, fn, sizeof fn)) {
+                cli_error("run", "output \"%s\" has no usable file name", name);
+                goto done;
+            }
+            snprintf(path, sizeof path, "%s/%s.pb", o.out_dir, fn);
+            if (oq_tensor_file_write_pb(path, &out[i], name, &d) != OQ_OK) {
+                cli_print_diag(&d);
+                goto done;
+            }
+            if (o.npy) {
+                snprintf(path, sizeof path, "%s/%s.npy", o.out_dir, fn);
+                if (oq_tensor_file_write_npy(path, &out[i], &d) != OQ_OK) {
+                    cli_print_diag(&d);
+                    goto done;
+                }
+            }
+        }
+    }
+    if (o.time_runs > 0) {
+        qsort(times, (size_t)runs, sizeof(double), cmp_double);
+        double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+        printf("time: median %.3f ms over %d runs (min %.3f, max %.3f), %d threads\n", med, runs,
+               times[0], times[runs - 1], oq_plan_threads(plan));
+    }
+    printf("peak intermediate memory: %lld bytes\n", (long long)oq_plan_peak_bytes(plan));
+    rc = CLI_OK;
+done:
+    for (size_t i = 0; in && i < n_in; i++)
+        oq_rt_tensor_release(&in[i]);
+    for (size_t i = 0; out && i < n_out; i++)
+        oq_rt_tensor_release(&out[i]);
+    free(in);
+    free(out);
+    free(times);
+    free(w.ranges);
+    for (size_t k = 0; k < o.n_inputs; k++)
+        free((char *)o.inputs[k].name);
+    for (size_t k = 0; k < o.n_dims; k++)
+        free((char *)o.dims[k].name);
+    oq_plan_free(plan);
+    oq_model_free(m);
+    oq_diag_free(&d);
+    return rc;
+}

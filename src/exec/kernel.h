@@ -1,0 +1,234 @@
+/* onnxq executor — the private kernel interface.
+ *
+ * A kernel is one row of a table: (domain, op type, opset range, accepted dtypes) and
+ * three hooks. Each operator family lives in one file under src/exec/kernels/ and
+ * exports one table (see OQ_KERNEL_FAMILIES below); the registry picks, per node, the
+ * row whose key matches the node's domain, op type and opset and whose type check
+ * accepts the input dtypes. Rows are tried in table order, so list specialised rows
+ * first.
+ *
+ * Life of a node:
+ *   compile: prepare(k, in)            once; parse attributes into k->state. Inputs
+ *                                      that are constants (initializers, Constant
+ *                                      outputs) have data; others have data == NULL.
+ *            infer(k, in, out)         with what is known at compile time: set every
+ *                                      output's dtype (always) and dims (when
+ *                                      possible; call oq_k_defer() otherwise).
+ *   run:     infer(k, in, out)         again, now with every input's data and shape
+ *                                      (shapes may change from run to run);
+ *            [outputs are allocated by the executor from the memory plan]
+ *            run(k, in, out)           compute. Must not keep pointers to in/out data.
+ *   free:    release(k->state)
+ *
+ * Operators whose output shapes are only known after computing (If, Loop, ...) may do
+ * the work in infer at run time, keep the result in k->state and copy it out in run.
+ *
+ * Conventions:
+ *  - in[i] is NULL for an omitted optional input (also past the node's input count:
+ *    n_in is the node's input count). out has n_out entries (the node's output count);
+ *    omitted optional outputs still get storage and may be computed or left alone.
+ *  - Errors: return oq_k_error(k, code, fmt, ...) which records a diagnostic naming
+ *    the model file, node and op type. Never print, exit or abort.
+ *  - Threads: use oq_k_parallel_for() over independent output ranges only; the result
+ *    must be bit-identical for any thread count (no split reductions).
+ *  - Scratch: oq_k_scratch() gives per-run temporary memory (valid until run returns).
+ */
+#ifndef ONNXQ_EXEC_KERNEL_H
+#define ONNXQ_EXEC_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnxq/exec.h"
+#include "onnxq/ir.h"
+
+/* rank of a tensor whose shape is not known at compile time */
+#define OQ_RT_UNKNOWN_RANK ((size_t)-1)
+
+/* dtype bit for kernel type masks */
+#define OQ_T(n) (UINT64_C(1) << OQ_DTYPE_##n)
+#define OQ_T_FLOATS (OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T(FLOAT16))
+#define OQ_T_SINTS (OQ_T(INT8) | OQ_T(INT16) | OQ_T(INT32) | OQ_T(INT64))
+#define OQ_T_UINTS (OQ_T(UINT8) | OQ_T(UINT16) | OQ_T(UINT32) | OQ_T(UINT64))
+#define OQ_T_INTS (OQ_T_SINTS | OQ_T_UINTS)
+#define OQ_T_NUMERIC (OQ_T_FLOATS | OQ_T_INTS)
+#define OQ_T_ALL (OQ_T_NUMERIC | OQ_T(BOOL) | OQ_T(BFLOAT16))
+
+typedef struct oq_pool oq_pool;
+typedef struct oq_kernel oq_kernel;
+
+/* Per-node context handed to every hook. */
+typedef struct oq_kctx {
+    const oq_node *node;
+    const oq_kernel *kernel;
+    int64_t opset;           /* opset of the node's domain in the model */
+    void *state;             /* the node's private state (set by prepare) */
+    bool compile_time;       /* infer called at compile time: data/dims may be unknown */
+    bool deferred;           /* set by oq_k_defer() */
+    /* owned by the executor */
+    oq_pool *pool;
+    oq_diag *diag;
+    const char *file;        /* model path for messages */
+    void *scratch;           /* per-plan scratch buffer (oq_k_scratch) */
+    size_t scratch_size;
+    /* implicit inputs: values defined outside the node's subgraphs that they read
+       (If/Loop/Scan). Set at compile time (compiled dtypes/shapes) and at run time. */
+    size_t n_implicit;
+    const oq_value *const *implicit_values;
+    const oq_rt_tensor *const *implicit;
+} oq_kctx;
+
+typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
+                                          size_t n_in);
+typedef oq_status (*oq_kernel_infer_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
+                                        size_t n_in, oq_rt_tensor *out, size_t n_out);
+typedef oq_status (*oq_kernel_run_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
+                                      size_t n_in, oq_rt_tensor *out, size_t n_out);
+typedef bool (*oq_kernel_type_fn)(const oq_kctx *k, const oq_rt_tensor *const *in,
+                                  size_t n_in);
+
+struct oq_kernel {
+    const char *domain;          /* "" = the default ONNX domain */
+    const char *op_type;
+    int since, until;            /* opset range, inclusive; until 0 = no upper bound */
+    int type_input;              /* which input `types` constrains (usually 0) */
+    uint64_t types;              /* OQ_T(...) bits accepted for that input; 0 = any */
+    oq_kernel_type_fn type_ok;   /* optional finer check (may be NULL) */
+    oq_kernel_prepare_fn prepare;/* optional */
+    oq_kernel_infer_fn infer;    /* required */
+    oq_kernel_run_fn run;        /* required */
+    void (*release)(void *state);/* optional; frees k->state */
+};
+
+/* Row helpers: OQ_KERNEL("Relu", 6, 0, OQ_T_FLOATS, prepare, infer, run) */
+#define OQ_KERNEL(op, since, until, types, prep, inf, rn) \
+    { "", (op), (since), (until), 0, (types), NULL, (prep), (inf), (rn), NULL }
+
+/* ---- the tables: one per family file (src/exec/kernels/<family>.c) ---------------- */
+#define OQ_KERNEL_FAMILIES(X) \
+    X(elementwise)            \
+    X(shape_ops)              \
+    X(gemm)                   \
+    X(conv)                   \
+    X(pool)                   \
+    X(norm)                   \
+    X(reduce)                 \
+    X(quant_ops)              \
+    X(index_ops)              \
+    X(loss)                   \
+    X(rnn)                    \
+    X(training)               \
+    X(signal)                 \
+    X(einsum)                 \
+    X(sample)                 \
+    X(control_flow)
+
+#define OQ_X(fam)                                  \
+    extern const oq_kernel oq_kernels_##fam[];     \
+    extern const size_t oq_kernels_##fam##_count;
+OQ_KERNEL_FAMILIES(OQ_X)
+#undef OQ_X
+
+/* A family's table, at the end of its file:
+ *   const oq_kernel oq_kernels_conv[] = { ...rows... };
+ *   OQ_KERNEL_TABLE_END(conv); */
+#define OQ_KERNEL_TABLE_END(fam) \
+    const size_t oq_kernels_##fam##_count = sizeof(oq_kernels_##fam) / sizeof(oq_kernel)
+
+/* ---- helpers for kernels (src/exec/kutil.c) --------------------------------------- */
+
+/* Record an error naming the file, node and op; returns code. */
+oq_status oq_k_error(const oq_kctx *k, oq_status code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Mark the outputs' shapes as not known yet (compile time only); returns OQ_OK.
+ * Output dtypes must be set before. At run time this is an internal error. */
+oq_status oq_k_defer(oq_kctx *k, oq_rt_tensor *out, size_t n_out);
+/* True when every present input (non-NULL) has a known shape. */
+bool oq_k_shapes_known(const oq_rt_tensor *const *in, size_t n_in);
+/* True when every present input among the first n has data (always at run time). */
+bool oq_k_data_known(const oq_rt_tensor *const *in, size_t n);
+
+/* Set an output's dtype and dims (rank <= OQ_RT_MAX_RANK, checked). */
+oq_status oq_k_set_out(const oq_kctx *k, oq_rt_tensor *out, int32_t dtype,
+                       const int64_t *dims, size_t rank);
+
+/* Multidirectional (numpy) broadcast of n shapes into out; error if incompatible. */
+oq_status oq_k_broadcast(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n,
+                         int64_t *dims, size_t *rank);
+/* Element strides of t broadcast to (dims, rank): 0 on broadcast axes. */
+void oq_k_bcast_strides(const oq_rt_tensor *t, const int64_t *dims, size_t rank,
+                        int64_t *strides);
+
+/* Run fn over out (dims set, data allocated) as the broadcast of in[0..n), n <= 4:
+ * fn(state, out_row, in_rows, inc, count) where inc[i] is 1 when input i advances
+ * along the row and 0 when it is broadcast. Rows run in parallel. */
+typedef void (*oq_row_fn)(const void *state, void *out, const void *const *in,
+                          const int64_t *inc, int64_t count);
+void oq_k_bcast_apply(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n,
+                      oq_rt_tensor *out, oq_row_fn fn, const void *state);
+
+/* Normalise an axis in [-rank, rank) (or [-rank-1, rank] when `insert`); -1 if bad. */
+int64_t oq_k_axis(int64_t axis, size_t rank);
+
+/* Read an integer tensor (int32/int64) element as int64. */
+int64_t oq_k_get_int(const oq_rt_tensor *t, int64_t i);
+/* Read a numeric element as double (any numeric dtype, float16 included). */
+double oq_k_get_f64(const oq_rt_tensor *t, int64_t i);
+/* Store a double into a numeric element (C conversion for ints: caller saturates). */
+void oq_k_set_f64(oq_rt_tensor *t, int64_t i, double v);
+/* Byte size of one element (0 for 4-bit and string types). */
+size_t oq_k_elsize(int32_t dtype);
+
+/* Temporary memory for the current run call (grows as needed, kept by the plan). */
+void *oq_k_scratch(oq_kctx *k, size_t bytes);
+
+/* Threads: run fn(arg, begin, end, worker) over [0, n) split into contiguous
+ * ranges of at least `grain` items. worker is in [0, oq_k_threads(k)). */
+typedef void (*oq_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
+void oq_k_parallel_for(const oq_kctx *k, int64_t n, int64_t grain, oq_range_fn fn, void *arg);
+int oq_k_threads(const oq_kctx *k);
+
+/* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */
+
+/* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in
+ * elements; beta == 0 ignores C's old contents, NaN included). Parallel over rows of C;
+ * every element is summed in the same k order whatever the thread count. */
+void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                float beta, float *C, int64_t ldc);
+
+/* ---- control flow (src/exec/plan.c) ----------------------------------------------- */
+
+/* Compile a subgraph of k's node into a plan that reads the node's implicit inputs
+ * and shares its thread pool. input_hints[i] (may be NULL) gives the dtype of subgraph
+ * input i when the subgraph does not declare it. Call from prepare. */
+oq_status oq_k_subplan_compile(oq_kctx *k, oq_graph *g, const oq_rt_tensor *const *input_hints,
+                               size_t n_hints, oq_plan **out);
+/* Run it with the node's current implicit inputs; outputs are owned (release them). */
+oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs,
+                           size_t n_inputs, oq_rt_tensor *outputs, size_t n_outputs);
+/* Compile-time dtype/shape of a subplan output (rank OQ_RT_UNKNOWN_RANK if unknown). */
+const oq_rt_tensor *oq_k_subplan_output(const oq_plan *sp, size_t i);
+size_t oq_k_subplan_n_inputs(const oq_plan *sp);
+size_t oq_k_subplan_n_outputs(const oq_plan *sp);
+
+/* ---- registry (src/exec/registry.c) ----------------------------------------------- */
+
+/* Why a lookup failed. */
+typedef enum oq_kernel_miss {
+    OQ_KMISS_NONE = 0,
+    OQ_KMISS_OP,        /* no kernel for this (domain, op type) at all */
+    OQ_KMISS_OPSET,     /* op known, but not at this opset */
+    OQ_KMISS_DTYPE      /* op and opset known, input dtypes not accepted */
+} oq_kernel_miss;
+
+const oq_kernel *oq_kernel_find(const oq_kctx *k, const char *domain, const char *op_type,
+                                int64_t opset, const oq_rt_tensor *const *in, size_t n_in,
+                                oq_kernel_miss *why);
+
+#endif

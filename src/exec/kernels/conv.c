@@ -1,0 +1,544 @@
+/* Conv and ConvTranspose (1-3 spatial dims, groups, dilations, pads, auto_pad):
+ * im2col + the blocked GEMM, a direct loop for depthwise convolutions, and
+ * GEMM + col2im for the transposed convolution. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernel.h"
+
+#define MAXS 3
+
+typedef struct conv_geo {
+    size_t ns;                      /* spatial dims */
+    int64_t N, C, M, group;
+    int64_t in[MAXS], k[MAXS], out[MAXS], stride[MAXS], dil[MAXS], pb[MAXS], pe[MAXS];
+    int64_t outpad[MAXS];
+} conv_geo;
+
+static oq_status read_attr_list(oq_kctx *k, const char *name, size_t n, int64_t dflt, int64_t *v)
+{
+    const int64_t *a;
+    int64_t c = oq_node_attr_ints(k->node, name, &a);
+    for (size_t i = 0; i < n; i++)
+        v[i] = dflt;
+    if (c < 0)
+        return OQ_OK;
+    if ((size_t)c != n)
+        return oq_k_error(k, OQ_ERR_INVALID, "%s has %lld entries, expected %zu", name,
+                          (long long)c, n);
+    memcpy(v, a, n * sizeof(int64_t));
+    return OQ_OK;
+}
+
+/* Geometry of a convolution (transposed: ConvTranspose). */
+static oq_status conv_geometry(oq_kctx *k, const oq_rt_tensor *x, const oq_rt_tensor *w,
+                               bool transposed, conv_geo *g)
+{
+    memset(g, 0, sizeof *g);
+    if (x->rank < 3 || x->rank > 2 + MAXS || w->rank != x->rank)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "input rank %zu, weight rank %zu (1-3 spatial "
+                          "dims supported)", x->rank, w->rank);
+    g->ns = x->rank - 2;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->group = oq_node_attr_int(k->node, "group", 1);
+    if (g->group <= 0 || g->C % g->group)
+        return oq_k_error(k, OQ_ERR_INVALID, "group %lld does not divide %lld channels",
+                          (long long)g->group, (long long)g->C);
+    if (transposed) {
+        if (w->dims[0] != g->C)
+            return oq_k_error(k, OQ_ERR_INVALID, "weight has %lld input channels, X has %lld",
+                              (long long)w->dims[0], (long long)g->C);
+        g->M = w->dims[1] * g->group;
+    } else {
+        g->M = w->dims[0];
+        if (w->dims[1] * g->group != g->C || g->M % g->group)
+            return oq_k_error(k, OQ_ERR_INVALID, "weight %lldx%lld does not match %lld channels "
+                              "in %lld groups", (long long)w->dims[0], (long long)w->dims[1],
+                              (long long)g->C, (long long)g->group);
+    }
+    int64_t ks[MAXS], pads[2 * MAXS];
+    oq_status st;
+    if ((st = read_attr_list(k, "kernel_shape", g->ns, 0, ks)) ||
+        (st = read_attr_list(k, "strides", g->ns, 1, g->stride)) ||
+        (st = read_attr_list(k, "dilations", g->ns, 1, g->dil)) ||
+        (st = read_attr_list(k, "pads", 2 * g->ns, 0, pads)) ||
+        (st = read_attr_list(k, "output_padding", g->ns, 0, g->outpad)))
+        return st;
+    const char *ap = oq_node_attr_string(k->node, "auto_pad", "NOTSET");
+    const int64_t *oshape = NULL;
+    int64_t n_oshape = transposed ? oq_node_attr_ints(k->node, "output_shape", &oshape) : -1;
+    for (size_t i = 0; i < g->ns; i++) {
+        g->in[i] = x->dims[2 + i];
+        g->k[i] = w->dims[2 + i];
+        if (ks[i] && ks[i] != g->k[i])
+            return oq_k_error(k, OQ_ERR_INVALID, "kernel_shape differs from the weight");
+        if (g->stride[i] <= 0 || g->dil[i] <= 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "strides and dilations must be positive");
+        int64_t ke = (g->k[i] - 1) * g->dil[i] + 1;
+        g->pb[i] = pads[i];
+        g->pe[i] = pads[i + g->ns];
+        if (!transposed) {
+            if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
+                int64_t o = (g->in[i] + g->stride[i] - 1) / g->stride[i];
+                int64_t tot = (o - 1) * g->stride[i] + ke - g->in[i];
+                if (tot < 0)
+                    tot = 0;
+                g->pb[i] = ap[5] == 'U' ? tot / 2 : tot - tot / 2;
+                g->pe[i] = tot - g->pb[i];
+            } else if (strcmp(ap, "VALID") == 0) {
+                g->pb[i] = g->pe[i] = 0;
+            }
+            int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
+            if (span < 0)
+                return oq_k_error(k, OQ_ERR_INVALID, "kernel larger than the padded input");
+            g->out[i] = span / g->stride[i] + 1;
+        } else {
+            if (n_oshape > 0) {
+                int64_t want = oshape[n_oshape == (int64_t)g->ns ? i : i + 2];
+                int64_t tot = g->stride[i] * (g->in[i] - 1) + g->outpad[i] + ke - want;
+                if (tot < 0)
+                    tot = 0;
+                bool upper = strcmp(ap, "SAME_UPPER") == 0;
+                g->pb[i] = upper ? tot / 2 : tot - tot / 2;
+                g->pe[i] = tot - g->pb[i];
+                g->out[i] = want;
+            } else {
+                if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
+                    int64_t want = g->in[i] * g->stride[i];
+                    int64_t tot = g->stride[i] * (g->in[i] - 1) + g->outpad[i] + ke - want;
+                    if (tot < 0)
+                        tot = 0;
+                    g->pb[i] = ap[5] == 'U' ? tot / 2 : tot - tot / 2;
+                    g->pe[i] = tot - g->pb[i];
+                } else if (strcmp(ap, "VALID") == 0) {
+                    g->pb[i] = g->pe[i] = 0;
+                }
+                g->out[i] = g->stride[i] * (g->in[i] - 1) + g->outpad[i] + ke - g->pb[i] - g->pe[i];
+            }
+            if (g->out[i] < 0)
+                return oq_k_error(k, OQ_ERR_INVALID, "negative output size");
+        }
+    }
+    return OQ_OK;
+}
+
+static oq_status infer_conv_common(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                                   oq_rt_tensor *out, size_t n_out, bool transposed)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, n_in))
+        return oq_k_defer(k, out, n_out);
+    conv_geo g;
+    oq_status st = conv_geometry(k, in[0], in[1], transposed, &g);
+    if (st)
+        return st;
+    if (n_in > 2 && in[2] && (in[2]->rank != 1 || in[2]->dims[0] != g.M))
+        return oq_k_error(k, OQ_ERR_INVALID, "bias must be 1-D of size %lld", (long long)g.M);
+    int64_t d[2 + MAXS] = {g.N, g.M};
+    for (size_t i = 0; i < g.ns; i++)
+        d[2 + i] = g.out[i];
+    return oq_k_set_out(k, &out[0], in[0]->dtype, d, 2 + g.ns);
+}
+
+static oq_status infer_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    return infer_conv_common(k, in, n_in, out, n_out, false);
+}
+
+static oq_status infer_convt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                             oq_rt_tensor *out, size_t n_out)
+{
+    return infer_conv_common(k, in, n_in, out, n_out, true);
+}
+
+/* expand geometry to 3 spatial dims (leading 1s) */
+static void geo3(const conv_geo *g, int64_t *in, int64_t *kk, int64_t *out, int64_t *st,
+                 int64_t *dl, int64_t *pb)
+{
+    size_t off = MAXS - g->ns;
+    for (size_t i = 0; i < MAXS; i++) {
+        bool real = i >= off;
+        in[i] = real ? g->in[i - off] : 1;
+        kk[i] = real ? g->k[i - off] : 1;
+        out[i] = real ? g->out[i - off] : 1;
+        st[i] = real ? g->stride[i - off] : 1;
+        dl[i] = real ? g->dil[i - off] : 1;
+        pb[i] = real ? g->pb[i - off] : 0;
+    }
+}
+
+typedef struct im2col_job {
+    const float *x;         /* one group of one image: Cg x in[] */
+    float *col;             /* (Cg*KD*KH*KW) x (OD*OH*OW) */
+    int64_t in[3], k[3], out[3], st[3], dl[3], pb[3];
+} im2col_job;
+
+static void im2col_rows(void *arg, int64_t b, int64_t e, int w)
+{
+    const im2col_job *j = arg;
+    (void)w;
+    int64_t ksz = j->k[0] * j->k[1] * j->k[2];
+    int64_t osz = j->out[0] * j->out[1] * j->out[2];
+    for (int64_t r = b; r < e; r++) {
+        int64_t c = r / ksz, kr = r % ksz;
+        int64_t kd = kr / (j->k[1] * j->k[2]), kh = (kr / j->k[2]) % j->k[1], kw = kr % j->k[2];
+        const float *xc = j->x + c * j->in[0] * j->in[1] * j->in[2];
+        float *dst = j->col + r * osz;
+        for (int64_t od = 0; od < j->out[0]; od++) {
+            int64_t id = od * j->st[0] - j->pb[0] + kd * j->dl[0];
+            for (int64_t oh = 0; oh < j->out[1]; oh++) {
+                int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
+                float *drow = dst + (od * j->out[1] + oh) * j->out[2];
+                if (id < 0 || id >= j->in[0] || ih < 0 || ih >= j->in[1]) {
+                    memset(drow, 0, (size_t)j->out[2] * sizeof(float));
+                    continue;
+                }
+                const float *xrow = xc + (id * j->in[1] + ih) * j->in[2];
+                int64_t iw0 = -j->pb[2] + kw * j->dl[2];
+                if (j->st[2] == 1) {
+                    for (int64_t ow = 0; ow < j->out[2]; ow++) {
+                        int64_t iw = iw0 + ow;
+                        drow[ow] = (iw >= 0 && iw < j->in[2]) ? xrow[iw] : 0.0f;
+                    }
+                } else {
+                    for (int64_t ow = 0; ow < j->out[2]; ow++) {
+                        int64_t iw = iw0 + ow * j->st[2];
+                        drow[ow] = (iw >= 0 && iw < j->in[2]) ? xrow[iw] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
+typedef struct dw_job {
+    const float *x, *w, *bias;
+    float *y;
+    int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
+} dw_job;
+
+/* depthwise: one input and one output channel per group; item = (n, c). Each output
+ * starts at the bias and adds the taps in (kd, kh, kw) order; for every tap the valid
+ * output columns are computed once, so the inner loop has no bounds checks. */
+static void dw_items(void *arg, int64_t b, int64_t e, int wk)
+{
+    const dw_job *j = arg;
+    (void)wk;
+    int64_t isz = j->in[0] * j->in[1] * j->in[2], osz = j->out[0] * j->out[1] * j->out[2];
+    int64_t ksz = j->k[0] * j->k[1] * j->k[2];
+    const int64_t IW = j->in[2], OW = j->out[2], sw = j->st[2];
+    for (int64_t it = b; it < e; it++) {
+        int64_t c = it % j->C;
+        const float *x = j->x + it * isz, *w = j->w + c * ksz;
+        float *y = j->y + it * osz;
+        float bias = j->bias ? j->bias[c] : 0.0f;
+        for (int64_t p = 0; p < osz; p++)
+            y[p] = bias;
+        for (int64_t kd = 0; kd < j->k[0]; kd++)
+            for (int64_t kh = 0; kh < j->k[1]; kh++)
+                for (int64_t kw = 0; kw < j->k[2]; kw++) {
+                    float wv = w[(kd * j->k[1] + kh) * j->k[2] + kw];
+                    int64_t off = kw * j->dl[2] - j->pb[2];
+                    /* valid ow: 0 <= ow*sw + off < IW */
+                    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                    int64_t hi = IW - off <= 0 ? 0 : (IW - off - 1) / sw + 1;
+                    if (hi > OW)
+                        hi = OW;
+                    if (lo >= hi)
+                        continue;
+                    for (int64_t od = 0; od < j->out[0]; od++) {
+                        int64_t id = od * j->st[0] - j->pb[0] + kd * j->dl[0];
+                        if (id < 0 || id >= j->in[0])
+                            continue;
+                        for (int64_t oh = 0; oh < j->out[1]; oh++) {
+                            int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
+                            if (ih < 0 || ih >= j->in[1])
+                                continue;
+                            const float *xr = x + (id * j->in[1] + ih) * IW + off;
+                            float *yr = y + (od * j->out[1] + oh) * OW;
+                            if (sw == 1)
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    yr[ow] += wv * xr[ow];
+                            else
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    yr[ow] += wv * xr[ow * sw];
+                        }
+                    }
+                }
+    }
+}
+
+static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    conv_geo g;
+    oq_status st = conv_geometry(k, in[0], in[1], false, &g);
+    if (st)
+        return st;
+    const float *x = in[0]->data, *w = in[1]->data;
+    const float *bias = n_in > 2 && in[2] ? in[2]->data : NULL;
+    float *y = out[0].data;
+    int64_t i3[3], k3[3], o3[3], s3[3], d3[3], p3[3];
+    geo3(&g, i3, k3, o3, s3, d3, p3);
+    int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
+    int64_t Cg = g.C / g.group, Mg = g.M / g.group;
+    if (Cg == 1 && Mg == 1) {
+        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}};
+        memcpy(j.in, i3, sizeof i3);
+        memcpy(j.k, k3, sizeof k3);
+        memcpy(j.out, o3, sizeof o3);
+        memcpy(j.st, s3, sizeof s3);
+        memcpy(j.dl, d3, sizeof d3);
+        memcpy(j.pb, p3, sizeof p3);
+        oq_k_parallel_for(k, g.N * g.C, 1, dw_items, &j);
+        return OQ_OK;
+    }
+    bool pointwise = ksz == 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && p3[0] == 0 &&
+                     p3[1] == 0 && p3[2] == 0 && osz == isz;
+    float *col = NULL;
+    if (!pointwise) {
+        col = oq_k_scratch(k, (size_t)(Cg * ksz * osz) * sizeof(float));
+        if (!col)
+            return OQ_ERR_NOMEM;
+    }
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t gr = 0; gr < g.group; gr++) {
+            const float *xg = x + (n * g.C + gr * Cg) * isz;
+            float *yg = y + (n * g.M + gr * Mg) * osz;
+            const float *B = xg;
+            if (!pointwise) {
+                im2col_job j = {xg, col, {0}, {0}, {0}, {0}, {0}, {0}};
+                memcpy(j.in, i3, sizeof i3);
+                memcpy(j.k, k3, sizeof k3);
+                memcpy(j.out, o3, sizeof o3);
+                memcpy(j.st, s3, sizeof s3);
+                memcpy(j.dl, d3, sizeof d3);
+                memcpy(j.pb, p3, sizeof p3);
+                oq_k_parallel_for(k, Cg * ksz, 4, im2col_rows, &j);
+                B = col;
+            }
+            float beta = 0.0f;
+            if (bias) {
+                for (int64_t m = 0; m < Mg; m++)
+                    for (int64_t p = 0; p < osz; p++)
+                        yg[m * osz + p] = bias[gr * Mg + m];
+                beta = 1.0f;
+            }
+            oq_k_sgemm(k, false, false, Mg, osz, Cg * ksz, 1.0f, w + gr * Mg * Cg * ksz,
+                       Cg * ksz, B, osz, beta, yg, osz);
+        }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ ConvTranspose */
+
+typedef struct col2im_job {
+    const float *col;      /* (Mg*ksz) x isz */
+    float *y;              /* Mg x osz */
+    int64_t in[3], k[3], out[3], st[3], dl[3], pb[3];
+} col2im_job;
+
+static void col2im_channels(void *arg, int64_t b, int64_t e, int w)
+{
+    const col2im_job *j = arg;
+    (void)w;
+    int64_t ksz = j->k[0] * j->k[1] * j->k[2];
+    int64_t isz = j->in[0] * j->in[1] * j->in[2], osz = j->out[0] * j->out[1] * j->out[2];
+    for (int64_t m = b; m < e; m++) {
+        float *ym = j->y + m * osz;
+        for (int64_t kr = 0; kr < ksz; kr++) {
+            int64_t kd = kr / (j->k[1] * j->k[2]), kh = (kr / j->k[2]) % j->k[1], kw = kr % j->k[2];
+            const float *c = j->col + (m * ksz + kr) * isz;
+            for (int64_t id = 0; id < j->in[0]; id++) {
+                int64_t od = id * j->st[0] - j->pb[0] + kd * j->dl[0];
+                if (od < 0 || od >= j->out[0])
+                    continue;
+                for (int64_t ih = 0; ih < j->in[1]; ih++) {
+                    int64_t oh = ih * j->st[1] - j->pb[1] + kh * j->dl[1];
+                    if (oh < 0 || oh >= j->out[1])
+                        continue;
+                    const float *crow = c + (id * j->in[1] + ih) * j->in[2];
+                    float *yrow = ym + (od * j->out[1] + oh) * j->out[2];
+                    for (int64_t iw = 0; iw < j->in[2]; iw++) {
+                        int64_t ow = iw * j->st[2] - j->pb[2] + kw * j->dl[2];
+                        if (ow >= 0 && ow < j->out[2])
+                            yrow[ow] += crow[iw];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static oq_status run_convt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                           oq_rt_tensor *out, size_t n_out)
+{
+    conv_geo g;
+    oq_status st = conv_geometry(k, in[0], in[1], true, &g);
+    if (st)
+        return st;
+    const float *x = in[0]->data, *w = in[1]->data;
+    const float *bias = n_in > 2 && in[2] ? in[2]->data : NULL;
+    float *y = out[0].data;
+    int64_t i3[3], k3[3], o3[3], s3[3], d3[3], p3[3];
+    geo3(&g, i3, k3, o3, s3, d3, p3);
+    int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
+    int64_t Cg = g.C / g.group, Mg = g.M / g.group;
+    float *col = oq_k_scratch(k, (size_t)(Mg * ksz * isz) * sizeof(float));
+    if (!col)
+        return OQ_ERR_NOMEM;
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t gr = 0; gr < g.group; gr++) {
+            const float *xg = x + (n * g.C + gr * Cg) * isz;
+            float *yg = y + (n * g.M + gr * Mg) * osz;
+            /* col[Mg*ksz, isz] = W_g^T [Mg*ksz, Cg] x X_g [Cg, isz] */
+            oq_k_sgemm(k, true, false, Mg * ksz, isz, Cg, 1.0f, w + gr * Cg * Mg * ksz, Mg * ksz,
+                       xg, isz, 0.0f, col, isz);
+            for (int64_t m = 0; m < Mg; m++)
+                for (int64_t p = 0; p < osz; p++)
+                    yg[m * osz + p] = bias ? bias[gr * Mg + m] : 0.0f;
+            col2im_job j = {col, yg, {0}, {0}, {0}, {0}, {0}, {0}};
+            memcpy(j.in, i3, sizeof i3);
+            memcpy(j.k, k3, sizeof k3);
+            memcpy(j.out, o3, sizeof o3);
+            memcpy(j.st, s3, sizeof s3);
+            memcpy(j.dl, d3, sizeof d3);
+            memcpy(j.pb, p3, sizeof p3);
+            oq_k_parallel_for(k, Mg, 1, col2im_channels, &j);
+        }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ integer ----- */
+
+static int64_t ival(const oq_rt_tensor *t, int64_t i)
+{
+    return t->dtype == OQ_DTYPE_INT8 ? ((const int8_t *)t->data)[i]
+         : t->dtype == OQ_DTYPE_UINT8 ? ((const uint8_t *)t->data)[i]
+                                      : oq_k_get_int(t, i);
+}
+
+/* acc[N, M, out] = sum (x - xzp) * (w - wzp[m]) over the window (exact, int64) */
+static oq_status int_conv(oq_kctx *k, const oq_rt_tensor *x, const oq_rt_tensor *w,
+                          const oq_rt_tensor *xzp, const oq_rt_tensor *wzp, int64_t *acc,
+                          conv_geo *g)
+{
+    oq_status st = conv_geometry(k, x, w, false, g);
+    if (st)
+        return st;
+    int64_t i3[3], k3[3], o3[3], s3[3], d3[3], p3[3];
+    geo3(g, i3, k3, o3, s3, d3, p3);
+    int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
+    int64_t Cg = g->C / g->group, Mg = g->M / g->group;
+    int64_t xz = xzp && oq_rt_tensor_numel(xzp) ? ival(xzp, 0) : 0;
+    int64_t nwz = wzp ? oq_rt_tensor_numel(wzp) : 0;
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t m = 0; m < g->M; m++) {
+            int64_t gr = m / Mg, wz = nwz == 0 ? 0 : ival(wzp, nwz == 1 ? 0 : m);
+            for (int64_t od = 0; od < o3[0]; od++)
+                for (int64_t oh = 0; oh < o3[1]; oh++)
+                    for (int64_t ow = 0; ow < o3[2]; ow++) {
+                        int64_t a = 0;
+                        for (int64_t c = 0; c < Cg; c++)
+                            for (int64_t kd = 0; kd < k3[0]; kd++)
+                                for (int64_t kh = 0; kh < k3[1]; kh++)
+                                    for (int64_t kw = 0; kw < k3[2]; kw++) {
+                                        int64_t id = od * s3[0] - p3[0] + kd * d3[0];
+                                        int64_t ih = oh * s3[1] - p3[1] + kh * d3[1];
+                                        int64_t iw = ow * s3[2] - p3[2] + kw * d3[2];
+                                        int64_t xv = xz; /* padding is the zero point */
+                                        if (id >= 0 && id < i3[0] && ih >= 0 && ih < i3[1] &&
+                                            iw >= 0 && iw < i3[2])
+                                            xv = ival(x, (n * g->C + gr * Cg + c) * isz +
+                                                             (id * i3[1] + ih) * i3[2] + iw);
+                                        int64_t wv = ival(w, (m * Cg + c) * ksz +
+                                                                 (kd * k3[1] + kh) * k3[2] + kw);
+                                        a += (xv - xz) * (wv - wz);
+                                    }
+                        acc[(n * g->M + m) * osz + (od * o3[1] + oh) * o3[2] + ow] = a;
+                    }
+        }
+    return OQ_OK;
+}
+
+static oq_status infer_convint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                               oq_rt_tensor *out, size_t n_out)
+{
+    oq_status st = infer_conv_common(k, in, 2, out, n_out, false);
+    out[0].dtype = OQ_DTYPE_INT32;
+    return st;
+}
+
+static oq_status run_convint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                             oq_rt_tensor *out, size_t n_out)
+{
+    int64_t n = oq_rt_tensor_numel(&out[0]);
+    int64_t *acc = oq_k_scratch(k, (size_t)(n ? n : 1) * sizeof(int64_t));
+    conv_geo g;
+    if (!acc)
+        return OQ_ERR_NOMEM;
+    oq_status st = int_conv(k, in[0], in[1], n_in > 2 ? in[2] : NULL, n_in > 3 ? in[3] : NULL,
+                            acc, &g);
+    if (st)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        ((int32_t *)out[0].data)[i] = (int32_t)acc[i];
+    return OQ_OK;
+}
+
+/* QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) */
+static oq_status infer_qlconv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                              oq_rt_tensor *out, size_t n_out)
+{
+    if (n_in < 8)
+        return oq_k_error(k, OQ_ERR_INVALID, "needs 8 or 9 inputs");
+    const oq_rt_tensor *xw[2] = {in[0], in[3]};
+    oq_status st = infer_conv_common(k, xw, 2, out, n_out, false);
+    out[0].dtype = in[7]->dtype;
+    return st;
+}
+
+static oq_status run_qlconv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    int64_t n = oq_rt_tensor_numel(&out[0]);
+    int64_t *acc = oq_k_scratch(k, (size_t)(n ? n : 1) * sizeof(int64_t));
+    conv_geo g;
+    if (!acc)
+        return OQ_ERR_NOMEM;
+    oq_status st = int_conv(k, in[0], in[3], in[2], in[5], acc, &g);
+    if (st)
+        return st;
+    int64_t osz = n / (g.N * g.M);
+    float xs = ((const float *)in[1]->data)[0], ys = ((const float *)in[6]->data)[0];
+    int64_t nws = oq_rt_tensor_numel(in[4]);
+    int64_t yz = ival(in[7], 0);
+    double lo = in[7]->dtype == OQ_DTYPE_INT8 ? -128 : 0, hi = in[7]->dtype == OQ_DTYPE_INT8 ? 127 : 255;
+    const oq_rt_tensor *b = n_in > 8 ? in[8] : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t m = (i / osz) % g.M;
+        float ws = ((const float *)in[4]->data)[nws == 1 ? 0 : m];
+        int64_t a = acc[i] + (b ? oq_k_get_int(b, m) : 0);
+        float v = (float)a * (xs * ws / ys);
+        double r = nearbyint((double)v) + (double)yz;
+        r = r < lo ? lo : r > hi ? hi : r;
+        if (in[7]->dtype == OQ_DTYPE_INT8)
+            ((int8_t *)out[0].data)[i] = (int8_t)r;
+        else
+            ((uint8_t *)out[0].data)[i] = (uint8_t)r;
+    }
+    return OQ_OK;
+}
+
+const oq_kernel oq_kernels_conv[] = {
+    {"", "Conv", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_conv, run_conv, NULL},
+    {"", "ConvTranspose", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_convt, run_convt, NULL},
+    {"", "ConvInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_convint, run_convint,
+     NULL},
+    {"", "QLinearConv", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_qlconv, run_qlconv,
+     NULL},
+};
+OQ_KERNEL_TABLE_END(conv);

@@ -1,0 +1,323 @@
+/* Normalisation and softmax: BatchNormalization (inference), InstanceNormalization,
+ * LayerNormalization, Softmax LogSoftmax Hardmax (opset < 13: flatten to 2-D at axis;
+ * opset >= 13: along one axis). float32. */
+#include <math.h>
+#include <string.h>
+
+#include "exec/kernel.h"
+
+static oq_status infer_same(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    for (size_t i = 0; i < n_out; i++)
+        out[i].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+}
+
+/* ------------------------------------------------------------------ BatchNorm ---- */
+
+static oq_status infer_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    if (n_out > 1 && k->node->outputs[1])
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "BatchNormalization in training mode "
+                          "(extra outputs) is not supported");
+    if (n_in < 5)
+        return oq_k_error(k, OQ_ERR_INVALID, "needs 5 inputs");
+    if (k->opset < 9 && oq_node_attr_int(k->node, "spatial", 1) != 1)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "spatial=0 is not supported");
+    return infer_same(k, in, n_in, out, 1);
+}
+
+typedef struct bn_job {
+    const float *x;
+    float *y;
+    const float *a, *b;   /* per channel scale and shift */
+    int64_t C, sz;
+} bn_job;
+
+static void bn_items(void *arg, int64_t s, int64_t e, int w)
+{
+    const bn_job *j = arg;
+    (void)w;
+    for (int64_t it = s; it < e; it++) {
+        int64_t c = it % j->C;
+        const float *x = j->x + it * j->sz;
+        float *y = j->y + it * j->sz;
+        float a = j->a[c], b = j->b[c];
+        for (int64_t i = 0; i < j->sz; i++)
+            y[i] = x[i] * a + b;
+    }
+}
+
+static oq_status run_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                        oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    if (x->rank < 2)
+        return oq_k_error(k, OQ_ERR_INVALID, "input rank below 2");
+    int64_t C = x->dims[1], sz = 1;
+    for (size_t i = 2; i < x->rank; i++)
+        sz *= x->dims[i];
+    for (int i = 1; i < 5; i++)
+        if (oq_rt_tensor_numel(in[i]) != C || in[i]->dtype != OQ_DTYPE_FLOAT)
+            return oq_k_error(k, OQ_ERR_INVALID, "input %d must hold %lld floats", i, (long long)C);
+    float eps = oq_node_attr_float(k->node, "epsilon", 1e-5f);
+    float *ab = oq_k_scratch(k, (size_t)(2 * C) * sizeof(float));
+    if (!ab)
+        return OQ_ERR_NOMEM;
+    const float *sc = in[1]->data, *bi = in[2]->data, *mu = in[3]->data, *var = in[4]->data;
+    for (int64_t c = 0; c < C; c++) {
+        float a = sc[c] / sqrtf(var[c] + eps);
+        ab[c] = a;
+        ab[C + c] = bi[c] - mu[c] * a;
+    }
+    bn_job j = {x->data, out[0].data, ab, ab + C, C, sz};
+    oq_k_parallel_for(k, x->dims[0] * C, 1, bn_items, &j);
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ InstanceNorm - */
+
+static oq_status run_in(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                        oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    int64_t N = x->dims[0], C = x->dims[1], sz = 1;
+    for (size_t i = 2; i < x->rank; i++)
+        sz *= x->dims[i];
+    float eps = oq_node_attr_float(k->node, "epsilon", 1e-5f);
+    const float *sc = in[1]->data, *bi = in[2]->data, *xd = x->data;
+    float *y = out[0].data;
+    for (int64_t it = 0; it < N * C; it++) {
+        int64_t c = it % C;
+        const float *xp = xd + it * sz;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < sz; i++)
+            mean += xp[i];
+        mean /= (double)sz;
+        for (int64_t i = 0; i < sz; i++)
+            var += (xp[i] - mean) * (xp[i] - mean);
+        var /= (double)sz;
+        float inv = (float)(1.0 / sqrt(var + eps));
+        for (int64_t i = 0; i < sz; i++)
+            y[it * sz + i] = (float)(xp[i] - mean) * inv * sc[c] + bi[c];
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ LayerNorm ---- */
+
+static oq_status infer_ln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    oq_status st = infer_same(k, in, n_in, out, n_out);
+    if (st || k->deferred)
+        return st;
+    int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", -1), in[0]->rank);
+    if (axis < 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "axis out of range");
+    int64_t d[OQ_RT_MAX_RANK];
+    for (size_t i = 0; i < in[0]->rank; i++)
+        d[i] = (int64_t)i < axis ? in[0]->dims[i] : 1;
+    for (size_t o = 1; o < n_out && o < 3; o++) {
+        st = oq_k_set_out(k, &out[o], OQ_DTYPE_FLOAT, d, in[0]->rank);
+        if (st)
+            return st;
+    }
+    return OQ_OK;
+}
+
+static oq_status run_ln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                        oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", -1), x->rank);
+    float eps = oq_node_attr_float(k->node, "epsilon", 1e-5f);
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < (int64_t)x->rank; i++)
+        *(i < axis ? &outer : &inner) *= x->dims[i];
+    const oq_rt_tensor *s = in[1], *b = n_in > 2 ? in[2] : NULL;
+    int64_t ns = oq_rt_tensor_numel(s), nb = b ? oq_rt_tensor_numel(b) : 0;
+    const float *xd = x->data, *sd = s->data, *bd = b ? b->data : NULL;
+    float *y = out[0].data;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xp = xd + o * inner;
+        float mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; i++)
+            mean += xp[i];
+        mean /= (float)inner;
+        for (int64_t i = 0; i < inner; i++)
+            var += (xp[i] - mean) * (xp[i] - mean);
+        var /= (float)inner;
+        float inv = 1.0f / sqrtf(var + eps);
+        for (int64_t i = 0; i < inner; i++)
+            y[o * inner + i] = (xp[i] - mean) * inv * sd[ns == inner ? i : i % ns] +
+                               (bd ? bd[nb == inner ? i : i % nb] : 0.0f);
+        if (n_out > 1 && k->node->outputs[1])
+            ((float *)out[1].data)[o] = mean;
+        if (n_out > 2 && k->node->outputs[2])
+            ((float *)out[2].data)[o] = inv;
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ Softmax ------ */
+
+typedef struct sm_job {
+    const float *x;
+    float *y;
+    int64_t n, inner;      /* reduce over n with stride inner */
+    int kind;              /* 0 softmax, 1 log softmax, 2 hardmax */
+} sm_job;
+
+static void sm_items(void *arg, int64_t b, int64_t e, int w)
+{
+    const sm_job *j = arg;
+    (void)w;
+    for (int64_t it = b; it < e; it++) {
+        int64_t o = it / j->inner, i = it % j->inner;
+        const float *x = j->x + o * j->n * j->inner + i;
+        float *y = j->y + o * j->n * j->inner + i;
+        float m = -INFINITY;
+        int64_t am = 0;
+        for (int64_t t = 0; t < j->n; t++)
+            if (x[t * j->inner] > m) {
+                m = x[t * j->inner];
+                am = t;
+            }
+        if (j->kind == 2) {
+            for (int64_t t = 0; t < j->n; t++)
+                y[t * j->inner] = t == am ? 1.0f : 0.0f;
+            continue;
+        }
+        float s = 0;
+        for (int64_t t = 0; t < j->n; t++)
+            s += expf(x[t * j->inner] - m);
+        if (j->kind == 1) {
+            float ls = logf(s);
+            for (int64_t t = 0; t < j->n; t++)
+                y[t * j->inner] = x[t * j->inner] - m - ls;
+        } else {
+            for (int64_t t = 0; t < j->n; t++)
+                y[t * j->inner] = expf(x[t * j->inner] - m) / s;
+        }
+    }
+}
+
+static oq_status run_softmax(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                             oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    bool old = k->opset < 13;
+    int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", old ? 1 : -1),
+                             x->rank ? x->rank : 1);
+    if (axis < 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "axis out of range");
+    sm_job j = {x->data, out[0].data, 1, 1, 0};
+    const char *op = k->node->op_type;
+    j.kind = strcmp(op, "LogSoftmax") == 0 ? 1 : strcmp(op, "Hardmax") == 0 ? 2 : 0;
+    int64_t outer = 1;
+    for (int64_t i = 0; i < (int64_t)x->rank; i++) {
+        int64_t d = x->dims[i];
+        if (i < axis)
+            outer *= d;
+        else if (old || i == axis)
+            j.n *= d;
+        else
+            j.inner *= d;
+    }
+    oq_k_parallel_for(k, outer * j.inner, 16, sm_items, &j);
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ GroupNorm ---- */
+
+/* GroupNormalization: opset 18 scale/bias per group, opset 21 per channel. */
+static oq_status run_gn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                        oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    int64_t G = oq_node_attr_int(k->node, "num_groups", 0);
+    if (x->rank < 2 || G <= 0 || x->dims[1] % G)
+        return oq_k_error(k, OQ_ERR_INVALID, "num_groups must divide the channels");
+    float eps = oq_node_attr_float(k->node, "epsilon", 1e-5f);
+    int64_t N = x->dims[0], C = x->dims[1], sz = 1, cg = C / G;
+    for (size_t i = 2; i < x->rank; i++)
+        sz *= x->dims[i];
+    int64_t ns = oq_rt_tensor_numel(in[1]);
+    bool per_channel = ns == C && !(k->opset < 21 && ns == G && G != C);
+    const float *xd = x->data, *sc = in[1]->data, *bi = in[2]->data;
+    float *y = out[0].data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            const float *xp = xd + (n * C + g * cg) * sz;
+            int64_t cnt = cg * sz;
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < cnt; i++)
+                mean += xp[i];
+            mean /= (double)cnt;
+            for (int64_t i = 0; i < cnt; i++)
+                var += (xp[i] - mean) * (xp[i] - mean);
+            var /= (double)cnt;
+            double inv = 1.0 / sqrt(var + eps);
+            for (int64_t c = 0; c < cg; c++) {
+                int64_t si = per_channel ? g * cg + c : g;
+                for (int64_t p = 0; p < sz; p++) {
+                    int64_t i = c * sz + p;
+                    y[(n * C + g * cg) * sz + i] = (float)((xp[i] - mean) * inv * sc[si] + bi[si]);
+                }
+            }
+        }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ LRN ---------- */
+
+static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    if (x->rank < 2)
+        return oq_k_error(k, OQ_ERR_INVALID, "input rank below 2");
+    int64_t size = oq_node_attr_int(k->node, "size", 0);
+    if (size <= 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "size must be positive");
+    double alpha = oq_node_attr_float(k->node, "alpha", 1e-4f);
+    double beta = oq_node_attr_float(k->node, "beta", 0.75f);
+    double bias = oq_node_attr_float(k->node, "bias", 1.0f);
+    int64_t N = x->dims[0], C = x->dims[1], sz = 1;
+    for (size_t i = 2; i < x->rank; i++)
+        sz *= x->dims[i];
+    const float *xd = x->data;
+    float *y = out[0].data;
+    int64_t lo_off = (size - 1) / 2, hi_off = (size - 1) - lo_off;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < sz; p++) {
+                double sq = 0;
+                for (int64_t cc = c - lo_off; cc <= c + hi_off; cc++)
+                    if (cc >= 0 && cc < C) {
+                        double v = xd[(n * C + cc) * sz + p];
+                        sq += v * v;
+                    }
+                int64_t i = (n * C + c) * sz + p;
+                y[i] = (float)(xd[i] / pow(bias + alpha / (double)size * sq, beta));
+            }
+    return OQ_OK;
+}
+
+#define F OQ_T(FLOAT)
+const oq_kernel oq_kernels_norm[] = {
+    {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL},
+    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL},
+    {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL},
+    {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
+    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
+    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
+    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL},
+    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL},
+};
+OQ_KERNEL_TABLE_END(norm);

@@ -1,0 +1,334 @@
+/* Pooling: MaxPool AveragePool (1-3D, pads, auto_pad, ceil_mode, dilations,
+ * count_include_pad), GlobalAveragePool, GlobalMaxPool. float32. */
+#include <math.h>
+#include <string.h>
+
+#include "exec/kernel.h"
+
+typedef struct pool_geo {
+    size_t ns;
+    int64_t N, C, in[3], k[3], out[3], st[3], dl[3], pb[3], pe[3];
+    bool is_max, include_pad, is_lp;
+    double p;
+} pool_geo;
+
+static oq_status pool_geometry(oq_kctx *k, const oq_rt_tensor *x, pool_geo *g)
+{
+    memset(g, 0, sizeof *g);
+    if (x->rank < 3 || x->rank > 5)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "input rank %zu (1-3 spatial dims)", x->rank);
+    g->ns = x->rank - 2;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->is_max = strcmp(k->node->op_type, "MaxPool") == 0;
+    g->is_lp = strcmp(k->node->op_type, "LpPool") == 0;
+    g->p = (double)oq_node_attr_int(k->node, "p", 2);
+    g->include_pad = oq_node_attr_int(k->node, "count_include_pad", 0) != 0;
+    const int64_t *ks, *st, *dl, *pads;
+    int64_t nk = oq_node_attr_ints(k->node, "kernel_shape", &ks);
+    int64_t nst = oq_node_attr_ints(k->node, "strides", &st);
+    int64_t ndl = oq_node_attr_ints(k->node, "dilations", &dl);
+    int64_t np = oq_node_attr_ints(k->node, "pads", &pads);
+    if (nk != (int64_t)g->ns || (nst >= 0 && nst != nk) || (ndl >= 0 && ndl != nk) ||
+        (np >= 0 && np != 2 * nk))
+        return oq_k_error(k, OQ_ERR_INVALID, "kernel_shape/strides/dilations/pads do not match "
+                          "the input rank");
+    bool ceil_mode = oq_node_attr_int(k->node, "ceil_mode", 0) != 0;
+    const char *ap = oq_node_attr_string(k->node, "auto_pad", "NOTSET");
+    for (size_t i = 0; i < g->ns; i++) {
+        g->in[i] = x->dims[2 + i];
+        g->k[i] = ks[i];
+        g->st[i] = nst >= 0 ? st[i] : 1;
+        g->dl[i] = ndl >= 0 ? dl[i] : 1;
+        g->pb[i] = np >= 0 ? pads[i] : 0;
+        g->pe[i] = np >= 0 ? pads[i + g->ns] : 0;
+        if (g->k[i] <= 0 || g->st[i] <= 0 || g->dl[i] <= 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "bad kernel/stride/dilation");
+        int64_t ke = (g->k[i] - 1) * g->dl[i] + 1;
+        if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
+            int64_t o = (g->in[i] + g->st[i] - 1) / g->st[i];
+            int64_t tot = (o - 1) * g->st[i] + ke - g->in[i];
+            if (tot < 0)
+                tot = 0;
+            g->pb[i] = ap[5] == 'U' ? tot / 2 : tot - tot / 2;
+            g->pe[i] = tot - g->pb[i];
+            g->out[i] = o;
+            continue;
+        }
+        if (strcmp(ap, "VALID") == 0) {
+            g->pb[i] = g->pe[i] = 0;
+            g->out[i] = (g->in[i] - ke) / g->st[i] + 1;
+            if (ceil_mode)
+                g->out[i] = (g->in[i] - ke + g->st[i] - 1) / g->st[i] + 1;
+            continue;
+        }
+        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
+        if (span < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "kernel larger than the padded input");
+        g->out[i] = (ceil_mode ? (span + g->st[i] - 1) / g->st[i] : span / g->st[i]) + 1;
+        /* the last window must start inside the input or the left padding */
+        if (ceil_mode && (g->out[i] - 1) * g->st[i] >= g->in[i] + g->pb[i])
+            g->out[i]--;
+    }
+    return OQ_OK;
+}
+
+static oq_status infer_pool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (n_out > 1)
+        out[1].dtype = OQ_DTYPE_INT64;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    pool_geo g;
+    oq_status st = pool_geometry(k, in[0], &g);
+    if (st)
+        return st;
+    int64_t d[5] = {g.N, g.C};
+    for (size_t i = 0; i < g.ns; i++)
+        d[2 + i] = g.out[i];
+    st = oq_k_set_out(k, &out[0], in[0]->dtype, d, 2 + g.ns);
+    if (st == OQ_OK && n_out > 1)
+        st = oq_k_set_out(k, &out[1], OQ_DTYPE_INT64, d, 2 + g.ns);
+    return st;
+}
+
+typedef struct pool_job {
+    pool_geo g3;           /* 3-D form */
+    const float *x;
+    float *y;
+    int64_t *idx;          /* MaxPool indices or NULL */
+    int64_t storage_order;
+} pool_job;
+
+static void pool_items(void *arg, int64_t b, int64_t e, int w)
+{
+    const pool_job *j = arg;
+    const pool_geo *g = &j->g3;
+    (void)w;
+    int64_t isz = g->in[0] * g->in[1] * g->in[2], osz = g->out[0] * g->out[1] * g->out[2];
+    for (int64_t it = b; it < e; it++) {
+        const float *x = j->x + it * isz;
+        float *y = j->y + it * osz;
+        for (int64_t od = 0; od < g->out[0]; od++)
+            for (int64_t oh = 0; oh < g->out[1]; oh++)
+                for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                    float best = -INFINITY, sum = 0.0f;
+                    double lp = 0;
+                    int64_t bidx = -1, cnt = 0, pad_cnt = 0;
+                    for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                        int64_t id = od * g->st[0] - g->pb[0] + kd * g->dl[0];
+                        for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                            int64_t ih = oh * g->st[1] - g->pb[1] + kh * g->dl[1];
+                            for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                int64_t iw = ow * g->st[2] - g->pb[2] + kw * g->dl[2];
+                                bool inside = id >= 0 && id < g->in[0] && ih >= 0 &&
+                                              ih < g->in[1] && iw >= 0 && iw < g->in[2];
+                                if (!inside) {
+                                    /* positions in the explicit padding count for
+                                       count_include_pad; beyond it (ceil_mode) do not */
+                                    if (id >= -g->pb[0] && id < g->in[0] + g->pe[0] &&
+                                        ih >= -g->pb[1] && ih < g->in[1] + g->pe[1] &&
+                                        iw >= -g->pb[2] && iw < g->in[2] + g->pe[2])
+                                        pad_cnt++;
+                                    continue;
+                                }
+                                int64_t off = (id * g->in[1] + ih) * g->in[2] + iw;
+                                float v = x[off];
+                                if (v > best || bidx < 0) {
+                                    if (v > best || (bidx < 0 && !(v <= best)))
+                                        best = v, bidx = off;
+                                }
+                                sum += v;
+                                if (g->is_lp)
+                                    lp += pow(fabs((double)v), g->p);
+                                cnt++;
+                            }
+                        }
+                    }
+                    int64_t o = (od * g->out[1] + oh) * g->out[2] + ow;
+                    if (g->is_max) {
+                        y[o] = best;
+                        if (j->idx) {
+                            int64_t gi = it * isz + (bidx < 0 ? 0 : bidx);
+                            if (j->storage_order && bidx >= 0) {
+                                int64_t hh = bidx / g->in[2], ww = bidx % g->in[2];
+                                gi = it * isz + ww * g->in[1] + hh;
+                            }
+                            j->idx[it * osz + o] = gi;
+                        }
+                    } else if (g->is_lp) {
+                        y[o] = (float)pow(lp, 1.0 / g->p);
+                    } else {
+                        int64_t den = g->include_pad ? cnt + pad_cnt : cnt;
+                        y[o] = den ? sum / (float)den : 0.0f;
+                    }
+                }
+    }
+}
+
+static oq_status run_pool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    pool_geo g;
+    oq_status st = pool_geometry(k, in[0], &g);
+    if (st)
+        return st;
+    pool_job j;
+    memset(&j, 0, sizeof j);
+    size_t off = 3 - g.ns;
+    j.g3 = g;
+    for (size_t i = 0; i < 3; i++) {
+        bool real = i >= off;
+        j.g3.in[i] = real ? g.in[i - off] : 1;
+        j.g3.k[i] = real ? g.k[i - off] : 1;
+        j.g3.out[i] = real ? g.out[i - off] : 1;
+        j.g3.st[i] = real ? g.st[i - off] : 1;
+        j.g3.dl[i] = real ? g.dl[i - off] : 1;
+        j.g3.pb[i] = real ? g.pb[i - off] : 0;
+        j.g3.pe[i] = real ? g.pe[i - off] : 0;
+    }
+    j.x = in[0]->data;
+    j.y = out[0].data;
+    j.idx = n_out > 1 ? out[1].data : NULL;
+    j.storage_order = oq_node_attr_int(k->node, "storage_order", 0);
+    oq_k_parallel_for(k, g.N * g.C, 1, pool_items, &j);
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ Global* ------ */
+
+static oq_status infer_global(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                              oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    if (in[0]->rank < 2)
+        return oq_k_error(k, OQ_ERR_INVALID, "input rank below 2");
+    int64_t d[OQ_RT_MAX_RANK];
+    for (size_t i = 0; i < in[0]->rank; i++)
+        d[i] = i < 2 ? in[0]->dims[i] : 1;
+    return oq_k_set_out(k, &out[0], in[0]->dtype, d, in[0]->rank);
+}
+
+typedef struct gjob {
+    const float *x;
+    float *y;
+    int64_t sz;
+    bool is_max;
+} gjob;
+
+static void global_items(void *arg, int64_t b, int64_t e, int w)
+{
+    const gjob *j = arg;
+    (void)w;
+    for (int64_t it = b; it < e; it++) {
+        const float *x = j->x + it * j->sz;
+        if (j->is_max) {
+            float m = -INFINITY;
+            for (int64_t i = 0; i < j->sz; i++)
+                m = x[i] > m ? x[i] : m;
+            j->y[it] = m;
+        } else {
+            float s = 0.0f;
+            for (int64_t i = 0; i < j->sz; i++)
+                s += x[i];
+            j->y[it] = s / (float)j->sz;
+        }
+    }
+}
+
+static oq_status run_global(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    gjob j = {in[0]->data, out[0].data, 1, strcmp(k->node->op_type, "GlobalMaxPool") == 0};
+    for (size_t i = 2; i < in[0]->rank; i++)
+        j.sz *= in[0]->dims[i];
+    oq_k_parallel_for(k, in[0]->dims[0] * in[0]->dims[1], 16, global_items, &j);
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ MaxUnpool ---- */
+
+static oq_status infer_unpool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                              oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    const oq_rt_tensor *os = n_in > 2 ? in[2] : NULL;
+    if ((os && !os->data) || !oq_k_shapes_known(in, 2))
+        return oq_k_defer(k, out, n_out);
+    const oq_rt_tensor *x = in[0];
+    int64_t d[OQ_RT_MAX_RANK];
+    if (os) {
+        int64_t n = oq_rt_tensor_numel(os);
+        if (n != (int64_t)x->rank)
+            return oq_k_error(k, OQ_ERR_INVALID, "output_shape has %lld entries", (long long)n);
+        for (int64_t i = 0; i < n; i++)
+            d[i] = oq_k_get_int(os, i);
+        return oq_k_set_out(k, &out[0], x->dtype, d, x->rank);
+    }
+    const int64_t *ks, *st, *pads;
+    int64_t nk = oq_node_attr_ints(k->node, "kernel_shape", &ks);
+    int64_t nst = oq_node_attr_ints(k->node, "strides", &st);
+    int64_t np = oq_node_attr_ints(k->node, "pads", &pads);
+    size_t ns = x->rank - 2;
+    if (x->rank < 3 || nk != (int64_t)ns)
+        return oq_k_error(k, OQ_ERR_INVALID, "kernel_shape does not match the input rank");
+    d[0] = x->dims[0];
+    d[1] = x->dims[1];
+    for (size_t i = 0; i < ns; i++)
+        d[2 + i] = (x->dims[2 + i] - 1) * (nst > 0 ? st[i] : 1) + ks[i] -
+                   (np > 0 ? pads[i] + pads[i + ns] : 0);
+    return oq_k_set_out(k, &out[0], x->dtype, d, x->rank);
+}
+
+static oq_status run_unpool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0], *ix = in[1];
+    int64_t n = oq_rt_tensor_numel(x), total = oq_rt_tensor_numel(&out[0]);
+    /* the indices are flat positions in the MaxPool input, whose spatial shape is the
+       default unpooled shape; re-encode them in the (possibly larger) output shape */
+    const oq_rt_tensor *none[2] = {x, ix};
+    oq_rt_tensor dflt;
+    memset(&dflt, 0, sizeof dflt);
+    oq_status st = infer_unpool(k, none, 2, &dflt, 1);
+    if (st)
+        return st;
+    size_t ns = x->rank - 2;
+    int64_t in_sp = 1, out_sp = 1;
+    for (size_t i = 0; i < ns; i++) {
+        in_sp *= dflt.dims[2 + i];
+        out_sp *= out[0].dims[2 + i];
+    }
+    memset(out[0].data, 0, (size_t)out[0].nbytes);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t idx = oq_k_get_int(ix, i);
+        if (idx < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "index %lld out of range", (long long)idx);
+        int64_t nc = idx / in_sp, p = idx % in_sp, dst = 0, mul = 1;
+        for (size_t a = ns; a-- > 0;) {
+            int64_t c = p % dflt.dims[2 + a];
+            p /= dflt.dims[2 + a];
+            dst += c * mul;
+            mul *= out[0].dims[2 + a];
+        }
+        dst += nc * out_sp;
+        if (dst >= total)
+            return oq_k_error(k, OQ_ERR_INVALID, "index %lld out of range", (long long)idx);
+        ((float *)out[0].data)[dst] = ((const float *)x->data)[i];
+    }
+    return OQ_OK;
+}
+
+const oq_kernel oq_kernels_pool[] = {
+    {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL},
+    {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
+    {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
+    {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
+    {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
+    {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
+};
+OQ_KERNEL_TABLE_END(pool);

@@ -1,0 +1,1041 @@
+/* Compile a plan (order, dtypes, shapes, kernels, lifetimes) and run it. */
+#include "exec/exec-impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_SLOT ((size_t)-1)
+
+typedef enum slot_kind { SLOT_CONST = 0, SLOT_INPUT = 1, SLOT_NODE = 2, SLOT_OUTER = 3 } slot_kind;
+
+typedef struct buffer {
+    void *data;
+    size_t cap;
+    bool in_use;
+} buffer;
+
+typedef struct slot {
+    oq_value *value;
+    slot_kind kind;
+    oq_rt_tensor t;           /* current tensor (for CONST: borrowed from the model) */
+    oq_rt_tensor compiled;    /* compile-time dtype/shape */
+    size_t last_use;          /* last step that reads it; NO_SLOT: never read */
+    bool is_output;
+    size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
+    void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
+} slot;
+
+typedef struct step {
+    oq_node *node;
+    oq_kctx k;
+    size_t n_in, n_out;
+    size_t *in_slots;         /* NO_SLOT for omitted inputs */
+    size_t *out_slots;
+    const oq_rt_tensor **in;
+    oq_rt_tensor *out;
+    size_t *tmp_buf;          /* run time: buffers of discarded outputs */
+    /* implicit inputs: outer-scope values read by the node's subgraphs */
+    size_t n_imp;
+    oq_value **imp_vals;
+    size_t *imp_slots;
+    const oq_rt_tensor **imp;
+} step;
+
+struct oq_plan {
+    oq_model *model;
+    oq_graph *graph;
+    const char *file;
+    size_t n_slots;
+    slot *slots;
+    size_t n_steps;
+    step *steps;
+    size_t n_inputs, n_outputs;
+    size_t *inputs, *outputs;   /* slot indices */
+    oq_pool *pool;
+    int threads;
+    oq_tensor_observer on_tensor;
+    void *user;
+    size_t n_bufs, cap_bufs;
+    buffer *bufs;
+    int64_t peak_estimate, total_bytes;
+    void *scratch;
+    size_t scratch_size;
+    bool owns_pool;
+    size_t n_outer;            /* subplans: slots bound from the enclosing plan */
+    size_t *outer;             /* their slots */
+    size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
+};
+
+oq_plan_options oq_plan_options_default(void)
+{
+    oq_plan_options o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+/* ------------------------------------------------------------------ helpers ------ */
+
+static oq_status node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_status code,
+                            const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+static oq_status node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_status code,
+                            const char *fmt, ...)
+{
+    char msg[1024], lb[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return oq_diag_add(d, OQ_SEV_ERROR, code, p->file,
+                       n ? oq_node_label(n, lb, sizeof lb) : NULL, n ? n->op_type : NULL, "%s",
+                       msg);
+}
+
+static oq_status set_from_tensor(oq_rt_tensor *rt, oq_tensor *t, oq_diag *d)
+{
+    if (!t->has_dtype || t->dtype == OQ_DTYPE_STRING)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "tensor \"%s\": %s tensors are not supported",
+                             t->name ? t->name : "", oq_dtype_name(t->dtype));
+    if (t->rank > OQ_RT_MAX_RANK)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "tensor \"%s\": rank %zu exceeds %d",
+                             t->name ? t->name : "", t->rank, OQ_RT_MAX_RANK);
+    const void *data = oq_tensor_data(t, d);
+    if (!data && oq_tensor_numel(t) != 0)
+        return OQ_ERR_INVALID;
+    return oq_rt_tensor_borrow(rt, t->dtype, t->dims, t->rank, (void *)data);
+}
+
+/* Constant node: the tensor of its value* attribute. */
+static oq_status constant_value(oq_plan *p, oq_node *n, slot *s, oq_diag *d)
+{
+    for (size_t i = 0; i < n->n_attrs; i++) {
+        oq_attr *a = n->attrs[i];
+        const char *nm = a->name ? a->name : "";
+        int64_t one = 1;
+        if (strcmp(nm, "value") == 0 && a->t)
+            return set_from_tensor(&s->t, a->t, d);
+        if (strcmp(nm, "value_float") == 0 || strcmp(nm, "value_int") == 0) {
+            bool f = nm[6] == 'f';
+            s->const_mem = malloc(8);
+            if (!s->const_mem)
+                return OQ_ERR_NOMEM;
+            if (f)
+                *(float *)s->const_mem = a->f;
+            else
+                *(int64_t *)s->const_mem = a->i;
+            return oq_rt_tensor_borrow(&s->t, f ? OQ_DTYPE_FLOAT : OQ_DTYPE_INT64, &one, 0,
+                                       s->const_mem);
+        }
+        if (strcmp(nm, "value_floats") == 0 || strcmp(nm, "value_ints") == 0) {
+            bool f = nm[6] == 'f';
+            int64_t cnt = (int64_t)(f ? a->n_floats : a->n_ints);
+            s->const_mem = malloc((size_t)(cnt ? cnt : 1) * 8);
+            if (!s->const_mem)
+                return OQ_ERR_NOMEM;
+            if (cnt)
+                memcpy(s->const_mem, f ? (void *)a->floats : (void *)a->ints,
+                       (size_t)cnt * (f ? 4 : 8));
+            return oq_rt_tensor_borrow(&s->t, f ? OQ_DTYPE_FLOAT : OQ_DTYPE_INT64, &cnt, 1,
+                                       s->const_mem);
+        }
+    }
+    return node_error(p, d, n, OQ_ERR_UNSUPPORTED,
+                      "Constant without a supported value attribute (value, value_float(s), "
+                      "value_int(s))");
+}
+
+static void input_from_type(oq_rt_tensor *rt, const oq_type *ty)
+{
+    memset(rt, 0, sizeof(*rt));
+    rt->rank = OQ_RT_UNKNOWN_RANK;
+    if (!ty || ty->kind != OQ_TYPE_TENSOR)
+        return;
+    rt->dtype = ty->has_elem_type ? ty->elem_type : 0;
+    if (ty->shape && ty->shape->rank <= OQ_RT_MAX_RANK) {
+        rt->rank = ty->shape->rank;
+        for (size_t j = 0; j < rt->rank; j++) {
+            const oq_dim *dm = &ty->shape->dims[j];
+            rt->dims[j] = dm->kind == OQ_DIM_VALUE ? dm->value : -1;
+        }
+    }
+}
+
+static int64_t tensor_bytes(const oq_rt_tensor *t)
+{
+    int64_t n = oq_rt_tensor_numel(t);
+    return n < 0 ? -1 : oq_dtype_nbytes(t->dtype, n);
+}
+
+/* ------------------------------------------------------------------ compile ------ */
+
+static bool defined_within(const oq_value *v, const oq_graph *g)
+{
+    for (const oq_graph *s = v->graph; s; s = s->parent)
+        if (s == g)
+            return true;
+    return false;
+}
+
+static int add_unique(oq_value ***arr, size_t *n, size_t *cap, oq_value *v)
+{
+    for (size_t i = 0; i < *n; i++)
+        if ((*arr)[i] == v)
+            return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        oq_value **na = realloc(*arr, nc * sizeof(*na));
+        if (!na)
+            return -1;
+        *arr = na;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = v;
+    return 0;
+}
+
+/* values read inside sub (at any depth) that are defined outside it */
+static int collect_refs(const oq_graph *sub, const oq_graph *g, oq_value ***arr, size_t *n,
+                        size_t *cap)
+{
+    for (oq_node *nd = g->first; nd; nd = nd->next) {
+        for (size_t i = 0; i < nd->n_inputs; i++) {
+            oq_value *v = nd->inputs[i];
+            if (v && v->name && *v->name && !defined_within(v, sub) && add_unique(arr, n, cap, v))
+                return -1;
+        }
+        oq_graph *subs[16];
+        size_t ns = oq_node_subgraphs(nd, subs, 16);
+        for (size_t j = 0; j < ns && j < 16; j++)
+            if (collect_refs(sub, subs[j], arr, n, cap))
+                return -1;
+    }
+    for (size_t i = 0; i < g->n_outputs; i++) {
+        oq_value *v = g->outputs[i]->value;
+        if (v && !defined_within(v, sub) && add_unique(arr, n, cap, v))
+            return -1;
+    }
+    return 0;
+}
+
+/* the implicit inputs of node n (malloc'ed array, may be NULL when none) */
+static int node_implicit(const oq_node *n, oq_value ***arr, size_t *count)
+{
+    oq_graph *subs[16];
+    size_t ns = oq_node_subgraphs(n, subs, 16), cap = 0;
+    *arr = NULL;
+    *count = 0;
+    for (size_t j = 0; j < ns && j < 16; j++)
+        if (collect_refs(subs[j], subs[j], arr, count, &cap))
+            return -1;
+    return 0;
+}
+
+/* Stable topological order (Kahn, taking ready nodes in list order). A node depends on
+ * the producers of its inputs and of its implicit inputs (imp[i], n_imp[i]). */
+static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node ***order,
+                             size_t *count, oq_diag *d)
+{
+    oq_graph *g = p->graph;
+    size_t n = g->n_nodes, k = 0, n_edges = 0;
+    oq_node **out = calloc(n + 1, sizeof(*out));
+    size_t *indeg = calloc(n + 1, sizeof(*indeg));
+    oq_node **all = calloc(n + 1, sizeof(*all));
+    size_t *first = calloc(n + 2, sizeof(size_t)), *edges = NULL, *fill = NULL;
+    oq_status st = OQ_OK;
+    if (!out || !indeg || !all || !first) {
+        st = OQ_ERR_NOMEM;
+        goto done;
+    }
+    size_t i = 0;
+    for (oq_node *nd = g->first; nd && i < n; nd = nd->next, i++) {
+        all[i] = nd;
+        nd->priv = (void *)(uintptr_t)i; /* reset below */
+    }
+    n = i;
+    /* producer index of dependency j of node i, or n when not a node of g */
+#define DEP_COUNT(i) (all[i]->n_inputs + n_imp[i])
+#define DEP(i, j) ((j) < all[i]->n_inputs ? all[i]->inputs[j] : imp[i][(j) - all[i]->n_inputs])
+#define PRODUCER(v)                                                                          \
+    (((v) && (v)->kind == OQ_VALUE_NODE && (v)->producer && (v)->producer->graph == g &&     \
+      (size_t)(uintptr_t)(v)->producer->priv < n &&                                          \
+      all[(size_t)(uintptr_t)(v)->producer->priv] == (v)->producer)                         \
+         ? (size_t)(uintptr_t)(v)->producer->priv                                            \
+         : n)
+    for (i = 0; i < n; i++)
+        for (size_t j = 0; j < DEP_COUNT(i); j++)
+            if (PRODUCER(DEP(i, j)) < n) {
+                first[PRODUCER(DEP(i, j)) + 1]++;
+                indeg[i]++;
+                n_edges++;
+            }
+    for (i = 0; i < n; i++)
+        first[i + 1] += first[i];
+    edges = malloc((n_edges + 1) * sizeof(size_t));
+    fill = calloc(n + 1, sizeof(size_t));
+    if (!edges || !fill) {
+        st = OQ_ERR_NOMEM;
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        for (size_t j = 0; j < DEP_COUNT(i); j++) {
+            size_t pi = PRODUCER(DEP(i, j));
+            if (pi < n)
+                edges[first[pi] + fill[pi]++] = i;
+        }
+#undef DEP_COUNT
+#undef DEP
+#undef PRODUCER
+    size_t head = 0;
+    for (i = 0; i < n; i++)
+        if (!indeg[i])
+            out[k++] = all[i];
+    while (head < k) {
+        size_t pi = (size_t)(uintptr_t)out[head++]->priv;
+        for (size_t e = first[pi]; e < first[pi + 1]; e++)
+            if (--indeg[edges[e]] == 0)
+                out[k++] = all[edges[e]];
+    }
+    if (k != n) {
+        for (i = 0; i < n; i++)
+            if (indeg[i]) {
+                st = node_error(p, d, all[i], OQ_ERR_INVALID,
+                                "graph has a cycle or an input that is never produced");
+                break;
+            }
+    }
+done:
+    for (i = 0; all && i < n; i++)
+        all[i]->priv = NULL;
+    free(indeg);
+    free(all);
+    free(first);
+    free(edges);
+    free(fill);
+    if (st != OQ_OK) {
+        free(out);
+        return st;
+    }
+    *order = out;
+    *count = k;
+    return OQ_OK;
+}
+
+static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, oq_value **imp,
+                              size_t n_imp, oq_diag *d)
+{
+    oq_node *n = s->node;
+    const char *dom = oq_domain_is_default(n->domain) ? "ai.onnx" : n->domain;
+    int64_t opset = oq_node_opset(n);
+    s->k.node = n;
+    s->k.opset = opset;
+    s->k.pool = p->pool;
+    s->k.diag = d;
+    s->k.file = p->file;
+    s->n_in = n->n_inputs;
+    s->n_out = n->n_outputs;
+    s->in_slots = calloc(s->n_in + 1, sizeof(size_t));
+    s->out_slots = calloc(s->n_out + 1, sizeof(size_t));
+    s->in = calloc(s->n_in + 1, sizeof(*s->in));
+    s->out = calloc(s->n_out + 1, sizeof(*s->out));
+    s->tmp_buf = calloc(s->n_out + 1, sizeof(size_t));
+    if (!s->in_slots || !s->out_slots || !s->in || !s->out || !s->tmp_buf)
+        return OQ_ERR_NOMEM;
+    for (size_t i = 0; i < s->n_in; i++) {
+        oq_value *v = n->inputs[i];
+        s->in_slots[i] = NO_SLOT;
+        if (!v || !v->name || !*v->name)
+            continue;
+        size_t sl = v->id < p->model->next_id ? slot_of[v->id] : NO_SLOT;
+        if (sl == NO_SLOT)
+            return node_error(p, d, n, OQ_ERR_UNSUPPORTED,
+                              "input \"%s\" is not produced in this graph (outer-scope values "
+                              "are not supported)", v->name);
+        s->in_slots[i] = sl;
+        p->slots[sl].last_use = si;
+        s->in[i] = &p->slots[sl].compiled;
+        if (p->slots[sl].compiled.dtype == OQ_DTYPE_UNDEFINED)
+            return node_error(p, d, n, OQ_ERR_UNSUPPORTED, "input \"%s\" has no known dtype",
+                              v->name);
+    }
+    s->n_imp = n_imp;
+    s->imp_vals = imp;
+    s->imp_slots = calloc(n_imp + 1, sizeof(size_t));
+    s->imp = calloc(n_imp + 1, sizeof(*s->imp));
+    if (!s->imp_slots || !s->imp)
+        return OQ_ERR_NOMEM;
+    for (size_t i = 0; i < n_imp; i++) {
+        oq_value *v = imp[i];
+        size_t sl = v->id < p->model->next_id ? slot_of[v->id] : NO_SLOT;
+        if (sl == NO_SLOT)
+            return node_error(p, d, n, OQ_ERR_INVALID,
+                              "subgraph reads \"%s\", which is not defined before the node",
+                              v->name);
+        s->imp_slots[i] = sl;
+        p->slots[sl].last_use = si;
+        s->imp[i] = &p->slots[sl].compiled;
+    }
+    s->k.n_implicit = n_imp;
+    s->k.implicit_values = (const oq_value *const *)imp;
+    s->k.implicit = s->imp;
+    oq_kernel_miss why;
+    const oq_kernel *kr = oq_kernel_find(&s->k, n->domain, n->op_type, opset,
+                                         (const oq_rt_tensor *const *)s->in, s->n_in, &why);
+    if (!kr) {
+        char tb[256];
+        size_t o = 0;
+        tb[0] = 0;
+        for (size_t i = 0; i < s->n_in && o < sizeof tb; i++)
+            o += (size_t)snprintf(tb + o, sizeof tb - o, "%s%s", i ? ", " : "",
+                                  s->in[i] ? oq_dtype_name(s->in[i]->dtype) : "-");
+        const char *what = why == OQ_KMISS_OP      ? "operator not supported"
+                           : why == OQ_KMISS_OPSET ? "operator not supported at this opset"
+                                                   : "input dtypes not supported";
+        return node_error(p, d, n, OQ_ERR_UNSUPPORTED, "%s: %s (domain %s, opset %lld, inputs %s)",
+                          what, n->op_type, dom, (long long)opset, tb);
+    }
+    s->k.kernel = kr;
+    oq_status st = OQ_OK;
+    if (kr->prepare) {
+        s->k.compile_time = true;
+        st = kr->prepare(&s->k, (const oq_rt_tensor *const *)s->in, s->n_in);
+        if (st != OQ_OK)
+            return st;
+    }
+    for (size_t o = 0; o < s->n_out; o++)
+        memset(&s->out[o], 0, sizeof s->out[o]);
+    s->k.compile_time = true;
+    s->k.deferred = false;
+    st = kr->infer(&s->k, (const oq_rt_tensor *const *)s->in, s->n_in, s->out, s->n_out);
+    if (st != OQ_OK)
+        return st;
+    for (size_t o = 0; o < s->n_out; o++) {
+        oq_value *v = n->outputs[o];
+        s->out_slots[o] = NO_SLOT;
+        if (!v || !v->name || !*v->name)
+            continue;
+        size_t sl = slot_of[v->id];
+        s->out_slots[o] = sl;
+        p->slots[sl].compiled = s->out[o];
+        p->slots[sl].compiled.data = NULL;
+    }
+    return OQ_OK;
+}
+
+/* Simulate the run-time buffer reuse with compile-time sizes. */
+static int64_t estimate_peak(oq_plan *p);
+
+/* Compile graph g. A subplan (outer_vals != NULL) shares `pool` and binds the outer
+ * values at run time; input_hints give dtypes for subgraph inputs without a type. */
+static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_options *opts,
+                               oq_pool *pool, oq_value *const *outer_vals,
+                               const oq_rt_tensor *const *outer_t, size_t n_outer,
+                               const oq_rt_tensor *const *hints, size_t n_hints, oq_plan **out,
+                               oq_diag *d)
+{
+    oq_plan_options opt = opts ? *opts : oq_plan_options_default();
+    oq_node **order = NULL;
+    size_t n_order = 0;
+    size_t *slot_of = NULL;
+    oq_value ***imp = NULL;
+    size_t *n_imp = NULL;
+    size_t n_nodes = 0;
+    oq_status st = OQ_OK;
+    *out = NULL;
+    oq_plan *p = calloc(1, sizeof(*p));
+    if (!p)
+        return OQ_ERR_NOMEM;
+    p->model = model;
+    p->graph = g;
+    p->file = model->path;
+    p->threads = pool ? oq_pool_threads(pool) : opt.threads > 0 ? opt.threads : oq_cpu_count();
+    p->on_tensor = opt.on_tensor;
+    p->user = opt.user;
+    p->pool = pool ? pool : oq_pool_new(p->threads);
+    p->owns_pool = !pool;
+    if (!p->pool) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "cannot start %d threads", p->threads);
+        goto fail;
+    }
+    slot_of = malloc((model->next_id + 1) * sizeof(size_t));
+    size_t max_slots = g->n_inputs + g->n_initializers + n_outer;
+    for (oq_node *n = g->first; n; n = n->next)
+        n_nodes++;
+    imp = calloc(n_nodes + 1, sizeof(*imp));
+    n_imp = calloc(n_nodes + 1, sizeof(*n_imp));
+    p->outer = calloc(n_outer + 1, sizeof(size_t));
+    p->outer_src = calloc(n_outer + 1, sizeof(size_t));
+    if (!imp || !n_imp || !p->outer || !p->outer_src) {
+        st = OQ_ERR_NOMEM;
+        goto fail;
+    }
+    for (oq_node *n = g->first; n; n = n->next)
+        max_slots += n->n_outputs;
+    p->slots = calloc(max_slots + 1, sizeof(slot));
+    p->inputs = calloc(g->n_inputs + 1, sizeof(size_t));
+    p->outputs = calloc(g->n_outputs + 1, sizeof(size_t));
+    if (!slot_of || !p->slots || !p->inputs || !p->outputs) {
+        st = OQ_ERR_NOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i <= model->next_id; i++)
+        slot_of[i] = NO_SLOT;
+    {
+        size_t ni = 0;
+        for (oq_node *n = g->first; n; n = n->next, ni++)
+            if (node_implicit(n, &imp[ni], &n_imp[ni])) {
+                st = OQ_ERR_NOMEM;
+                goto fail;
+            }
+    }
+
+#define NEW_SLOT(v, kd)                                   \
+    do {                                                  \
+        slot *s_ = &p->slots[p->n_slots];                 \
+        s_->value = (v);                                  \
+        s_->kind = (kd);                                  \
+        s_->last_use = NO_SLOT;                           \
+        s_->buf = NO_SLOT;                                \
+        slot_of[(v)->id] = p->n_slots++;                  \
+    } while (0)
+
+    /* outer-scope values (subplans) */
+    for (size_t i = 0; i < n_outer; i++) {
+        oq_value *v = outer_vals[i];
+        if (v->id >= model->next_id || slot_of[v->id] != NO_SLOT)
+            continue;
+        NEW_SLOT(v, SLOT_OUTER);
+        p->slots[p->n_slots - 1].compiled = *outer_t[i];
+        p->slots[p->n_slots - 1].compiled.data = outer_t[i]->data;
+        p->outer_src[p->n_outer] = i;
+        p->outer[p->n_outer++] = p->n_slots - 1;
+    }
+    /* initializers (also those listed as graph inputs: they are defaults, used as is) */
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        oq_tensor *t = g->initializers[i];
+        oq_value *v = t->name ? oq_graph_find_local(g, t->name) : NULL;
+        if (!v || v->id >= model->next_id || slot_of[v->id] != NO_SLOT)
+            continue;
+        NEW_SLOT(v, SLOT_CONST);
+        slot *s = &p->slots[p->n_slots - 1];
+        st = set_from_tensor(&s->t, t, d);
+        if (st != OQ_OK)
+            goto fail;
+        s->compiled = s->t;
+    }
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        oq_value *v = g->inputs[i]->value;
+        if (!v || slot_of[v->id] != NO_SLOT)
+            continue;
+        NEW_SLOT(v, SLOT_INPUT);
+        slot *s = &p->slots[p->n_slots - 1];
+        input_from_type(&s->compiled, g->inputs[i]->type ? g->inputs[i]->type : v->type);
+        if (p->n_inputs < n_hints && hints[p->n_inputs]) {
+            /* subgraph input: a missing dtype comes from the caller; shapes may change
+               from iteration to iteration, so only declared dims are kept */
+            if (s->compiled.dtype == OQ_DTYPE_UNDEFINED)
+                s->compiled.dtype = hints[p->n_inputs]->dtype;
+        }
+        p->inputs[p->n_inputs++] = p->n_slots - 1;
+        if (s->compiled.dtype == OQ_DTYPE_UNDEFINED) {
+            st = oq_diag_error(d, OQ_ERR_UNSUPPORTED, "graph input \"%s\" has no tensor type",
+                               v->name);
+            goto fail;
+        }
+    }
+    st = order_nodes(p, imp, n_imp, &order, &n_order, d);
+    if (st != OQ_OK)
+        goto fail;
+    p->steps = calloc(n_order + 1, sizeof(step));
+    if (!p->steps) {
+        st = OQ_ERR_NOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < n_order; i++) {
+        oq_node *n = order[i];
+        bool is_const = strcmp(n->op_type, "Constant") == 0 && oq_domain_is_default(n->domain);
+        for (size_t o = 0; o < n->n_outputs; o++) {
+            oq_value *v = n->outputs[o];
+            if (!v || !v->name || !*v->name)
+                continue;
+            if (slot_of[v->id] != NO_SLOT) {
+                st = node_error(p, d, n, OQ_ERR_INVALID, "value \"%s\" is defined twice", v->name);
+                goto fail;
+            }
+            NEW_SLOT(v, is_const ? SLOT_CONST : SLOT_NODE);
+        }
+        if (is_const) {
+            if (n->n_outputs != 1 || !n->outputs[0]) {
+                st = node_error(p, d, n, OQ_ERR_INVALID, "Constant must have one output");
+                goto fail;
+            }
+            slot *s = &p->slots[slot_of[n->outputs[0]->id]];
+            st = constant_value(p, n, s, d);
+            if (st != OQ_OK)
+                goto fail;
+            s->compiled = s->t;
+            continue;
+        }
+        step *s = &p->steps[p->n_steps];
+        s->node = n;
+        p->n_steps++;
+        size_t ni = 0;
+        for (oq_node *x = g->first; x && x != n; x = x->next)
+            ni++;
+        st = compile_step(p, s, p->n_steps - 1, slot_of, imp[ni], n_imp[ni], d);
+        imp[ni] = NULL; /* owned by the step now */
+        if (st != OQ_OK)
+            goto fail;
+    }
+#undef NEW_SLOT
+    for (size_t i = 0; i < g->n_outputs; i++) {
+        oq_value *v = g->outputs[i]->value;
+        size_t sl = v && v->id < model->next_id ? slot_of[v->id] : NO_SLOT;
+        if (sl == NO_SLOT) {
+            st = oq_diag_error(d, OQ_ERR_INVALID, "graph output \"%s\" is never produced",
+                               v && v->name ? v->name : "");
+            goto fail;
+        }
+        p->slots[sl].is_output = true;
+        p->outputs[p->n_outputs++] = sl;
+    }
+    p->peak_estimate = estimate_peak(p);
+    st = OQ_OK;
+    *out = p;
+    p = NULL;
+fail:
+    for (size_t i = 0; imp && i < n_nodes; i++)
+        free(imp[i]);
+    free(imp);
+    free(n_imp);
+    free(order);
+    free(slot_of);
+    oq_plan_free(p);
+    return st;
+}
+
+oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan **out,
+                          oq_diag *d)
+{
+    *out = NULL;
+    if (!model || !model->graph)
+        return oq_diag_error(d, OQ_ERR_USAGE, "no model graph to compile");
+    return compile_graph(model, model->graph, opts, NULL, NULL, NULL, 0, NULL, 0, out, d);
+}
+
+oq_status oq_k_subplan_compile(oq_kctx *k, oq_graph *g, const oq_rt_tensor *const *input_hints,
+                               size_t n_hints, oq_plan **out)
+{
+    oq_model *m = g->model;
+    oq_plan_options o = oq_plan_options_default();
+    return compile_graph(m, g, &o, k->pool, (oq_value *const *)k->implicit_values, k->implicit,
+                         k->n_implicit, input_hints, n_hints, out, k->diag);
+}
+
+const oq_rt_tensor *oq_k_subplan_output(const oq_plan *sp, size_t i)
+{
+    return i < sp->n_outputs ? &sp->slots[sp->outputs[i]].compiled : NULL;
+}
+
+size_t oq_k_subplan_n_inputs(const oq_plan *sp) { return sp->n_inputs; }
+size_t oq_k_subplan_n_outputs(const oq_plan *sp) { return sp->n_outputs; }
+
+void oq_plan_free(oq_plan *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        step *s = &p->steps[i];
+        if (s->k.kernel && s->k.kernel->release && s->k.state)
+            s->k.kernel->release(s->k.state);
+        free(s->in_slots);
+        free(s->out_slots);
+        free(s->in);
+        free(s->out);
+        free(s->tmp_buf);
+        free(s->imp_vals);
+        free(s->imp_slots);
+        free(s->imp);
+    }
+    for (size_t i = 0; i < p->n_slots; i++)
+        free(p->slots[i].const_mem);
+    for (size_t i = 0; i < p->n_bufs; i++)
+        free(p->bufs[i].data);
+    free(p->bufs);
+    free(p->steps);
+    free(p->slots);
+    free(p->inputs);
+    free(p->outputs);
+    free(p->scratch);
+    free(p->outer);
+    free(p->outer_src);
+    if (p->owns_pool)
+        oq_pool_free(p->pool);
+    free(p);
+}
+
+/* ------------------------------------------------------------------ queries ------ */
+
+size_t oq_plan_n_inputs(const oq_plan *p) { return p->n_inputs; }
+size_t oq_plan_n_outputs(const oq_plan *p) { return p->n_outputs; }
+const char *oq_plan_input_name(const oq_plan *p, size_t i)
+{
+    return i < p->n_inputs ? p->slots[p->inputs[i]].value->name : NULL;
+}
+const char *oq_plan_output_name(const oq_plan *p, size_t i)
+{
+    return i < p->n_outputs ? p->slots[p->outputs[i]].value->name : NULL;
+}
+int32_t oq_plan_input_info(const oq_plan *p, size_t i, size_t *rank, int64_t *dims,
+                           bool *has_shape)
+{
+    if (i >= p->n_inputs)
+        return OQ_DTYPE_UNDEFINED;
+    const oq_rt_tensor *t = &p->slots[p->inputs[i]].compiled;
+    bool known = t->rank != OQ_RT_UNKNOWN_RANK;
+    if (has_shape)
+        *has_shape = known;
+    if (rank)
+        *rank = known ? t->rank : 0;
+    if (dims && known)
+        memcpy(dims, t->dims, t->rank * sizeof(int64_t));
+    return t->dtype;
+}
+const char *oq_plan_input_dim_name(const oq_plan *p, size_t i, size_t j)
+{
+    if (i >= p->n_inputs)
+        return NULL;
+    oq_value *v = p->slots[p->inputs[i]].value;
+    const oq_type *ty = NULL;
+    for (size_t k = 0; k < p->graph->n_inputs; k++)
+        if (p->graph->inputs[k]->value == v)
+            ty = p->graph->inputs[k]->type;
+    if (!ty)
+        ty = v->type;
+    if (!ty || !ty->shape || j >= ty->shape->rank)
+        return NULL;
+    return ty->shape->dims[j].kind == OQ_DIM_PARAM ? ty->shape->dims[j].param : NULL;
+}
+void oq_plan_set_observer(oq_plan *p, oq_tensor_observer fn, void *user)
+{
+    p->on_tensor = fn;
+    p->user = user;
+}
+int oq_plan_threads(const oq_plan *p) { return p->threads; }
+
+static int64_t pool_bytes(const oq_plan *p)
+{
+    int64_t t = 0;
+    for (size_t i = 0; i < p->n_bufs; i++)
+        t += (int64_t)p->bufs[i].cap;
+    return t;
+}
+
+int64_t oq_plan_peak_bytes(const oq_plan *p)
+{
+    return p->n_bufs ? pool_bytes(p) : p->peak_estimate;
+}
+int64_t oq_plan_total_bytes(const oq_plan *p) { return p->total_bytes; }
+
+/* ------------------------------------------------------------------ memory ------- */
+
+/* Best fit among free buffers: the smallest free one that is large enough; else grow
+ * the largest free one; else a new buffer. Sizes are rounded to 64 bytes. */
+static size_t pick_buffer(buffer *bufs, size_t n, size_t need, bool *grow)
+{
+    size_t best = NO_SLOT, largest = NO_SLOT;
+    for (size_t i = 0; i < n; i++) {
+        if (bufs[i].in_use)
+            continue;
+        if (bufs[i].cap >= need && (best == NO_SLOT || bufs[i].cap < bufs[best].cap))
+            best = i;
+        if (largest == NO_SLOT || bufs[i].cap > bufs[largest].cap)
+            largest = i;
+    }
+    *grow = best == NO_SLOT && largest != NO_SLOT;
+    return best != NO_SLOT ? best : largest;
+}
+
+static size_t round64(int64_t n)
+{
+    return ((size_t)(n > 0 ? n : 1) + 63) & ~(size_t)63;
+}
+
+static int64_t estimate_peak(oq_plan *p)
+{
+    size_t cap = p->n_slots + 1, nb = 0;
+    buffer *b = calloc(cap, sizeof(*b));
+    size_t *held = calloc(p->n_slots + 1, sizeof(size_t));
+    int64_t total = -1;
+    if (!b || !held)
+        goto done;
+    for (size_t i = 0; i < p->n_slots; i++)
+        held[i] = NO_SLOT;
+    for (size_t si = 0; si < p->n_steps; si++) {
+        step *s = &p->steps[si];
+        for (size_t o = 0; o < s->n_out; o++) {
+            size_t sl = s->out_slots[o];
+            if (sl == NO_SLOT)
+                continue;
+            int64_t nbytes = tensor_bytes(&p->slots[sl].compiled);
+            if (nbytes < 0)
+                goto done; /* dynamic shapes: no estimate */
+            size_t need = round64(nbytes);
+            bool grow;
+            size_t k = pick_buffer(b, nb, need, &grow);
+            if (k == NO_SLOT) {
+                k = nb++;
+                b[k].cap = need;
+            } else if (grow) {
+                b[k].cap = need;
+            }
+            b[k].in_use = true;
+            held[sl] = k;
+        }
+        for (size_t i = 0; i < s->n_in; i++) {
+            size_t sl = s->in_slots[i];
+            if (sl != NO_SLOT && p->slots[sl].last_use == si && !p->slots[sl].is_output &&
+                held[sl] != NO_SLOT) {
+                b[held[sl]].in_use = false;
+                held[sl] = NO_SLOT;
+            }
+        }
+        for (size_t o = 0; o < s->n_out; o++) {
+            size_t sl = s->out_slots[o];
+            if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output &&
+                held[sl] != NO_SLOT) {
+                b[held[sl]].in_use = false;
+                held[sl] = NO_SLOT;
+            }
+        }
+    }
+    total = 0;
+    for (size_t i = 0; i < nb; i++)
+        total += (int64_t)b[i].cap;
+done:
+    free(b);
+    free(held);
+    return total < 0 ? 0 : total;
+}
+
+static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
+{
+    int64_t nbytes = tensor_bytes(t);
+    if (nbytes < 0)
+        return OQ_ERR_INVALID;
+    t->nbytes = nbytes;
+    p->total_bytes += nbytes;
+    size_t need = round64(nbytes);
+    bool grow;
+    size_t k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
+    if (k == NO_SLOT) {
+        if (p->n_bufs == p->cap_bufs) {
+            size_t nc = p->cap_bufs ? p->cap_bufs * 2 : 16;
+            buffer *nb = realloc(p->bufs, nc * sizeof(*nb));
+            if (!nb)
+                return OQ_ERR_NOMEM;
+            p->bufs = nb;
+            p->cap_bufs = nc;
+        }
+        k = p->n_bufs++;
+        p->bufs[k].data = NULL;
+        p->bufs[k].cap = 0;
+        p->bufs[k].in_use = false;
+        grow = true;
+    }
+    if (grow) {
+        free(p->bufs[k].data);
+        p->bufs[k].data = aligned_alloc(64, need);
+        p->bufs[k].cap = p->bufs[k].data ? need : 0;
+        if (!p->bufs[k].data)
+            return OQ_ERR_NOMEM;
+    }
+    p->bufs[k].in_use = true;
+    s->buf = k;
+    t->data = p->bufs[k].data;
+    t->owned = false;
+    return OQ_OK;
+}
+
+static void release_slot(oq_plan *p, slot *s)
+{
+    if (s->kind == SLOT_NODE && s->buf != NO_SLOT) {
+        p->bufs[s->buf].in_use = false;
+        s->buf = NO_SLOT;
+    }
+}
+
+/* ------------------------------------------------------------------ run ---------- */
+
+static oq_status bind_inputs(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs, oq_diag *d)
+{
+    if (n_inputs != p->n_inputs)
+        return oq_diag_error(d, OQ_ERR_USAGE, "the model has %zu inputs, %zu given", p->n_inputs,
+                             n_inputs);
+    for (size_t i = 0; i < n_inputs; i++) {
+        slot *s = &p->slots[p->inputs[i]];
+        const oq_rt_tensor *t = &inputs[i];
+        const oq_rt_tensor *c = &s->compiled;
+        char a[160], b[160];
+        bool ok = t->dtype == c->dtype && t->rank <= OQ_RT_MAX_RANK;
+        if (ok && c->rank != OQ_RT_UNKNOWN_RANK) {
+            ok = t->rank == c->rank;
+            for (size_t j = 0; ok && j < t->rank; j++)
+                if (c->dims[j] >= 0 && c->dims[j] != t->dims[j])
+                    ok = false;
+        }
+        if (!ok)
+            return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\": got %s, the model expects %s",
+                                 s->value->name, oq_rt_tensor_describe(t, a, sizeof a),
+                                 oq_rt_tensor_describe(c, b, sizeof b));
+        int64_t nb = tensor_bytes(t);
+        if (nb < 0 || (nb > 0 && !t->data))
+            return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\": bad dims or no data",
+                                 s->value->name);
+        s->t = *t;
+        s->t.nbytes = nb;
+        s->t.owned = false;
+    }
+    return OQ_OK;
+}
+
+static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
+                         const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
+                         size_t n_outputs, oq_diag *d);
+
+oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
+                      oq_rt_tensor *outputs, size_t n_outputs, oq_diag *d)
+{
+    return run_plan(p, inputs, n_inputs, NULL, outputs, n_outputs, d);
+}
+
+oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, size_t n_inputs,
+                           oq_rt_tensor *outputs, size_t n_outputs)
+{
+    return run_plan(sp, inputs, n_inputs, k->implicit, outputs, n_outputs, k->diag);
+}
+
+static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
+                         const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
+                         size_t n_outputs, oq_diag *d)
+{
+    oq_status st;
+    /* outer-scope values: taken from the enclosing kernel's implicit inputs */
+    for (size_t o = 0; o < p->n_outer; o++) {
+        slot *os = &p->slots[p->outer[o]];
+        if (!outer)
+            return oq_diag_error(d, OQ_ERR_INTERNAL, "subplan run without outer values");
+        os->t = *outer[p->outer_src[o]];
+        os->t.owned = false;
+    }
+    for (size_t i = 0; i < n_outputs; i++)
+        memset(&outputs[i], 0, sizeof outputs[i]);
+    st = bind_inputs(p, inputs, n_inputs, d);
+    if (st != OQ_OK)
+        return st;
+    p->total_bytes = 0;
+    for (size_t si = 0; si < p->n_steps; si++) {
+        step *s = &p->steps[si];
+        const oq_kernel *kr = s->k.kernel;
+        for (size_t i = 0; i < s->n_in; i++)
+            s->in[i] = s->in_slots[i] == NO_SLOT ? NULL : &p->slots[s->in_slots[i]].t;
+        for (size_t i = 0; i < s->n_imp; i++)
+            s->imp[i] = &p->slots[s->imp_slots[i]].t;
+        for (size_t o = 0; o < s->n_out; o++) {
+            memset(&s->out[o], 0, sizeof s->out[o]);
+            s->out[o].dtype = s->out_slots[o] != NO_SLOT
+                                  ? p->slots[s->out_slots[o]].compiled.dtype
+                                  : OQ_DTYPE_UNDEFINED;
+        }
+        s->k.diag = d;
+        s->k.compile_time = false;
+        s->k.deferred = false;
+        st = kr->infer(&s->k, s->in, s->n_in, s->out, s->n_out);
+        if (st != OQ_OK)
+            goto fail;
+        for (size_t o = 0; o < s->n_out; o++) {
+            size_t sl = s->out_slots[o];
+            oq_rt_tensor *t = &s->out[o];
+            if (sl != NO_SLOT && t->dtype != p->slots[sl].compiled.dtype) {
+                st = node_error(p, d, s->node, OQ_ERR_INTERNAL,
+                                "output %zu dtype changed between compile and run", o);
+                goto fail;
+            }
+            if (sl == NO_SLOT && t->dtype == OQ_DTYPE_UNDEFINED)
+                t->dtype = OQ_DTYPE_UINT8;
+            slot tmp;
+            slot *os = sl != NO_SLOT ? &p->slots[sl] : &tmp;
+            memset(&tmp, 0, sizeof tmp);
+            tmp.kind = SLOT_NODE;
+            tmp.buf = NO_SLOT;
+            st = acquire(p, os, t);
+            if (st != OQ_OK) {
+                st = node_error(p, d, s->node, st, "cannot allocate output %zu", o);
+                goto fail;
+            }
+            s->tmp_buf[o] = tmp.buf; /* discarded output: freed right after the run */
+        }
+        s->k.scratch = p->scratch;
+        s->k.scratch_size = p->scratch_size;
+        st = kr->run(&s->k, s->in, s->n_in, s->out, s->n_out);
+        p->scratch = s->k.scratch;
+        p->scratch_size = s->k.scratch_size;
+        s->k.scratch = NULL;
+        s->k.scratch_size = 0;
+        if (st != OQ_OK)
+            goto fail;
+        for (size_t o = 0; o < s->n_out; o++) {
+            size_t sl = s->out_slots[o];
+            if (sl == NO_SLOT) {
+                if (s->tmp_buf[o] != NO_SLOT)
+                    p->bufs[s->tmp_buf[o]].in_use = false;
+                continue;
+            }
+            p->slots[sl].t = s->out[o];
+            if (p->on_tensor)
+                p->on_tensor(s->node, o, &p->slots[sl].t, p->user);
+        }
+        for (size_t i = 0; i < s->n_in; i++) {
+            size_t sl = s->in_slots[i];
+            if (sl != NO_SLOT && p->slots[sl].last_use == si && !p->slots[sl].is_output)
+                release_slot(p, &p->slots[sl]);
+        }
+        for (size_t i = 0; i < s->n_imp; i++) {
+            size_t sl = s->imp_slots[i];
+            if (p->slots[sl].last_use == si && !p->slots[sl].is_output)
+                release_slot(p, &p->slots[sl]);
+        }
+        for (size_t o = 0; o < s->n_out; o++) {
+            size_t sl = s->out_slots[o];
+            if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output)
+                release_slot(p, &p->slots[sl]);
+        }
+    }
+    for (size_t i = 0; i < n_outputs; i++) {
+        const oq_rt_tensor *t = &p->slots[p->outputs[i]].t;
+        st = oq_rt_tensor_alloc(&outputs[i], t->dtype, t->dims, t->rank);
+        if (st != OQ_OK) {
+            st = oq_diag_error(d, st, "cannot allocate output \"%s\"",
+                               p->slots[p->outputs[i]].value->name);
+            goto fail;
+        }
+        if (t->nbytes)
+            memcpy(outputs[i].data, t->data, (size_t)t->nbytes);
+    }
+    st = OQ_OK;
+    goto done;
+fail:
+    for (size_t i = 0; i < n_outputs; i++)
+        oq_rt_tensor_release(&outputs[i]);
+done:
+    for (size_t i = 0; i < p->n_slots; i++)
+        release_slot(p, &p->slots[i]);
+    for (size_t b = 0; b < p->n_bufs; b++)
+        p->bufs[b].in_use = false;
+    return st;
+}

@@ -1,0 +1,10 @@
+#!/bin/bash
+# Single-operator models: onnxq vs onnxruntime-node (see tests/ort_ops.js).
+# usage: bash ort_ops.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+set -u
+exe=$1 src=$2 bin=${3:-/tmp}
+if ! command -v node >/dev/null; then
+  echo "SKIP: node is not installed"
+  exit 0
+fi
+exec node "$src/tests/ort_ops.js" "$exe" "$src/tests/ort_ops" "$bin"

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Small single-operator models that tests/ort_ops.js runs in onnxq and in
+onnxruntime-node. They cover operators and attribute combinations that the ONNX
+backend test data does not (or barely) exercise. Regenerate with:
+    /usr/bin/python3 tests/ort_ops/make_models.py tests/ort_ops
+Each model has float32 inputs only; the runner feeds seeded random data."""
+import sys
+import numpy as np
+import onnx
+from onnx import helper, TensorProto, numpy_helper
+
+out = sys.argv[1] if len(sys.argv) > 1 else '.'
+rng = np.random.RandomState(0)
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17, domains=()):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    ops = [helper.make_opsetid('', opset)] + [helper.make_opsetid(d, v) for d, v in domains]
+    m = helper.make_model(g, opset_imports=ops)
+    m.ir_version = 8
+    onnx.save(m, f'{out}/{name}.onnx')
+
+
+def vi(name, shape, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def w(name, shape, scale=0.5):
+    return numpy_helper.from_array((rng.randn(*shape) * scale).astype(np.float32), name)
+
+
+# convolutions
+save('conv_dil_groups_asym', [helper.make_node('Conv', ['x', 'w', 'b'], ['y'], group=2,
+     dilations=[2, 1], strides=[1, 2], pads=[1, 0, 2, 1])],
+     [vi('x', [2, 4, 11, 13])], [vi('y', None)], [w('w', [6, 2, 3, 3]), w('b', [6])])
+save('conv_same_lower_3d', [helper.make_node('Conv', ['x', 'w'], ['y'], auto_pad='SAME_LOWER',
+     strides=[2, 1, 2])], [vi('x', [1, 3, 5, 6, 7])], [vi('y', None)], [w('w', [4, 3, 2, 3, 3])])
+save('conv_depthwise_stride2', [helper.make_node('Conv', ['x', 'w', 'b'], ['y'], group=8,
+     strides=[2, 2], pads=[2, 2, 2, 2], kernel_shape=[5, 5])],
+     [vi('x', [1, 8, 17, 16])], [vi('y', None)], [w('w', [8, 1, 5, 5]), w('b', [8])])
+save('convtranspose_groups_outpad', [helper.make_node('ConvTranspose', ['x', 'w', 'b'], ['y'],
+     group=2, strides=[2, 3], output_padding=[1, 2], pads=[1, 0, 0, 1], dilations=[1, 2])],
+     [vi('x', [1, 4, 5, 6])], [vi('y', None)], [w('w', [4, 3, 3, 2]), w('b', [6])])
+# pooling
+save('avgpool_ceil_include_pad', [helper.make_node('AveragePool', ['x'], ['y'], kernel_shape=[3, 3],
+     strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)],
+     [vi('x', [1, 3, 10, 9])], [vi('y', None)])
+save('maxpool_dilated_ceil', [helper.make_node('MaxPool', ['x'], ['y'], kernel_shape=[2, 3],
+     strides=[2, 2], dilations=[2, 1], ceil_mode=1)], [vi('x', [2, 2, 11, 10])], [vi('y', None)])
+save('lppool_p3', [helper.make_node('LpPool', ['x'], ['y'], kernel_shape=[3, 2], strides=[1, 2],
+     pads=[1, 0, 1, 0], p=3)], [vi('x', [1, 2, 7, 8])], [vi('y', None)], opset=18)
+# normalisation
+save('groupnorm_18', [helper.make_node('GroupNormalization', ['x', 's', 'b'], ['y'], num_groups=3,
+     epsilon=1e-3)], [vi('x', [2, 6, 5, 4])], [vi('y', None)], [w('s', [3]), w('b', [3])], opset=18)
+save('instancenorm', [helper.make_node('InstanceNormalization', ['x', 's', 'b'], ['y'])],
+     [vi('x', [2, 5, 7, 3])], [vi('y', None)], [w('s', [5]), w('b', [5])])
+save('layernorm_axis1', [helper.make_node('LayerNormalization', ['x', 's', 'b'], ['y'], axis=1)],
+     [vi('x', [3, 4, 5])], [vi('y', None)], [w('s', [4, 5]), w('b', [4, 5])])
+# resize
+for mode, ctm, nm in [('linear', 'half_pixel', None), ('linear', 'align_corners', None),
+                      ('linear', 'pytorch_half_pixel', None),
+                      ('nearest', 'asymmetric', 'floor'), ('nearest', 'half_pixel', 'round_prefer_ceil')]:
+    attrs = dict(mode=mode, coordinate_transformation_mode=ctm)
+    if nm:
+        attrs['nearest_mode'] = nm
+    if ctm == 'align_corners':
+        # with `scales`, the ONNX reference divides by in*scale (10.2) where onnxruntime
+        # divides by the output length (10); `sizes` makes both the same
+        sizes = numpy_helper.from_array(np.array([1, 2, 10, 6], dtype=np.int64), 'sizes')
+        save(f'resize_{mode}_{ctm}', [helper.make_node('Resize', ['x', '', '', 'sizes'], ['y'],
+             **attrs)], [vi('x', [1, 2, 6, 10])], [vi('y', None)], [sizes], opset=13)
+        continue
+    scales = numpy_helper.from_array(np.array([1, 1, 1.7, 0.6], dtype=np.float32), 'scales')
+    save(f'resize_{mode}_{ctm}', [helper.make_node('Resize', ['x', '', 'scales'], ['y'], **attrs)],
+         [vi('x', [1, 2, 6, 10])], [vi('y', None)], [scales], opset=13)
+# matmul / gemm with broadcasting and transposes
+save('matmul_bcast', [helper.make_node('MatMul', ['a', 'b'], ['y'])],
+     [vi('a', [2, 1, 5, 7]), vi('b', [3, 7, 4])], [vi('y', None)])
+save('gemm_trans_bias_row', [helper.make_node('Gemm', ['a', 'b', 'c'], ['y'], transA=1, transB=1,
+     alpha=0.7, beta=1.3)], [vi('a', [6, 5]), vi('b', [4, 6])], [vi('y', None)], [w('c', [1, 4])])
+# softmax at the old opset: flattened to 2-D at axis
+save('softmax_opset11_axis1', [helper.make_node('Softmax', ['x'], ['y'], axis=1)],
+     [vi('x', [2, 3, 4])], [vi('y', None)], opset=11)
+# activations
+save('hardswish_hardsigmoid', [helper.make_node('HardSigmoid', ['x'], ['h'], alpha=0.3, beta=0.4),
+     helper.make_node('HardSwish', ['h'], ['y'])], [vi('x', [4, 50])], [vi('y', None)], opset=14)

@@ -1,0 +1,10 @@
+#!/bin/bash
+# PaddleOCR cls/rec/det: onnxq vs onnxruntime-node on the same random input.
+# usage: bash ort_paddleocr.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+set -u
+exe=$1 src=$2 bin=${3:-/tmp}
+if ! command -v node >/dev/null; then
+  echo "SKIP: node is not installed"
+  exit 0
+fi
+exec node "$src/tests/ort_paddleocr.js" "$exe" "${ONNXQ_OCR_DIR:-/work/cache/ocr/package/assets}" "$bin"
