@@ -8,6 +8,8 @@ static const cli_cmd commands[] = {
     {"dump", "inspect a model: I/O, opsets, ops, shapes, initializers (text, JSON, Graphviz)", cmd_dump},
     {"convert", "read and write a model (no pass); move tensors to external data", cmd_convert},
     {"check", "run the structural checker on a model", cmd_check},
+    {"opt", "run a pipeline of passes on a model (onnxq passes lists them)", cmd_opt},
+    {"passes", "list the passes (built-in and from plugins) with their options", cmd_passes},
 };
 
 static void usage(FILE *f)
