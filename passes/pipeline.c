@@ -46,7 +46,9 @@ static void format_double(double v, char *buf, size_t size)
         if (strtod(buf, NULL) == v)
             break;
     }
-    /* keep it recognisably a float: "1" -> "1.0" is not needed; ints parse as floats */
+    /* integral values print without an exponent: 1000, not 1e+03 */
+    if (strchr(buf, 'e') && v == floor(v) && fabs(v) < 1e15)
+        snprintf(buf, size, "%.0f", v);
 }
 
 oq_status oq_option_parse_value(const oq_pass_option_def *def, const char *text, size_t len,
@@ -411,8 +413,14 @@ oq_status oq_pipeline_parse(const oq_registry *reg, const char *text, oq_pipelin
         }
         for (size_t i = 0; i < pass->n_options; i++) {
             const oq_pass_option_def *od = &pass->options[i];
-            if (e->values[i].explicit_set || !od->default_value)
+            if (e->values[i].explicit_set)
                 continue;
+            if (!od->default_value) {
+                st = perr(&p, nstart, "pass \"%s\" needs option \"%s\" (%s), e.g. %s{%s=...}",
+                          pass->name, od->name, od->help ? od->help : oq_opt_type_name(od->type),
+                          pass->name, od->name);
+                goto fail;
+            }
             st = oq_option_parse_value(od, od->default_value, strlen(od->default_value), &e->values[i]);
             if (st != OQ_OK) {
                 st = oq_diag_error(d, OQ_ERR_INTERNAL, "pass \"%s\": bad default for \"%s\"",

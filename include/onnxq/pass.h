@@ -53,8 +53,8 @@ typedef enum oq_opt_type {
 } oq_opt_type;
 
 /* One entry of a pass's option schema. The default is written as pipeline text
- * ("17", "1e-5", "true", "Identity"); NULL means "no default" (the option is then
- * unset unless given, and the pass must cope). */
+ * ("17", "1e-5", "true", "Identity"); NULL means the option is required (a pipeline
+ * that does not give it is refused when parsed). */
 typedef struct oq_pass_option_def {
     const char *name;
     oq_opt_type type;
@@ -232,6 +232,10 @@ typedef int (*oq_plugin_init_fn)(const oq_host_api *api, oq_registry *reg,
 #else
 #define OQ_PLUGIN_EXPORT
 #endif
+
+/* The entry point every plugin defines (declared here so plugins get a prototype). */
+OQ_PLUGIN_EXPORT int oq_plugin_init(const oq_host_api *api, oq_registry *reg,
+                                    uint32_t abi_version);
 
 /* In exactly one file of a plugin: records the ABI it was compiled against. */
 #define OQ_PLUGIN_DECLARE() \
