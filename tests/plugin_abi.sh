@@ -77,6 +77,21 @@ out=$("$EXE" opt "$TMP/in.onnx" -o "$TMP/x.onnx" --plugin "$PLUG/libonnxq-rename
 check "plugin option type checked (exit 2)" test $rc -eq 2
 check "caret under the value" grep -qxF "                            ^" <<<"$out"
 
+# --verify-each names the pass that breaks the model; without it the final check
+# still refuses to write an invalid model
+out=$("$EXE" opt "$TMP/in.onnx" -o "$TMP/broken.onnx" --plugin "$PLUG/libonnxq-abi-same.so" \
+      --passes 'eliminate-dead,abi-test{break=true},eliminate-identity' --verify-each --stats 2>&1); rc=$?
+check "verify-each: exit 1" test $rc -eq 1
+check "verify-each names the pass" grep -qF 'pass "abi-test" (#2 in the pipeline) broke the model' <<<"$out"
+check "verify-each gives the checker's reason" grep -q 'ghost.*is not produced' <<<"$out"
+check "verify-each stops there" test "$(grep -c '^eliminate-identity' <<<"$out")" -eq 0
+check "nothing written" test ! -e "$TMP/broken.onnx"
+out=$("$EXE" opt "$TMP/in.onnx" -o "$TMP/broken.onnx" --plugin "$PLUG/libonnxq-abi-same.so" \
+      --passes 'abi-test{break=1},eliminate-identity' 2>&1); rc=$?
+check "final check: exit 1" test $rc -eq 1
+check "final check message" grep -qF "the pipeline left an invalid model" <<<"$out"
+check "nothing written" test ! -e "$TMP/broken.onnx"
+
 # the plugin links nothing from onnxq
 und=$(nm -D --undefined-only "$PLUG/libonnxq-rename-nodes.so" | grep -c ' oq_' || true)
 check "plugin has no undefined oq_ symbols" test "$und" -eq 0
