@@ -551,6 +551,10 @@ oq_status oq_pipeline_run(const oq_pipeline *p, oq_model *m, const oq_pipeline_r
                                   : 1;
         int iters = 0;
         oq_status st = OQ_OK;
+        if (ro->before_pass) {
+            oq_pass_event bev = {i, pass, &e->opts, &acc, 0, 0.0, OQ_OK};
+            ro->before_pass(&bev, m, ro->user);
+        }
         double t0 = now_seconds();
         size_t errs_before = d ? d->errors : 0;
         for (;;) {

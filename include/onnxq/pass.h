@@ -305,6 +305,8 @@ typedef struct oq_pass_event {
 typedef struct oq_pipeline_run_options {
     bool verify_each;             /* run oq_model_check after each pass; stop on failure */
     int max_iterations;           /* override of the iterative cap (0: pass's own) */
+    /* Called before every pass runs (ev->result is empty, status OQ_OK). */
+    void (*before_pass)(const oq_pass_event *ev, oq_model *m, void *user);
     /* Called after every pass (also a failing one, before returning). */
     void (*after_pass)(const oq_pass_event *ev, oq_model *m, void *user);
     void *user;

@@ -11,8 +11,8 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: onnxq opt IN -o OUT --passes PIPELINE [--verify-each] [--time-passes]\n"
-            "                 [--print-after NAME] [--stats] [--plugin FILE.so]...\n"
-            "                 [--max-iterations N]\n\n"
+            "                 [--print-before NAME] [--print-after NAME] [--stats]\n"
+            "                 [--plugin FILE.so]... [--max-iterations N]\n\n"
             "Run a pipeline of passes on IN and write the result to OUT.\n"
             "PIPELINE is a comma-separated list of passes with options in braces:\n"
             "  fold-batchnorm,eliminate-identity,upgrade-opset{to=17}\n"
@@ -20,7 +20,8 @@ static void help(FILE *f)
             "  --verify-each       run the structural checker after every pass; stop at the\n"
             "                      first pass that leaves the model invalid and name it\n"
             "  --time-passes       print the wall time of every pass\n"
-            "  --print-after NAME  print the graph after every run of pass NAME ('all': after each)\n"
+            "  --print-after NAME  print the graph after pass NAME ('all': after each pass)\n"
+            "  --print-before NAME print the graph before pass NAME ('all': before each pass)\n"
             "  --stats             print the statistics every pass reports\n"
             "  --plugin FILE.so    load passes from a plugin (repeatable); a name without '/'\n"
             "                      is searched in ONNXQ_PLUGIN_PATH (colon-separated dirs)\n"
@@ -148,6 +149,7 @@ static void print_graph(FILE *f, const oq_graph *g, int indent)
 /* ------------------------------------------------------------ instrumentation */
 
 typedef struct opt_ctx {
+    const char *print_before;
     const char *print_after;
     bool stats, time;
     size_t n;
@@ -158,6 +160,21 @@ typedef struct opt_ctx {
     size_t ran;
 } opt_ctx;
 
+static bool name_matches(const char *want, const char *name)
+{
+    return want && (strcmp(want, "all") == 0 || strcmp(want, name) == 0);
+}
+
+static void before_pass(const oq_pass_event *ev, oq_model *m, void *user)
+{
+    opt_ctx *c = user;
+    if (name_matches(c->print_before, ev->pass->name)) {
+        printf("; ---- before pass #%zu %s ----\n", ev->index + 1, ev->pass->name);
+        if (m->graph)
+            print_graph(stdout, m->graph, 0);
+    }
+}
+
 static void after_pass(const oq_pass_event *ev, oq_model *m, void *user)
 {
     opt_ctx *c = user;
@@ -167,8 +184,7 @@ static void after_pass(const oq_pass_event *ev, oq_model *m, void *user)
         c->results[ev->index] = *ev->result;
         c->ran = ev->index + 1;
     }
-    if (ev->status == OQ_OK && c->print_after &&
-        (strcmp(c->print_after, "all") == 0 || strcmp(c->print_after, ev->pass->name) == 0)) {
+    if (ev->status == OQ_OK && name_matches(c->print_after, ev->pass->name)) {
         printf("; ---- after pass #%zu %s (%s) ----\n", ev->index + 1, ev->pass->name,
                ev->result->changed ? "changed" : "unchanged");
         if (m->graph)
@@ -222,6 +238,8 @@ int cmd_opt(int argc, char **argv)
             plugins[np++] = argv[++i];
         } else if (strcmp(a, "--print-after") == 0 && has_arg) {
             c.print_after = argv[++i];
+        } else if (strcmp(a, "--print-before") == 0 && has_arg) {
+            c.print_before = argv[++i];
         } else if (strcmp(a, "--max-iterations") == 0 && has_arg) {
             if (parse_count(argv[++i], &max_iter) != 0) {
                 cli_error("opt", "--max-iterations needs a positive integer, got \"%s\"", argv[i]);
@@ -263,12 +281,15 @@ int cmd_opt(int argc, char **argv)
         goto done;
     }
     c.n = oq_pipeline_length(pl);
-    if (c.print_after && strcmp(c.print_after, "all") != 0) {
+    for (int k = 0; k < 2; k++) {
+        const char *want = k ? c.print_after : c.print_before;
+        if (!want || strcmp(want, "all") == 0)
+            continue;
         bool found = false;
         for (size_t i = 0; i < c.n; i++)
-            found = found || strcmp(oq_pipeline_pass(pl, i)->name, c.print_after) == 0;
+            found = found || strcmp(oq_pipeline_pass(pl, i)->name, want) == 0;
         if (!found) {
-            cli_error("opt", "--print-after %s: no such pass in the pipeline", c.print_after);
+            cli_error("opt", "%s %s: no such pass in the pipeline", k ? "--print-after" : "--print-before", want);
             rc = CLI_BAD;
             goto done;
         }
@@ -290,6 +311,7 @@ int cmd_opt(int argc, char **argv)
     oq_pipeline_run_options ro = {0};
     ro.verify_each = verify_each;
     ro.max_iterations = (int)max_iter;
+    ro.before_pass = before_pass;
     ro.after_pass = after_pass;
     ro.user = &c;
     st = oq_pipeline_run(pl, m, &ro, &d);
