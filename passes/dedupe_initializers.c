@@ -40,7 +40,7 @@ static bool same(const item *a, const item *b)
 {
     const oq_tensor *s = a->v->initializer, *t = b->v->initializer;
     return s->dtype == t->dtype && s->rank == t->rank && a->nbytes == b->nbytes &&
-           memcmp(s->dims, t->dims, s->rank * sizeof(int64_t)) == 0 &&
+           (s->rank == 0 || memcmp(s->dims, t->dims, s->rank * sizeof(int64_t)) == 0) &&
            (a->nbytes == 0 || memcmp(a->data, b->data, (size_t)a->nbytes) == 0);
 }
 

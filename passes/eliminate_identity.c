@@ -22,7 +22,8 @@ static int64_t static_shape(const oq_value *v, int64_t *dims, size_t max)
     if (!t && v->initializer) {
         if (v->initializer->rank > max)
             return -1;
-        memcpy(dims, v->initializer->dims, v->initializer->rank * sizeof(int64_t));
+        if (v->initializer->rank)
+            memcpy(dims, v->initializer->dims, v->initializer->rank * sizeof(int64_t));
         return (int64_t)v->initializer->rank;
     }
     if (!t || t->kind != OQ_TYPE_TENSOR || !t->shape || t->shape->rank > max)
