@@ -35,4 +35,11 @@ int cmd_dump(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_conformance(int argc, char **argv);
+int cmd_opt(int argc, char **argv);
+int cmd_passes(int argc, char **argv);
+
+/* A pass registry with the built-in passes and the given plugins loaded (errors
+ * printed; *rc is the exit code on failure). src/cli/cmd_passes.c */
+struct oq_registry;
+struct oq_registry *cli_registry(const char *cmd, char **plugins, size_t n_plugins, int *rc);
 #endif

@@ -10,6 +10,8 @@ static const cli_cmd commands[] = {
     {"check", "run the structural checker on a model", cmd_check},
     {"run", "run a model on input tensors (.pb/.npy) or random data", cmd_run},
     {"conformance", "run ONNX backend test cases and compare the outputs", cmd_conformance},
+    {"opt", "run a pipeline of passes on a model (onnxq passes lists them)", cmd_opt},
+    {"passes", "list the passes (built-in and from plugins) with their options", cmd_passes},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,47 @@
+/* Private helpers shared by the pass manager and the built-in passes. */
+#ifndef ONNXQ_PASS_IMPL_H
+#define ONNXQ_PASS_IMPL_H
+#include "onnxq/onnxq.h"
+#include "onnxq/pass.h"
+
+/* ---- options (passes/pipeline.c) */
+const char *oq_opt_type_name(oq_opt_type t);
+/* Parse text[0..len) as a value of def's type into *out (out->s is malloc'ed canonical
+ * text; free with oq_option_value_free). */
+oq_status oq_option_parse_value(const oq_pass_option_def *def, const char *text, size_t len,
+                                oq_pass_option_value *out);
+void oq_option_value_free(oq_pass_option_value *v);
+
+/* ---- graph helpers for passes (passes/util.c) */
+/* Default-domain node of this op type. */
+bool oq_pass_is_op(const oq_node *n, const char *op);
+/* Remove a node and, recursively, the nodes of its subgraphs (so that values of the
+ * enclosing scopes lose the uses those subgraphs held). */
+void oq_pass_remove_node(oq_node *n);
+/* Call fn on the main graph and every subgraph reachable through node attributes
+ * (depth first, inner graphs after the graph that owns them). Stops at the first
+ * non-OK status. */
+typedef oq_status (*oq_graph_visit_fn)(oq_graph *g, void *ctx);
+oq_status oq_pass_for_each_graph(oq_model *m, oq_graph_visit_fn fn, void *ctx);
+/* Constant tensor data as doubles (float, double, float16, bfloat16, ints). n elements
+ * written to *out (malloc'ed). NULL tensor data -> error in d. */
+oq_status oq_pass_tensor_to_double(oq_tensor *t, double **out, int64_t *n, oq_diag *d);
+/* Build a tensor of dtype (float/double/float16/bfloat16) from doubles. */
+oq_tensor *oq_pass_tensor_from_double(oq_model *m, const char *name, int32_t dtype,
+                                      const int64_t *dims, size_t rank, const double *v);
+/* int64 vector from a constant tensor of int32/int64; -1 when not constant/int. */
+int64_t oq_pass_const_ints(const oq_value *v, int64_t *out, int64_t max, oq_diag *d);
+/* Add an int64 1-D initializer named after base. */
+oq_value *oq_pass_add_ints(oq_graph *g, const char *base, const int64_t *v, size_t n);
+/* Number of uses of v plus 1 if it is a graph output of its graph. */
+size_t oq_pass_value_refs(const oq_value *v);
+/* Drop value_info entries of values that no longer exist (no producer, no use). */
+size_t oq_pass_prune_value_info(oq_graph *g);
+/* Best-effort static rank / element type of a value without the executor: from its
+ * type, a constant, or by following rank- and type-preserving producers. -1 when
+ * unknown. */
+int64_t oq_pass_value_rank(const oq_value *v);
+int32_t oq_pass_value_elem_type(const oq_value *v);
+/* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
+void oq_pass_drop_if_unused(oq_value *v);
+#endif
