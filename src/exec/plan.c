@@ -341,7 +341,7 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     s->n_out = n->n_outputs;
     s->in_slots = calloc(s->n_in + 1, sizeof(size_t));
     s->out_slots = calloc(s->n_out + 1, sizeof(size_t));
-    s->in = calloc(s->n_in + 1, sizeof(*s->in));
+    s->in = calloc(s->n_in + OQ_K_IN_PAD, sizeof(*s->in)); /* NULL past n_in */
     s->out = calloc(s->n_out + 1, sizeof(*s->out));
     s->tmp_buf = calloc(s->n_out + 1, sizeof(size_t));
     if (!s->in_slots || !s->out_slots || !s->in || !s->out || !s->tmp_buf)
@@ -400,6 +400,10 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
                           what, n->op_type, dom, (long long)opset, tb);
     }
     s->k.kernel = kr;
+    for (int i = 0; i < kr->min_inputs; i++)
+        if ((size_t)i >= s->n_in || !s->in[i])
+            return node_error(p, d, n, OQ_ERR_INVALID, "required input %d is missing "
+                              "(%s needs at least %d inputs)", i, n->op_type, kr->min_inputs);
     oq_status st = OQ_OK;
     if (kr->prepare) {
         s->k.compile_time = true;

@@ -262,7 +262,7 @@ done:
 }
 
 const oq_kernel oq_kernels_control_flow[] = {
-    {"", "If", 1, 0, 0, OQ_T(BOOL), NULL, prepare_if, infer_if, copy_results, cf_release},
-    {"", "Loop", 1, 0, 0, 0, NULL, prepare_loop, infer_loop, copy_results, cf_release},
+    {"", "If", 1, 0, 0, OQ_T(BOOL), NULL, prepare_if, infer_if, copy_results, cf_release, 1},
+    {"", "Loop", 1, 0, 0, 0, NULL, prepare_loop, infer_loop, copy_results, cf_release, 0},
 };
 OQ_KERNEL_TABLE_END(control_flow);

@@ -481,8 +481,8 @@ static oq_status run_nms(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 }
 
 const oq_kernel oq_kernels_einsum[] = {
-    {"", "Einsum", 12, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_einsum, run_einsum, NULL},
-    {"", "Unique", 11, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_unique, run_unique, NULL},
-    {"", "NonMaxSuppression", 10, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_nms, run_nms, NULL},
+    {"", "Einsum", 12, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_einsum, run_einsum, NULL, 1},
+    {"", "Unique", 11, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_unique, run_unique, NULL, 1},
+    {"", "NonMaxSuppression", 10, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_nms, run_nms, NULL, 2},
 };
 OQ_KERNEL_TABLE_END(einsum);

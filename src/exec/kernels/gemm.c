@@ -502,13 +502,13 @@ static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 }
 
 const oq_kernel oq_kernels_gemm[] = {
-    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
+    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL, 2},
     {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
-     infer_matmul, run_matmul, NULL},
-    {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL},
+     infer_matmul, run_matmul, NULL, 2},
+    {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL, 1},
     {"", "MatMulInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_mmint,
-     NULL},
+     NULL, 2},
     {"", "QLinearMatMul", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_qlmm,
-     NULL},
+     NULL, 8},
 };
 OQ_KERNEL_TABLE_END(gemm);

@@ -311,13 +311,13 @@ static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 #define F OQ_T(FLOAT)
 const oq_kernel oq_kernels_norm[] = {
-    {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL},
-    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL},
-    {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL},
-    {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
-    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
-    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
-    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL},
-    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL},
+    {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL, 5},
+    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL, 3},
+    {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL, 2},
+    {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL, 1},
+    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL, 3},
 };
 OQ_KERNEL_TABLE_END(norm);

@@ -324,11 +324,11 @@ static oq_status run_unpool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 }
 
 const oq_kernel oq_kernels_pool[] = {
-    {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL},
-    {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
-    {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
-    {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
-    {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
-    {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
+    {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL, 2},
+    {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL, 1},
+    {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL, 1},
+    {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL, 1},
+    {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL, 1},
+    {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL, 1},
 };
 OQ_KERNEL_TABLE_END(pool);

@@ -238,6 +238,8 @@ static oq_status resize_params(oq_kctx *k, const oq_rt_tensor *const *in, size_t
         if (roi && oq_rt_tensor_numel(roi) == 0)
             roi = NULL;
     }
+    if (!(upsample && k->opset < 9) && !sc && !sz)
+        return oq_k_error(k, OQ_ERR_INVALID, "scales or sizes is required");
     if ((sc && !sc->data) || (sz && !sz->data) || (roi && !roi->data)) {
         *need = true;
         return OQ_OK;
@@ -441,12 +443,12 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 }
 
 #define NUM OQ_T_NUMERIC
-#define RR(op, since) {"", op, since, 0, 0, NUM, NULL, NULL, infer_reduce, run_reduce, NULL}
+#define RR(op, since, mn) {"", op, since, 0, 0, NUM, NULL, NULL, infer_reduce, run_reduce, NULL, mn}
 const oq_kernel oq_kernels_reduce[] = {
-    RR("ReduceSum", 1), RR("ReduceMean", 1), RR("ReduceMax", 1), RR("ReduceMin", 1),
-    RR("ReduceProd", 1), RR("ReduceL1", 1), RR("ReduceL2", 1), RR("ReduceLogSum", 1),
-    RR("ReduceLogSumExp", 1), RR("ReduceSumSquare", 1), RR("ArgMax", 1), RR("ArgMin", 1),
-    {"", "Resize", 10, 0, 0, OQ_T_ALL, NULL, NULL, infer_resize, run_resize, NULL},
-    {"", "Upsample", 7, 9, 0, OQ_T_ALL, NULL, NULL, infer_resize, run_resize, NULL},
+    RR("ReduceSum", 1, 1), RR("ReduceMean", 1, 1), RR("ReduceMax", 1, 1), RR("ReduceMin", 1, 1),
+    RR("ReduceProd", 1, 1), RR("ReduceL1", 1, 1), RR("ReduceL2", 1, 1), RR("ReduceLogSum", 1, 1),
+    RR("ReduceLogSumExp", 1, 1), RR("ReduceSumSquare", 1, 1), RR("ArgMax", 1, 1), RR("ArgMin", 1, 1),
+    {"", "Resize", 10, 0, 0, OQ_T_ALL, NULL, NULL, infer_resize, run_resize, NULL, 1},
+    {"", "Upsample", 7, 9, 0, OQ_T_ALL, NULL, NULL, infer_resize, run_resize, NULL, 1},
 };
 OQ_KERNEL_TABLE_END(reduce);

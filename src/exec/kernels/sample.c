@@ -123,6 +123,6 @@ static oq_status run_gs(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 }
 
 const oq_kernel oq_kernels_sample[] = {
-    {"", "GridSample", 16, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_gs, run_gs, NULL},
+    {"", "GridSample", 16, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_gs, run_gs, NULL, 2},
 };
 OQ_KERNEL_TABLE_END(sample);

@@ -39,8 +39,8 @@ static oq_status run_window(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 
 #define I OQ_T(INT32) | OQ_T(INT64)
 const oq_kernel oq_kernels_signal[] = {
-    {"", "HannWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL},
-    {"", "HammingWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL},
-    {"", "BlackmanWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL},
+    {"", "HannWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL, 1},
+    {"", "HammingWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL, 1},
+    {"", "BlackmanWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL, 1},
 };
 OQ_KERNEL_TABLE_END(signal);
