@@ -416,6 +416,18 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     s->k.compile_time = true;
     s->k.deferred = false;
     st = kr->infer(&s->k, (const oq_rt_tensor *const *)s->in, s->n_in, s->out, s->n_out);
+    /* scratch used at compile time (prepare or infer) goes back to the plan */
+    if (s->k.scratch) {
+        if (s->k.scratch_size > p->scratch_size) {
+            free(p->scratch);
+            p->scratch = s->k.scratch;
+            p->scratch_size = s->k.scratch_size;
+        } else {
+            free(s->k.scratch);
+        }
+        s->k.scratch = NULL;
+        s->k.scratch_size = 0;
+    }
     if (st != OQ_OK)
         return st;
     for (size_t o = 0; o < s->n_out; o++) {
@@ -665,6 +677,7 @@ void oq_plan_free(oq_plan *p)
         free(s->imp_vals);
         free(s->imp_slots);
         free(s->imp);
+        free(s->k.scratch); /* only set if a hook failed while holding it */
     }
     for (size_t i = 0; i < p->n_slots; i++)
         free(p->slots[i].const_mem);
@@ -959,7 +972,13 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
         s->k.diag = d;
         s->k.compile_time = false;
         s->k.deferred = false;
+        s->k.scratch = p->scratch;
+        s->k.scratch_size = p->scratch_size;
         st = kr->infer(&s->k, s->in, s->n_in, s->out, s->n_out);
+        p->scratch = s->k.scratch;
+        p->scratch_size = s->k.scratch_size;
+        s->k.scratch = NULL;
+        s->k.scratch_size = 0;
         if (st != OQ_OK)
             goto fail;
         for (size_t o = 0; o < s->n_out; o++) {
