@@ -129,7 +129,8 @@ struct oq_kernel {
     X(signal)                 \
     X(einsum)                 \
     X(sample)                 \
-    X(control_flow)
+    X(control_flow)           \
+    X(contrib)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \

@@ -84,3 +84,24 @@ save('softmax_opset11_axis1', [helper.make_node('Softmax', ['x'], ['y'], axis=1)
 # activations
 save('hardswish_hardsigmoid', [helper.make_node('HardSigmoid', ['x'], ['h'], alpha=0.3, beta=0.4),
      helper.make_node('HardSwish', ['h'], ['y'])], [vi('x', [4, 50])], [vi('y', None)], opset=14)
+
+# com.microsoft quantized operators
+MS = [('com.microsoft', 1)]
+for op in ['QLinearAdd', 'QLinearMul']:
+    init = [numpy_helper.from_array(np.array(v, dtype=dt), n) for v, dt, n in
+            [(0.05, np.float32, 'as'), (7, np.uint8, 'az'), (0.03, np.float32, 'bs'),
+             (200, np.uint8, 'bz'), (0.09 if op == 'QLinearAdd' else 0.5, np.float32, 'cs'),
+             (120, np.uint8, 'cz')]]
+    save(f'ms_{op.lower()}_bcast', [helper.make_node(op, ['a', 'as', 'az', 'b', 'bs', 'bz', 'cs', 'cz'],
+         ['y'], domain='com.microsoft')], [vi('a', [2, 3, 4], TensorProto.UINT8),
+         vi('b', [3, 1], TensorProto.UINT8)], [vi('y', None, TensorProto.UINT8)], init, domains=MS)
+K, N, blk = 64, 24, 32
+nb = K // blk
+q = rng.randint(0, 16, size=(N, nb, blk)).astype(np.uint8)
+packed = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)          # [N, nb, blk/2]
+zps = rng.randint(0, 16, size=(N, nb)).astype(np.uint8)
+zp_packed = (zps[:, 0::2] | (zps[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+save('ms_matmulnbits_4bit', [helper.make_node('MatMulNBits', ['a', 'b', 's', 'z'], ['y'],
+     domain='com.microsoft', K=K, N=N, bits=4, block_size=blk)], [vi('a', [3, K])], [vi('y', None)],
+     [numpy_helper.from_array(packed, 'b'), w('s', [N * nb], 0.05),
+      numpy_helper.from_array(zp_packed, 'z')], domains=MS)
