@@ -325,6 +325,17 @@ static double src_coord(const char *ctm, double o_, double scale_, int64_t in_, 
     return r;
 }
 
+/* Keys cubic convolution kernel with parameter A at distance |d| <= 2 */
+static double cubic_w(double d, double A)
+{
+    d = fabs(d);
+    if (d <= 1)
+        return ((A + 2) * d - (A + 3)) * d * d + 1;
+    if (d < 2)
+        return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+    return 0;
+}
+
 static int64_t nearest(const char *nm, double x)
 {
     if (strcmp(nm, "floor") == 0)
@@ -355,12 +366,15 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     const char *nm = old ? "floor" : oq_node_attr_string(k->node, "nearest_mode",
                                                          "round_prefer_floor");
     bool linear = strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0;
-    if (!linear && strcmp(mode, "nearest") != 0)
-        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "mode %s (nearest and linear only)", mode);
-    if (!oq_dtype_is_float(x->dtype) && linear)
-        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "linear resize of %s", oq_dtype_name(x->dtype));
-    if (linear && oq_node_attr_int(k->node, "exclude_outside", 0))
-        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "exclude_outside");
+    bool cubic = strcmp(mode, "cubic") == 0 || strcmp(mode, "bicubic") == 0;
+    if (!linear && !cubic && strcmp(mode, "nearest") != 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "unknown mode %s", mode);
+    if (!oq_dtype_is_float(x->dtype) && (linear || cubic))
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "%s resize of %s", mode, oq_dtype_name(x->dtype));
+    bool excl = oq_node_attr_int(k->node, "exclude_outside", 0) != 0;
+    if (linear && excl)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "exclude_outside with linear mode");
+    double cubic_a = oq_node_attr_float(k->node, "cubic_coeff_a", -0.75f);
     double extrap = oq_node_attr_float(k->node, "extrapolation_value", 0.0f);
     bool crop = strcmp(ctm, "tf_crop_and_resize") == 0;
     int64_t cs[OQ_RT_MAX_RANK], s = 1;
@@ -368,16 +382,17 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         cs[i] = s;
         s *= x->dims[i];
     }
-    /* per-axis tables: for linear two source indices and a weight */
+    /* per-axis tables: up to 4 taps (source index, weight) per output coordinate */
+    int ntap = cubic ? 4 : linear ? 2 : 1;
     int64_t total = 0;
     for (size_t a = 0; a < r; a++)
         total += out[0].dims[a];
-    int64_t *i0 = oq_k_scratch(k, (size_t)total * (2 * sizeof(int64_t) + sizeof(double) + 1));
-    if (!i0)
+    size_t per = (size_t)ntap * (sizeof(int64_t) + sizeof(double)) + 1;
+    int64_t *tidx = oq_k_scratch(k, (size_t)total * per);
+    if (!tidx)
         return OQ_ERR_NOMEM;
-    int64_t *i1 = i0 + total;
-    double *wt = (double *)(void *)(i1 + total);
-    unsigned char *outside = (unsigned char *)(wt + total);
+    double *twt = (double *)(void *)(tidx + total * ntap);
+    unsigned char *outside = (unsigned char *)(twt + total * ntap);
     int64_t base[OQ_RT_MAX_RANK];
     int64_t pos = 0;
     for (size_t a = 0; a < r; a++) {
@@ -387,46 +402,76 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
             /* the length the reference uses: in * scale, not rounded */
             double olen = (double)id * p.scale[a];
             double c = src_coord(ctm, (double)o, p.scale[a], id, olen, &p, a, r);
+            int64_t *ti = tidx + pos * ntap;
+            double *tw = twt + pos * ntap;
             outside[pos] = crop && (c < 0 || c > (double)(id - 1));
-            if (linear) {
+            for (int t = 0; t < ntap; t++) {
+                ti[t] = 0;
+                tw[t] = 0;
+            }
+            if (cubic) {
+                if (c == floor(c)) {
+                    int64_t n = (int64_t)c;
+                    ti[0] = n < 0 ? 0 : n >= id ? id - 1 : n;
+                    tw[0] = 1;
+                    continue;
+                }
+                double f = floor(c), t0 = c - f;
+                double cf[4] = {cubic_w(t0 + 1, cubic_a), cubic_w(t0, cubic_a),
+                                cubic_w(1 - t0, cubic_a), cubic_w(2 - t0, cubic_a)};
+                double sum = 0;
+                for (int t = 0; t < 4; t++) {
+                    int64_t src = (int64_t)f - 1 + t;
+                    if (excl && (src < 0 || src >= id))
+                        cf[t] = 0;
+                    sum += cf[t];
+                    ti[t] = src < 0 ? 0 : src >= id ? id - 1 : src; /* edge padding */
+                }
+                for (int t = 0; t < 4; t++)
+                    tw[t] = excl && sum != 0 ? cf[t] / sum : cf[t];
+            } else if (linear) {
                 double cc = c < 0 ? 0 : c > (double)(id - 1) ? (double)(id - 1) : c;
                 int64_t f = (int64_t)floor(cc);
-                i0[pos] = f;
-                i1[pos] = f + 1 < id ? f + 1 : f;
-                wt[pos] = cc - (double)f;
+                ti[0] = f;
+                ti[1] = f + 1 < id ? f + 1 : f;
+                tw[1] = cc - (double)f;
+                tw[0] = 1 - tw[1];
             } else {
                 int64_t n = nearest(nm, c);
-                i0[pos] = n < 0 ? 0 : n >= id ? id - 1 : n;
-                i1[pos] = i0[pos];
-                wt[pos] = 0;
+                ti[0] = n < 0 ? 0 : n >= id ? id - 1 : n;
+                tw[0] = 1;
             }
         }
     }
     int64_t n = oq_rt_tensor_numel(&out[0]);
     int64_t idx[OQ_RT_MAX_RANK] = {0};
     size_t es = oq_k_elsize(x->dtype);
+    int64_t combos = 1;
+    for (size_t a = 0; a < r; a++)
+        combos *= ntap;
     for (int64_t o = 0; o < n; o++) {
         bool out_side = false;
         for (size_t a = 0; a < r; a++)
             out_side |= outside[base[a] + idx[a]] != 0;
         if (out_side) {
             oq_k_set_f64(&out[0], o, extrap);
-        } else if (!linear) {
+        } else if (ntap == 1) {
             int64_t off = 0;
             for (size_t a = 0; a < r; a++)
-                off += i0[base[a] + idx[a]] * cs[a];
+                off += tidx[base[a] + idx[a]] * cs[a];
             memcpy((char *)out[0].data + (size_t)o * es, (const char *)x->data + (size_t)off * es,
                    es);
         } else {
             double acc = 0;
-            for (unsigned corner = 0; corner < (1u << r); corner++) {
+            for (int64_t cmb = 0; cmb < combos; cmb++) {
                 double w = 1;
-                int64_t off = 0;
+                int64_t off = 0, rest = cmb;
                 for (size_t a = 0; a < r && w != 0; a++) {
-                    int64_t t = base[a] + idx[a];
-                    bool hi = (corner >> a) & 1;
-                    w *= hi ? wt[t] : 1 - wt[t];
-                    off += (hi ? i1[t] : i0[t]) * cs[a];
+                    int t = (int)(rest % ntap);
+                    rest /= ntap;
+                    int64_t q = (base[a] + idx[a]) * ntap + t;
+                    w *= twt[q];
+                    off += tidx[q] * cs[a];
                 }
                 if (w != 0)
                     acc += w * oq_k_get_f64(x, off);
