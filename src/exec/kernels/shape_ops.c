@@ -247,8 +247,13 @@ static oq_status infer_identity(oq_kctx *k, const oq_rt_tensor *const *in, size_
 static oq_status run_dropout(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                              oq_rt_tensor *out, size_t n_out)
 {
-    if (k->opset >= 12 && n_in > 2 && in[2] && ((const uint8_t *)in[2]->data)[0])
-        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "Dropout in training mode");
+    if (k->opset >= 12 && n_in > 2 && in[2] && ((const uint8_t *)in[2]->data)[0]) {
+        /* training mode drops at random; only ratio 0 (keep everything) is exact */
+        double ratio = n_in > 1 && in[1] ? oq_k_get_f64(in[1], 0) : 0.5;
+        if (ratio != 0)
+            return oq_k_error(k, OQ_ERR_UNSUPPORTED, "Dropout in training mode (random) with "
+                              "ratio %g", ratio);
+    }
     copy_run(k, in, n_in, out, n_out);
     if (n_out > 1)
         memset(out[1].data, 1, (size_t)numel(&out[1]));
