@@ -33,7 +33,8 @@
  *  - Errors: return oq_k_error(k, code, fmt, ...) which records a diagnostic naming
  *    the model file, node and op type. Never print, exit or abort.
  *  - Threads: use oq_k_parallel_for() over independent output ranges only; the result
- *    must be bit-identical for any thread count (no split reductions).
+ *    must be bit-identical for any thread count (no split reductions). A parallel-for
+ *    called from inside a range runs serially on the calling thread.
  *  - Scratch: oq_k_scratch() gives per-run temporary memory (valid until run returns).
  */
 #ifndef ONNXQ_EXEC_KERNEL_H
