@@ -35,7 +35,9 @@
  *  - Threads: use oq_k_parallel_for() over independent output ranges only; the result
  *    must be bit-identical for any thread count (no split reductions). A parallel-for
  *    called from inside a range runs serially on the calling thread.
- *  - Scratch: oq_k_scratch() gives per-run temporary memory (valid until run returns).
+ *  - Scratch: oq_k_scratch() gives temporary memory shared by all nodes of the plan;
+ *    it is valid until the hook that asked for it returns (infer and run do not share
+ *    contents).
  */
 #ifndef ONNXQ_EXEC_KERNEL_H
 #define ONNXQ_EXEC_KERNEL_H
@@ -128,7 +130,7 @@ struct oq_kernel {
     X(rnn)                    \
     X(training)               \
     X(signal)                 \
-    X(einsum)                 \
+    X(algorithms)             \
     X(sample)                 \
     X(control_flow)           \
     X(contrib)
