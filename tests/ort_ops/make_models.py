@@ -105,3 +105,10 @@ save('ms_matmulnbits_4bit', [helper.make_node('MatMulNBits', ['a', 'b', 's', 'z'
      domain='com.microsoft', K=K, N=N, bits=4, block_size=blk)], [vi('a', [3, K])], [vi('y', None)],
      [numpy_helper.from_array(packed, 'b'), w('s', [N * nb], 0.05),
       numpy_helper.from_array(zp_packed, 'z')], domains=MS)
+# RoiAlign, max mode and a fixed sampling ratio (rois and batch indices are constants)
+rois = numpy_helper.from_array(np.array([[0.5, 1.0, 6.3, 7.9], [2.0, 0.2, 9.5, 5.0],
+                                         [-1.0, -1.0, 3.0, 2.0]], dtype=np.float32), 'rois')
+bidx = numpy_helper.from_array(np.array([0, 1, 1], dtype=np.int64), 'bidx')
+save('roialign_max_ratio2', [helper.make_node('RoiAlign', ['x', 'rois', 'bidx'], ['y'], mode='max',
+     output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.9)],
+     [vi('x', [2, 3, 10, 12])], [vi('y', None)], [rois, bidx], opset=16)

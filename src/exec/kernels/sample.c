@@ -1,4 +1,4 @@
-/* Sampling: Resize / Upsample (nearest, linear, cubic; every coordinate transformation
+/* Sampling: RoiAlign, Resize / Upsample (nearest, linear, cubic; every coordinate transformation
  * mode; N-D) and GridSample (2-D; bilinear, nearest, bicubic; zeros, border, reflection
  * padding; align_corners) with PyTorch's grid_sample semantics, as the ONNX spec
  * defines. */
@@ -407,7 +407,99 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ RoiAlign ----- */
+
+static oq_status infer_roi(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                           oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 3))
+        return oq_k_defer(k, out, n_out);
+    const oq_rt_tensor *x = in[0], *rois = in[1], *bi = in[2];
+    if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 ||
+        bi->dims[0] != rois->dims[0])
+        return oq_k_error(k, OQ_ERR_INVALID, "X must be [N,C,H,W], rois [R,4], batch_indices [R]");
+    int64_t d[4] = {rois->dims[0], x->dims[1], oq_node_attr_int(k->node, "output_height", 1),
+                    oq_node_attr_int(k->node, "output_width", 1)};
+    return oq_k_set_out(k, &out[0], x->dtype, d, 4);
+}
+
+/* as onnxruntime and the ONNX reference: bilinear samples on a grid per bin; "max"
+ * takes the largest weighted corner value of each sample */
+static oq_status run_roi(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *X = in[0], *R = in[1], *BI = in[2];
+    int64_t N = X->dims[0], C = X->dims[1], H = X->dims[2], W = X->dims[3];
+    int64_t nr = R->dims[0], oh = out[0].dims[2], ow = out[0].dims[3];
+    bool is_max = strcmp(oq_node_attr_string(k->node, "mode", "avg"), "max") == 0;
+    int64_t sr = oq_node_attr_int(k->node, "sampling_ratio", 0);
+    double scale = oq_node_attr_float(k->node, "spatial_scale", 1.0f);
+    const char *ctm = oq_node_attr_string(k->node, "coordinate_transformation_mode",
+                                          k->opset >= 16 ? "half_pixel" : "output_half_pixel");
+    bool half = strcmp(ctm, "half_pixel") == 0;
+    const float *xd = X->data;
+    float *y = out[0].data;
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t b = oq_k_get_int(BI, r);
+        if (b < 0 || b >= N)
+            return oq_k_error(k, OQ_ERR_INVALID, "batch index %lld out of range", (long long)b);
+        double off = half ? 0.5 : 0.0;
+        double x1 = oq_k_get_f64(R, r * 4) * scale - off, y1 = oq_k_get_f64(R, r * 4 + 1) * scale - off;
+        double x2 = oq_k_get_f64(R, r * 4 + 2) * scale - off, y2 = oq_k_get_f64(R, r * 4 + 3) * scale - off;
+        double rw = x2 - x1, rh = y2 - y1;
+        if (!half) {
+            rw = rw > 1 ? rw : 1;
+            rh = rh > 1 ? rh : 1;
+        }
+        double bh = rh / (double)oh, bw = rw / (double)ow;
+        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)oh);
+        int64_t gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)ow);
+        double count = (double)(gh * gw > 1 ? gh * gw : 1);
+        for (int64_t c = 0; c < C; c++) {
+            const float *img = xd + (b * C + c) * H * W;
+            for (int64_t ph = 0; ph < oh; ph++)
+                for (int64_t pw = 0; pw < ow; pw++) {
+                    double acc = 0;
+                    bool first = true;
+                    for (int64_t iy = 0; iy < gh; iy++)
+                        for (int64_t ix = 0; ix < gw; ix++) {
+                            double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                            double v = 0;
+                            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                                if (yy <= 0) yy = 0;
+                                if (xx <= 0) xx = 0;
+                                int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh, xh;
+                                if (yl >= H - 1) { yh = yl = H - 1; yy = (double)yl; } else yh = yl + 1;
+                                if (xl >= W - 1) { xh = xl = W - 1; xx = (double)xl; } else xh = xl + 1;
+                                double ly = yy - (double)yl, lx = xx - (double)xl;
+                                double hy = 1 - ly, hx = 1 - lx;
+                                double v1 = hy * hx * img[yl * W + xl], v2 = hy * lx * img[yl * W + xh];
+                                double v3 = ly * hx * img[yh * W + xl], v4 = ly * lx * img[yh * W + xh];
+                                if (is_max) {
+                                    v = v1 > v2 ? v1 : v2;
+                                    v = v > v3 ? v : v3;
+                                    v = v > v4 ? v : v4;
+                                } else {
+                                    v = v1 + v2 + v3 + v4;
+                                }
+                            }
+                            if (is_max)
+                                acc = first || v > acc ? v : acc;
+                            else
+                                acc += v;
+                            first = false;
+                        }
+                    y[((r * C + c) * oh + ph) * ow + pw] = (float)(is_max ? acc : acc / count);
+                }
+        }
+    }
+    return OQ_OK;
+}
+
 const oq_kernel oq_kernels_sample[] = {
+    {"", "RoiAlign", 10, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_roi, run_roi, NULL, 3},
     {"", "Resize", 10, 0, 0, OQ_T_ALL, NULL, NULL, infer_resize, run_resize, NULL, 1},
     {"", "Upsample", 7, 9, 0, OQ_T_ALL, NULL, NULL, infer_resize, run_resize, NULL, 1},
     {"", "GridSample", 16, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_gs, run_gs, NULL, 2},
