@@ -217,9 +217,62 @@ static oq_status run_stft(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ MelWeightMatrix */
+
+static oq_status infer_mel(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                           oq_rt_tensor *out, size_t n_out)
+{
+    out[0].dtype = (int32_t)oq_node_attr_int(k->node, "output_datatype", OQ_DTYPE_FLOAT);
+    if (!oq_k_data_known(in, 5))
+        return oq_k_defer(k, out, n_out);
+    int64_t bins = oq_k_get_int(in[0], 0), dft = oq_k_get_int(in[1], 0);
+    if (bins <= 0 || dft <= 0 || oq_k_get_int(in[2], 0) <= 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "num_mel_bins, dft_length, sample_rate must be > 0");
+    int64_t d[2] = {dft / 2 + 1, bins};
+    return oq_k_set_out(k, &out[0], out[0].dtype, d, 2);
+}
+
+/* triangular filters between mel-spaced frequencies, as the ONNX reference: the edge
+ * mels in float32, the bin positions in double, floored to spectrogram bins */
+static oq_status run_mel(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    int64_t nm = out[0].dims[1], ns = out[0].dims[0];
+    int64_t dft = oq_k_get_int(in[1], 0), rate = oq_k_get_int(in[2], 0);
+    float lo = (float)oq_k_get_f64(in[3], 0), hi = (float)oq_k_get_f64(in[4], 0);
+    float lo_mel = 2595.0f * log10f(1.0f + lo / 700.0f);
+    float hi_mel = 2595.0f * log10f(1.0f + hi / 700.0f);
+    float step = (hi_mel - lo_mel) / (float)(nm + 2);
+    int64_t *fb = oq_k_scratch(k, (size_t)(nm + 2) * sizeof(int64_t));
+    if (!fb)
+        return OQ_ERR_NOMEM;
+    for (int64_t i = 0; i < nm + 2; i++) {
+        double f = (double)i * (double)step + (double)lo_mel;
+        f = 700.0 * (pow(10.0, f / 2595.0) - 1.0);
+        fb[i] = (int64_t)floor((double)(dft + 1) * f / (double)rate);
+    }
+    memset(out[0].data, 0, (size_t)out[0].nbytes);
+    for (int64_t i = 0; i < nm; i++) {
+        int64_t l = fb[i], c = fb[i + 1], h = fb[i + 2];
+        if (l < 0 || c < l || h < c || c >= ns || h > ns)
+            return oq_k_error(k, OQ_ERR_INVALID, "filter %lld falls outside the spectrogram",
+                              (long long)i);
+        if (c == l)
+            oq_k_set_f64(&out[0], c * nm + i, 1);
+        else
+            for (int64_t j = l; j <= c; j++)
+                oq_k_set_f64(&out[0], j * nm + i, (double)(j - l) / (double)(c - l));
+        if (h > c)
+            for (int64_t j = c; j < h; j++)
+                oq_k_set_f64(&out[0], j * nm + i, (double)(h - j) / (double)(h - c));
+    }
+    return OQ_OK;
+}
+
 #define I OQ_T(INT32) | OQ_T(INT64)
 const oq_kernel oq_kernels_signal[] = {
     {"", "DFT", 17, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_dft, run_dft, NULL, 1},
+    {"", "MelWeightMatrix", 17, 0, 0, I, NULL, NULL, infer_mel, run_mel, NULL, 5},
     {"", "STFT", 17, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_stft, run_stft, NULL, 2},
     {"", "HannWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL, 1},
     {"", "HammingWindow", 17, 0, 0, I, NULL, NULL, infer_window, run_window, NULL, 1},
