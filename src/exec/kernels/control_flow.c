@@ -266,7 +266,7 @@ done:
 /* slice t of x along axis a (the axis removed), into an owned tensor */
 static oq_status take_slice(const oq_rt_tensor *x, size_t a, int64_t t, oq_rt_tensor *out)
 {
-    int64_t d[OQ_RT_MAX_RANK], outer = 1, inner = 1;
+    int64_t d[OQ_RT_MAX_RANK] = {0}, outer = 1, inner = 1;
     size_t r = 0;
     for (size_t i = 0; i < x->rank; i++) {
         if (i != a)

@@ -77,7 +77,7 @@ static oq_status infer_dft(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     out[0].dtype = in[0]->dtype;
     if (!oq_k_shapes_known(in, 1))
         return oq_k_defer(k, out, n_out);
-    int64_t axis, len, olen;
+    int64_t axis = 0, len = 0, olen = 0;
     bool need;
     oq_status st = dft_geo(k, in, n_in, &axis, &len, &olen, &need);
     if (st)
@@ -114,7 +114,7 @@ static oq_status run_dft(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                          oq_rt_tensor *out, size_t n_out)
 {
     const oq_rt_tensor *x = in[0];
-    int64_t axis, len, olen;
+    int64_t axis = 0, len = 0, olen = 0;
     bool need;
     oq_status st = dft_geo(k, in, n_in, &axis, &len, &olen, &need);
     if (st)
@@ -174,7 +174,7 @@ static oq_status infer_stft(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     out[0].dtype = in[0]->dtype;
     if (!oq_k_shapes_known(in, n_in))
         return oq_k_defer(k, out, n_out);
-    int64_t step, fl, frames, bins;
+    int64_t step = 0, fl = 0, frames = 0, bins = 0;
     bool need;
     oq_status st = stft_geo(k, in, n_in, &step, &fl, &frames, &bins, &need);
     if (st)
@@ -189,7 +189,7 @@ static oq_status run_stft(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
                           oq_rt_tensor *out, size_t n_out)
 {
     const oq_rt_tensor *x = in[0], *win = n_in > 2 ? in[2] : NULL;
-    int64_t step, fl, frames, bins;
+    int64_t step = 0, fl = 0, frames = 0, bins = 0;
     bool need;
     oq_status st = stft_geo(k, in, n_in, &step, &fl, &frames, &bins, &need);
     if (st)
