@@ -737,6 +737,16 @@ static oq_status run_clip(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     if (k->opset < 11) {
         float lo = oq_node_attr_float(n, "min", -INFINITY);
         float hi = oq_node_attr_float(n, "max", INFINITY);
+        if (dt == OQ_DTYPE_FLOAT) {
+            const float *a = x->data;
+            float *o = out[0].data;
+            for (int64_t i = 0; i < cnt; i++) {
+                float v = a[i];
+                v = v < lo ? lo : v;
+                o[i] = v > hi ? hi : v;
+            }
+            return OQ_OK;
+        }
         for (int64_t i = 0; i < cnt; i++) {
             double v = oq_k_get_f64(x, i);
             if (v < lo) v = lo;
