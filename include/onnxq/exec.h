@@ -23,7 +23,11 @@
  * Results do not depend on the thread count: work is split over independent output
  * ranges only, never over reductions.
  *
- * The model must outlive the plan and must not be edited while a plan uses it.
+ * The model must outlive the plan and must not be edited while a plan uses it. A plan
+ * runs one oq_plan_run at a time (it owns its buffers); use one plan per thread to run
+ * in parallel. The observer sees the outputs of the nodes of the main graph (not the
+ * Constant nodes, whose tensors are the model's, and not the nodes inside If/Loop
+ * bodies).
  */
 #ifndef ONNXQ_EXEC_H
 #define ONNXQ_EXEC_H

@@ -501,7 +501,8 @@ int cmd_run(int argc, char **argv)
         printf("time: median %.3f ms over %d runs (min %.3f, max %.3f), %d threads\n", med, runs,
                times[0], times[runs - 1], oq_plan_threads(plan));
     }
-    printf("peak intermediate memory: %lld bytes\n", (long long)oq_plan_peak_bytes(plan));
+    printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",
+           (long long)oq_plan_peak_bytes(plan), (long long)oq_plan_total_bytes(plan));
     rc = CLI_OK;
 done:
     for (size_t i = 0; in && i < n_in; i++)

@@ -24,14 +24,20 @@
  * the work in infer at run time, keep the result in k->state and copy it out in run.
  *
  * Conventions:
- *  - in[i] is NULL for an omitted optional input (also past the node's input count:
- *    n_in is the node's input count). out has n_out entries (the node's output count);
- *    omitted optional outputs still get storage and may be computed or left alone.
+ *  - n_in is the node's input count; in[i] is NULL for an omitted optional input, and
+ *    in[] has OQ_K_IN_PAD more NULL entries past n_in, so optional trailing inputs can
+ *    be tested as in[i] without checking n_in (for i < n_in + OQ_K_IN_PAD). The
+ *    executor checks that the first `min_inputs` inputs are present. out has n_out
+ *    entries (the node's output count); omitted optional outputs still get storage
+ *    and may be computed or left alone.
  *  - Errors: return oq_k_error(k, code, fmt, ...) which records a diagnostic naming
  *    the model file, node and op type. Never print, exit or abort.
  *  - Threads: use oq_k_parallel_for() over independent output ranges only; the result
- *    must be bit-identical for any thread count (no split reductions).
- *  - Scratch: oq_k_scratch() gives per-run temporary memory (valid until run returns).
+ *    must be bit-identical for any thread count (no split reductions). A parallel-for
+ *    called from inside a range runs serially on the calling thread.
+ *  - Scratch: oq_k_scratch() gives temporary memory shared by all nodes of the plan;
+ *    it is valid until the hook that asked for it returns (infer and run do not share
+ *    contents).
  */
 #ifndef ONNXQ_EXEC_KERNEL_H
 #define ONNXQ_EXEC_KERNEL_H
@@ -42,6 +48,9 @@
 
 #include "onnxq/exec.h"
 #include "onnxq/ir.h"
+
+/* NULL entries after the last input in the in[] array given to kernels */
+#define OQ_K_IN_PAD 16
 
 /* rank of a tensor whose shape is not known at compile time */
 #define OQ_RT_UNKNOWN_RANK ((size_t)-1)
@@ -99,11 +108,12 @@ struct oq_kernel {
     oq_kernel_infer_fn infer;    /* required */
     oq_kernel_run_fn run;        /* required */
     void (*release)(void *state);/* optional; frees k->state */
+    int min_inputs;              /* inputs that must be present (0 = none checked) */
 };
 
 /* Row helpers: OQ_KERNEL("Relu", 6, 0, OQ_T_FLOATS, prepare, infer, run) */
 #define OQ_KERNEL(op, since, until, types, prep, inf, rn) \
-    { "", (op), (since), (until), 0, (types), NULL, (prep), (inf), (rn), NULL }
+    { "", (op), (since), (until), 0, (types), NULL, (prep), (inf), (rn), NULL, 1 }
 
 /* ---- the tables: one per family file (src/exec/kernels/<family>.c) ---------------- */
 #define OQ_KERNEL_FAMILIES(X) \
@@ -120,9 +130,10 @@ struct oq_kernel {
     X(rnn)                    \
     X(training)               \
     X(signal)                 \
-    X(einsum)                 \
+    X(algorithms)             \
     X(sample)                 \
-    X(control_flow)
+    X(control_flow)           \
+    X(contrib)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \

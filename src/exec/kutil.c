@@ -137,7 +137,21 @@ int64_t oq_k_get_int(const oq_rt_tensor *t, int64_t i)
     switch (t->dtype) {
     case OQ_DTYPE_INT64: return ((const int64_t *)t->data)[i];
     case OQ_DTYPE_INT32: return ((const int32_t *)t->data)[i];
-    default: return (int64_t)oq_k_get_f64(t, i);
+    case OQ_DTYPE_UINT64: {
+        uint64_t v = ((const uint64_t *)t->data)[i];
+        return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+    }
+    default: {
+        /* no undefined float->int conversion: NaN -> 0, out of range saturates */
+        double v = oq_k_get_f64(t, i);
+        if (v != v)
+            return 0;
+        if (v >= 9223372036854775807.0)
+            return INT64_MAX;
+        if (v <= -9223372036854775808.0)
+            return INT64_MIN;
+        return (int64_t)v;
+    }
     }
 }
 

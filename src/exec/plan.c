@@ -1,72 +1,11 @@
-/* Compile a plan (order, dtypes, shapes, kernels, lifetimes) and run it. */
-#include "exec/exec-impl.h"
+/* Compile a plan: order, dtypes, shapes, one kernel per node, lifetimes, subplans;
+ * and the plan queries. Running is in run.c. */
+#include "exec/plan-impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NO_SLOT ((size_t)-1)
-
-typedef enum slot_kind { SLOT_CONST = 0, SLOT_INPUT = 1, SLOT_NODE = 2, SLOT_OUTER = 3 } slot_kind;
-
-typedef struct buffer {
-    void *data;
-    size_t cap;
-    bool in_use;
-} buffer;
-
-typedef struct slot {
-    oq_value *value;
-    slot_kind kind;
-    oq_rt_tensor t;           /* current tensor (for CONST: borrowed from the model) */
-    oq_rt_tensor compiled;    /* compile-time dtype/shape */
-    size_t last_use;          /* last step that reads it; NO_SLOT: never read */
-    bool is_output;
-    size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
-    void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
-} slot;
-
-typedef struct step {
-    oq_node *node;
-    oq_kctx k;
-    size_t n_in, n_out;
-    size_t *in_slots;         /* NO_SLOT for omitted inputs */
-    size_t *out_slots;
-    const oq_rt_tensor **in;
-    oq_rt_tensor *out;
-    size_t *tmp_buf;          /* run time: buffers of discarded outputs */
-    /* implicit inputs: outer-scope values read by the node's subgraphs */
-    size_t n_imp;
-    oq_value **imp_vals;
-    size_t *imp_slots;
-    const oq_rt_tensor **imp;
-} step;
-
-struct oq_plan {
-    oq_model *model;
-    oq_graph *graph;
-    const char *file;
-    size_t n_slots;
-    slot *slots;
-    size_t n_steps;
-    step *steps;
-    size_t n_inputs, n_outputs;
-    size_t *inputs, *outputs;   /* slot indices */
-    oq_pool *pool;
-    int threads;
-    oq_tensor_observer on_tensor;
-    void *user;
-    size_t n_bufs, cap_bufs;
-    buffer *bufs;
-    int64_t peak_estimate, total_bytes;
-    void *scratch;
-    size_t scratch_size;
-    bool owns_pool;
-    size_t n_outer;            /* subplans: slots bound from the enclosing plan */
-    size_t *outer;             /* their slots */
-    size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
-};
 
 oq_plan_options oq_plan_options_default(void)
 {
@@ -77,15 +16,8 @@ oq_plan_options oq_plan_options_default(void)
 
 /* ------------------------------------------------------------------ helpers ------ */
 
-static oq_status node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_status code,
-                            const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-
-static oq_status node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_status code,
-                            const char *fmt, ...)
+oq_status oq_plan_node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_status code,
+                             const char *fmt, ...)
 {
     char msg[1024], lb[64];
     va_list ap;
@@ -145,7 +77,7 @@ static oq_status constant_value(oq_plan *p, oq_node *n, slot *s, oq_diag *d)
                                        s->const_mem);
         }
     }
-    return node_error(p, d, n, OQ_ERR_UNSUPPORTED,
+    return oq_plan_node_error(p, d, n, OQ_ERR_UNSUPPORTED,
                       "Constant without a supported value attribute (value, value_float(s), "
                       "value_int(s))");
 }
@@ -166,7 +98,7 @@ static void input_from_type(oq_rt_tensor *rt, const oq_type *ty)
     }
 }
 
-static int64_t tensor_bytes(const oq_rt_tensor *t)
+int64_t oq_plan_tensor_bytes(const oq_rt_tensor *t)
 {
     int64_t n = oq_rt_tensor_numel(t);
     return n < 0 ? -1 : oq_dtype_nbytes(t->dtype, n);
@@ -304,7 +236,7 @@ static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node
     if (k != n) {
         for (i = 0; i < n; i++)
             if (indeg[i]) {
-                st = node_error(p, d, all[i], OQ_ERR_INVALID,
+                st = oq_plan_node_error(p, d, all[i], OQ_ERR_INVALID,
                                 "graph has a cycle or an input that is never produced");
                 break;
             }
@@ -341,7 +273,7 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     s->n_out = n->n_outputs;
     s->in_slots = calloc(s->n_in + 1, sizeof(size_t));
     s->out_slots = calloc(s->n_out + 1, sizeof(size_t));
-    s->in = calloc(s->n_in + 1, sizeof(*s->in));
+    s->in = calloc(s->n_in + OQ_K_IN_PAD, sizeof(*s->in)); /* NULL past n_in */
     s->out = calloc(s->n_out + 1, sizeof(*s->out));
     s->tmp_buf = calloc(s->n_out + 1, sizeof(size_t));
     if (!s->in_slots || !s->out_slots || !s->in || !s->out || !s->tmp_buf)
@@ -353,14 +285,14 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
             continue;
         size_t sl = v->id < p->model->next_id ? slot_of[v->id] : NO_SLOT;
         if (sl == NO_SLOT)
-            return node_error(p, d, n, OQ_ERR_UNSUPPORTED,
+            return oq_plan_node_error(p, d, n, OQ_ERR_UNSUPPORTED,
                               "input \"%s\" is not produced in this graph (outer-scope values "
                               "are not supported)", v->name);
         s->in_slots[i] = sl;
         p->slots[sl].last_use = si;
         s->in[i] = &p->slots[sl].compiled;
         if (p->slots[sl].compiled.dtype == OQ_DTYPE_UNDEFINED)
-            return node_error(p, d, n, OQ_ERR_UNSUPPORTED, "input \"%s\" has no known dtype",
+            return oq_plan_node_error(p, d, n, OQ_ERR_UNSUPPORTED, "input \"%s\" has no known dtype",
                               v->name);
     }
     s->n_imp = n_imp;
@@ -373,7 +305,7 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
         oq_value *v = imp[i];
         size_t sl = v->id < p->model->next_id ? slot_of[v->id] : NO_SLOT;
         if (sl == NO_SLOT)
-            return node_error(p, d, n, OQ_ERR_INVALID,
+            return oq_plan_node_error(p, d, n, OQ_ERR_INVALID,
                               "subgraph reads \"%s\", which is not defined before the node",
                               v->name);
         s->imp_slots[i] = sl;
@@ -396,10 +328,14 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
         const char *what = why == OQ_KMISS_OP      ? "operator not supported"
                            : why == OQ_KMISS_OPSET ? "operator not supported at this opset"
                                                    : "input dtypes not supported";
-        return node_error(p, d, n, OQ_ERR_UNSUPPORTED, "%s: %s (domain %s, opset %lld, inputs %s)",
+        return oq_plan_node_error(p, d, n, OQ_ERR_UNSUPPORTED, "%s: %s (domain %s, opset %lld, inputs %s)",
                           what, n->op_type, dom, (long long)opset, tb);
     }
     s->k.kernel = kr;
+    for (int i = 0; i < kr->min_inputs; i++)
+        if ((size_t)i >= s->n_in || !s->in[i])
+            return oq_plan_node_error(p, d, n, OQ_ERR_INVALID, "required input %d is missing "
+                              "(%s needs at least %d inputs)", i, n->op_type, kr->min_inputs);
     oq_status st = OQ_OK;
     if (kr->prepare) {
         s->k.compile_time = true;
@@ -412,6 +348,18 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     s->k.compile_time = true;
     s->k.deferred = false;
     st = kr->infer(&s->k, (const oq_rt_tensor *const *)s->in, s->n_in, s->out, s->n_out);
+    /* scratch used at compile time (prepare or infer) goes back to the plan */
+    if (s->k.scratch) {
+        if (s->k.scratch_size > p->scratch_size) {
+            free(p->scratch);
+            p->scratch = s->k.scratch;
+            p->scratch_size = s->k.scratch_size;
+        } else {
+            free(s->k.scratch);
+        }
+        s->k.scratch = NULL;
+        s->k.scratch_size = 0;
+    }
     if (st != OQ_OK)
         return st;
     for (size_t o = 0; o < s->n_out; o++) {
@@ -427,8 +375,6 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     return OQ_OK;
 }
 
-/* Simulate the run-time buffer reuse with compile-time sizes. */
-static int64_t estimate_peak(oq_plan *p);
 
 /* Compile graph g. A subplan (outer_vals != NULL) shares `pool` and binds the outer
  * values at run time; input_hints give dtypes for subgraph inputs without a type. */
@@ -564,14 +510,14 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
             if (!v || !v->name || !*v->name)
                 continue;
             if (slot_of[v->id] != NO_SLOT) {
-                st = node_error(p, d, n, OQ_ERR_INVALID, "value \"%s\" is defined twice", v->name);
+                st = oq_plan_node_error(p, d, n, OQ_ERR_INVALID, "value \"%s\" is defined twice", v->name);
                 goto fail;
             }
             NEW_SLOT(v, is_const ? SLOT_CONST : SLOT_NODE);
         }
         if (is_const) {
             if (n->n_outputs != 1 || !n->outputs[0]) {
-                st = node_error(p, d, n, OQ_ERR_INVALID, "Constant must have one output");
+                st = oq_plan_node_error(p, d, n, OQ_ERR_INVALID, "Constant must have one output");
                 goto fail;
             }
             slot *s = &p->slots[slot_of[n->outputs[0]->id]];
@@ -604,7 +550,7 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
         p->slots[sl].is_output = true;
         p->outputs[p->n_outputs++] = sl;
     }
-    p->peak_estimate = estimate_peak(p);
+    p->peak_estimate = oq_plan_estimate_peak(p);
     st = OQ_OK;
     *out = p;
     p = NULL;
@@ -661,6 +607,7 @@ void oq_plan_free(oq_plan *p)
         free(s->imp_vals);
         free(s->imp_slots);
         free(s->imp);
+        free(s->k.scratch); /* only set if a hook failed while holding it */
     }
     for (size_t i = 0; i < p->n_slots; i++)
         free(p->slots[i].const_mem);
@@ -742,300 +689,3 @@ int64_t oq_plan_peak_bytes(const oq_plan *p)
 }
 int64_t oq_plan_total_bytes(const oq_plan *p) { return p->total_bytes; }
 
-/* ------------------------------------------------------------------ memory ------- */
-
-/* Best fit among free buffers: the smallest free one that is large enough; else grow
- * the largest free one; else a new buffer. Sizes are rounded to 64 bytes. */
-static size_t pick_buffer(buffer *bufs, size_t n, size_t need, bool *grow)
-{
-    size_t best = NO_SLOT, largest = NO_SLOT;
-    for (size_t i = 0; i < n; i++) {
-        if (bufs[i].in_use)
-            continue;
-        if (bufs[i].cap >= need && (best == NO_SLOT || bufs[i].cap < bufs[best].cap))
-            best = i;
-        if (largest == NO_SLOT || bufs[i].cap > bufs[largest].cap)
-            largest = i;
-    }
-    *grow = best == NO_SLOT && largest != NO_SLOT;
-    return best != NO_SLOT ? best : largest;
-}
-
-static size_t round64(int64_t n)
-{
-    return ((size_t)(n > 0 ? n : 1) + 63) & ~(size_t)63;
-}
-
-static int64_t estimate_peak(oq_plan *p)
-{
-    size_t cap = p->n_slots + 1, nb = 0;
-    buffer *b = calloc(cap, sizeof(*b));
-    size_t *held = calloc(p->n_slots + 1, sizeof(size_t));
-    int64_t total = -1;
-    if (!b || !held)
-        goto done;
-    for (size_t i = 0; i < p->n_slots; i++)
-        held[i] = NO_SLOT;
-    for (size_t si = 0; si < p->n_steps; si++) {
-        step *s = &p->steps[si];
-        for (size_t o = 0; o < s->n_out; o++) {
-            size_t sl = s->out_slots[o];
-            if (sl == NO_SLOT)
-                continue;
-            int64_t nbytes = tensor_bytes(&p->slots[sl].compiled);
-            if (nbytes < 0)
-                goto done; /* dynamic shapes: no estimate */
-            size_t need = round64(nbytes);
-            bool grow;
-            size_t k = pick_buffer(b, nb, need, &grow);
-            if (k == NO_SLOT) {
-                k = nb++;
-                b[k].cap = need;
-            } else if (grow) {
-                b[k].cap = need;
-            }
-            b[k].in_use = true;
-            held[sl] = k;
-        }
-        for (size_t i = 0; i < s->n_in; i++) {
-            size_t sl = s->in_slots[i];
-            if (sl != NO_SLOT && p->slots[sl].last_use == si && !p->slots[sl].is_output &&
-                held[sl] != NO_SLOT) {
-                b[held[sl]].in_use = false;
-                held[sl] = NO_SLOT;
-            }
-        }
-        for (size_t o = 0; o < s->n_out; o++) {
-            size_t sl = s->out_slots[o];
-            if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output &&
-                held[sl] != NO_SLOT) {
-                b[held[sl]].in_use = false;
-                held[sl] = NO_SLOT;
-            }
-        }
-    }
-    total = 0;
-    for (size_t i = 0; i < nb; i++)
-        total += (int64_t)b[i].cap;
-done:
-    free(b);
-    free(held);
-    return total < 0 ? 0 : total;
-}
-
-static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
-{
-    int64_t nbytes = tensor_bytes(t);
-    if (nbytes < 0)
-        return OQ_ERR_INVALID;
-    t->nbytes = nbytes;
-    p->total_bytes += nbytes;
-    size_t need = round64(nbytes);
-    bool grow;
-    size_t k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
-    if (k == NO_SLOT) {
-        if (p->n_bufs == p->cap_bufs) {
-            size_t nc = p->cap_bufs ? p->cap_bufs * 2 : 16;
-            buffer *nb = realloc(p->bufs, nc * sizeof(*nb));
-            if (!nb)
-                return OQ_ERR_NOMEM;
-            p->bufs = nb;
-            p->cap_bufs = nc;
-        }
-        k = p->n_bufs++;
-        p->bufs[k].data = NULL;
-        p->bufs[k].cap = 0;
-        p->bufs[k].in_use = false;
-        grow = true;
-    }
-    if (grow) {
-        free(p->bufs[k].data);
-        p->bufs[k].data = aligned_alloc(64, need);
-        p->bufs[k].cap = p->bufs[k].data ? need : 0;
-        if (!p->bufs[k].data)
-            return OQ_ERR_NOMEM;
-    }
-    p->bufs[k].in_use = true;
-    s->buf = k;
-    t->data = p->bufs[k].data;
-    t->owned = false;
-    return OQ_OK;
-}
-
-static void release_slot(oq_plan *p, slot *s)
-{
-    if (s->kind == SLOT_NODE && s->buf != NO_SLOT) {
-        p->bufs[s->buf].in_use = false;
-        s->buf = NO_SLOT;
-    }
-}
-
-/* ------------------------------------------------------------------ run ---------- */
-
-static oq_status bind_inputs(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs, oq_diag *d)
-{
-    if (n_inputs != p->n_inputs)
-        return oq_diag_error(d, OQ_ERR_USAGE, "the model has %zu inputs, %zu given", p->n_inputs,
-                             n_inputs);
-    for (size_t i = 0; i < n_inputs; i++) {
-        slot *s = &p->slots[p->inputs[i]];
-        const oq_rt_tensor *t = &inputs[i];
-        const oq_rt_tensor *c = &s->compiled;
-        char a[160], b[160];
-        bool ok = t->dtype == c->dtype && t->rank <= OQ_RT_MAX_RANK;
-        if (ok && c->rank != OQ_RT_UNKNOWN_RANK) {
-            ok = t->rank == c->rank;
-            for (size_t j = 0; ok && j < t->rank; j++)
-                if (c->dims[j] >= 0 && c->dims[j] != t->dims[j])
-                    ok = false;
-        }
-        if (!ok)
-            return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\": got %s, the model expects %s",
-                                 s->value->name, oq_rt_tensor_describe(t, a, sizeof a),
-                                 oq_rt_tensor_describe(c, b, sizeof b));
-        int64_t nb = tensor_bytes(t);
-        if (nb < 0 || (nb > 0 && !t->data))
-            return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\": bad dims or no data",
-                                 s->value->name);
-        s->t = *t;
-        s->t.nbytes = nb;
-        s->t.owned = false;
-    }
-    return OQ_OK;
-}
-
-static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
-                         const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
-                         size_t n_outputs, oq_diag *d);
-
-oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
-                      oq_rt_tensor *outputs, size_t n_outputs, oq_diag *d)
-{
-    return run_plan(p, inputs, n_inputs, NULL, outputs, n_outputs, d);
-}
-
-oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, size_t n_inputs,
-                           oq_rt_tensor *outputs, size_t n_outputs)
-{
-    return run_plan(sp, inputs, n_inputs, k->implicit, outputs, n_outputs, k->diag);
-}
-
-static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
-                         const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
-                         size_t n_outputs, oq_diag *d)
-{
-    oq_status st;
-    /* outer-scope values: taken from the enclosing kernel's implicit inputs */
-    for (size_t o = 0; o < p->n_outer; o++) {
-        slot *os = &p->slots[p->outer[o]];
-        if (!outer)
-            return oq_diag_error(d, OQ_ERR_INTERNAL, "subplan run without outer values");
-        os->t = *outer[p->outer_src[o]];
-        os->t.owned = false;
-    }
-    for (size_t i = 0; i < n_outputs; i++)
-        memset(&outputs[i], 0, sizeof outputs[i]);
-    st = bind_inputs(p, inputs, n_inputs, d);
-    if (st != OQ_OK)
-        return st;
-    p->total_bytes = 0;
-    for (size_t si = 0; si < p->n_steps; si++) {
-        step *s = &p->steps[si];
-        const oq_kernel *kr = s->k.kernel;
-        for (size_t i = 0; i < s->n_in; i++)
-            s->in[i] = s->in_slots[i] == NO_SLOT ? NULL : &p->slots[s->in_slots[i]].t;
-        for (size_t i = 0; i < s->n_imp; i++)
-            s->imp[i] = &p->slots[s->imp_slots[i]].t;
-        for (size_t o = 0; o < s->n_out; o++) {
-            memset(&s->out[o], 0, sizeof s->out[o]);
-            s->out[o].dtype = s->out_slots[o] != NO_SLOT
-                                  ? p->slots[s->out_slots[o]].compiled.dtype
-                                  : OQ_DTYPE_UNDEFINED;
-        }
-        s->k.diag = d;
-        s->k.compile_time = false;
-        s->k.deferred = false;
-        st = kr->infer(&s->k, s->in, s->n_in, s->out, s->n_out);
-        if (st != OQ_OK)
-            goto fail;
-        for (size_t o = 0; o < s->n_out; o++) {
-            size_t sl = s->out_slots[o];
-            oq_rt_tensor *t = &s->out[o];
-            if (sl != NO_SLOT && t->dtype != p->slots[sl].compiled.dtype) {
-                st = node_error(p, d, s->node, OQ_ERR_INTERNAL,
-                                "output %zu dtype changed between compile and run", o);
-                goto fail;
-            }
-            if (sl == NO_SLOT && t->dtype == OQ_DTYPE_UNDEFINED)
-                t->dtype = OQ_DTYPE_UINT8;
-            slot tmp;
-            slot *os = sl != NO_SLOT ? &p->slots[sl] : &tmp;
-            memset(&tmp, 0, sizeof tmp);
-            tmp.kind = SLOT_NODE;
-            tmp.buf = NO_SLOT;
-            st = acquire(p, os, t);
-            if (st != OQ_OK) {
-                st = node_error(p, d, s->node, st, "cannot allocate output %zu", o);
-                goto fail;
-            }
-            s->tmp_buf[o] = tmp.buf; /* discarded output: freed right after the run */
-        }
-        s->k.scratch = p->scratch;
-        s->k.scratch_size = p->scratch_size;
-        st = kr->run(&s->k, s->in, s->n_in, s->out, s->n_out);
-        p->scratch = s->k.scratch;
-        p->scratch_size = s->k.scratch_size;
-        s->k.scratch = NULL;
-        s->k.scratch_size = 0;
-        if (st != OQ_OK)
-            goto fail;
-        for (size_t o = 0; o < s->n_out; o++) {
-            size_t sl = s->out_slots[o];
-            if (sl == NO_SLOT) {
-                if (s->tmp_buf[o] != NO_SLOT)
-                    p->bufs[s->tmp_buf[o]].in_use = false;
-                continue;
-            }
-            p->slots[sl].t = s->out[o];
-            if (p->on_tensor)
-                p->on_tensor(s->node, o, &p->slots[sl].t, p->user);
-        }
-        for (size_t i = 0; i < s->n_in; i++) {
-            size_t sl = s->in_slots[i];
-            if (sl != NO_SLOT && p->slots[sl].last_use == si && !p->slots[sl].is_output)
-                release_slot(p, &p->slots[sl]);
-        }
-        for (size_t i = 0; i < s->n_imp; i++) {
-            size_t sl = s->imp_slots[i];
-            if (p->slots[sl].last_use == si && !p->slots[sl].is_output)
-                release_slot(p, &p->slots[sl]);
-        }
-        for (size_t o = 0; o < s->n_out; o++) {
-            size_t sl = s->out_slots[o];
-            if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output)
-                release_slot(p, &p->slots[sl]);
-        }
-    }
-    for (size_t i = 0; i < n_outputs; i++) {
-        const oq_rt_tensor *t = &p->slots[p->outputs[i]].t;
-        st = oq_rt_tensor_alloc(&outputs[i], t->dtype, t->dims, t->rank);
-        if (st != OQ_OK) {
-            st = oq_diag_error(d, st, "cannot allocate output \"%s\"",
-                               p->slots[p->outputs[i]].value->name);
-            goto fail;
-        }
-        if (t->nbytes)
-            memcpy(outputs[i].data, t->data, (size_t)t->nbytes);
-    }
-    st = OQ_OK;
-    goto done;
-fail:
-    for (size_t i = 0; i < n_outputs; i++)
-        oq_rt_tensor_release(&outputs[i]);
-done:
-    for (size_t i = 0; i < p->n_slots; i++)
-        release_slot(p, &p->slots[i]);
-    for (size_t b = 0; b < p->n_bufs; b++)
-        p->bufs[b].in_use = false;
-    return st;
-}

@@ -24,6 +24,9 @@ struct oq_pool {
     int n_ranges;
 };
 
+/* set while this thread runs a range: a nested parallel-for then runs serially */
+static _Thread_local int in_range;
+
 int oq_cpu_count(void)
 {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -43,8 +46,11 @@ static void run_range(oq_pool *p, int w)
     int64_t e = b + p->chunk;
     if (e > p->n_items)
         e = p->n_items;
-    if (b < e)
+    if (b < e) {
+        in_range = 1;
         p->fn(p->arg, b, e, w);
+        in_range = 0;
+    }
 }
 
 static void *worker_main(void *a)
@@ -140,7 +146,7 @@ void oq_pool_for(oq_pool *p, int64_t n, int64_t grain, oq_range_fn fn, void *arg
     int64_t ranges = n / grain;
     if (ranges > threads)
         ranges = threads;
-    if (ranges <= 1 || !p || p->started + 1 < p->n) {
+    if (ranges <= 1 || !p || p->started + 1 < p->n || in_range) {
         fn(arg, 0, n, 0);
         return;
     }

@@ -84,3 +84,75 @@ save('softmax_opset11_axis1', [helper.make_node('Softmax', ['x'], ['y'], axis=1)
 # activations
 save('hardswish_hardsigmoid', [helper.make_node('HardSigmoid', ['x'], ['h'], alpha=0.3, beta=0.4),
      helper.make_node('HardSwish', ['h'], ['y'])], [vi('x', [4, 50])], [vi('y', None)], opset=14)
+
+# com.microsoft quantized operators
+MS = [('com.microsoft', 1)]
+for op in ['QLinearAdd', 'QLinearMul']:
+    init = [numpy_helper.from_array(np.array(v, dtype=dt), n) for v, dt, n in
+            [(0.05, np.float32, 'as'), (7, np.uint8, 'az'), (0.03, np.float32, 'bs'),
+             (200, np.uint8, 'bz'), (0.09 if op == 'QLinearAdd' else 0.5, np.float32, 'cs'),
+             (120, np.uint8, 'cz')]]
+    save(f'ms_{op.lower()}_bcast', [helper.make_node(op, ['a', 'as', 'az', 'b', 'bs', 'bz', 'cs', 'cz'],
+         ['y'], domain='com.microsoft')], [vi('a', [2, 3, 4], TensorProto.UINT8),
+         vi('b', [3, 1], TensorProto.UINT8)], [vi('y', None, TensorProto.UINT8)], init, domains=MS)
+K, N, blk = 64, 24, 32
+nb = K // blk
+q = rng.randint(0, 16, size=(N, nb, blk)).astype(np.uint8)
+packed = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)          # [N, nb, blk/2]
+zps = rng.randint(0, 16, size=(N, nb)).astype(np.uint8)
+zp_packed = (zps[:, 0::2] | (zps[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+save('ms_matmulnbits_4bit', [helper.make_node('MatMulNBits', ['a', 'b', 's', 'z'], ['y'],
+     domain='com.microsoft', K=K, N=N, bits=4, block_size=blk)], [vi('a', [3, K])], [vi('y', None)],
+     [numpy_helper.from_array(packed, 'b'), w('s', [N * nb], 0.05),
+      numpy_helper.from_array(zp_packed, 'z')], domains=MS)
+# RoiAlign, max mode and a fixed sampling ratio (rois and batch indices are constants)
+rois = numpy_helper.from_array(np.array([[0.5, 1.0, 6.3, 7.9], [2.0, 0.2, 9.5, 5.0],
+                                         [-1.0, -1.0, 3.0, 2.0]], dtype=np.float32), 'rois')
+bidx = numpy_helper.from_array(np.array([0, 1, 1], dtype=np.int64), 'bidx')
+save('roialign_max_ratio2', [helper.make_node('RoiAlign', ['x', 'rois', 'bidx'], ['y'], mode='max',
+     output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.9)],
+     [vi('x', [2, 3, 10, 12])], [vi('y', None)], [rois, bidx], opset=16)
+# data movement and elementwise corner cases
+def i64(name, vals):
+    return numpy_helper.from_array(np.array(vals, dtype=np.int64), name)
+
+
+save('slice_negative_steps', [helper.make_node('Slice', ['x', 'st', 'en', 'ax', 'sp'], ['y'])],
+     [vi('x', [5, 7, 6])], [vi('y', None)],
+     [i64('st', [-1, 5, 0]), i64('en', [-6, 0, 100]), i64('ax', [0, -2, 2]), i64('sp', [-2, -3, 2])],
+     opset=13)
+for mode in ['reflect', 'edge', 'constant']:
+    save(f'pad_{mode}', [helper.make_node('Pad', ['x', 'p', 'v'], ['y'], mode=mode)],
+         [vi('x', [2, 3, 4, 5])], [vi('y', None)],
+         [i64('p', [0, 1, 2, 3, 0, 2, 1, 0]), numpy_helper.from_array(np.array(0.5, np.float32), 'v')],
+         opset=13)
+save('split_uneven_18', [helper.make_node('Split', ['x'], ['a', 'b', 'c'], axis=1, num_outputs=3)],
+     [vi('x', [2, 8, 3])], [vi('a', None), vi('b', None), vi('c', None)], opset=18)
+save('transpose_5d_concat_neg', [helper.make_node('Transpose', ['x'], ['t'], perm=[4, 2, 0, 3, 1]),
+     helper.make_node('Concat', ['t', 't'], ['y'], axis=-2)], [vi('x', [2, 3, 4, 5, 6])], [vi('y', None)])
+save('where_expand_bcast', [helper.make_node('Greater', ['a', 'b'], ['c']),
+     helper.make_node('Where', ['c', 'a', 'b'], ['w']),
+     helper.make_node('Expand', ['w', 'shp'], ['y'])],
+     [vi('a', [3, 1, 4]), vi('b', [2, 1])], [vi('y', None)], [i64('shp', [2, 1, 2, 1])])
+save('reduce_keepdims0_argmax_last', [helper.make_node('ReduceMean', ['x'], ['m'], axes=[-1, 1], keepdims=0),
+     helper.make_node('ArgMax', ['x'], ['i'], axis=2, select_last_index=1, keepdims=0),
+     helper.make_node('Cast', ['i'], ['y2'], to=TensorProto.FLOAT),
+     helper.make_node('Identity', ['m'], ['y1'])],
+     [vi('x', [3, 4, 5, 2])], [vi('y1', None), vi('y2', None)], opset=13)
+save('activations_mix', [helper.make_node('LeakyRelu', ['x'], ['a'], alpha=0.2),
+     helper.make_node('PRelu', ['a', 'slope'], ['b']), helper.make_node('Erf', ['b'], ['c']),
+     helper.make_node('Sigmoid', ['c'], ['d']), helper.make_node('Elu', ['d'], ['e'], alpha=0.7),
+     helper.make_node('Clip', ['e', 'lo'], ['y'])], [vi('x', [2, 3, 4, 4])], [vi('y', None)],
+     [w('slope', [3, 1, 1]), numpy_helper.from_array(np.array(0.55, np.float32), 'lo')], opset=13)
+save('gemm_scalar_c_matmul_1d', [helper.make_node('Gemm', ['a', 'b', 'c'], ['g']),
+     helper.make_node('MatMul', ['v', 'g'], ['y'])], [vi('a', [4, 6]), vi('b', [6, 5]), vi('v', [4])],
+     [vi('y', None)], [numpy_helper.from_array(np.array(0.25, np.float32), 'c')], opset=13)
+save('softmax13_axis1_logsoftmax', [helper.make_node('Softmax', ['x'], ['s'], axis=1),
+     helper.make_node('LogSoftmax', ['s'], ['y'], axis=-1)], [vi('x', [2, 5, 3, 4])], [vi('y', None)], opset=13)
+save('gelu_tanh_20', [helper.make_node('Gelu', ['x'], ['y'], approximate='tanh')],
+     [vi('x', [3, 40])], [vi('y', None)], opset=20)
+save('instnorm_lrn_depthtospace', [helper.make_node('LRN', ['x'], ['l'], size=3, alpha=0.001, beta=0.6, bias=1.5),
+     helper.make_node('DepthToSpace', ['l'], ['y'], blocksize=2, mode='CRD')], [vi('x', [1, 8, 3, 5])],
+     [vi('y', None)], opset=13)
+save('convtranspose_autopad_same', [helper.make_node('ConvTranspose', ['x', 'w'], ['y'], strides=[2, 2],
+     auto_pad='SAME_UPPER')], [vi('x', [1, 3, 5, 4])], [vi('y', None)], [w('w', [3, 2, 3, 3])], opset=13)

@@ -534,11 +534,11 @@ static oq_status run_qlconv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 }
 
 const oq_kernel oq_kernels_conv[] = {
-    {"", "Conv", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_conv, run_conv, NULL},
-    {"", "ConvTranspose", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_convt, run_convt, NULL},
+    {"", "Conv", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_conv, run_conv, NULL, 2},
+    {"", "ConvTranspose", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_convt, run_convt, NULL, 2},
     {"", "ConvInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_convint, run_convint,
-     NULL},
+     NULL, 2},
     {"", "QLinearConv", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_qlconv, run_qlconv,
-     NULL},
+     NULL, 8},
 };
 OQ_KERNEL_TABLE_END(conv);

@@ -737,6 +737,16 @@ static oq_status run_clip(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     if (k->opset < 11) {
         float lo = oq_node_attr_float(n, "min", -INFINITY);
         float hi = oq_node_attr_float(n, "max", INFINITY);
+        if (dt == OQ_DTYPE_FLOAT) {
+            const float *a = x->data;
+            float *o = out[0].data;
+            for (int64_t i = 0; i < cnt; i++) {
+                float v = a[i];
+                v = v < lo ? lo : v;
+                o[i] = v > hi ? hi : v;
+            }
+            return OQ_OK;
+        }
         for (int64_t i = 0; i < cnt; i++) {
             double v = oq_k_get_f64(x, i);
             if (v < lo) v = lo;
@@ -902,32 +912,34 @@ static oq_status run_cast(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
 #define FL OQ_T_FLOATS
 #define NUM OQ_T_NUMERIC
 #define SNUM (OQ_T_FLOATS | OQ_T_SINTS)
-#define U(op, since, types) {"", op, since, 0, 0, types, NULL, ew_prepare, infer_ew, run_unary, free}
-#define B(op, since, types) {"", op, since, 0, 0, types, NULL, ew_prepare, infer_ew, run_binary, free}
+#define U(op, since, types, mn) \
+    {"", op, since, 0, 0, types, NULL, ew_prepare, infer_ew, run_unary, free, mn}
+#define B(op, since, types, mn) \
+    {"", op, since, 0, 0, types, NULL, ew_prepare, infer_ew, run_binary, free, mn}
 
 const oq_kernel oq_kernels_elementwise[] = {
-    U("Abs", 1, NUM), U("Neg", 1, SNUM), U("Sqrt", 1, FL), U("Exp", 1, FL), U("Log", 1, FL),
-    U("Reciprocal", 1, FL), U("Floor", 1, FL), U("Ceil", 1, FL), U("Round", 11, FL),
-    U("Relu", 1, SNUM), U("LeakyRelu", 1, FL), U("Sigmoid", 1, FL), U("HardSigmoid", 1, FL),
-    U("HardSwish", 14, FL), U("Tanh", 1, FL), U("Erf", 9, FL), U("Sign", 9, NUM),
-    U("Softplus", 1, FL), U("Softsign", 1, FL), U("Elu", 1, FL), U("Selu", 1, FL),
-    U("Celu", 12, FL), U("Mish", 18, FL), U("ThresholdedRelu", 10, FL), U("Gelu", 20, FL),
-    U("Sin", 7, FL), U("Cos", 7, FL), U("Tan", 7, FL), U("Asin", 7, FL), U("Acos", 7, FL),
-    U("Atan", 7, FL), U("Sinh", 9, FL), U("Cosh", 9, FL), U("Asinh", 9, FL),
-    U("Acosh", 9, FL), U("Atanh", 9, FL), U("IsNaN", 9, FL), U("IsInf", 10, FL),
-    U("Shrink", 9, NUM), U("Not", 1, OQ_T(BOOL)), U("BitwiseNot", 18, OQ_T_INTS),
-    B("Add", 1, NUM), B("Sub", 1, NUM), B("Mul", 1, NUM), B("Div", 1, NUM),
-    B("Pow", 1, NUM), B("PRelu", 1, NUM), B("Mod", 10, NUM),
-    B("Max", 1, NUM), B("Min", 1, NUM), B("Sum", 1, NUM), B("Mean", 1, FL),
-    B("Equal", 1, NUM | OQ_T(BOOL)), B("Less", 1, NUM), B("Greater", 1, NUM),
-    B("LessOrEqual", 12, NUM), B("GreaterOrEqual", 12, NUM),
-    B("And", 1, OQ_T(BOOL)), B("Or", 1, OQ_T(BOOL)), B("Xor", 1, OQ_T(BOOL)),
-    B("BitShift", 11, OQ_T_UINTS), B("BitwiseAnd", 18, OQ_T_INTS),
-    B("BitwiseOr", 18, OQ_T_INTS), B("BitwiseXor", 18, OQ_T_INTS),
-    {"", "Where", 9, 0, 1, OQ_T_ALL, NULL, NULL, infer_where, run_where, NULL},
-    {"", "Clip", 1, 0, 0, NUM, NULL, NULL, infer_first, run_clip, NULL},
-    {"", "Cast", 6, 0, 0, 0, cast_ok, NULL, infer_cast, run_cast, NULL},
-    {"", "CastLike", 15, 0, 0, 0, cast_ok, NULL, infer_cast, run_cast, NULL},
+    U("Abs", 1, NUM, 1), U("Neg", 1, SNUM, 1), U("Sqrt", 1, FL, 1), U("Exp", 1, FL, 1), U("Log", 1, FL, 1),
+    U("Reciprocal", 1, FL, 1), U("Floor", 1, FL, 1), U("Ceil", 1, FL, 1), U("Round", 11, FL, 1),
+    U("Relu", 1, SNUM, 1), U("LeakyRelu", 1, FL, 1), U("Sigmoid", 1, FL, 1), U("HardSigmoid", 1, FL, 1),
+    U("HardSwish", 14, FL, 1), U("Tanh", 1, FL, 1), U("Erf", 9, FL, 1), U("Sign", 9, NUM, 1),
+    U("Softplus", 1, FL, 1), U("Softsign", 1, FL, 1), U("Elu", 1, FL, 1), U("Selu", 1, FL, 1),
+    U("Celu", 12, FL, 1), U("Mish", 18, FL, 1), U("ThresholdedRelu", 10, FL, 1), U("Gelu", 20, FL, 1),
+    U("Sin", 7, FL, 1), U("Cos", 7, FL, 1), U("Tan", 7, FL, 1), U("Asin", 7, FL, 1), U("Acos", 7, FL, 1),
+    U("Atan", 7, FL, 1), U("Sinh", 9, FL, 1), U("Cosh", 9, FL, 1), U("Asinh", 9, FL, 1),
+    U("Acosh", 9, FL, 1), U("Atanh", 9, FL, 1), U("IsNaN", 9, FL, 1), U("IsInf", 10, FL, 1),
+    U("Shrink", 9, NUM, 1), U("Not", 1, OQ_T(BOOL), 1), U("BitwiseNot", 18, OQ_T_INTS, 1),
+    B("Add", 1, NUM, 2), B("Sub", 1, NUM, 2), B("Mul", 1, NUM, 2), B("Div", 1, NUM, 2),
+    B("Pow", 1, NUM, 2), B("PRelu", 1, NUM, 2), B("Mod", 10, NUM, 2),
+    B("Max", 1, NUM, 1), B("Min", 1, NUM, 1), B("Sum", 1, NUM, 1), B("Mean", 1, FL, 1),
+    B("Equal", 1, NUM | OQ_T(BOOL), 2), B("Less", 1, NUM, 2), B("Greater", 1, NUM, 2),
+    B("LessOrEqual", 12, NUM, 2), B("GreaterOrEqual", 12, NUM, 2),
+    B("And", 1, OQ_T(BOOL), 2), B("Or", 1, OQ_T(BOOL), 2), B("Xor", 1, OQ_T(BOOL), 2),
+    B("BitShift", 11, OQ_T_UINTS, 2), B("BitwiseAnd", 18, OQ_T_INTS, 2),
+    B("BitwiseOr", 18, OQ_T_INTS, 2), B("BitwiseXor", 18, OQ_T_INTS, 2),
+    {"", "Where", 9, 0, 1, OQ_T_ALL, NULL, NULL, infer_where, run_where, NULL, 3},
+    {"", "Clip", 1, 0, 0, NUM, NULL, NULL, infer_first, run_clip, NULL, 1},
+    {"", "Cast", 6, 0, 0, 0, cast_ok, NULL, infer_cast, run_cast, NULL, 1},
+    {"", "CastLike", 15, 0, 0, 0, cast_ok, NULL, infer_cast, run_cast, NULL, 2},
 };
 
 OQ_KERNEL_TABLE_END(elementwise);

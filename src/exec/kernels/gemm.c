@@ -18,8 +18,8 @@ typedef struct sgemm_job {
 } sgemm_job;
 
 /* The micro-kernel: a 4 x 16 block of C accumulated in registers over all of K, then
- * added to C. Columns are the outer loop so that a K x 16 panel of B stays in cache
- * while every row block of A passes over it. Every element is summed in k order from
+ * added to C. Columns are the outer loop: a K x 16 panel of B is copied to a contiguous
+ * buffer and stays in cache while every row block of A passes over it. Every element is summed in k order from
  * zero by the same operations whichever path (block, row tail, column tail) computes
  * it, and ISO C mode does not contract a*b+c into FMA, so the result does not depend
  * on how rows are split between threads, nor on the instruction set used. */
@@ -40,7 +40,10 @@ typedef struct sgemm_job {
                     c[n] *= j->beta;                                                   \
         }                                                                              \
         int64_t n0 = 0;                                                                \
-        for (; n0 + NR <= N; n0 += NR) {                                               \
+        float *panel = K > 0 && N >= NR ? malloc((size_t)K * NR * sizeof(float)) : NULL; \
+        for (; panel && n0 + NR <= N; n0 += NR) {                                      \
+            for (int64_t k = 0; k < K; k++)                                            \
+                memcpy(panel + k * NR, j->B + k * ldb + n0, NR * sizeof(float));       \
             int64_t i = b;                                                             \
             for (; i + MR <= e; i += MR) {                                             \
                 float c0[NR], c1[NR], c2[NR], c3[NR];                                  \
@@ -49,7 +52,7 @@ typedef struct sgemm_job {
                 const float *a0 = j->A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda,      \
                             *a3 = a2 + lda;                                            \
                 for (int64_t k = 0; k < K; k++) {                                      \
-                    const float *bp = j->B + k * ldb + n0;                             \
+                    const float *bp = panel + k * NR;                                  \
                     float v0 = alpha * a0[k], v1 = alpha * a1[k], v2 = alpha * a2[k],  \
                           v3 = alpha * a3[k];                                          \
                     for (int c = 0; c < NR; c++) {                                     \
@@ -73,7 +76,7 @@ typedef struct sgemm_job {
                 memset(acc, 0, sizeof acc);                                            \
                 const float *a = j->A + i * lda;                                       \
                 for (int64_t k = 0; k < K; k++) {                                      \
-                    const float *bp = j->B + k * ldb + n0;                             \
+                    const float *bp = panel + k * NR;                                  \
                     float av = alpha * a[k];                                           \
                     for (int c = 0; c < NR; c++)                                       \
                         acc[c] += av * bp[c];                                          \
@@ -90,6 +93,7 @@ typedef struct sgemm_job {
                     acc += (alpha * a[k]) * j->B[k * ldb + n];                         \
                 j->C[i * ldc + n] += acc;                                              \
             }                                                                          \
+        free(panel);                                                                   \
     }
 
 static void sgemm_rows_generic(void *arg, int64_t b, int64_t e, int w)
@@ -502,13 +506,13 @@ static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 }
 
 const oq_kernel oq_kernels_gemm[] = {
-    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL},
+    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL, 2},
     {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
-     infer_matmul, run_matmul, NULL},
-    {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL},
+     infer_matmul, run_matmul, NULL, 2},
+    {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL, 1},
     {"", "MatMulInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_mmint,
-     NULL},
+     NULL, 2},
     {"", "QLinearMatMul", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_qlmm,
-     NULL},
+     NULL, 8},
 };
 OQ_KERNEL_TABLE_END(gemm);

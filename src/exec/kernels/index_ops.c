@@ -181,7 +181,7 @@ static oq_status infer_onehot(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
         return oq_k_defer(k, out, n_out);
     size_t r = in[0]->rank + 1;
     int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", -1), r);
-    int64_t depth = (int64_t)oq_k_get_f64(in[1], 0);
+    int64_t depth = oq_k_get_int(in[1], 0);
     if (axis < 0 || depth <= 0 || r > OQ_RT_MAX_RANK)
         return oq_k_error(k, OQ_ERR_INVALID, "bad axis or depth");
     int64_t d[OQ_RT_MAX_RANK];
@@ -206,8 +206,7 @@ static oq_status run_onehot(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     for (int64_t o = 0; o < outer; o++)
         for (int64_t d = 0; d < depth; d++)
             for (int64_t i = 0; i < inner; i++) {
-                double v = oq_k_get_f64(in[0], o * inner + i);
-                int64_t idx = (int64_t)v;
+                int64_t idx = oq_k_get_int(in[0], o * inner + i);
                 if (idx < 0)
                     idx += depth;
                 memcpy((char *)out[0].data + (size_t)((o * depth + d) * inner + i) * es,
@@ -445,6 +444,8 @@ static int64_t topk_k(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     *need = false;
     if (k->opset < 10)
         return oq_node_attr_int(k->node, "k", 0);
+    if (!in[1])
+        return -1;
     if (!in[1]->data) {
         *need = true;
         return 0;
@@ -463,7 +464,7 @@ static oq_status infer_topk(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         return oq_k_defer(k, out, n_out);
     int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", -1), in[0]->rank);
     if (axis < 0 || kk < 0 || kk > in[0]->dims[axis])
-        return oq_k_error(k, OQ_ERR_INVALID, "bad axis or k");
+        return oq_k_error(k, OQ_ERR_INVALID, "bad axis or k (K is required from opset 10)");
     int64_t d[OQ_RT_MAX_RANK];
     memcpy(d, in[0]->dims, in[0]->rank * 8);
     d[axis] = kk;
@@ -552,21 +553,21 @@ static oq_status run_revseq(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 }
 
 #define ANY OQ_T_ALL
-#define R(op, since, types, inf, rn) {"", op, since, 0, 0, types, NULL, NULL, inf, rn, NULL}
+#define R(op, since, types, inf, rn, mn) {"", op, since, 0, 0, types, NULL, NULL, inf, rn, NULL, mn}
 const oq_kernel oq_kernels_index_ops[] = {
-    R("Trilu", 14, ANY, infer_like0, run_trilu),
-    R("CumSum", 11, OQ_T_NUMERIC, infer_like0, run_cumsum),
-    R("DepthToSpace", 1, ANY, infer_d2s, run_d2s),
-    R("SpaceToDepth", 1, ANY, infer_d2s, run_d2s),
-    R("EyeLike", 9, ANY, infer_eyelike, run_eyelike),
-    R("OneHot", 9, OQ_T_NUMERIC, infer_onehot, run_onehot),
-    R("GatherND", 11, ANY, infer_gnd, run_gnd),
-    R("ScatterND", 11, ANY, infer_like0, run_snd),
-    R("ScatterElements", 11, ANY, infer_like0, run_sel),
-    R("Scatter", 9, ANY, infer_like0, run_sel),
-    R("Compress", 9, ANY, infer_compress, run_compress),
-    R("NonZero", 9, ANY, infer_nonzero, run_nonzero),
-    R("TopK", 1, OQ_T_NUMERIC, infer_topk, run_topk),
-    R("ReverseSequence", 10, ANY, infer_like0, run_revseq),
+    R("Trilu", 14, ANY, infer_like0, run_trilu, 1),
+    R("CumSum", 11, OQ_T_NUMERIC, infer_like0, run_cumsum, 2),
+    R("DepthToSpace", 1, ANY, infer_d2s, run_d2s, 1),
+    R("SpaceToDepth", 1, ANY, infer_d2s, run_d2s, 1),
+    R("EyeLike", 9, ANY, infer_eyelike, run_eyelike, 1),
+    R("OneHot", 9, OQ_T_NUMERIC, infer_onehot, run_onehot, 3),
+    R("GatherND", 11, ANY, infer_gnd, run_gnd, 2),
+    R("ScatterND", 11, ANY, infer_like0, run_snd, 3),
+    R("ScatterElements", 11, ANY, infer_like0, run_sel, 3),
+    R("Scatter", 9, ANY, infer_like0, run_sel, 3),
+    R("Compress", 9, ANY, infer_compress, run_compress, 2),
+    R("NonZero", 9, ANY, infer_nonzero, run_nonzero, 1),
+    R("TopK", 1, OQ_T_NUMERIC, infer_topk, run_topk, 1),
+    R("ReverseSequence", 10, ANY, infer_like0, run_revseq, 2),
 };
 OQ_KERNEL_TABLE_END(index_ops);

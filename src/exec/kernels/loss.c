@@ -125,7 +125,7 @@ static oq_status run_sce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 #define FL OQ_T_FLOATS
 const oq_kernel oq_kernels_loss[] = {
-    {"", "NegativeLogLikelihoodLoss", 12, 0, 0, FL, NULL, NULL, infer_loss, run_nll, NULL},
-    {"", "SoftmaxCrossEntropyLoss", 12, 0, 0, FL, NULL, NULL, infer_loss, run_sce, NULL},
+    {"", "NegativeLogLikelihoodLoss", 12, 0, 0, FL, NULL, NULL, infer_loss, run_nll, NULL, 2},
+    {"", "SoftmaxCrossEntropyLoss", 12, 0, 0, FL, NULL, NULL, infer_loss, run_sce, NULL, 2},
 };
 OQ_KERNEL_TABLE_END(loss);

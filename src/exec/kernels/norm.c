@@ -18,12 +18,27 @@ static oq_status infer_same(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 
 /* ------------------------------------------------------------------ BatchNorm ---- */
 
+static bool bn_training(const oq_kctx *k)
+{
+    return k->opset >= 14 && oq_node_attr_int(k->node, "training_mode", 0) != 0;
+}
+
 static oq_status infer_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                           oq_rt_tensor *out, size_t n_out)
 {
-    if (n_out > 1 && k->node->outputs[1])
-        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "BatchNormalization in training mode "
-                          "(extra outputs) is not supported");
+    if (n_out > 1 && k->node->outputs[1] && !bn_training(k))
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "BatchNormalization with saved mean/variance "
+                          "outputs (opset < 14 training) is not supported");
+    if (bn_training(k)) {
+        for (size_t i = 0; i < n_out; i++)
+            out[i].dtype = in[0]->dtype;
+        if (!oq_k_shapes_known(in, n_in))
+            return oq_k_defer(k, out, n_out);
+        oq_status st = oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+        for (size_t i = 1; st == OQ_OK && i < n_out && i < 3; i++)
+            st = oq_k_set_out(k, &out[i], in[0]->dtype, &in[0]->dims[1], 1);
+        return st;
+    }
     if (n_in < 5)
         return oq_k_error(k, OQ_ERR_INVALID, "needs 5 inputs");
     if (k->opset < 9 && oq_node_attr_int(k->node, "spatial", 1) != 1)
@@ -65,10 +80,38 @@ static oq_status run_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         if (oq_rt_tensor_numel(in[i]) != C || in[i]->dtype != OQ_DTYPE_FLOAT)
             return oq_k_error(k, OQ_ERR_INVALID, "input %d must hold %lld floats", i, (long long)C);
     float eps = oq_node_attr_float(k->node, "epsilon", 1e-5f);
-    float *ab = oq_k_scratch(k, (size_t)(2 * C) * sizeof(float));
+    float *ab = oq_k_scratch(k, (size_t)(4 * C) * sizeof(float));
     if (!ab)
         return OQ_ERR_NOMEM;
     const float *sc = in[1]->data, *bi = in[2]->data, *mu = in[3]->data, *var = in[4]->data;
+    if (bn_training(k)) {
+        /* batch statistics (population variance); running stats blended by momentum */
+        float mom = oq_node_attr_float(k->node, "momentum", 0.9f);
+        float *bm = ab + 2 * C, *bv = ab + 3 * C;
+        const float *xd = x->data;
+        int64_t N = x->dims[0];
+        for (int64_t c = 0; c < C; c++) {
+            double m = 0, v = 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++)
+                    m += xd[(n * C + c) * sz + i];
+            m /= (double)(N * sz);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++) {
+                    double dv = xd[(n * C + c) * sz + i] - m;
+                    v += dv * dv;
+                }
+            v /= (double)(N * sz);
+            bm[c] = (float)m;
+            bv[c] = (float)v;
+            if (n_out > 1 && k->node->outputs[1])
+                ((float *)out[1].data)[c] = mu[c] * mom + bm[c] * (1 - mom);
+            if (n_out > 2 && k->node->outputs[2])
+                ((float *)out[2].data)[c] = var[c] * mom + bv[c] * (1 - mom);
+        }
+        mu = bm;
+        var = bv;
+    }
     for (int64_t c = 0; c < C; c++) {
         float a = sc[c] / sqrtf(var[c] + eps);
         ab[c] = a;
@@ -274,6 +317,90 @@ static oq_status run_gn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ MVN ---------- */
+
+/* MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) over axes */
+static oq_status run_mvn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    const oq_rt_tensor *x = in[0];
+    size_t r = x->rank;
+    bool red[OQ_RT_MAX_RANK] = {false};
+    const int64_t *ax;
+    int64_t na = oq_node_attr_ints(k->node, "axes", &ax);
+    if (na < 0) {
+        static const int64_t dflt[3] = {0, 2, 3};
+        ax = dflt;
+        na = 3;
+    }
+    for (int64_t i = 0; i < na; i++) {
+        int64_t a = oq_k_axis(ax[i], r);
+        if (a < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "axis %lld out of range", (long long)ax[i]);
+        red[a] = true;
+    }
+    int64_t n = oq_rt_tensor_numel(x), st[OQ_RT_MAX_RANK], s = 1;
+    for (size_t i = r; i-- > 0;) {
+        st[i] = s;
+        s *= x->dims[i];
+    }
+    const float *xd = x->data;
+    float *y = out[0].data;
+    /* one pass per group, found from its representative: the element whose reduced
+       coordinates are all 0 */
+    for (int64_t e = 0; e < n; e++) {
+        bool rep = true;
+        for (size_t i = 0; i < r && rep; i++)
+            if (red[i] && (e / st[i]) % x->dims[i] != 0)
+                rep = false;
+        if (!rep)
+            continue;
+        double m = 0, m2 = 0;
+        int64_t cnt = 0, idx[OQ_RT_MAX_RANK] = {0};
+        for (;;) {
+            int64_t off = e;
+            for (size_t i = 0; i < r; i++)
+                if (red[i])
+                    off += idx[i] * st[i];
+            m += xd[off];
+            m2 += (double)xd[off] * xd[off];
+            cnt++;
+            size_t i = r;
+            while (i-- > 0) {
+                if (!red[i])
+                    continue;
+                if (++idx[i] < x->dims[i])
+                    break;
+                idx[i] = 0;
+            }
+            if (i == (size_t)-1)
+                break;
+        }
+        m /= (double)cnt;
+        m2 /= (double)cnt;
+        double sd = sqrt(m2 - m * m);
+        memset(idx, 0, sizeof idx);
+        for (;;) {
+            int64_t off = e;
+            for (size_t i = 0; i < r; i++)
+                if (red[i])
+                    off += idx[i] * st[i];
+            y[off] = (float)((xd[off] - m) / (sd + 1e-9));
+            size_t i = r;
+            while (i-- > 0) {
+                if (!red[i])
+                    continue;
+                if (++idx[i] < x->dims[i])
+                    break;
+                idx[i] = 0;
+            }
+            if (i == (size_t)-1)
+                break;
+        }
+    }
+    return OQ_OK;
+}
+
 /* ------------------------------------------------------------------ LRN ---------- */
 
 static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
@@ -311,13 +438,14 @@ static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 #define F OQ_T(FLOAT)
 const oq_kernel oq_kernels_norm[] = {
-    {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL},
-    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL},
-    {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL},
-    {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
-    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
-    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL},
-    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL},
-    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL},
+    {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL, 5},
+    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL, 3},
+    {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL, 2},
+    {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "MeanVarianceNormalization", 9, 0, 0, F, NULL, NULL, infer_same, run_mvn, NULL, 1},
+    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL, 1},
+    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL, 3},
 };
 OQ_KERNEL_TABLE_END(norm);

@@ -193,7 +193,22 @@ static oq_status run_pool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     j.y = out[0].data;
     j.idx = n_out > 1 ? out[1].data : NULL;
     j.storage_order = oq_node_attr_int(k->node, "storage_order", 0);
+    bool conv = in[0]->dtype != OQ_DTYPE_FLOAT; /* 8-bit MaxPool: exact in float */
+    int64_t ni = oq_rt_tensor_numel(in[0]), no = oq_rt_tensor_numel(&out[0]);
+    float *tmp = NULL;
+    if (conv) {
+        tmp = oq_k_scratch(k, (size_t)(ni + no + 1) * sizeof(float));
+        if (!tmp)
+            return OQ_ERR_NOMEM;
+        for (int64_t i = 0; i < ni; i++)
+            tmp[i] = (float)oq_k_get_f64(in[0], i);
+        j.x = tmp;
+        j.y = tmp + ni;
+    }
     oq_k_parallel_for(k, g.N * g.C, 1, pool_items, &j);
+    if (conv)
+        for (int64_t i = 0; i < no; i++)
+            oq_k_set_f64(&out[0], i, tmp[ni + i]);
     return OQ_OK;
 }
 
@@ -324,11 +339,12 @@ static oq_status run_unpool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 }
 
 const oq_kernel oq_kernels_pool[] = {
-    {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL},
-    {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
-    {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
-    {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL},
-    {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
-    {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL},
+    {"", "MaxUnpool", 9, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_unpool, run_unpool, NULL, 2},
+    {"", "MaxPool", 1, 0, 0, OQ_T(FLOAT) | OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_pool,
+     run_pool, NULL, 1},
+    {"", "AveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL, 1},
+    {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL, 1},
+    {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL, 1},
+    {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL, 1},
 };
 OQ_KERNEL_TABLE_END(pool);

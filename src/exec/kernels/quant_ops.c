@@ -291,8 +291,8 @@ static oq_status run_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 }
 
 const oq_kernel oq_kernels_quant_ops[] = {
-    {"", "DynamicQuantizeLinear", 11, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_dql, run_dql, NULL},
-    {"", "QuantizeLinear", 10, 0, 0, 0, q_types_ok, NULL, infer_q, run_q, NULL},
-    {"", "DequantizeLinear", 10, 0, 0, 0, dq_types_ok, NULL, infer_dq, run_dq, NULL},
+    {"", "DynamicQuantizeLinear", 11, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_dql, run_dql, NULL, 1},
+    {"", "QuantizeLinear", 10, 0, 0, 0, q_types_ok, NULL, infer_q, run_q, NULL, 2},
+    {"", "DequantizeLinear", 10, 0, 0, 0, dq_types_ok, NULL, infer_dq, run_dq, NULL, 2},
 };
 OQ_KERNEL_TABLE_END(quant_ops);

@@ -247,8 +247,8 @@ static oq_status run_rnn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 #define F OQ_T(FLOAT) | OQ_T(DOUBLE)
 const oq_kernel oq_kernels_rnn[] = {
-    {"", "RNN", 7, 0, 0, F, NULL, NULL, infer_rnn, run_rnn, NULL},
-    {"", "GRU", 7, 0, 0, F, NULL, NULL, infer_rnn, run_rnn, NULL},
-    {"", "LSTM", 7, 0, 0, F, NULL, NULL, infer_rnn, run_rnn, NULL},
+    {"", "RNN", 7, 0, 0, F, NULL, NULL, infer_rnn, run_rnn, NULL, 3},
+    {"", "GRU", 7, 0, 0, F, NULL, NULL, infer_rnn, run_rnn, NULL, 3},
+    {"", "LSTM", 7, 0, 0, F, NULL, NULL, infer_rnn, run_rnn, NULL, 3},
 };
 OQ_KERNEL_TABLE_END(rnn);

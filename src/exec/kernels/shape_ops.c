@@ -247,8 +247,13 @@ static oq_status infer_identity(oq_kctx *k, const oq_rt_tensor *const *in, size_
 static oq_status run_dropout(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                              oq_rt_tensor *out, size_t n_out)
 {
-    if (k->opset >= 12 && n_in > 2 && in[2] && ((const uint8_t *)in[2]->data)[0])
-        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "Dropout in training mode");
+    if (k->opset >= 12 && n_in > 2 && in[2] && ((const uint8_t *)in[2]->data)[0]) {
+        /* training mode drops at random; only ratio 0 (keep everything) is exact */
+        double ratio = n_in > 1 && in[1] ? oq_k_get_f64(in[1], 0) : 0.5;
+        if (ratio != 0)
+            return oq_k_error(k, OQ_ERR_UNSUPPORTED, "Dropout in training mode (random) with "
+                              "ratio %g", ratio);
+    }
     copy_run(k, in, n_in, out, n_out);
     if (n_out > 1)
         memset(out[1].data, 1, (size_t)numel(&out[1]));
@@ -528,6 +533,8 @@ static oq_status slice_compute(oq_kctx *k, const oq_rt_tensor *const *in, size_t
             memcpy(axes, a, (size_t)n * 8);
         }
     } else {
+        if (!in[1] || !in[2])
+            return oq_k_error(k, OQ_ERR_INVALID, "starts and ends are required");
         for (size_t i = 1; i < n_in && i < 5; i++)
             if (in[i] && !in[i]->data) {
                 *need = true;
@@ -832,6 +839,8 @@ static oq_status infer_range(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
     if (d == 0)
         return oq_k_error(k, OQ_ERR_INVALID, "delta is 0");
     double c = ceil((l - s) / d);
+    if (!(c < 4e18))
+        return c > 0 ? oq_k_error(k, OQ_ERR_INVALID, "Range is too long") : oq_k_set_out(k, &out[0], out[0].dtype, (int64_t[]){0}, 1);
     int64_t n = c > 0 ? (int64_t)c : 0;
     return oq_k_set_out(k, &out[0], out[0].dtype, &n, 1);
 }
@@ -880,6 +889,8 @@ static oq_status pad_params(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
             return oq_k_error(k, OQ_ERR_INVALID, "bad pads");
         memcpy(raw, v, (size_t)n * 8);
     } else {
+        if (!in[1])
+            return oq_k_error(k, OQ_ERR_INVALID, "pads is required");
         if (!in[1]->data || (n_in > 3 && in[3] && !in[3]->data)) {
             *need = true;
             return OQ_OK;
@@ -995,28 +1006,28 @@ static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 /* ------------------------------------------------------------------ table -------- */
 
 #define ANY OQ_T_ALL
-#define R(op, since, until, ti, types, inf, rn) \
-    {"", op, since, until, ti, types, NULL, NULL, inf, rn, NULL}
+#define R(op, since, until, ti, types, inf, rn, mn) \
+    {"", op, since, until, ti, types, NULL, NULL, inf, rn, NULL, mn}
 
 const oq_kernel oq_kernels_shape_ops[] = {
-    R("Shape", 1, 0, 0, ANY, infer_shape, run_shape),
-    R("Size", 1, 0, 0, ANY, infer_size, run_size),
-    R("Reshape", 1, 0, 0, ANY, infer_reshape, copy_run),
-    R("Flatten", 1, 0, 0, ANY, infer_flatten, copy_run),
-    R("Squeeze", 1, 0, 0, ANY, infer_squeeze, copy_run),
-    R("Unsqueeze", 1, 0, 0, ANY, infer_unsqueeze, copy_run),
-    R("Identity", 1, 0, 0, ANY, infer_identity, copy_run),
-    R("Dropout", 1, 0, 0, ANY, infer_identity, run_dropout),
-    R("Transpose", 1, 0, 0, ANY, infer_transpose, run_transpose),
-    R("Concat", 1, 0, 0, ANY, infer_concat, run_concat),
-    R("Split", 2, 0, 0, ANY, infer_split, run_split),
-    R("Slice", 1, 0, 0, ANY, infer_slice, run_slice),
-    R("Gather", 1, 0, 0, ANY, infer_gather, run_gather),
-    R("GatherElements", 11, 0, 0, ANY, infer_gather_el, run_gather_el),
-    R("Expand", 8, 0, 0, ANY, infer_expand, run_expand),
-    R("Tile", 6, 0, 0, ANY, infer_tile, run_tile),
-    R("ConstantOfShape", 9, 0, 0, OQ_T(INT64), infer_cos, run_cos),
-    R("Range", 11, 0, 0, OQ_T_NUMERIC, infer_range, run_range),
-    R("Pad", 2, 0, 0, ANY, infer_pad, run_pad),
+    R("Shape", 1, 0, 0, ANY, infer_shape, run_shape, 1),
+    R("Size", 1, 0, 0, ANY, infer_size, run_size, 1),
+    R("Reshape", 1, 0, 0, ANY, infer_reshape, copy_run, 1),
+    R("Flatten", 1, 0, 0, ANY, infer_flatten, copy_run, 1),
+    R("Squeeze", 1, 0, 0, ANY, infer_squeeze, copy_run, 1),
+    R("Unsqueeze", 1, 0, 0, ANY, infer_unsqueeze, copy_run, 1),
+    R("Identity", 1, 0, 0, ANY, infer_identity, copy_run, 1),
+    R("Dropout", 1, 0, 0, ANY, infer_identity, run_dropout, 1),
+    R("Transpose", 1, 0, 0, ANY, infer_transpose, run_transpose, 1),
+    R("Concat", 1, 0, 0, ANY, infer_concat, run_concat, 1),
+    R("Split", 2, 0, 0, ANY, infer_split, run_split, 1),
+    R("Slice", 1, 0, 0, ANY, infer_slice, run_slice, 1),
+    R("Gather", 1, 0, 0, ANY, infer_gather, run_gather, 2),
+    R("GatherElements", 11, 0, 0, ANY, infer_gather_el, run_gather_el, 2),
+    R("Expand", 8, 0, 0, ANY, infer_expand, run_expand, 2),
+    R("Tile", 6, 0, 0, ANY, infer_tile, run_tile, 2),
+    R("ConstantOfShape", 9, 0, 0, OQ_T(INT64), infer_cos, run_cos, 1),
+    R("Range", 11, 0, 0, OQ_T_NUMERIC, infer_range, run_range, 3),
+    R("Pad", 2, 0, 0, ANY, infer_pad, run_pad, 1),
 };
 OQ_KERNEL_TABLE_END(shape_ops);

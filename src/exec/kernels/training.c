@@ -94,8 +94,8 @@ static oq_status run_opt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 #define TR "ai.onnx.preview.training"
 const oq_kernel oq_kernels_training[] = {
-    {TR, "Adagrad", 1, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_opt, run_opt, NULL},
-    {TR, "Momentum", 1, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_opt, run_opt, NULL},
-    {TR, "Adam", 1, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_opt, run_opt, NULL},
+    {TR, "Adagrad", 1, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_opt, run_opt, NULL, 2},
+    {TR, "Momentum", 1, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_opt, run_opt, NULL, 2},
+    {TR, "Adam", 1, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_opt, run_opt, NULL, 2},
 };
 OQ_KERNEL_TABLE_END(training);

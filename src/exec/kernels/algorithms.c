@@ -1,5 +1,6 @@
-/* Einsum (explicit and implicit output, ellipsis, repeated labels = diagonals) and
- * Unique, NonMaxSuppression. Reference loops: correctness first. */
+/* Algorithms over whole tensors: Einsum (explicit and implicit output, ellipsis,
+ * repeated labels = diagonals), Unique, NonMaxSuppression. Reference loops:
+ * correctness first. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,9 +481,9 @@ static oq_status run_nms(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     return nms(k, in, n_in, out[0].data) < 0 ? OQ_ERR_NOMEM : OQ_OK;
 }
 
-const oq_kernel oq_kernels_einsum[] = {
-    {"", "Einsum", 12, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_einsum, run_einsum, NULL},
-    {"", "Unique", 11, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_unique, run_unique, NULL},
-    {"", "NonMaxSuppression", 10, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_nms, run_nms, NULL},
+const oq_kernel oq_kernels_algorithms[] = {
+    {"", "Einsum", 12, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_einsum, run_einsum, NULL, 1},
+    {"", "Unique", 11, 0, 0, OQ_T_NUMERIC, NULL, NULL, infer_unique, run_unique, NULL, 1},
+    {"", "NonMaxSuppression", 10, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_nms, run_nms, NULL, 2},
 };
-OQ_KERNEL_TABLE_END(einsum);
+OQ_KERNEL_TABLE_END(algorithms);

@@ -1,0 +1,81 @@
+/* Private to src/exec: the plan's data structures, shared by plan.c (compile, queries)
+ * and run.c (memory and execution). */
+#ifndef ONNXQ_PLAN_IMPL_H
+#define ONNXQ_PLAN_IMPL_H
+#include "exec/exec-impl.h"
+
+#define NO_SLOT ((size_t)-1)
+
+typedef enum slot_kind { SLOT_CONST = 0, SLOT_INPUT = 1, SLOT_NODE = 2, SLOT_OUTER = 3 } slot_kind;
+
+typedef struct buffer {
+    void *data;
+    size_t cap;
+    bool in_use;
+} buffer;
+
+typedef struct slot {
+    oq_value *value;
+    slot_kind kind;
+    oq_rt_tensor t;           /* current tensor (for CONST: borrowed from the model) */
+    oq_rt_tensor compiled;    /* compile-time dtype/shape */
+    size_t last_use;          /* last step that reads it; NO_SLOT: never read */
+    bool is_output;
+    size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
+    void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
+} slot;
+
+typedef struct step {
+    oq_node *node;
+    oq_kctx k;
+    size_t n_in, n_out;
+    size_t *in_slots;         /* NO_SLOT for omitted inputs */
+    size_t *out_slots;
+    const oq_rt_tensor **in;
+    oq_rt_tensor *out;
+    size_t *tmp_buf;          /* run time: buffers of discarded outputs */
+    /* implicit inputs: outer-scope values read by the node's subgraphs */
+    size_t n_imp;
+    oq_value **imp_vals;
+    size_t *imp_slots;
+    const oq_rt_tensor **imp;
+} step;
+
+struct oq_plan {
+    oq_model *model;
+    oq_graph *graph;
+    const char *file;
+    size_t n_slots;
+    slot *slots;
+    size_t n_steps;
+    step *steps;
+    size_t n_inputs, n_outputs;
+    size_t *inputs, *outputs;   /* slot indices */
+    oq_pool *pool;
+    int threads;
+    oq_tensor_observer on_tensor;
+    void *user;
+    size_t n_bufs, cap_bufs;
+    buffer *bufs;
+    int64_t peak_estimate, total_bytes;
+    void *scratch;
+    size_t scratch_size;
+    bool owns_pool;
+    size_t n_outer;            /* subplans: slots bound from the enclosing plan */
+    size_t *outer;             /* their slots */
+    size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
+};
+
+/* diagnostic naming the model file, node and op */
+oq_status oq_plan_node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_status code,
+                             const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+/* bytes of t's data, -1 when its shape is not known */
+int64_t oq_plan_tensor_bytes(const oq_rt_tensor *t);
+/* peak of intermediate buffers with compile-time shapes (0 when shapes are dynamic) */
+int64_t oq_plan_estimate_peak(oq_plan *p);
+
+#endif
