@@ -1233,3 +1233,19 @@ Test(half, bfloat16_bit_patterns)
             cr_assert(isnan(oq_bfloat16_to_float(back)), "0x%04x", b);
     }
 }
+
+Test(initializers, scalar_with_null_dims)
+{
+    oq_model *m = oq_model_new();
+    float v = 2.5f;
+    oq_value *s = oq_graph_add_initializer(m->graph, "s", OQ_DTYPE_FLOAT, NULL, 0, &v, 4);
+    cr_assert_not_null(s);
+    cr_assert_eq(s->initializer->rank, 0);
+    cr_assert_eq(oq_tensor_numel(s->initializer), 1);
+    const float *d = oq_tensor_data(s->initializer, NULL);
+    cr_assert_not_null(d);
+    cr_assert_eq(d[0], 2.5f);
+    /* rank > 0 without dims is a usage error, not a crash */
+    cr_assert_null(oq_graph_add_initializer(m->graph, "bad", OQ_DTYPE_FLOAT, NULL, 2, &v, 4));
+    oq_model_free(m);
+}

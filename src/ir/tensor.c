@@ -29,10 +29,14 @@ oq_tensor *oq_tensor_new(oq_model *m, const char *name, int32_t dtype, const int
 oq_status oq_tensor_set_data(oq_model *m, oq_tensor *t, int32_t dtype, const int64_t *dims,
                              size_t rank, const void *data, int64_t nbytes)
 {
+    if (rank && !dims)
+        return OQ_ERR_USAGE;
     int64_t numel = oq_dims_numel(dims, rank);
     if (numel < 0 || dtype == OQ_DTYPE_STRING || oq_dtype_nbytes(dtype, numel) != nbytes)
         return OQ_ERR_USAGE;
-    int64_t *nd = oq_arena_memdup(m->arena, dims, (rank ? rank : 1) * sizeof(int64_t));
+    int64_t *nd = oq_arena_alloc(m->arena, (rank ? rank : 1) * sizeof(int64_t));
+    if (nd && rank)
+        memcpy(nd, dims, rank * sizeof(int64_t));
     void *buf = oq_arena_alloc_raw(m->arena, (size_t)(nbytes ? nbytes : 1));
     if (!nd || !buf)
         return OQ_ERR_NOMEM;
