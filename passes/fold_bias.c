@@ -687,8 +687,7 @@ const oq_pass oq_pass_fold_bias = {
     .abi_version = OQ_PASS_ABI_VERSION,
     .struct_size = sizeof(oq_pass),
     .name = "fold-bias",
-    .summary = "quantize float biases of QDQ Conv/ConvTranspose/Gemm/MatMul+Add to int32 "
-               "(scale s_in x s_w) + DequantizeLinear",
+    .summary = "quantize float biases of QDQ Conv/ConvTranspose/Gemm/MatMul+Add to int32 + DQ",
     .options = options,
     .n_options = sizeof options / sizeof options[0],
     .run = run,

@@ -270,8 +270,7 @@ const oq_pass oq_pass_qdq_cleanup = {
     .abi_version = OQ_PASS_ABI_VERSION,
     .struct_size = sizeof(oq_pass),
     .name = "qdq-cleanup",
-    .summary = "collapse DequantizeLinear->QuantizeLinear pairs with identical parameters, merge "
-               "duplicate Q/DQ, drop dead Q/DQ (exact)",
+    .summary = "remove redundant Q/DQ: identical DQ->Q pairs, duplicates, dead nodes (exact)",
     .options = NULL,
     .n_options = 0,
     .run = run,
