@@ -518,3 +518,25 @@ Test(fold_bias, convtranspose_groups)
     cr_assert_eq(q[1], -4);
     oq_model_free(m);
 }
+
+Test(fold_bias, on_a_model_read_from_bytes)
+{
+    /* a model read from a file has exactly-sized arrays (6 initializers here): the
+     * three new ones must not write past them (regression: run under ASan) */
+    const float b[2] = {1.0f, -0.3f}, ws[2] = {0.25f, 0.125f};
+    oq_model *m0 = conv_model(b, ws);
+    size_t len;
+    uint8_t *buf = write_bytes(m0, &len);
+    oq_model_free(m0);
+    oq_model *m = NULL;
+    cr_assert_eq(oq_model_read_buffer(buf, len, "conv.onnx", NULL, &m, NULL), OQ_OK);
+    free(buf);
+    cr_assert_eq(m->graph->n_initializers, 6);
+    run_out o = fb_run(m, "fold-bias");
+    cr_assert_eq(tp_stat(&o.r, "biases_folded"), 1);
+    cr_assert_eq(m->graph->n_initializers, 8, "B replaced by B_quantized, B_scale, B_zero_point");
+    const int32_t *q = i32(bias_dq(m, "B")->inputs[0]);
+    cr_assert_eq(q[0], 8);
+    cr_assert_eq(q[1], -5);
+    oq_model_free(m);
+}
