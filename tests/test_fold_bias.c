@@ -540,3 +540,59 @@ Test(fold_bias, on_a_model_read_from_bytes)
     cr_assert_eq(q[1], -5);
     oq_model_free(m);
 }
+
+Test(fold_bias, gemm_bias_1xN_per_column)
+{
+    /* Gemm transB=0: W [K=2, N=3], per column (axis 1) [0.5, 0.25, 1.0]; C shaped [1, 3].
+     * x scale 0.25: s_b = [0.125, 0.0625, 0.25]; C = [0.3, -0.2, 0.6]:
+     * 0.3/0.125 = 2.4 -> 2, -0.2/0.0625 = -3.2 -> -3, 0.6/0.25 = 2.4 -> 2.
+     * The bias DQ is per axis along C's last axis (1). */
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){4, 2}, 2);
+    act_qdq(m, "x", 0.25f, OQ_DTYPE_UINT8, 0);
+    const int8_t wq[6] = {1, 2, 3, 4, 5, 6};
+    const float ws[3] = {0.5f, 0.25f, 1.0f}, c[3] = {0.3f, -0.2f, 0.6f};
+    weight_dq(m, "W", wq, (int64_t[]){2, 3}, 2, ws, 3, 1);
+    tp_init_f(m, "C", (int64_t[]){1, 3}, 2, c);
+    tp_node(m, "Gemm", "gemm", "x_dequant,W,C", "y");
+    tp_output(m, "y");
+    run_out o = fb_run(m, "fold-bias");
+    cr_assert_eq(tp_stat(&o.r, "biases_folded"), 1);
+    oq_node *dq = bias_dq(m, "C");
+    cr_assert_eq(oq_node_attr_int(dq, "axis", -7), 1);
+    oq_tensor *qt = oq_value_const_tensor(dq->inputs[0]);
+    cr_assert_eq(qt->rank, 2);
+    cr_assert_eq(qt->dims[0], 1);
+    cr_assert_eq(qt->dims[1], 3);
+    const int32_t *q = i32(dq->inputs[0]);
+    cr_assert_eq(q[0], 2);
+    cr_assert_eq(q[1], -3);
+    cr_assert_eq(q[2], 2);
+    oq_model_free(m);
+}
+
+Test(fold_bias, shared_weight_is_not_adjusted)
+{
+    /* two Convs read the same dequantized W; the overflowing bias of the first must not
+     * change W under the second: it is clipped instead, with a note */
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){1, 2, 1, 1}, 4);
+    act_qdq(m, "x", 1e-3f, OQ_DTYPE_UINT8, 128);
+    const int8_t wq[4] = {100, -50, 7, 3};
+    const float ws[2] = {1e-6f, 0.01f}, b1[2] = {10.0f, 1.0f}, b2[2] = {0.0f, 0.0f};
+    weight_dq(m, "W", wq, (int64_t[]){2, 2, 1, 1}, 4, ws, 2, 0);
+    tp_init_f(m, "B1", (int64_t[]){2}, 1, b1);
+    tp_init_f(m, "B2", (int64_t[]){2}, 1, b2);
+    tp_node(m, "Conv", "c1", "x_dequant,W,B1", "y1");
+    tp_node(m, "Conv", "c2", "x_dequant,W,B2", "y2");
+    tp_output(m, "y1");
+    tp_output(m, "y2");
+    run_out o = fb_run(m, "fold-bias");
+    cr_assert_eq(tp_stat(&o.r, "biases_folded"), 2);
+    cr_assert_eq(tp_stat(&o.r, "weights_adjusted"), 0);
+    cr_assert_eq(tp_stat(&o.r, "values_clipped"), 1);
+    cr_assert_eq(tp_floats(find(m, "W_scale"))[0], 1e-6f);
+    cr_assert_eq(i32(bias_dq(m, "B1")->inputs[0])[0], INT32_MAX);
+    cr_assert(strstr(o.log, "weight \"W\" or its parameters are shared with other nodes"), "%s", o.log);
+    oq_model_free(m);
+}
