@@ -246,6 +246,22 @@ def main():
     if not np.array_equal(A["W4_quantized"][[0, 2]], B["W4_quantized"][[0, 2]]):
         fails.append("W4_quantized channels 0/2 changed")
 
+    # "touches nothing else": every original node is still there, unchanged and in the
+    # same order; every initializer but the biases and W4's is byte-identical
+    new_nodes = [n for n in b.graph.node if not (n.op_type == "DequantizeLinear" and
+                                                 n.output[0] in layers)]
+    if [n.SerializeToString() for n in new_nodes] != [n.SerializeToString() for n in a.graph.node]:
+        fails.append("nodes other than the bias DequantizeLinear changed")
+    bi = {t.name: t.SerializeToString() for t in b.graph.initializer}
+    for t in a.graph.initializer:
+        if t.name in layers or t.name in ("W4_quantized", "W4_scale"):
+            continue
+        if bi.get(t.name) != t.SerializeToString():
+            fails.append(f"initializer {t.name} changed")
+    if [x.SerializeToString() for x in a.graph.input] != [x.SerializeToString() for x in b.graph.input] or \
+            [x.SerializeToString() for x in a.graph.output] != [x.SerializeToString() for x in b.graph.output]:
+        fails.append("graph inputs/outputs changed")
+
     # inputs, quantized-model runs
     x1 = rng.uniform(-1, 1, (1, 3, 6, 6)).astype(F32)
     x2 = rng.uniform(0, 4, (2, 16)).astype(F32)
