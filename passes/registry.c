@@ -15,6 +15,8 @@
     X(eliminate_identity)           \
     X(dedupe_initializers)          \
     X(fold_batchnorm)               \
+    X(fold_bias)                    \
+    X(qdq_cleanup)                  \
     X(upgrade_opset)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;

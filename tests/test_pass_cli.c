@@ -141,8 +141,9 @@ Test(opt_cli, passes_lists_every_pass)
     char *out;
     cr_assert_eq(run(&out, "passes"), 0);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-batchnorm", "upgrade-opset"};
-    for (size_t i = 0; i < 6; i++) {
+                           "dedupe-initializers", "fold-batchnorm", "fold-bias", "qdq-cleanup",
+                           "upgrade-opset"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char line[64];
         snprintf(line, sizeof line, "%s ", names[i]);
         cr_assert(strstr(out, line), "%s missing from:\n%s", names[i], out);
@@ -153,7 +154,7 @@ Test(opt_cli, passes_lists_every_pass)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s passes --json | /usr/bin/python3 -c 'import json,sys; p=json.load(sys.stdin); "
-             "assert len(p)==6, p; d={x[\"name\"]:x for x in p}; "
+             "assert len(p)==8, p; d={x[\"name\"]:x for x in p}; "
              "assert d[\"eliminate-dead\"][\"options\"][0]=={\"name\":\"keep-initializers\",\"type\":\"bool\",\"default\":\"false\",\"help\":\"do not remove unused initializers\"}; "
              "assert d[\"eliminate-dead\"][\"iterative\"] is True; print(\"ok\")'",
              ONNXQ_EXE);

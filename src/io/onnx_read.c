@@ -456,11 +456,22 @@ static oq_value *local_value(oq_graph *g, const char *name, rd *r)
     return v;
 }
 
+/* Arrays that oq_push_ptr() may grow later (graph inputs/outputs/value_info,
+ * initializers, node attributes) must have the capacity it assumes: the next power
+ * of two >= n. */
+static size_t push_cap(size_t n)
+{
+    size_t c = 1;
+    while (c < n)
+        c *= 2;
+    return c;
+}
+
 static oq_vinfo **alloc_vinfos(size_t n, rd *r)
 {
     if (!n)
         return NULL;
-    oq_vinfo **p = oq_arena_alloc(r->a, n * sizeof(oq_vinfo *));
+    oq_vinfo **p = oq_arena_alloc(r->a, push_cap(n) * sizeof(oq_vinfo *));
     if (!p)
         r->st = OQ_ERR_NOMEM;
     return p;
@@ -492,7 +503,7 @@ static oq_graph *conv_graph(const Onnx__GraphProto *p, oq_graph *parent, oq_node
         g->inputs[g->n_inputs++] = conv_vinfo(p->input[i], v, r);
     }
     if (p->n_initializer) {
-        g->initializers = oq_arena_alloc(r->a, p->n_initializer * sizeof(oq_tensor *));
+        g->initializers = oq_arena_alloc(r->a, push_cap(p->n_initializer) * sizeof(oq_tensor *));
         if (!g->initializers)
             r->st = OQ_ERR_NOMEM;
     }
@@ -601,7 +612,7 @@ static oq_graph *conv_graph(const Onnx__GraphProto *p, oq_graph *parent, oq_node
                 r->st = OQ_ERR_NOMEM;
         }
         if (pn->n_attribute) {
-            n->attrs = oq_arena_alloc(r->a, pn->n_attribute * sizeof(oq_attr *));
+            n->attrs = oq_arena_alloc(r->a, push_cap(pn->n_attribute) * sizeof(oq_attr *));
             if (!n->attrs) {
                 r->st = OQ_ERR_NOMEM;
                 break;
