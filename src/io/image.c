@@ -413,18 +413,20 @@ oq_status oq_image_load(const char *path, const oq_image_opts *o, float *out, oq
 
 /* ------------------------------------------------------------- directory ---- */
 
+static bool ext_is(const char *ext, const char *want)
+{
+    for (; *ext && *want; ext++, want++)
+        if (tolower((unsigned char)*ext) != *want)
+            return false;
+    return *ext == 0 && *want == 0;
+}
+
 static bool has_image_ext(const char *name)
 {
     const char *dot = strrchr(name, '.');
     if (!dot)
         return false;
-    char ext[8];
-    size_t n = strlen(dot + 1);
-    if (n == 0 || n >= sizeof(ext))
-        return false;
-    for (size_t i = 0; i <= n; i++)
-        ext[i] = (char)tolower((unsigned char)dot[1 + i]);
-    return !strcmp(ext, "png") || !strcmp(ext, "jpg") || !strcmp(ext, "jpeg");
+    return ext_is(dot + 1, "png") || ext_is(dot + 1, "jpg") || ext_is(dot + 1, "jpeg");
 }
 
 static int cmp_str(const void *a, const void *b)
