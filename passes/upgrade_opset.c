@@ -221,8 +221,8 @@ static bool check_resize_like(up *u, oq_node *n, bool upsample)
     if (strcmp(mode, "nearest") == 0) {
         const char *nm;
         oq_value *scales = n->n_inputs >= 2 ? n->inputs[1] : NULL;
-        if (upsample && oq_node_attr(n, "scales"))
-            return true; /* attribute scales are >= 1 by definition */
+        if (upsample)
+            return true; /* Upsample scales are >= 1 by definition: floor */
         if (nearest_mode_for(u, n, scales, &nm) != 0) {
             refuse(u, n, "nearest rounding of opset-10 Resize depends on constant scales that are all >= 1 or all <= 1");
             return false;
@@ -532,8 +532,12 @@ static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res,
     if (u.to < OQ_OPSET_MIN || u.to > OQ_OPSET_MAX)
         return oq_diag_error(d, OQ_ERR_USAGE, "upgrade-opset: to=%lld is outside %d..%d",
                              (long long)u.to, OQ_OPSET_MIN, OQ_OPSET_MAX);
-    if (u.from == 0)
-        return oq_diag_error(d, OQ_ERR_INVALID, "upgrade-opset: the model imports no default-domain opset");
+    if (u.from == 0) {
+        /* e.g. a model of ai.onnx.ml or ai.onnx.preview.training operators only */
+        oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, NULL, NULL,
+                    "upgrade-opset: the model imports no default-domain opset; nothing to upgrade");
+        return OQ_OK;
+    }
     if (u.from < OQ_OPSET_MIN)
         return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "upgrade-opset: models below opset %d (this one: %lld) are not supported",
                              OQ_OPSET_MIN, (long long)u.from);

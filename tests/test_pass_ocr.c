@@ -24,7 +24,7 @@ static const char *cmp_js =
     "  const dims = shp.split(',').map(Number); const n = dims.reduce((x, y) => x * y, 1);\n"
     "  const data = new Float32Array(n); let s = 12345;\n"
     "  for (let i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; data[i] = s / 2147483648 - 0.5; }\n"
-    "  const o = { graphOptimizationLevel: 'disabled', logSeverityLevel: 3 };\n"
+    "  const o = { graphOptimizationLevel: 'disabled', logSeverityLevel: 3, intraOpNumThreads: 1, interOpNumThreads: 1 };\n"
     "  const sa = await ort.InferenceSession.create(a, o), sb = await ort.InferenceSession.create(b, o);\n"
     "  const feeds = {}; feeds[sa.inputNames[0]] = new ort.Tensor('float32', data, dims);\n"
     "  const ra = await sa.run(feeds), rb = await sb.run(feeds); let bad = 0;\n"

@@ -319,3 +319,104 @@ Test(dedupe_initializers, shares_identical_tensors)
     cr_assert(!r.changed);
     oq_model_free(m);
 }
+
+/* ------------------------------------------------------------ subgraphs */
+
+#include "ir/ir-impl.h"
+
+static oq_graph *add_branch(oq_model *m, oq_node *owner, const char *attr)
+{
+    oq_graph *g = oq_graph_new_in(m, m->graph, owner);
+    cr_assert(g);
+    g->name = oq_model_strdup(m, attr);
+    oq_attr *a = oq_model_alloc(m, sizeof(*a));
+    a->name = oq_model_strdup(m, attr);
+    a->has_type = true;
+    a->type = OQ_ATTR_GRAPH;
+    a->g = g;
+    oq_attr **na = oq_model_alloc(m, (owner->n_attrs + 1) * sizeof(oq_attr *));
+    for (size_t i = 0; i < owner->n_attrs; i++)
+        na[i] = owner->attrs[i];
+    na[owner->n_attrs++] = a;
+    owner->attrs = na;
+    return g;
+}
+
+static void iter_record(const oq_pass_event *ev, oq_model *m, void *user)
+{
+    *(int *)user = ev->iterations;
+}
+
+Test(eliminate_dead, reruns_when_a_subgraph_frees_an_outer_value)
+{
+    /* r = Relu(x) is used only by a dead Exp inside the If's then-branch: the first
+     * sweep keeps Relu (still used) and removes the Exp; the second removes Relu. */
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2}, 1);
+    tp_input(m, "cond", OQ_DTYPE_BOOL, (int64_t[]){1}, 0);
+    tp_node(m, "Relu", "outer_relu", "x", "r");
+    oq_value *c = tp_value(m, "cond"), *y = tp_value(m, "y");
+    oq_node *iff = oq_node_new(m->graph, "If", NULL, "if", &c, 1, &y, 1);
+    oq_graph *then_g = add_branch(m, iff, "then_branch");
+    oq_graph *else_g = add_branch(m, iff, "else_branch");
+    oq_value *r = tp_value(m, "r"), *x = tp_value(m, "x");
+    oq_value *e = oq_graph_new_value(then_g, "e"), *t_out = oq_graph_new_value(then_g, "t_out");
+    oq_graph_append(then_g, oq_node_new(then_g, "Exp", NULL, "dead_exp", &r, 1, &e, 1));
+    oq_graph_append(then_g, oq_node_new(then_g, "Neg", NULL, "then_neg", &x, 1, &t_out, 1));
+    oq_graph_add_output(then_g, t_out, NULL);
+    oq_value *e_out = oq_graph_new_value(else_g, "e_out");
+    oq_graph_append(else_g, oq_node_new(else_g, "Abs", NULL, "else_abs", &x, 1, &e_out, 1));
+    oq_graph_add_output(else_g, e_out, NULL);
+    oq_graph_append(m->graph, iff);
+    tp_output(m, "y");
+    tp_assert_valid(m);
+    cr_assert_eq(r->n_uses, 1);
+
+    oq_registry *reg = NULL;
+    cr_assert_eq(oq_registry_new(&reg, NULL), OQ_OK);
+    oq_pipeline *pl = NULL;
+    cr_assert_eq(oq_pipeline_parse(reg, "eliminate-dead", &pl, NULL, NULL), OQ_OK);
+    int iters = 0;
+    oq_pipeline_run_options ro = {0};
+    ro.verify_each = true;
+    ro.after_pass = iter_record;
+    ro.user = &iters;
+    cr_assert_eq(oq_pipeline_run(pl, m, &ro, NULL), OQ_OK);
+    cr_assert_eq(iters, 3, "two changing sweeps and one that finds nothing");
+    cr_assert_eq(m->graph->n_nodes, 1);
+    cr_assert_str_eq(m->graph->first->op_type, "If");
+    cr_assert_eq(then_g->n_nodes, 1);
+    cr_assert_str_eq(then_g->first->name, "then_neg");
+    cr_assert_eq(else_g->n_nodes, 1);
+    tp_assert_valid(m);
+    oq_pipeline_free(pl);
+    oq_registry_free(reg);
+    oq_model_free(m);
+}
+
+Test(eliminate_identity, works_inside_subgraphs)
+{
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2}, 1);
+    tp_input(m, "cond", OQ_DTYPE_BOOL, (int64_t[]){1}, 0);
+    oq_value *c = tp_value(m, "cond"), *y = tp_value(m, "y"), *x = tp_value(m, "x");
+    oq_node *iff = oq_node_new(m->graph, "If", NULL, "if", &c, 1, &y, 1);
+    oq_graph *then_g = add_branch(m, iff, "then_branch");
+    oq_graph *else_g = add_branch(m, iff, "else_branch");
+    oq_value *a = oq_graph_new_value(then_g, "a"), *t_out = oq_graph_new_value(then_g, "t_out");
+    oq_graph_append(then_g, oq_node_new(then_g, "Neg", NULL, "neg", &x, 1, &a, 1));
+    oq_graph_append(then_g, oq_node_new(then_g, "Identity", NULL, "id", &a, 1, &t_out, 1));
+    oq_graph_add_output(then_g, t_out, NULL);
+    oq_value *e_out = oq_graph_new_value(else_g, "e_out");
+    oq_graph_append(else_g, oq_node_new(else_g, "Identity", NULL, "outer_copy", &x, 1, &e_out, 1));
+    oq_graph_add_output(else_g, e_out, NULL);
+    oq_graph_append(m->graph, iff);
+    tp_output(m, "y");
+    oq_pass_result r = tp_run(m, "eliminate-identity");
+    cr_assert_eq(tp_stat(&r, "nodes_removed"), 1);
+    cr_assert_eq(tp_stat(&r, "kept_for_graph_output"), 1, "x comes from the enclosing graph");
+    cr_assert_eq(then_g->n_nodes, 1);
+    cr_assert_str_eq(then_g->first->outputs[0]->name, "t_out", "subgraph output name kept");
+    cr_assert_eq(else_g->n_nodes, 1);
+    oq_model_free(m);
+}

@@ -1,4 +1,4 @@
-/* onnxq opt IN -o OUT --passes PIPELINE [--verify-each] [--time-passes]
+/* onnxq opt IN -o OUT --passes PIPELINE [--verify-each] [--time-passes] [--print-before NAME]
  *                    [--print-after NAME] [--stats] [--plugin FILE.so]... */
 #include <errno.h>
 #include <stdlib.h>
