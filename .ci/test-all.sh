@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps.sh --test
 export ONNXQ_CACHE="${ONNXQ_CACHE:-$HOME/.cache/onnxq}"
+export ONNXQ_REQUIRE_ALL=1   # suites may not skip for a missing reference (tests/prereqs.sh)
 bash .ci/fetch-models.sh >/dev/null
 JOBS=$(nproc)
 echo "== build (Release, -Werror)"

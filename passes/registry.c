@@ -374,6 +374,7 @@ static const oq_host_api host_api = {
     .graph_add_initializer = oq_graph_add_initializer,
     .graph_remove_initializer = oq_graph_remove_initializer,
     .model_set_opset = oq_model_set_opset,
+    .graph_toposort = oq_graph_toposort,
 };
 
 const oq_host_api *oq_host_api_get(void)

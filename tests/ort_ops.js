@@ -4,7 +4,7 @@
 //
 //   node tests/ort_ops.js ONNXQ_EXE MODEL_DIR [TMP_DIR]
 //
-// onnxruntime-node is loaded from $ONNXQ_ORT_DIR (default /work/cache/node_modules);
+// onnxruntime-node is loaded from $ONNXQ_ORT_DIR (default $ONNXQ_CACHE/node_modules, ONNXQ_CACHE defaulting to ~/.cache/onnxq);
 // without it the test prints SKIP and exits 0.
 'use strict';
 const fs = require('fs');
@@ -14,7 +14,7 @@ const { execFileSync } = require('child_process');
 
 const [exe, modelDir] = [process.argv[2], process.argv[3]];
 const tmp = fs.mkdtempSync(path.join(process.argv[4] || os.tmpdir(), 'onnxq-ops-'));
-const ortDir = process.env.ONNXQ_ORT_DIR || '/work/cache/node_modules';
+const ortDir = process.env.ONNXQ_ORT_DIR || ((process.env.ONNXQ_CACHE || (process.env.HOME + '/.cache/onnxq')) + '/node_modules');
 const RTOL = 1e-4, ATOL = 1e-5;
 // quantized (8-bit integer) outputs may differ by one step where a value falls within
 // float rounding of a .5 tie; everything else must match as above

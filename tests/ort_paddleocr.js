@@ -3,7 +3,7 @@
 //
 //   node tests/ort_paddleocr.js ONNXQ_EXE [MODEL_DIR] [TMP_DIR]
 //
-// onnxruntime-node is loaded from $ONNXQ_ORT_DIR (default /work/cache/node_modules);
+// onnxruntime-node is loaded from $ONNXQ_ORT_DIR (default $ONNXQ_CACHE/node_modules, ONNXQ_CACHE defaulting to ~/.cache/onnxq);
 // when it is missing the test prints SKIP and exits 0. Exit 1 on any mismatch.
 'use strict';
 const fs = require('fs');
@@ -12,9 +12,9 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 
 const exe = process.argv[2];
-const modelDir = process.argv[3] || process.env.ONNXQ_OCR_DIR || '/work/cache/ocr/package/assets';
+const modelDir = process.argv[3] || process.env.ONNXQ_OCR_DIR || ((process.env.ONNXQ_CACHE || (process.env.HOME + '/.cache/onnxq')) + '/ocr/package/assets');
 const tmp = fs.mkdtempSync(path.join(process.argv[4] || os.tmpdir(), 'onnxq-ort-'));
-const ortDir = process.env.ONNXQ_ORT_DIR || '/work/cache/node_modules';
+const ortDir = process.env.ONNXQ_ORT_DIR || ((process.env.ONNXQ_CACHE || (process.env.HOME + '/.cache/onnxq')) + '/node_modules');
 const RTOL = 1e-3, ATOL = 1e-4;
 
 let ort;

@@ -7,4 +7,4 @@ if ! command -v node >/dev/null; then
   echo "SKIP: node is not installed"
   exit 0
 fi
-exec node "$src/tests/ort_paddleocr.js" "$exe" "${ONNXQ_OCR_DIR:-/work/cache/ocr/package/assets}" "$bin"
+exec node "$src/tests/ort_paddleocr.js" "$exe" "${ONNXQ_OCR_DIR:-${ONNXQ_CACHE:-$HOME/.cache/onnxq}/ocr/package/assets}" "$bin"

@@ -379,7 +379,7 @@ Test(tensor_io, pb_and_npy_round_trip_and_errors)
  * gives bit-identical results with 1, 2 and 3 threads. */
 Test(exec, paddleocr_rec_is_thread_count_independent)
 {
-    const char *path = "/work/cache/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx";
+    const char *path = ONNXQ_CACHE_DIR "/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx";
     const char *env = getenv("ONNXQ_OCR_DIR");
     char buf[1024];
     if (env) {

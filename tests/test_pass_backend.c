@@ -18,7 +18,7 @@
 #include "testutil.h"
 
 #define DATA "/usr/share/libonnx-testdata/data"
-#define ORT "/work/cache/node_modules/onnxruntime-node"
+#define ORT ONNXQ_CACHE_DIR "/node_modules/onnxruntime-node"
 
 static const char *prep_py =
     "# prep.py LIST OUTDIR: for each model dir in LIST (one per line), write OUTDIR/<i>.json\n"

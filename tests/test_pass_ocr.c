@@ -14,8 +14,8 @@
 
 #include "testutil.h"
 
-#define ASSETS "/work/cache/ocr/package/assets"
-#define ORT "/work/cache/node_modules/onnxruntime-node"
+#define ASSETS ONNXQ_CACHE_DIR "/ocr/package/assets"
+#define ORT ONNXQ_CACHE_DIR "/node_modules/onnxruntime-node"
 
 static const char *cmp_js =
     "const ort = require('" ORT "'); ort.env.logLevel = 'error';\n"

@@ -210,6 +210,7 @@ typedef struct oq_host_api {
                                        int64_t nbytes);
     void (*graph_remove_initializer)(oq_graph *g, oq_value *v);
     void (*model_set_opset)(oq_model *m, const char *domain, int64_t version);
+    oq_status (*graph_toposort)(oq_graph *g, oq_diag *d);
 
     /* --- ABI 1.0 ends here; append new members below this line only. --- */
 } oq_host_api;
