@@ -15,7 +15,9 @@
     X(eliminate_identity)           \
     X(dedupe_initializers)          \
     X(fold_batchnorm)               \
-    X(upgrade_opset)
+    X(upgrade_opset)                \
+    X(calibrate)                    \
+    X(insert_qdq)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;
 OQ_BUILTIN_PASSES(OQ_X)
