@@ -466,6 +466,8 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     }
     uint64_t total = oq_calib_source_count(src);
     char label[600];
+    if (o->progress)
+        o->progress(0, total, "", o->progress_user);
     for (uint64_t k = 0; k < total; k++) {
         st = source_sample(src, plan, k, in, n_in, label, sizeof label, d);
         if (st != OQ_OK)
@@ -749,6 +751,8 @@ void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, 
     double rate = el > 0 ? (double)done / el : 0;
     double eta = rate > 0 ? (double)(total - done) / rate : 0;
     (void)label;
+    if (done == 0)
+        return;
     if (s->tty == 1) {
         if (done < total && t - s->last_print < 0.1)
             return;
