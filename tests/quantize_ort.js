@@ -47,7 +47,8 @@ function writeNpy(file, t) {
     const k = a.indexOf('=');
     feeds[a.slice(0, k)] = readNpy(a.slice(k + 1));
   }
-  const sess = await ort.InferenceSession.create(model, { graphOptimizationLevel: 'all', intraOpNumThreads: 1 });
+  const level = process.env.ONNXQ_ORT_OPT || 'all';
+  const sess = await ort.InferenceSession.create(model, { graphOptimizationLevel: level, intraOpNumThreads: 1 });
   const res = await sess.run(feeds);
   fs.mkdirSync(outDir, { recursive: true });
   for (const name of sess.outputNames) writeNpy(path.join(outDir, name + '.npy'), res[name]);
