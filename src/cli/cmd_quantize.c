@@ -534,9 +534,9 @@ int cmd_quantize(int argc, char **argv)
     if (c.calib_random > 0)
         fprintf(stderr, "onnxq quantize: warning: --calib-random: ranges from random data are not meaningful "
                         "(use it for smoke tests only; give --calib or --calib-images for a real model)\n");
-    if (!c.fold_bias)
+    if (!c.fold_bias && !quiet)
         fprintf(stderr, "onnxq quantize: note: pass fold-bias is not available; insert-qdq quantizes biases itself\n");
-    if (!c.qdq_cleanup)
+    if (!c.qdq_cleanup && !quiet)
         fprintf(stderr, "onnxq quantize: note: pass qdq-cleanup is not available; skipped\n");
     size_t err_pos = 0;
     if (oq_pipeline_parse(reg, c.pipeline, &pl, &err_pos, &d) != OQ_OK) {

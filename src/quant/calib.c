@@ -359,9 +359,9 @@ static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_te
         float bad = ((const float *)t->data)[nf.first_index];
         c->st = oq_diag_add(c->d, OQ_SEV_ERROR, OQ_ERR_NUMERIC, NULL, node ? oq_node_label(node, lb, sizeof lb) : NULL,
                             node ? node->op_type : NULL,
-                            "tensor \"%s\" has %s (%llu NaN, %llu Inf, first at element %lld) on sample %s "
+                            "tensor \"%s\"%s has %s (%llu NaN, %llu Inf, first at element %lld) on sample %s "
                             "(--nan-policy ignore excludes them)",
-                            s->v->name, isnan(bad) ? "NaN" : bad > 0 ? "+Inf" : "-Inf",
+                            s->v->name, node ? "" : " (graph input)", isnan(bad) ? "NaN" : bad > 0 ? "+Inf" : "-Inf",
                             (unsigned long long)nf.nan_count, (unsigned long long)nf.inf_count,
                             (long long)nf.first_index, c->label);
     }
