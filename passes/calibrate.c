@@ -50,6 +50,43 @@ static bool parse_size(const char *s, int64_t *h, int64_t *w)
     return true;
 }
 
+/* Observe only inputs and outputs of nodes whose op type is in a comma-separated list. */
+typedef struct want_ctx {
+    const char *list;
+} want_ctx;
+
+static bool in_list(const char *list, const char *op)
+{
+    size_t n = strlen(op);
+    for (const char *p = list; *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        if ((size_t)(e - p) == n && strncmp(p, op, n) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+static bool node_wanted(const oq_node *n, const char *list)
+{
+    return n && n->op_type && oq_domain_is_default(n->domain) && in_list(list, n->op_type);
+}
+
+static bool want_value(const oq_value *v, void *user)
+{
+    const want_ctx *w = user;
+    if (v->kind == OQ_VALUE_NODE && node_wanted(v->producer, w->list))
+        return true;
+    for (size_t i = 0; i < v->n_uses; i++)
+        if (node_wanted(v->uses[i].node, w->list))
+            return true;
+    return false;
+}
+
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
     const char *data = oq_pass_opt_string(opts, "data", "");
@@ -96,6 +133,11 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     if (oq_pass_opt_bool(opts, "progress", false)) {
         o.progress = oq_calib_progress_stderr;
         o.progress_user = &ps;
+    }
+    want_ctx wc = {oq_pass_opt_string(opts, "op-types", "")};
+    if (*wc.list) {
+        o.want = want_value;
+        o.want_user = &wc;
     }
     int64_t h, w;
     if (!parse_size(oq_pass_opt_string(opts, "size", ""), &h, &w))
@@ -178,6 +220,7 @@ static const oq_pass_option_def options[] = {
     {"reduce-range", OQ_OPT_BOOL, "false", "ranges for one bit less"},
     {"nan-policy", OQ_OPT_STRING, "error", "error: stop at the first NaN/Inf; ignore: exclude and count"},
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
+    {"op-types", OQ_OPT_STRING, "", "observe only inputs/outputs of these op types (comma-separated; empty: every float tensor)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},
 };
 

@@ -153,7 +153,7 @@ Test(opt_cli, passes_lists_every_pass)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s passes --json | /usr/bin/python3 -c 'import json,sys; p=json.load(sys.stdin); "
-             "assert len(p)==6, p; d={x[\"name\"]:x for x in p}; "
+             "assert len(p)==8, p; d={x[\"name\"]:x for x in p}; "
              "assert d[\"eliminate-dead\"][\"options\"][0]=={\"name\":\"keep-initializers\",\"type\":\"bool\",\"default\":\"false\",\"help\":\"do not remove unused initializers\"}; "
              "assert d[\"eliminate-dead\"][\"iterative\"] is True; print(\"ok\")'",
              ONNXQ_EXE);

@@ -38,14 +38,15 @@ Test(registry, has_every_builtin_pass)
     oq_registry *reg = NULL;
     cr_assert_eq(oq_registry_new(&reg, NULL), OQ_OK);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-batchnorm", "upgrade-opset"};
+                           "dedupe-initializers", "fold-batchnorm", "upgrade-opset",
+                           "calibrate", "insert-qdq"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const oq_pass *p = oq_registry_find(reg, names[i]);
         cr_assert(p, "missing %s", names[i]);
         cr_assert(p->summary && *p->summary);
         cr_assert_null(oq_registry_origin(reg, i));
     }
-    cr_assert_eq(oq_registry_count(reg), 6);
+    cr_assert_eq(oq_registry_count(reg), 8);
     cr_assert_null(oq_registry_find(reg, "no-such-pass"));
     oq_registry_free(reg);
 }
@@ -79,7 +80,7 @@ Test(registry, refuses_duplicates_bad_defaults_and_other_abis)
     oq_pass badname = typed_pass;
     badname.name = "has space";
     cr_assert_neq(oq_registry_add(reg, &badname, &d), OQ_OK);
-    cr_assert_eq(oq_registry_count(reg), 7);
+    cr_assert_eq(oq_registry_count(reg), 9);
     oq_diag_free(&d);
     oq_registry_free(reg);
 }

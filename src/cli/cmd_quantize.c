@@ -213,6 +213,14 @@ static char *build_pipeline(qconfig *c, bool progress)
         soptb(&b, &f, "reduce-range", c->reduce_range);
         sopt(&b, &f, "nan-policy", c->nan_policy);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
+        /* observe what insert-qdq may quantize: the selected ops and the ops around them */
+        strb ot = {0};
+        sadd(&ot, c->op_types);
+        sadd(&ot, ",Relu,Clip,Concat,Softmax,Sigmoid,Reshape,Transpose,Flatten,Squeeze,Unsqueeze,MaxPool,Slice,"
+                  "Gather,Resize");
+        if (ot.p)
+            sopt(&b, &f, "op-types", ot.p);
+        free(ot.p);
         soptb(&b, &f, "progress", progress);
         sadd(&b, "}");
     }
