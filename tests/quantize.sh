@@ -115,6 +115,26 @@ if [ -f "$T/nancalib/s1/image.npy" ]; then
   grep -q "NaN and 0 Inf values excluded" "$T/nan2.err" || { cat "$T/nan2.err"; bad "NaN ignore: no report"; }
 fi
 
+# ONNX backend test data layout (test_data_set_N/input_N.pb), two inputs (x and W both
+# activations): the quantized model stays within 2 % of the output range of the float
+# reference output shipped with the test data
+D=/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding
+if [ -d "$D" ] && [ $have_onnx = 1 ]; then
+  "$EXE" quantize "$D/model.onnx" -o "$T/bt.onnx" --calib "$D" --method minmax --quiet || bad "backend data layout"
+  mkdir -p "$T/bt"
+  "$EXE" run "$T/bt.onnx" --input x="$D/test_data_set_0/input_0.pb" --input W="$D/test_data_set_0/input_1.pb" \
+    --output-dir "$T/bt" --npy >/dev/null || bad "backend data: run"
+  /usr/bin/python3 - "$D/test_data_set_0/output_0.pb" "$T/bt/y.npy" <<'PY' || bad "backend data: result"
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+t = onnx.TensorProto(); t.ParseFromString(open(sys.argv[1], "rb").read())
+ref = numpy_helper.to_array(t); q = np.load(sys.argv[2])
+err = float(np.abs(q - ref).max()); rng = float(ref.max() - ref.min())
+print(f"ok: input_N.pb layout, max |quantized - float| {err:.3g} of range {rng:.3g}")
+assert err <= 0.02 * rng
+PY
+fi
+
 # usage errors
 "$EXE" quantize "$MODEL" -o "$T/x.onnx" 2>/dev/null; [ $? = 2 ] || bad "no calibration source: expected exit 2"
 "$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --method foo 2>/dev/null; [ $? = 2 ] || bad "bad method: expected exit 2"
