@@ -52,6 +52,17 @@ typedef struct qctx {
     int32_t *group_zp;
 } qctx;
 
+/* float32 by its type, or (type unknown) because calibration observed it as float32 */
+static bool float_value_c(const qctx *c, const oq_value *v)
+{
+    if (!v)
+        return false;
+    int32_t t = oq_pass_value_elem_type(v);
+    if (t == OQ_DTYPE_FLOAT)
+        return true;
+    return t <= 0 && c->have_table && oq_calib_table_find(&c->table, v->name) != NULL;
+}
+
 static const char *const value_preserving[] = {"Reshape", "Transpose", "Flatten", "Squeeze",
                                                "Unsqueeze", "MaxPool", "Slice", "Gather",
                                                "Resize"};
@@ -80,13 +91,6 @@ static bool is_qdq(const oq_node *n)
     return oq_pass_is_op(n, "QuantizeLinear") || oq_pass_is_op(n, "DequantizeLinear");
 }
 
-static bool float_value(const oq_value *v)
-{
-    if (!v)
-        return false;
-    int32_t t = oq_pass_value_elem_type(v);
-    return t == OQ_DTYPE_FLOAT;
-}
 
 static bool is_const(const oq_value *v)
 {
@@ -124,7 +128,7 @@ static vinfo_q *vq(qctx *c, const oq_value *v)
 static void mark(qctx *c, const oq_value *v)
 {
     vinfo_q *q = vq(c, v);
-    if (!q || q->mark || !float_value(v) || is_const(v))
+    if (!q || q->mark || !float_value_c(c, v) || is_const(v))
         return;
     if (v->kind == OQ_VALUE_NODE && v->producer && is_qdq(v->producer))
         return;
@@ -792,14 +796,14 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     for (oq_node *n = c.g->first; n; n = n->next) {
         if (is_value_preserving(n) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
             vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
-            if (qi && qi->mark && qo && float_value(n->outputs[0])) {
+            if (qi && qi->mark && qo && float_value_c(&c, n->outputs[0])) {
                 qo->mark = MK_LINK;
                 qo->link = n->inputs[0];
             }
         } else if ((oq_pass_is_op(n, "Softmax") || oq_pass_is_op(n, "Sigmoid")) && n->n_inputs >= 1 &&
                    n->n_outputs >= 1) {
             vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
-            if (qi && qo && (qi->mark || qo->mark) && float_value(n->outputs[0]))
+            if (qi && qo && (qi->mark || qo->mark) && float_value_c(&c, n->outputs[0]))
                 qo->mark = MK_FIXED; /* output in [0, 1] whatever the data */
         } else if (oq_pass_is_op(n, "Concat") && n->n_outputs >= 1 && n->outputs[0]) {
             bool any = false;
@@ -809,7 +813,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             }
             vinfo_q *qo = vq(&c, n->outputs[0]);
             any = any || (qo && qo->mark);
-            if (!any || !float_value(n->outputs[0]))
+            if (!any || !float_value_c(&c, n->outputs[0]))
                 continue;
             int gi = c.n_groups++;
             c.group_lo[gi] = INFINITY;
@@ -818,7 +822,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             for (size_t i = 0; i <= n->n_inputs; i++) {
                 oq_value *v = i < n->n_inputs ? n->inputs[i] : n->outputs[0];
                 vinfo_q *q = vq(&c, v);
-                if (!q || is_const(v) || !float_value(v))
+                if (!q || is_const(v) || !float_value_c(&c, v))
                     continue;
                 float lo, hi;
                 if (!table_range(&c, v->name, &lo, &hi)) {
