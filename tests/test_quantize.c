@@ -710,3 +710,109 @@ Test(json, parse_and_errors)
     cr_assert(strstr(d.entries[0].message, "cfg.json: line 2"), "%s", d.entries[0].message);
     oq_diag_free(&d);
 }
+
+/* x -> MatMul(w) -> m -> Clip -> k -> Transpose -> t -> Flatten -> f -> Unsqueeze -> u
+ *   -> Squeeze -> s -> Slice -> sl -> Gather -> ga -> Resize(nearest) -> rn
+ *   -> Resize(linear) -> rl -> Sigmoid -> sg ; rn also -> MatMul(w2) -> y */
+static oq_model *chain(int64_t opset)
+{
+    oq_model *m = tp_model(opset);
+    int64_t xd[2] = {4, 4}, wd[2] = {4, 4}, one[1] = {1}, ax0[1] = {0};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    float w[16];
+    for (int i = 0; i < 16; i++)
+        w[i] = (float)(i % 7) * 0.25f - 0.5f;
+    tp_init_f(m, "w", wd, 2, w);
+    tp_init_f(m, "w2", wd, 2, w);
+    tp_node(m, "MatMul", "mm", "x,w", "m");
+    float lo = 0, hi = 6;
+    tp_init_f(m, "clo", one, 0, &lo);
+    tp_init_f(m, "chi", one, 0, &hi);
+    tp_node(m, "Clip", "clip", "m,clo,chi", "k");
+    tp_node(m, "Transpose", "tr", "k", "t");
+    tp_node(m, "Flatten", "fl", "t", "f");
+    int64_t axes0[1] = {0};
+    tp_init(m, "axes0", OQ_DTYPE_INT64, one, 1, axes0);
+    tp_node(m, "Unsqueeze", "unsq", "f,axes0", "u");
+    tp_node(m, "Squeeze", "sq", "u,axes0", "s");
+    int64_t st[1] = {0}, en[1] = {4};
+    tp_init(m, "starts", OQ_DTYPE_INT64, one, 1, st);
+    tp_init(m, "ends", OQ_DTYPE_INT64, one, 1, en);
+    tp_node(m, "Slice", "slice", "s,starts,ends", "sl");
+    int64_t idx[4] = {3, 2, 1, 0}, id4[1] = {4};
+    tp_init(m, "idx", OQ_DTYPE_INT64, id4, 1, idx);
+    tp_node(m, "Gather", "gather", "sl,idx", "ga");
+    float scales[2] = {1, 1};
+    int64_t s2[1] = {2};
+    tp_init_f(m, "rscales", s2, 1, scales);
+    tp_node(m, "Resize", "rsz_n", "ga,,rscales", "rn");
+    oq_node *rl = tp_node(m, "Resize", "rsz_l", "rn,,rscales", "rl");
+    oq_node_set_attr_string(rl, "mode", "linear");
+    tp_node(m, "Sigmoid", "sig", "rl", "sg");
+    tp_node(m, "MatMul", "mm2", "rn,w2", "y");
+    tp_node(m, "MatMul", "mm3", "sg,w2", "z");
+    tp_output(m, "y");
+    tp_output(m, "z");
+    (void)ax0;
+    static const char *const names[] = {"x", "m", "k", "t", "f", "u", "s", "sl", "ga", "rn", "rl", "sg", "y", "z"};
+    static const float ranges[][2] = {{-1, 1}, {-3, 8}, {0, 6}, {0, 5}, {0, 5}, {0, 5}, {0, 5},
+                                      {0, 5}, {0, 5}, {0, 5}, {0, 5}, {0.5f, 0.99f}, {-4, 4}, {-2, 2}};
+    set_table(m, names, ranges, 14);
+    return m;
+}
+
+Test(insert_qdq, clip_fusion_value_preserving_chain_sigmoid)
+{
+    oq_model *m = chain(13);
+    tp_run(m, "insert-qdq{act-dtype=int8}");
+    /* no QDQ between MatMul and Clip; Clip output with its own range [0, 6] (int8) */
+    cr_assert_null(find(m, "m_prequant"));
+    float s = 6.0f / 255.0f;
+    cr_assert_float_eq(scalar_f(m, "k_scale"), s, 1e-7f);
+    int32_t dt;
+    cr_assert_eq(zp_of(m, "k_zero_point", &dt), -128);
+    cr_assert_eq(dt, OQ_DTYPE_INT8);
+    /* every value-preserving op in the chain reuses k's parameters */
+    const char *vp[] = {"t", "f", "u", "s", "sl", "ga", "rn"};
+    for (size_t i = 0; i < sizeof vp / sizeof vp[0]; i++) {
+        char sn[32], zn[32];
+        snprintf(sn, sizeof sn, "%s_scale", vp[i]);
+        snprintf(zn, sizeof zn, "%s_zero_point", vp[i]);
+        cr_assert(find(m, sn), "%s not quantized", vp[i]);
+        cr_assert_eq(scalar_f(m, sn), scalar_f(m, "k_scale"), "%s", vp[i]);
+        cr_assert_eq(zp_of(m, zn, &dt), -128, "%s", vp[i]);
+    }
+    /* Resize linear changes values: not propagated (rl has no QDQ of its own here) */
+    cr_assert_null(find(m, "rl_scale"));
+    /* Sigmoid output feeds a MatMul: fixed range [0, 1], not its calibrated [0.5, 0.99] */
+    cr_assert_float_eq(scalar_f(m, "sg_scale"), 1.0f / 255.0f, 1e-9f);
+    cr_assert_eq(zp_of(m, "sg_zero_point", &dt), -128);
+    oq_model_free(m);
+}
+
+Test(insert_qdq, uint4_and_int16_weights)
+{
+    oq_model *m = chain(21);
+    tp_run(m, "insert-qdq{weight-dtype=uint4,weight-symmetric=false}");
+    oq_tensor *q = oq_value_const_tensor(find(m, "w_quantized"));
+    cr_assert_eq(q->dtype, OQ_DTYPE_UINT4);
+    cr_assert_eq(oq_value_const_tensor(find(m, "w_zero_point"))->dtype, OQ_DTYPE_UINT4);
+    /* MatMul per channel along the last axis: column j holds w[i*4+j] = ((i*4+j) % 7) / 4 - 0.5 */
+    const float *s = tp_floats(find(m, "w_scale"));
+    for (int j = 0; j < 4; j++) {
+        float mn = 0, mx = 0; /* ranges include 0 */
+        for (int i = 0; i < 4; i++) {
+            float v = (float)((i * 4 + j) % 7) * 0.25f - 0.5f;
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+        }
+        cr_assert_float_eq(s[j], (mx - mn) / 15.0f, 1e-6f, "column %d", j);
+    }
+    oq_model_free(m);
+    m = chain(21);
+    tp_run(m, "insert-qdq{weight-dtype=int16}");
+    cr_assert_eq(oq_value_const_tensor(find(m, "w_quantized"))->dtype, OQ_DTYPE_INT16);
+    /* column 0: -0.5, 0.5, -0.25, 0.75 -> 0.75 / 32767 */
+    cr_assert_float_eq(tp_floats(find(m, "w_scale"))[0], 0.75f / 32767.0f, 1e-10f);
+    oq_model_free(m);
+}
