@@ -135,6 +135,18 @@ assert err <= 0.02 * rng
 PY
 fi
 
+# peak memory does not grow with the number of samples (ru_maxrss through /usr/bin/time)
+# (not under AddressSanitizer: its quarantine keeps freed memory on purpose)
+if [ -x /usr/bin/time ] && ! grep -q __asan_init "$EXE"; then
+  for n in 10 400; do
+    /usr/bin/time -f "%M" -o "$T/rss$n" "$EXE" quantize "$MODEL" -o "$T/rss.onnx" --calib-random $n --quiet --threads 1 2>/dev/null \
+      || bad "rss run $n"
+  done
+  r10=$(tail -1 "$T/rss10"); r400=$(tail -1 "$T/rss400")
+  echo "peak RSS: 10 samples ${r10} KB, 400 samples ${r400} KB"
+  [ "$r400" -le $(( r10 * 105 / 100 )) ] || bad "peak RSS grows with samples: $r10 KB -> $r400 KB"
+fi
+
 # usage errors
 "$EXE" quantize "$MODEL" -o "$T/x.onnx" 2>/dev/null; [ $? = 2 ] || bad "no calibration source: expected exit 2"
 "$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --method foo 2>/dev/null; [ $? = 2 ] || bad "bad method: expected exit 2"
