@@ -97,6 +97,17 @@ static bool is_const(const oq_value *v)
     return v && oq_value_const_tensor(v) != NULL && !v->is_graph_input;
 }
 
+/* Produced by a Q/DQ, or already feeding a QuantizeLinear: leave it (idempotence). */
+static bool already_quantized(const oq_value *v)
+{
+    if (v->kind == OQ_VALUE_NODE && v->producer && is_qdq(v->producer))
+        return true;
+    for (size_t i = 0; i < v->n_uses; i++)
+        if (oq_pass_is_op(v->uses[i].node, "QuantizeLinear") && v->uses[i].index == 0)
+            return true;
+    return false;
+}
+
 static bool op_selected_type(const qctx *c, const oq_node *n)
 {
     if (!oq_domain_is_default(n->domain) || !n->op_type)
@@ -128,9 +139,7 @@ static vinfo_q *vq(qctx *c, const oq_value *v)
 static void mark(qctx *c, const oq_value *v)
 {
     vinfo_q *q = vq(c, v);
-    if (!q || q->mark || !float_value_c(c, v) || is_const(v))
-        return;
-    if (v->kind == OQ_VALUE_NODE && v->producer && is_qdq(v->producer))
+    if (!q || q->mark || !float_value_c(c, v) || is_const(v) || already_quantized(v))
         return;
     q->mark = MK_CALIB;
 }
@@ -796,14 +805,15 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     for (oq_node *n = c.g->first; n; n = n->next) {
         if (is_value_preserving(n) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
             vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
-            if (qi && qi->mark && qo && float_value_c(&c, n->outputs[0])) {
+            if (qi && qi->mark && qo && float_value_c(&c, n->outputs[0]) && !already_quantized(n->outputs[0])) {
                 qo->mark = MK_LINK;
                 qo->link = n->inputs[0];
             }
         } else if ((oq_pass_is_op(n, "Softmax") || oq_pass_is_op(n, "Sigmoid")) && n->n_inputs >= 1 &&
                    n->n_outputs >= 1) {
             vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
-            if (qi && qo && (qi->mark || qo->mark) && float_value_c(&c, n->outputs[0]))
+            if (qi && qo && (qi->mark || qo->mark) && float_value_c(&c, n->outputs[0]) &&
+                !already_quantized(n->outputs[0]))
                 qo->mark = MK_FIXED; /* output in [0, 1] whatever the data */
         } else if (oq_pass_is_op(n, "Concat") && n->n_outputs >= 1 && n->outputs[0]) {
             bool any = false;
@@ -822,7 +832,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             for (size_t i = 0; i <= n->n_inputs; i++) {
                 oq_value *v = i < n->n_inputs ? n->inputs[i] : n->outputs[0];
                 vinfo_q *q = vq(&c, v);
-                if (!q || is_const(v) || !float_value_c(&c, v))
+                if (!q || is_const(v) || !float_value_c(&c, v) || already_quantized(v))
                     continue;
                 float lo, hi;
                 if (!table_range(&c, v->name, &lo, &hi)) {

@@ -816,3 +816,18 @@ Test(insert_qdq, uint4_and_int16_weights)
     cr_assert_float_eq(tp_floats(find(m, "w_scale"))[0], 0.75f / 32767.0f, 1e-10f);
     oq_model_free(m);
 }
+
+Test(insert_qdq, second_run_changes_nothing)
+{
+    oq_model *m = cnn(13);
+    tp_run(m, "insert-qdq");
+    size_t nq = tp_count_op(m, "QuantizeLinear"), ndq = tp_count_op(m, "DequantizeLinear");
+    size_t nn = m->graph->n_nodes, ni = m->graph->n_initializers;
+    cr_assert_eq(nq, 6); /* x, r1, p1, f, g, probs */
+    tp_run(m, "insert-qdq");
+    cr_assert_eq(tp_count_op(m, "QuantizeLinear"), nq);
+    cr_assert_eq(tp_count_op(m, "DequantizeLinear"), ndq);
+    cr_assert_eq(m->graph->n_nodes, nn);
+    cr_assert_eq(m->graph->n_initializers, ni);
+    oq_model_free(m);
+}
