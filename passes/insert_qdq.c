@@ -576,10 +576,13 @@ static oq_status quantize_bias(qctx *c, oq_node *n, const float *wscales, int64_
     if (st != OQ_OK)
         goto done;
     if (nover) {
+        /* clipping would change the result; fold-bias raises the weight scale instead */
         char lb[128];
         oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
-                    "bias \"%s\": %lld values clipped to int32 (first at %lld)", bv->name, (long long)nover,
-                    (long long)first);
+                    "bias \"%s\" kept in float: %lld values exceed int32 at scale s_input * s_weight "
+                    "(first at index %lld)", bv->name, (long long)nover, (long long)first);
+        oq_pass_stat_add(c->res, "biases_kept_float", 1);
+        goto done;
     }
     const char *base = oq_model_strdup(c->m, bv->name);
     int64_t dims[1] = {nb};

@@ -542,6 +542,10 @@ int cmd_quantize(int argc, char **argv)
     if (c.calib_random > 0)
         fprintf(stderr, "onnxq quantize: warning: --calib-random: ranges from random data are not meaningful "
                         "(use it for smoke tests only; give --calib or --calib-images for a real model)\n");
+    if (strstr(c.act_dtype, "16") && strstr(c.weight_dtype, "16"))
+        fprintf(stderr, "onnxq quantize: warning: 16-bit activations with 16-bit weights: integer kernels that "
+                        "accumulate in int32 can overflow (onnxruntime's optimized path does on PaddleOCR det); "
+                        "prefer --weight-dtype int8 with 16-bit activations\n");
     if (!c.fold_bias && !quiet)
         fprintf(stderr, "onnxq quantize: note: pass fold-bias is not available; insert-qdq quantizes biases itself\n");
     if (!c.qdq_cleanup && !quiet)
