@@ -831,3 +831,39 @@ Test(insert_qdq, second_run_changes_nothing)
     cr_assert_eq(m->graph->n_initializers, ni);
     oq_model_free(m);
 }
+
+Test(insert_qdq, weight_in_constant_node)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[2] = {1, 2}, wd[2] = {2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    float w[4] = {1, -2, 0.5f, 4};
+    oq_tensor *t = oq_tensor_new(m, NULL, OQ_DTYPE_FLOAT, wd, 2, w, 16);
+    oq_node *k = tp_node(m, "Constant", "wconst", "", "w");
+    oq_node_set_attr_tensor(k, "value", t);
+    tp_node(m, "MatMul", "mm", "x,w", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "y"};
+    static const float ranges[][2] = {{-1, 1}, {-4, 4}};
+    set_table(m, names, ranges, 2);
+    /* alone: left in float with a warning */
+    oq_pass_result r = tp_run(m, "insert-qdq{keep-calibration=true}");
+    cr_assert_eq(tp_stat(&r, "weights_quantized"), 0);
+    oq_model_free(m);
+    m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    t = oq_tensor_new(m, NULL, OQ_DTYPE_FLOAT, wd, 2, w, 16);
+    k = tp_node(m, "Constant", "wconst", "", "w");
+    oq_node_set_attr_tensor(k, "value", t);
+    tp_node(m, "MatMul", "mm", "x,w", "y");
+    tp_output(m, "y");
+    set_table(m, names, ranges, 2);
+    /* after constant-to-initializer (what onnxq quantize runs first): quantized */
+    r = tp_run(m, "constant-to-initializer,insert-qdq");
+    cr_assert(find(m, "w_quantized"));
+    cr_assert_null(find(m, "w")->initializer);
+    const float *s = tp_floats(find(m, "w_scale"));
+    cr_assert_float_eq(s[0], 1.0f / 127.0f, 1e-8f);  /* column 0: 1, 0.5 */
+    cr_assert_float_eq(s[1], 4.0f / 127.0f, 1e-8f);  /* column 1: -2, 4 */
+    oq_model_free(m);
+}
