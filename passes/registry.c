@@ -17,7 +17,9 @@
     X(fold_batchnorm)               \
     X(fold_bias)                    \
     X(qdq_cleanup)                  \
-    X(upgrade_opset)
+    X(upgrade_opset)                \
+    X(calibrate)                    \
+    X(insert_qdq)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;
 OQ_BUILTIN_PASSES(OQ_X)

@@ -1,0 +1,161 @@
+/* onnxq — calibration: stream samples through the float model and keep one fixed-size
+ * observer per observed tensor; the result is a table tensor -> (min, max, chosen range).
+ *
+ *   oq_calib_source *src;
+ *   oq_calib_source_dir("calib/", &src, &d);            // or _images / _random
+ *   oq_calib_options o; oq_calib_options_default(&o);    // percentile 99.999, uint8 asym
+ *   oq_calib_table t;
+ *   oq_calibrate(model, src, &o, &t, &d);
+ *   ... t.items[i].name, .min, .max, .lo, .hi
+ *   oq_calib_table_free(&t); oq_calib_source_free(src);
+ *
+ * Observed tensors: every float32 graph input (not an initializer) and every float32
+ * tensor a node of the main graph produces (o.want may restrict this). Memory is one
+ * oq_observer per observed tensor plus the executor's buffers for one sample: it does
+ * not grow with the number of samples.
+ *
+ * Non-finite values: under OQ_NAN_ERROR the first NaN/Inf stops calibration with one
+ * line naming the tensor, the node that produced it and the sample; under
+ * OQ_NAN_IGNORE they are excluded from the statistics, counted per tensor, and
+ * oq_calibrate adds one warning with the totals at the end.
+ *
+ * The table travels between the `calibrate` and `insert-qdq` passes as JSON in the
+ * model's metadata_props under OQ_CALIB_METADATA_KEY (insert-qdq removes it).
+ *
+ * Also here: a small JSON reader (oq_json_*) for --config and the overrides file.
+ */
+#ifndef ONNXQ_CALIB_H
+#define ONNXQ_CALIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnxq/exec.h"
+#include "onnxq/image.h"
+#include "onnxq/ir.h"
+#include "onnxq/quant.h"
+#include "onnxq/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OQ_CALIB_METADATA_KEY "onnxq.calibration"
+
+/* ------------------------------------------------------------------ sources ---- */
+
+typedef struct oq_calib_source oq_calib_source;
+
+/* A folder of samples. Accepted layouts:
+ *  a) one subfolder per sample (sorted by name), holding for each model input X the
+ *     file X.pb or X.npy, or input_N.pb / input_N.npy (N = position among the model's
+ *     inputs, as in the ONNX backend test data test_data_set_*); a single-input model
+ *     also accepts a subfolder holding exactly one .pb/.npy file, whatever its name;
+ *  b) a flat folder of .npy / .pb files, one sample per file (single-input models).
+ * Other files are ignored. An empty folder is an error naming it. */
+oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d);
+/* PNG / JPEG images of a folder (oq_image_dir_list), converted with `o`; the model must
+ * have one float input, fed [1, C, H, W] (or NHWC). */
+oq_status oq_calib_source_images(const char *dir, const oq_image_opts *o,
+                                 oq_calib_source **out, oq_diag *d);
+/* n samples of uniform random floats in [0, 1) (deterministic for a seed). Symbolic or
+ * unknown dims are 1, except the last two of a rank-4 input, which are height/width
+ * (32 when 0). */
+oq_status oq_calib_source_random(uint64_t n, uint64_t seed, int64_t height, int64_t width,
+                                 oq_calib_source **out, oq_diag *d);
+/* Use at most n samples of the source (0: all). */
+void oq_calib_source_limit(oq_calib_source *s, uint64_t n);
+uint64_t oq_calib_source_count(const oq_calib_source *s);
+void oq_calib_source_free(oq_calib_source *s);
+
+/* ------------------------------------------------------------------ calibration -- */
+
+typedef struct oq_calib_options {
+    oq_range_request range;        /* method, percentile, dtype, symmetric, reduce_range */
+    double averaging_constant;     /* minmax moving average (0: off) */
+    oq_nan_policy nan_policy;
+    int threads;                   /* executor threads (<= 0: all CPUs) */
+    /* Called after each sample (may be NULL). label: the sample's file or folder. */
+    void (*progress)(uint64_t done, uint64_t total, const char *label, void *user);
+    void *progress_user;
+    /* Observe only values for which want() is true (NULL: every float tensor). */
+    bool (*want)(const oq_value *v, void *user);
+    void *want_user;
+} oq_calib_options;
+
+void oq_calib_options_default(oq_calib_options *o);
+
+typedef struct oq_calib_entry {
+    char *name;               /* malloc'ed */
+    float min, max;           /* exact extremes of the finite values seen */
+    float lo, hi;             /* the range the method chose */
+    uint64_t count;           /* finite values seen */
+    uint64_t nan_count, inf_count;
+} oq_calib_entry;
+
+typedef struct oq_calib_table {
+    size_t count;
+    oq_calib_entry *items;    /* in graph order (inputs first) */
+    uint64_t samples;
+    oq_calib_method method;
+    double percentile;
+    uint64_t nan_total, inf_total;
+} oq_calib_table;
+
+oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
+                       oq_calib_table *out, oq_diag *d);
+void oq_calib_table_free(oq_calib_table *t);
+const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *name);
+
+/* JSON text {"samples":N,"method":"...","percentile":p,"tensors":{"name":[min,max,lo,hi],..}}
+ * (malloc'ed; floats written so that they read back exactly), and back. */
+char *oq_calib_table_to_json(const oq_calib_table *t);
+oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_diag *d);
+
+/* A progress reporter for oq_calib_options.progress writing to stderr: on a terminal
+ * one self-updating bar (samples done, rate, time left), otherwise a plain line every
+ * 10 % (and at the end). user: an oq_calib_progress_state, zero-initialized. */
+typedef struct oq_calib_progress_state {
+    double start;
+    double last_print;
+    int last_decile;
+    int tty;                  /* 0 unknown, 1 terminal, 2 not a terminal */
+} oq_calib_progress_state;
+void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user);
+
+/* ------------------------------------------------------------------ JSON reader -- */
+
+typedef enum oq_json_type {
+    OQ_JSON_NULL = 0,
+    OQ_JSON_BOOL,
+    OQ_JSON_NUMBER,
+    OQ_JSON_STRING,
+    OQ_JSON_ARRAY,
+    OQ_JSON_OBJECT
+} oq_json_type;
+
+typedef struct oq_json oq_json;
+struct oq_json {
+    oq_json_type type;
+    bool b;
+    double num;
+    char *str;                /* STRING (NUL-terminated; embedded \u0000 refused) */
+    size_t n;                 /* ARRAY / OBJECT members */
+    oq_json *items;           /* n values */
+    char **keys;              /* OBJECT: n keys */
+};
+
+/* Parse a whole document (RFC 8259; nesting depth <= 256). `what` names it in errors:
+ * "config.json: line 3: expected ':'". *out is malloc'ed; free with oq_json_free. */
+oq_status oq_json_parse(const char *text, size_t len, const char *what, oq_json **out,
+                        oq_diag *d);
+oq_status oq_json_parse_file(const char *path, oq_json **out, oq_diag *d);
+void oq_json_free(oq_json *j);
+/* Member of an object (last one wins), or NULL. */
+const oq_json *oq_json_get(const oq_json *obj, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

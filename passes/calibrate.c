@@ -1,0 +1,235 @@
+/* calibrate: run the float model over calibration samples (oq_calibrate, src/quant/calib.c)
+ * and store the table tensor -> (min, max, chosen range) as JSON in the model's
+ * metadata_props under "onnxq.calibration", where insert-qdq reads it. The graph itself
+ * is not changed. Exactly one source: data=DIR, images=DIR (with size=HxW, mean, std,
+ * bgr, layout, scale) or random=N. docs/passes/calibrate.md */
+#include "pass-impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/calib.h"
+
+static bool parse_floats3(const char *s, float out[3])
+{
+    char *end;
+    for (int i = 0; i < 3; i++) {
+        errno = 0;
+        double v = strtod(s, &end);
+        if (end == s || errno)
+            return false;
+        out[i] = (float)v;
+        s = end;
+        if (i < 2) {
+            if (*s != ',' && *s != ' ')
+                return false;
+            s++;
+        }
+    }
+    return *s == 0;
+}
+
+/* "HxW" -> height, width; "" -> 0, 0. */
+static bool parse_size(const char *s, int64_t *h, int64_t *w)
+{
+    *h = *w = 0;
+    if (!s || !*s)
+        return true;
+    char *end;
+    long long a = strtoll(s, &end, 10);
+    if (end == s || (*end != 'x' && *end != 'X'))
+        return false;
+    const char *t = end + 1;
+    long long b = strtoll(t, &end, 10);
+    if (end == t || *end || a <= 0 || b <= 0 || a > 1 << 16 || b > 1 << 16)
+        return false;
+    *h = a;
+    *w = b;
+    return true;
+}
+
+/* Observe only inputs and outputs of nodes whose op type is in a comma-separated list. */
+typedef struct want_ctx {
+    const char *list;
+} want_ctx;
+
+static bool in_list(const char *list, const char *op)
+{
+    size_t n = strlen(op);
+    for (const char *p = list; *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        if ((size_t)(e - p) == n && strncmp(p, op, n) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+static bool node_wanted(const oq_node *n, const char *list)
+{
+    return n && n->op_type && oq_domain_is_default(n->domain) && in_list(list, n->op_type);
+}
+
+static bool want_value(const oq_value *v, void *user)
+{
+    const want_ctx *w = user;
+    if (v->kind == OQ_VALUE_NODE && node_wanted(v->producer, w->list))
+        return true;
+    for (size_t i = 0; i < v->n_uses; i++)
+        if (node_wanted(v->uses[i].node, w->list))
+            return true;
+    return false;
+}
+
+static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
+{
+    const char *data = oq_pass_opt_string(opts, "data", "");
+    const char *images = oq_pass_opt_string(opts, "images", "");
+    int64_t nrand = oq_pass_opt_int(opts, "random", 0);
+    int nsrc = (*data != 0) + (*images != 0) + (nrand > 0);
+    if (nsrc != 1)
+        return oq_diag_error(d, OQ_ERR_USAGE,
+                             "calibrate: give exactly one of data=DIR, images=DIR, random=N (got %d)", nsrc);
+    oq_calib_options o;
+    oq_calib_options_default(&o);
+    const char *method = oq_pass_opt_string(opts, "method", "percentile");
+    int mi = oq_calib_method_from_name(method);
+    if (mi < 0)
+        return oq_diag_error(d, OQ_ERR_USAGE,
+                             "calibrate: method \"%s\" unknown (minmax, percentile, entropy, mse)", method);
+    o.range.method = (oq_calib_method)mi;
+    o.range.percentile = oq_pass_opt_float(opts, "percentile", 99.999);
+    if (!(o.range.percentile > 0 && o.range.percentile <= 100))
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: percentile must be in (0, 100]");
+    const char *dt = oq_pass_opt_string(opts, "dtype", "uint8");
+    o.range.dtype = oq_dtype_from_name(dt);
+    int32_t qmin, qmax;
+    if (oq_qrange(o.range.dtype, false, &qmin, &qmax) != OQ_OK || o.range.dtype == OQ_DTYPE_INT32)
+        return oq_diag_error(d, OQ_ERR_USAGE,
+                             "calibrate: dtype \"%s\" is not an activation type (uint8, int8, uint16, int16)", dt);
+    o.range.symmetric = oq_pass_opt_bool(opts, "symmetric", false);
+    o.range.reduce_range = oq_pass_opt_bool(opts, "reduce-range", false);
+    o.averaging_constant = oq_pass_opt_float(opts, "averaging", 0.0);
+    if (o.averaging_constant < 0 || o.averaging_constant > 1)
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: averaging must be in [0, 1]");
+    if (o.averaging_constant > 0 && o.range.method != OQ_CALIB_MINMAX)
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: averaging applies to method=minmax only");
+    const char *np = oq_pass_opt_string(opts, "nan-policy", "error");
+    if (strcmp(np, "error") == 0)
+        o.nan_policy = OQ_NAN_ERROR;
+    else if (strcmp(np, "ignore") == 0)
+        o.nan_policy = OQ_NAN_IGNORE;
+    else
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: nan-policy \"%s\" unknown (error, ignore)", np);
+    o.threads = (int)oq_pass_opt_int(opts, "threads", 0);
+    oq_calib_progress_state ps;
+    memset(&ps, 0, sizeof ps);
+    if (oq_pass_opt_bool(opts, "progress", false)) {
+        o.progress = oq_calib_progress_stderr;
+        o.progress_user = &ps;
+    }
+    want_ctx wc = {oq_pass_opt_string(opts, "op-types", "")};
+    if (*wc.list) {
+        o.want = want_value;
+        o.want_user = &wc;
+    }
+    int64_t h, w;
+    if (!parse_size(oq_pass_opt_string(opts, "size", ""), &h, &w))
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: size must be HxW, e.g. 224x224");
+
+    oq_calib_source *src = NULL;
+    oq_status st;
+    if (*data) {
+        st = oq_calib_source_dir(data, &src, d);
+    } else if (*images) {
+        if (h <= 0)
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: images=DIR needs size=HxW");
+        oq_image_opts io;
+        oq_image_opts_default(&io, h, w);
+        if (!parse_floats3(oq_pass_opt_string(opts, "mean", "0,0,0"), io.mean) ||
+            !parse_floats3(oq_pass_opt_string(opts, "std", "1,1,1"), io.std))
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: mean and std are three numbers a,b,c");
+        for (int i = 0; i < 3; i++)
+            if (!(io.std[i] != 0))
+                return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: std must not be 0");
+        io.bgr = oq_pass_opt_bool(opts, "bgr", false);
+        const char *lay = oq_pass_opt_string(opts, "layout", "nchw");
+        if (strcmp(lay, "nchw") == 0)
+            io.layout = OQ_LAYOUT_NCHW;
+        else if (strcmp(lay, "nhwc") == 0)
+            io.layout = OQ_LAYOUT_NHWC;
+        else
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: layout \"%s\" unknown (nchw, nhwc)", lay);
+        io.scale = (float)oq_pass_opt_float(opts, "scale", 255.0);
+        if (!(io.scale > 0))
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: scale must be > 0");
+        st = oq_calib_source_images(images, &io, &src, d);
+    } else {
+        st = oq_calib_source_random((uint64_t)nrand, (uint64_t)oq_pass_opt_int(opts, "seed", 1), h, w, &src, d);
+    }
+    if (st != OQ_OK)
+        return st;
+    int64_t lim = oq_pass_opt_int(opts, "max-samples", 0);
+    if (lim > 0)
+        oq_calib_source_limit(src, (uint64_t)lim);
+
+    oq_calib_table t;
+    st = oq_calibrate(m, src, &o, &t, d);
+    oq_calib_source_free(src);
+    if (st != OQ_OK)
+        return st;
+    char *json = oq_calib_table_to_json(&t);
+    if (!json) {
+        oq_calib_table_free(&t);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, json);
+    free(json);
+    oq_pass_stat_add(res, "samples", (int64_t)t.samples);
+    oq_pass_stat_add(res, "tensors_observed", (int64_t)t.count);
+    oq_pass_stat_add(res, "nan_excluded", (int64_t)t.nan_total);
+    oq_pass_stat_add(res, "inf_excluded", (int64_t)t.inf_total);
+    oq_calib_table_free(&t);
+    res->changed = true;
+    return OQ_OK;
+}
+
+static const oq_pass_option_def options[] = {
+    {"data", OQ_OPT_STRING, "", "folder of samples (one subfolder per sample, or .npy/.pb files)"},
+    {"images", OQ_OPT_STRING, "", "folder of PNG/JPEG images (needs size)"},
+    {"random", OQ_OPT_INT, "0", "N random samples (smoke runs only: ranges are not meaningful)"},
+    {"seed", OQ_OPT_INT, "1", "seed for random"},
+    {"size", OQ_OPT_STRING, "", "HxW: image size; for random, the last two dims of a 4-D input"},
+    {"mean", OQ_OPT_STRING, "0,0,0", "images: per-channel mean subtracted after dividing by scale"},
+    {"std", OQ_OPT_STRING, "1,1,1", "images: per-channel std divided by"},
+    {"bgr", OQ_OPT_BOOL, "false", "images: channels in B,G,R order"},
+    {"layout", OQ_OPT_STRING, "nchw", "images: nchw or nhwc"},
+    {"scale", OQ_OPT_FLOAT, "255", "images: pixels are divided by this first"},
+    {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},
+    {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy or mse"},
+    {"percentile", OQ_OPT_FLOAT, "99.999", "for method=percentile"},
+    {"averaging", OQ_OPT_FLOAT, "0", "minmax moving-average constant in (0,1] (0: exact min/max)"},
+    {"dtype", OQ_OPT_STRING, "uint8", "activation type the range is chosen for"},
+    {"symmetric", OQ_OPT_BOOL, "false", "symmetric activation ranges"},
+    {"reduce-range", OQ_OPT_BOOL, "false", "ranges for one bit less"},
+    {"nan-policy", OQ_OPT_STRING, "error", "error: stop at the first NaN/Inf; ignore: exclude and count"},
+    {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
+    {"op-types", OQ_OPT_STRING, "", "observe only inputs/outputs of these op types (comma-separated; empty: every float tensor)"},
+    {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},
+};
+
+const oq_pass oq_pass_calibrate = {
+    .abi_version = OQ_PASS_ABI_VERSION,
+    .struct_size = sizeof(oq_pass),
+    .name = "calibrate",
+    .summary = "run calibration samples through the model; store tensor ranges in metadata for insert-qdq",
+    .options = options,
+    .n_options = sizeof options / sizeof options[0],
+    .run = run,
+};

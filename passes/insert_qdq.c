@@ -1,0 +1,954 @@
+/* insert-qdq: QuantizeLinear/DequantizeLinear insertion from a calibration table
+ * (metadata "onnxq.calibration", written by the calibrate pass) and/or an overrides
+ * file. Names follow docs/qdq-conventions (W -> W_quantized/W_scale/W_zero_point + DQ
+ * named W; activation T -> T_prequant -> Q -> T_quantized -> DQ -> T). Rules:
+ * docs/passes/insert-qdq.md. Main graph only. */
+#include "pass-impl.h"
+
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/calib.h"
+
+enum { MK_NONE = 0, MK_CALIB = 1, MK_LINK = 2, MK_FIXED = 3, MK_GROUP = 4 };
+
+typedef struct vinfo_q {
+    int mark;
+    const oq_value *link;     /* MK_LINK: share this value's params */
+    int group;                /* MK_GROUP: Concat group index */
+    bool computed;
+    float scale;
+    int32_t zp;
+    int32_t dtype;
+} vinfo_q;
+
+typedef struct qctx {
+    oq_model *m;
+    oq_graph *g;
+    oq_diag *d;
+    oq_pass_result *res;
+    uint32_t n_ids;
+    vinfo_q *vi;              /* by value id */
+    bool *sel;                /* by node id */
+    uint32_t n_node_ids;
+    oq_calib_table table;
+    bool have_table;
+    oq_json *over;
+    /* options */
+    int32_t act_dtype, w_dtype;
+    bool act_sym, w_sym, per_channel, reduce_range, quant_bias;
+    int64_t block;
+    char **op_types;
+    size_t n_op_types;
+    regex_t inc, exc;
+    bool has_inc, has_exc;
+    int n_groups;
+    float *group_lo, *group_hi;
+    bool *group_done;
+    float *group_scale;
+    int32_t *group_zp;
+} qctx;
+
+/* float32 by its type, or (type unknown) because calibration observed it as float32 */
+static bool float_value_c(const qctx *c, const oq_value *v)
+{
+    if (!v)
+        return false;
+    int32_t t = oq_pass_value_elem_type(v);
+    if (t == OQ_DTYPE_FLOAT)
+        return true;
+    return t <= 0 && c->have_table && oq_calib_table_find(&c->table, v->name) != NULL;
+}
+
+static const char *const value_preserving[] = {"Reshape", "Transpose", "Flatten", "Squeeze",
+                                               "Unsqueeze", "MaxPool", "Slice", "Gather",
+                                               "Resize"};
+
+static bool is_weight_op(const oq_node *n)
+{
+    return oq_pass_is_op(n, "Conv") || oq_pass_is_op(n, "ConvTranspose") ||
+           oq_pass_is_op(n, "Gemm") || oq_pass_is_op(n, "MatMul");
+}
+
+static bool is_value_preserving(const oq_node *n)
+{
+    for (size_t i = 0; i < sizeof value_preserving / sizeof value_preserving[0]; i++)
+        if (oq_pass_is_op(n, value_preserving[i])) {
+            if (strcmp(value_preserving[i], "Resize") == 0)
+                return strcmp(oq_node_attr_string(n, "mode", "nearest"), "nearest") == 0;
+            if (strcmp(value_preserving[i], "MaxPool") == 0)
+                return n->n_outputs < 2 || !n->outputs[1]; /* Indices output: int64 */
+            return true;
+        }
+    return false;
+}
+
+static bool is_qdq(const oq_node *n)
+{
+    return oq_pass_is_op(n, "QuantizeLinear") || oq_pass_is_op(n, "DequantizeLinear");
+}
+
+
+static bool is_const(const oq_value *v)
+{
+    return v && oq_value_const_tensor(v) != NULL && !v->is_graph_input;
+}
+
+/* Produced by a Q/DQ, or already feeding a QuantizeLinear: leave it (idempotence). */
+static bool already_quantized(const oq_value *v)
+{
+    if (v->kind == OQ_VALUE_NODE && v->producer && is_qdq(v->producer))
+        return true;
+    for (size_t i = 0; i < v->n_uses; i++)
+        if (oq_pass_is_op(v->uses[i].node, "QuantizeLinear") && v->uses[i].index == 0)
+            return true;
+    return false;
+}
+
+static bool op_selected_type(const qctx *c, const oq_node *n)
+{
+    if (!oq_domain_is_default(n->domain) || !n->op_type)
+        return false;
+    for (size_t i = 0; i < c->n_op_types; i++)
+        if (strcmp(c->op_types[i], n->op_type) == 0)
+            return true;
+    return false;
+}
+
+static bool node_selected(const qctx *c, const oq_node *n)
+{
+    if (!op_selected_type(c, n))
+        return false;
+    const char *name = n->name ? n->name : "";
+    if (c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0)
+        return false;
+    if (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0)
+        return false;
+    return true;
+}
+
+static vinfo_q *vq(qctx *c, const oq_value *v)
+{
+    return v && v->id < c->n_ids ? &c->vi[v->id] : NULL;
+}
+
+/* Mark an activation for QDQ (calibrated range) unless it is already marked. */
+static void mark(qctx *c, const oq_value *v)
+{
+    vinfo_q *q = vq(c, v);
+    if (!q || q->mark || !float_value_c(c, v) || is_const(v) || already_quantized(v))
+        return;
+    q->mark = MK_CALIB;
+}
+
+static bool act_consumer(const oq_node *n)
+{
+    return oq_pass_is_op(n, "Relu") || oq_pass_is_op(n, "Clip");
+}
+
+/* ------------------------------------------------------------ params */
+
+static oq_status params_from_range(qctx *c, float lo, float hi, float *scale, int32_t *zp,
+                                   const char *what)
+{
+    oq_status st = oq_qparams_compute(lo, hi, c->act_dtype, c->act_sym, c->reduce_range, scale, zp, c->d);
+    if (st != OQ_OK)
+        oq_diag_error(c->d, st, "tensor \"%s\": cannot compute quantization parameters for [%g, %g]", what,
+                      (double)lo, (double)hi);
+    return st;
+}
+
+static bool table_range(qctx *c, const char *name, float *lo, float *hi)
+{
+    const oq_calib_entry *e = c->have_table ? oq_calib_table_find(&c->table, name) : NULL;
+    if (!e)
+        return false;
+    *lo = e->lo;
+    *hi = e->hi;
+    return true;
+}
+
+/* Overrides: {"tensor": {"scale": s, "zero_point": z, "dtype": "uint8", "min": a, "max": b}} */
+static int override_params(qctx *c, const char *name, float *scale, int32_t *zp, int32_t *dtype)
+{
+    const oq_json *o = oq_json_get(c->over, name);
+    if (!o)
+        return 0;
+    if (o->type != OQ_JSON_OBJECT) {
+        oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: entry \"%s\" is not an object", name);
+        return -1;
+    }
+    const oq_json *js = oq_json_get(o, "scale"), *jz = oq_json_get(o, "zero_point");
+    const oq_json *jt = oq_json_get(o, "dtype"), *jmin = oq_json_get(o, "min"), *jmax = oq_json_get(o, "max");
+    int32_t dt = c->act_dtype;
+    if (jt) {
+        dt = jt->type == OQ_JSON_STRING ? oq_dtype_from_name(jt->str) : OQ_DTYPE_UNDEFINED;
+        int32_t a, b;
+        if (dt == OQ_DTYPE_INT32 || oq_qrange(dt, false, &a, &b) != OQ_OK) {
+            oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": dtype must be uint8, int8, uint16, int16, uint4 or int4",
+                          name);
+            return -1;
+        }
+    }
+    int32_t qmin, qmax;
+    oq_qrange(dt, c->reduce_range, &qmin, &qmax);
+    if (js) {
+        if (js->type != OQ_JSON_NUMBER || !(js->num > 0) || !isfinite((float)js->num)) {
+            oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": scale must be a positive number", name);
+            return -1;
+        }
+        *scale = (float)js->num;
+        *zp = 0;
+        if (jz) {
+            if (jz->type != OQ_JSON_NUMBER || jz->num != floor(jz->num) || jz->num < qmin || jz->num > qmax) {
+                oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": zero_point must be an integer in [%d, %d]",
+                              name, (int)qmin, (int)qmax);
+                return -1;
+            }
+            *zp = (int32_t)jz->num;
+        } else if (!oq_dtype_is_signed(dt)) {
+            *zp = (qmin + qmax + 1) / 2;
+        }
+        *dtype = dt;
+        return 1;
+    }
+    float lo, hi;
+    bool have = table_range(c, name, &lo, &hi);
+    if (jmin || jmax) {
+        if ((jmin && jmin->type != OQ_JSON_NUMBER) || (jmax && jmax->type != OQ_JSON_NUMBER)) {
+            oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": min/max must be numbers", name);
+            return -1;
+        }
+        if (!have && (!jmin || !jmax)) {
+            oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": give both min and max (no calibration range)", name);
+            return -1;
+        }
+        if (jmin)
+            lo = (float)jmin->num;
+        if (jmax)
+            hi = (float)jmax->num;
+        have = true;
+    }
+    if (!have) {
+        oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": no scale, no min/max and no calibration range", name);
+        return -1;
+    }
+    if (oq_qparams_compute(lo, hi, dt, c->act_sym, c->reduce_range, scale, zp, c->d) != OQ_OK)
+        return -1;
+    *dtype = dt;
+    return 1;
+}
+
+static oq_status compute(qctx *c, const oq_value *v)
+{
+    vinfo_q *q = vq(c, v);
+    if (!q || !q->mark || q->computed)
+        return OQ_OK;
+    q->dtype = c->act_dtype;
+    int r = c->over ? override_params(c, v->name, &q->scale, &q->zp, &q->dtype) : 0;
+    if (r < 0)
+        return OQ_ERR_USAGE;
+    if (r == 0) {
+        if (q->mark == MK_LINK) {
+            vinfo_q *src = vq(c, q->link);
+            oq_status st = compute(c, q->link);
+            if (st != OQ_OK)
+                return st;
+            q->scale = src->scale;
+            q->zp = src->zp;
+            q->dtype = src->dtype;
+        } else if (q->mark == MK_FIXED) {
+            oq_status st = params_from_range(c, 0.0f, 1.0f, &q->scale, &q->zp, v->name);
+            if (st != OQ_OK)
+                return st;
+        } else if (q->mark == MK_GROUP) {
+            int gi = q->group;
+            if (!c->group_done[gi]) {
+                if (!(c->group_lo[gi] <= c->group_hi[gi]))
+                    return oq_diag_error(c->d, OQ_ERR_USAGE,
+                                         "tensor \"%s\": no calibration range for its Concat group (run calibrate first)",
+                                         v->name);
+                oq_status st = params_from_range(c, c->group_lo[gi], c->group_hi[gi], &c->group_scale[gi],
+                                                 &c->group_zp[gi], v->name);
+                if (st != OQ_OK)
+                    return st;
+                c->group_done[gi] = true;
+            }
+            q->scale = c->group_scale[gi];
+            q->zp = c->group_zp[gi];
+        } else {
+            float lo, hi;
+            if (!table_range(c, v->name, &lo, &hi))
+                return oq_diag_error(c->d, OQ_ERR_USAGE,
+                                     "tensor \"%s\": no calibration range (run the calibrate pass first, or give it in the overrides file)",
+                                     v->name);
+            oq_status st = params_from_range(c, lo, hi, &q->scale, &q->zp, v->name);
+            if (st != OQ_OK)
+                return st;
+        }
+    }
+    q->computed = true;
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------ graph edits */
+
+static char *name2(qctx *c, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    char *u = oq_graph_unique_name(c->g, s);
+    free(s);
+    return u;
+}
+
+static oq_value *add_init(qctx *c, const char *base, const char *suffix, int32_t dtype,
+                          const int64_t *dims, size_t rank, const void *data, int64_t nbytes)
+{
+    char *n = name2(c, base, suffix);
+    if (!n)
+        return NULL;
+    return oq_graph_add_initializer(c->g, n, dtype, dims, rank, data, nbytes);
+}
+
+static oq_value *zp_init(qctx *c, const char *base, int32_t dtype, const int32_t *zps, int64_t n,
+                         const int64_t *dims, size_t rank)
+{
+    int64_t nb = oq_dtype_nbytes(dtype, n);
+    void *buf = calloc(1, (size_t)(nb > 0 ? nb : 1));
+    if (!buf)
+        return NULL;
+    oq_value *v = NULL;
+    if (oq_pack_ints(dtype, zps, n, buf, c->d) == OQ_OK)
+        v = add_init(c, base, "_zero_point", dtype, dims, rank, buf, nb);
+    free(buf);
+    return v;
+}
+
+static oq_node *new_node(qctx *c, const char *op, const char *base, const char *suffix,
+                         oq_value *const *in, size_t nin, oq_value *out)
+{
+    char *nm = name2(c, base, suffix);
+    if (!nm)
+        return NULL;
+    return oq_node_new(c->g, op, "", nm, in, nin, &out, 1);
+}
+
+static oq_status insert_act(qctx *c, oq_value *v)
+{
+    vinfo_q *q = vq(c, v);
+    oq_graph *g = c->g;
+    int64_t none[1] = {0};
+    const char *base = v->name;
+    oq_value *sc = add_init(c, base, "_scale", OQ_DTYPE_FLOAT, none, 0, &q->scale, 4);
+    oq_value *zp = sc ? zp_init(c, base, q->dtype, &q->zp, 1, none, 0) : NULL;
+    if (!zp)
+        return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+    char *qn = name2(c, base, "_quantized");
+    oq_value *qv = qn ? oq_graph_new_value(g, qn) : NULL;
+    if (!qv)
+        return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+    if (v->kind == OQ_VALUE_INPUT) {
+        char *dn = name2(c, base, "_dequant");
+        oq_value *dv = dn ? oq_graph_new_value(g, dn) : NULL;
+        if (!dv)
+            return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        dv->type = v->type;
+        oq_value_replace_all_uses(v, dv);
+        oq_value *qi[3] = {v, sc, zp}, *di[3] = {qv, sc, zp};
+        oq_node *qn_ = new_node(c, "QuantizeLinear", base, "_QuantizeLinear", qi, 3, qv);
+        oq_node *dn_ = new_node(c, "DequantizeLinear", base, "_DequantizeLinear", di, 3, dv);
+        if (!qn_ || !dn_)
+            return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        if (g->first)
+            oq_graph_insert_before(g, g->first, qn_);
+        else
+            oq_graph_append(g, qn_);
+        oq_graph_insert_after(g, qn_, dn_);
+    } else {
+        oq_node *p = v->producer;
+        char *orig = oq_model_strdup(c->m, v->name);
+        char *pq = name2(c, base, "_prequant");
+        if (!orig || !pq || oq_value_rename(v, pq) != OQ_OK)
+            return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        oq_value *nv = oq_graph_new_value(g, orig);
+        if (!nv)
+            return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        nv->type = v->type;
+        oq_value_replace_all_uses(v, nv);
+        if (oq_value_is_graph_output(v))
+            oq_graph_replace_output(g, v, nv);
+        oq_value *qi[3] = {v, sc, zp}, *di[3] = {qv, sc, zp};
+        oq_node *qn_ = new_node(c, "QuantizeLinear", orig, "_QuantizeLinear", qi, 3, qv);
+        oq_node *dn_ = new_node(c, "DequantizeLinear", orig, "_DequantizeLinear", di, 3, nv);
+        if (!qn_ || !dn_)
+            return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        oq_graph_insert_after(g, p, qn_);
+        oq_graph_insert_after(g, qn_, dn_);
+    }
+    oq_pass_stat_add(c->res, "activations_quantized", 1);
+    return OQ_OK;
+}
+
+/* Axis of the weight's output channel and of its reduction (for blocks). */
+static void weight_axes(const oq_node *n, size_t rank, int *ch_axis, int *red_axis)
+{
+    *ch_axis = oq_weight_channel_axis(n, 1, rank);
+    *red_axis = -1;
+    if (oq_pass_is_op(n, "Conv"))
+        *red_axis = 1;
+    else if (oq_pass_is_op(n, "ConvTranspose"))
+        *red_axis = 0;
+    else if (oq_pass_is_op(n, "Gemm"))
+        *red_axis = oq_node_attr_int(n, "transB", 0) ? 1 : 0;
+    else if (oq_pass_is_op(n, "MatMul") && rank >= 2)
+        *red_axis = (int)rank - 2;
+}
+
+/* Quantize weight input 1 of n. Returns OQ_OK also when skipped. */
+static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *n_wscales)
+{
+    *wscales = NULL;
+    *n_wscales = 0;
+    oq_value *wv = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    if (!wv)
+        return OQ_OK;
+    char lb[128];
+    if (wv->kind == OQ_VALUE_NODE && wv->producer && oq_pass_is_op(wv->producer, "DequantizeLinear")) {
+        /* already quantized (by us for another node, or on arrival): report its scales */
+        oq_node *dq = wv->producer;
+        oq_tensor *st = dq->n_inputs > 1 ? oq_value_const_tensor(dq->inputs[1]) : NULL;
+        if (st && st->dtype == OQ_DTYPE_FLOAT && oq_node_attr_int(dq, "block_size", 0) == 0) {
+            const float *sd = oq_tensor_data(st, c->d);
+            int64_t k = oq_tensor_numel(st);
+            if (sd && k > 0) {
+                *wscales = malloc((size_t)k * sizeof(float));
+                if (*wscales) {
+                    memcpy(*wscales, sd, (size_t)k * sizeof(float));
+                    *n_wscales = k;
+                }
+            }
+        }
+        return OQ_OK;
+    }
+    if (wv->kind != OQ_VALUE_INITIALIZER || wv->is_graph_input) {
+        if (wv->kind == OQ_VALUE_NODE && wv->producer && oq_pass_is_op(wv->producer, "Constant"))
+            oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
+                        "weight \"%s\" is held in a Constant node: left in float (run constant-to-initializer first)",
+                        wv->name);
+        return OQ_OK;
+    }
+    oq_tensor *t = wv->initializer;
+    if (!t || t->dtype != OQ_DTYPE_FLOAT || t->rank < 1 || t->rank > OQ_RT_MAX_RANK)
+        return OQ_OK;
+    int ch_axis, red_axis;
+    weight_axes(n, t->rank, &ch_axis, &red_axis);
+    /* every consumer must agree on the axis, else per tensor */
+    bool agree = true;
+    for (size_t i = 0; i < wv->n_uses; i++) {
+        oq_node *u = wv->uses[i].node;
+        int a, r;
+        if (wv->uses[i].index != 1 || !is_weight_op(u)) {
+            agree = false;
+            break;
+        }
+        weight_axes(u, t->rank, &a, &r);
+        if (a != ch_axis || r != red_axis)
+            agree = false;
+    }
+    oq_weight_spec s;
+    oq_weight_spec_default(&s);
+    s.dtype = c->w_dtype;
+    s.symmetric = c->w_sym;
+    s.reduce_range = c->reduce_range;
+    s.per_channel = c->per_channel && agree && ch_axis >= 0;
+    s.axis = s.per_channel ? ch_axis : 0;
+    if (c->block > 0) {
+        if (!agree || red_axis < 0) {
+            oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
+                        "weight \"%s\": no single reduction axis for blocks; quantized per tensor", wv->name);
+            s.per_channel = false;
+        } else {
+            s.per_channel = false;
+            s.block_size = c->block;
+            s.axis = red_axis;
+        }
+    }
+    const float *w = oq_tensor_data(t, c->d);
+    if (!w)
+        return OQ_ERR_INVALID;
+    int64_t pdims[OQ_RT_MAX_RANK];
+    size_t prank = 0;
+    int64_t np = oq_weight_param_shape(t->dims, t->rank, &s, pdims, &prank, c->d);
+    int64_t numel = oq_tensor_numel(t);
+    int64_t nb = oq_dtype_nbytes(s.dtype, numel);
+    if (np <= 0 || nb < 0)
+        return oq_diag_error(c->d, OQ_ERR_INVALID, "weight \"%s\": bad shape", wv->name);
+    float *scales = malloc((size_t)np * sizeof(float));
+    int32_t *zps = malloc((size_t)np * sizeof(int32_t));
+    void *q = malloc((size_t)(nb ? nb : 1));
+    oq_status st = OQ_OK;
+    if (!scales || !zps || !q) {
+        st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    char what[300];
+    snprintf(what, sizeof what, "weight \"%s\" of node \"%s\"", wv->name, oq_node_label(n, lb, sizeof lb));
+    st = oq_quantize_weight(w, t->dims, t->rank, &s, scales, zps, q, what, c->d);
+    if (st != OQ_OK)
+        goto done;
+    const char *base = oq_model_strdup(c->m, wv->name);
+    int64_t dims[OQ_RT_MAX_RANK];
+    memcpy(dims, t->dims, t->rank * sizeof(int64_t));
+    size_t rank = t->rank;
+    oq_graph_remove_initializer(c->g, wv);
+    oq_value *wq = add_init(c, base, "_quantized", s.dtype, dims, rank, q, nb);
+    oq_value *ws = wq ? add_init(c, base, "_scale", OQ_DTYPE_FLOAT, pdims, prank, scales, np * 4) : NULL;
+    oq_value *wz = ws ? zp_init(c, base, s.dtype, zps, np, pdims, prank) : NULL;
+    oq_value *in[3] = {wq, ws, wz};
+    oq_node *dq = wz ? new_node(c, "DequantizeLinear", base, "_DequantizeLinear", in, 3, wv) : NULL;
+    if (!dq) {
+        st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (s.per_channel || s.block_size > 0)
+        oq_node_set_attr_int(dq, "axis", s.axis);
+    if (s.block_size > 0)
+        oq_node_set_attr_int(dq, "block_size", s.block_size);
+    oq_graph_insert_before(c->g, c->g->first, dq);
+    oq_pass_stat_add(c->res, "weights_quantized", 1);
+    if (s.block_size == 0) {
+        *wscales = scales;
+        *n_wscales = np;
+        scales = NULL;
+    }
+done:
+    free(scales);
+    free(zps);
+    free(q);
+    return st;
+}
+
+static oq_status quantize_bias(qctx *c, oq_node *n, const float *wscales, int64_t n_ws)
+{
+    if (n->n_inputs < 3 || !n->inputs[2] || !wscales)
+        return OQ_OK;
+    oq_value *bv = n->inputs[2];
+    oq_value *xv = n->inputs[0];
+    if (bv->kind != OQ_VALUE_INITIALIZER || bv->is_graph_input || bv->n_uses != 1 || !xv)
+        return OQ_OK;
+    /* input scale: the DQ that now produces x */
+    oq_node *dq = xv->kind == OQ_VALUE_NODE ? xv->producer : NULL;
+    if (!dq || !oq_pass_is_op(dq, "DequantizeLinear"))
+        return OQ_OK;
+    oq_tensor *xs = oq_value_const_tensor(dq->inputs[1]);
+    if (!xs || xs->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(xs) != 1)
+        return OQ_OK;
+    const float *sx = oq_tensor_data(xs, c->d);
+    oq_tensor *bt = bv->initializer;
+    if (!sx || !bt || bt->dtype != OQ_DTYPE_FLOAT || bt->rank != 1)
+        return OQ_OK;
+    int64_t nb = bt->dims[0];
+    if (n_ws != 1 && n_ws != nb)
+        return OQ_OK;
+    if (oq_pass_is_op(n, "Gemm") && oq_node_attr_float(n, "beta", 1.0f) != 1.0f)
+        return OQ_OK;
+    const float *b = oq_tensor_data(bt, c->d);
+    if (!b)
+        return OQ_ERR_INVALID;
+    int32_t *bq = malloc((size_t)(nb ? nb : 1) * sizeof(int32_t));
+    float *bs = malloc((size_t)(nb ? nb : 1) * sizeof(float));
+    int32_t *bz = calloc((size_t)(nb ? nb : 1), sizeof(int32_t));
+    oq_status st = OQ_OK;
+    if (!bq || !bs || !bz) {
+        st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int64_t nover = 0, first = -1;
+    st = oq_quantize_bias(b, nb, sx[0], wscales, n_ws, bq, bs, &nover, &first, bv->name, c->d);
+    if (st != OQ_OK)
+        goto done;
+    if (nover) {
+        /* clipping would change the result; fold-bias raises the weight scale instead */
+        char lb[128];
+        oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
+                    "bias \"%s\" kept in float: %lld values exceed int32 at scale s_input * s_weight "
+                    "(first at index %lld)", bv->name, (long long)nover, (long long)first);
+        oq_pass_stat_add(c->res, "biases_kept_float", 1);
+        goto done;
+    }
+    const char *base = oq_model_strdup(c->m, bv->name);
+    int64_t dims[1] = {nb};
+    size_t srank = n_ws == 1 ? 0 : 1;
+    oq_graph_remove_initializer(c->g, bv);
+    oq_value *q = add_init(c, base, "_quantized", OQ_DTYPE_INT32, dims, 1, bq, nb * 4);
+    oq_value *s = q ? add_init(c, base, "_scale", OQ_DTYPE_FLOAT, dims, srank, bs, (srank ? nb : 1) * 4) : NULL;
+    oq_value *z = s ? add_init(c, base, "_zero_point", OQ_DTYPE_INT32, dims, srank, bz, (srank ? nb : 1) * 4) : NULL;
+    oq_value *in[3] = {q, s, z};
+    oq_node *dqb = z ? new_node(c, "DequantizeLinear", base, "_DequantizeLinear", in, 3, bv) : NULL;
+    if (!dqb) {
+        st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (srank)
+        oq_node_set_attr_int(dqb, "axis", 0);
+    oq_graph_insert_before(c->g, c->g->first, dqb);
+    oq_pass_stat_add(c->res, "biases_quantized", 1);
+done:
+    free(bq);
+    free(bs);
+    free(bz);
+    return st;
+}
+
+/* ------------------------------------------------------------ the pass */
+
+static void free_ctx(qctx *c)
+{
+    free(c->vi);
+    free(c->sel);
+    oq_calib_table_free(&c->table);
+    oq_json_free(c->over);
+    if (c->op_types) {
+        for (size_t i = 0; i < c->n_op_types; i++)
+            free(c->op_types[i]);
+        free(c->op_types);
+    }
+    if (c->has_inc)
+        regfree(&c->inc);
+    if (c->has_exc)
+        regfree(&c->exc);
+    free(c->group_lo);
+    free(c->group_hi);
+    free(c->group_done);
+    free(c->group_scale);
+    free(c->group_zp);
+}
+
+static oq_status parse_types(qctx *c, const char *s)
+{
+    size_t cap = 8;
+    c->op_types = calloc(cap, sizeof(char *));
+    if (!c->op_types)
+        return OQ_ERR_NOMEM;
+    while (*s) {
+        while (*s == ',' || *s == ' ')
+            s++;
+        const char *e = s;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        if (e > s) {
+            if (c->n_op_types == cap) {
+                char **n = realloc(c->op_types, cap * 2 * sizeof(char *));
+                if (!n)
+                    return OQ_ERR_NOMEM;
+                c->op_types = n;
+                cap *= 2;
+            }
+            c->op_types[c->n_op_types] = strndup(s, (size_t)(e - s));
+            if (!c->op_types[c->n_op_types])
+                return OQ_ERR_NOMEM;
+            c->n_op_types++;
+        }
+        s = e;
+    }
+    return OQ_OK;
+}
+
+static oq_status compile_re(qctx *c, const char *pat, regex_t *re, bool *has, const char *opt)
+{
+    if (!pat || !*pat)
+        return OQ_OK;
+    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char buf[200];
+        regerror(rc, re, buf, sizeof buf);
+        return oq_diag_error(c->d, OQ_ERR_USAGE, "insert-qdq: %s \"%s\": %s", opt, pat, buf);
+    }
+    *has = true;
+    return OQ_OK;
+}
+
+static int32_t parse_qtype(const char *s, bool weight)
+{
+    int32_t t = oq_dtype_from_name(s);
+    switch (t) {
+    case OQ_DTYPE_UINT8:
+    case OQ_DTYPE_INT8:
+    case OQ_DTYPE_UINT16:
+    case OQ_DTYPE_INT16: return t;
+    case OQ_DTYPE_UINT4:
+    case OQ_DTYPE_INT4: return weight ? t : OQ_DTYPE_UNDEFINED;
+    default: return OQ_DTYPE_UNDEFINED;
+    }
+}
+
+static bool needs21(int32_t t)
+{
+    return t == OQ_DTYPE_UINT16 || t == OQ_DTYPE_INT16 || t == OQ_DTYPE_UINT4 || t == OQ_DTYPE_INT4;
+}
+
+static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
+{
+    qctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.g = m->graph;
+    c.d = d;
+    c.res = res;
+    oq_status st = OQ_OK;
+    if (!c.g)
+        return OQ_OK;
+    const char *adt = oq_pass_opt_string(opts, "act-dtype", "uint8");
+    const char *wdt = oq_pass_opt_string(opts, "weight-dtype", "int8");
+    c.act_dtype = parse_qtype(adt, false);
+    c.w_dtype = parse_qtype(wdt, true);
+    if (c.act_dtype == OQ_DTYPE_UNDEFINED)
+        return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: act-dtype \"%s\": uint8, int8, uint16, int16 (or uint4/int4 via overrides)", adt);
+    if (c.w_dtype == OQ_DTYPE_UNDEFINED)
+        return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: weight-dtype \"%s\": int8, uint8, int16, uint16, int4, uint4", wdt);
+    c.act_sym = oq_pass_opt_bool(opts, "act-symmetric", false);
+    c.w_sym = oq_pass_opt_bool(opts, "weight-symmetric", true);
+    c.per_channel = oq_pass_opt_bool(opts, "per-channel", true);
+    c.reduce_range = oq_pass_opt_bool(opts, "reduce-range", false);
+    c.quant_bias = oq_pass_opt_bool(opts, "quantize-bias", false);
+    c.block = oq_pass_opt_int(opts, "weight-block-size", 0);
+    if (c.block < 0 || (c.block > 0 && (c.block < 2 || (c.block & (c.block - 1)) != 0 || c.block > 65536)))
+        return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: weight-block-size must be a power of two >= 2 (got %lld)",
+                             (long long)c.block);
+    int64_t opset = oq_model_opset(m, "");
+    if (opset < 13)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
+                             "insert-qdq: model opset %lld; per-axis QDQ needs 13 (run upgrade-opset{to=13} first)",
+                             (long long)opset);
+    if ((needs21(c.act_dtype) || needs21(c.w_dtype) || c.block > 0) && opset < 21)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
+                             "insert-qdq: %s needs opset 21, the model has %lld (run upgrade-opset{to=21} first)",
+                             c.block > 0 ? "blocked weights" : needs21(c.act_dtype) ? adt : wdt, (long long)opset);
+
+    if (parse_types(&c, oq_pass_opt_string(opts, "op-types", "Conv,ConvTranspose,Gemm,MatMul")) != OQ_OK) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    st = compile_re(&c, oq_pass_opt_string(opts, "include-nodes", ""), &c.inc, &c.has_inc, "include-nodes");
+    if (st == OQ_OK)
+        st = compile_re(&c, oq_pass_opt_string(opts, "exclude-nodes", ""), &c.exc, &c.has_exc, "exclude-nodes");
+    if (st != OQ_OK)
+        goto done;
+    const char *ovf = oq_pass_opt_string(opts, "overrides", "");
+    if (*ovf) {
+        st = oq_json_parse_file(ovf, &c.over, d);
+        if (st != OQ_OK)
+            goto done;
+        if (c.over->type != OQ_JSON_OBJECT) {
+            st = oq_diag_error(d, OQ_ERR_USAGE, "%s: expected an object {\"tensor\": {...}}", ovf);
+            goto done;
+        }
+        for (size_t i = 0; i < c.over->n; i++)
+            if (!oq_graph_find_local(c.g, c.over->keys[i]))
+                oq_diag_warn(d, "%s: tensor \"%s\" is not in the model (ignored)", ovf, c.over->keys[i]);
+    }
+    size_t kidx = 0;
+    for (kidx = 0; kidx < m->metadata.count; kidx++)
+        if (m->metadata.items[kidx].key && strcmp(m->metadata.items[kidx].key, OQ_CALIB_METADATA_KEY) == 0)
+            break;
+    if (kidx < m->metadata.count) {
+        st = oq_calib_table_from_json(m->metadata.items[kidx].value ? m->metadata.items[kidx].value : "", &c.table, d);
+        if (st != OQ_OK)
+            goto done;
+        c.have_table = true;
+    }
+
+    c.n_ids = m->next_id + 1;
+    c.vi = calloc(c.n_ids, sizeof(vinfo_q));
+    c.sel = calloc(c.n_ids, sizeof(bool));
+    size_t nnodes = c.g->n_nodes;
+    c.group_lo = calloc(nnodes + 1, sizeof(float));
+    c.group_hi = calloc(nnodes + 1, sizeof(float));
+    c.group_done = calloc(nnodes + 1, sizeof(bool));
+    c.group_scale = calloc(nnodes + 1, sizeof(float));
+    c.group_zp = calloc(nnodes + 1, sizeof(int32_t));
+    if (!c.vi || !c.sel || !c.group_lo || !c.group_hi || !c.group_done || !c.group_scale || !c.group_zp) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+
+    /* 1. selected nodes: their activation inputs and outputs */
+    size_t n_sel = 0;
+    for (oq_node *n = c.g->first; n; n = n->next) {
+        if (n->id >= c.n_ids || !node_selected(&c, n))
+            continue;
+        c.sel[n->id] = true;
+        n_sel++;
+        if (is_weight_op(n)) {
+            mark(&c, n->inputs[0]);
+            if (n->n_inputs > 1 && n->inputs[1] && !is_const(n->inputs[1]))
+                mark(&c, n->inputs[1]);
+            oq_value *o = n->n_outputs ? n->outputs[0] : NULL;
+            if (o && o->n_uses == 1 && !oq_value_is_graph_output(o) &&
+                act_consumer(o->uses[0].node) && o->uses[0].index == 0 && o->uses[0].node->n_outputs >= 1)
+                mark(&c, o->uses[0].node->outputs[0]); /* fuse Relu/Clip: QDQ after it */
+            else
+                mark(&c, o);
+        } else {
+            for (size_t i = 0; i < n->n_inputs; i++)
+                mark(&c, n->inputs[i]);
+            for (size_t i = 0; i < n->n_outputs; i++)
+                mark(&c, n->outputs[i]);
+        }
+    }
+    /* 2. the ops around them, in graph (topological) order */
+    for (oq_node *n = c.g->first; n; n = n->next) {
+        if (is_value_preserving(n) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
+            vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
+            if (qi && qi->mark && qo && float_value_c(&c, n->outputs[0]) && !already_quantized(n->outputs[0])) {
+                qo->mark = MK_LINK;
+                qo->link = n->inputs[0];
+            }
+        } else if ((oq_pass_is_op(n, "Softmax") || oq_pass_is_op(n, "Sigmoid")) && n->n_inputs >= 1 &&
+                   n->n_outputs >= 1) {
+            vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
+            if (qi && qo && (qi->mark || qo->mark) && float_value_c(&c, n->outputs[0]) &&
+                !already_quantized(n->outputs[0]))
+                qo->mark = MK_FIXED; /* output in [0, 1] whatever the data */
+        } else if (oq_pass_is_op(n, "Concat") && n->n_outputs >= 1 && n->outputs[0]) {
+            bool any = false;
+            for (size_t i = 0; i < n->n_inputs; i++) {
+                vinfo_q *qi = vq(&c, n->inputs[i]);
+                any = any || (qi && qi->mark);
+            }
+            vinfo_q *qo = vq(&c, n->outputs[0]);
+            any = any || (qo && qo->mark);
+            if (!any || !float_value_c(&c, n->outputs[0]))
+                continue;
+            int gi = c.n_groups++;
+            c.group_lo[gi] = INFINITY;
+            c.group_hi[gi] = -INFINITY;
+            bool ok = true;
+            for (size_t i = 0; i <= n->n_inputs; i++) {
+                oq_value *v = i < n->n_inputs ? n->inputs[i] : n->outputs[0];
+                vinfo_q *q = vq(&c, v);
+                if (!q || is_const(v) || !float_value_c(&c, v) || already_quantized(v))
+                    continue;
+                float lo, hi;
+                if (!table_range(&c, v->name, &lo, &hi)) {
+                    ok = false;
+                    continue;
+                }
+                if (lo < c.group_lo[gi])
+                    c.group_lo[gi] = lo;
+                if (hi > c.group_hi[gi])
+                    c.group_hi[gi] = hi;
+                if (q->mark != MK_LINK || v == n->outputs[0]) {
+                    q->mark = MK_GROUP;
+                    q->group = gi;
+                }
+            }
+            (void)ok;
+        }
+    }
+    /* 3. parameters, in order (links read earlier values) */
+    for (size_t i = 0; i < c.g->n_inputs; i++)
+        if ((st = compute(&c, c.g->inputs[i]->value)) != OQ_OK)
+            goto done;
+    for (oq_node *n = c.g->first; n; n = n->next)
+        for (size_t k = 0; k < n->n_outputs; k++)
+            if ((st = compute(&c, n->outputs[k])) != OQ_OK)
+                goto done;
+    if (needs21(c.act_dtype) || c.over) {
+        for (uint32_t i = 0; i < c.n_ids; i++)
+            if (c.vi[i].mark && needs21(c.vi[i].dtype) && opset < 21) {
+                st = oq_diag_error(d, OQ_ERR_UNSUPPORTED, "insert-qdq: %s activations need opset 21 (model: %lld)",
+                                   oq_dtype_name(c.vi[i].dtype), (long long)opset);
+                goto done;
+            }
+    }
+    /* 4. weights (and biases) of the selected nodes */
+    oq_node **sel_nodes = calloc(n_sel ? n_sel : 1, sizeof(oq_node *));
+    if (!sel_nodes) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    for (oq_node *n = c.g->first; n; n = n->next)
+        if (n->id < c.n_ids && c.sel[n->id])
+            sel_nodes[k++] = n;
+    /* 5. activations: collect first (the edits add values and nodes) */
+    size_t n_act = 0;
+    oq_value **acts = calloc(c.n_ids, sizeof(oq_value *));
+    if (!acts) {
+        free(sel_nodes);
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < c.g->n_inputs; i++) {
+        oq_value *v = c.g->inputs[i]->value;
+        if (vq(&c, v) && vq(&c, v)->mark && v->kind == OQ_VALUE_INPUT)
+            acts[n_act++] = v;
+    }
+    for (oq_node *n = c.g->first; n; n = n->next)
+        for (size_t j = 0; j < n->n_outputs; j++)
+            if (vq(&c, n->outputs[j]) && vq(&c, n->outputs[j])->mark && n_act < c.n_ids)
+                acts[n_act++] = n->outputs[j];
+    for (size_t i = 0; i < n_act && st == OQ_OK; i++)
+        st = insert_act(&c, acts[i]);
+    free(acts);
+    for (size_t i = 0; i < k && st == OQ_OK; i++) {
+        if (!is_weight_op(sel_nodes[i]))
+            continue;
+        float *ws = NULL;
+        int64_t nws = 0;
+        st = quantize_weight(&c, sel_nodes[i], &ws, &nws);
+        if (st == OQ_OK && c.quant_bias && !oq_pass_is_op(sel_nodes[i], "MatMul"))
+            st = quantize_bias(&c, sel_nodes[i], ws, nws);
+        free(ws);
+    }
+    free(sel_nodes);
+    if (st != OQ_OK)
+        goto done;
+    oq_pass_stat_add(res, "nodes_selected", (int64_t)n_sel);
+    /* the table has been used: drop it from the model */
+    if (kidx < m->metadata.count && !oq_pass_opt_bool(opts, "keep-calibration", false)) {
+        memmove(&m->metadata.items[kidx], &m->metadata.items[kidx + 1],
+                (m->metadata.count - kidx - 1) * sizeof(oq_kv));
+        m->metadata.count--;
+    }
+    res->changed = true;
+    st = oq_graph_toposort(c.g, d);
+done:
+    free_ctx(&c);
+    return st;
+}
+
+static const oq_pass_option_def options[] = {
+    {"act-dtype", OQ_OPT_STRING, "uint8", "activation type: uint8, int8, uint16, int16 (16-bit: opset 21)"},
+    {"act-symmetric", OQ_OPT_BOOL, "false", "symmetric activations (signed: zero point 0)"},
+    {"weight-dtype", OQ_OPT_STRING, "int8", "weight type: int8, uint8, int16, uint16, int4, uint4 (16/4-bit: opset 21)"},
+    {"weight-symmetric", OQ_OPT_BOOL, "true", "symmetric weights"},
+    {"per-channel", OQ_OPT_BOOL, "true", "one weight scale per output channel"},
+    {"weight-block-size", OQ_OPT_INT, "0", "blocked weights along the reduction axis (opset 21); 0: off"},
+    {"reduce-range", OQ_OPT_BOOL, "false", "one bit less for activations and weights"},
+    {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
+    {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches this POSIX extended regex"},
+    {"exclude-nodes", OQ_OPT_STRING, "", "skip nodes whose name matches this POSIX extended regex"},
+    {"overrides", OQ_OPT_STRING, "", "JSON file: {tensor: {scale, zero_point, dtype, min, max}}"},
+    {"quantize-bias", OQ_OPT_BOOL, "false", "quantize Conv/Gemm biases to int32 here (else left for fold-bias)"},
+    {"keep-calibration", OQ_OPT_BOOL, "false", "keep the onnxq.calibration metadata entry"},
+};
+
+const oq_pass oq_pass_insert_qdq = {
+    .abi_version = OQ_PASS_ABI_VERSION,
+    .struct_size = sizeof(oq_pass),
+    .name = "insert-qdq",
+    .summary = "insert QuantizeLinear/DequantizeLinear from calibrated ranges; quantize weights offline",
+    .options = options,
+    .n_options = sizeof options / sizeof options[0],
+    .run = run,
+};

@@ -1,0 +1,781 @@
+/* Calibration: sample sources, the observer loop over the executor, the table. */
+#include "onnxq/calib.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "onnxq/tensor_io.h"
+
+/* ------------------------------------------------------------------ sources ---- */
+
+typedef enum src_kind { SRC_DIR_SUB = 0, SRC_DIR_FLAT = 1, SRC_IMAGES = 2, SRC_RANDOM = 3 } src_kind;
+
+struct oq_calib_source {
+    src_kind kind;
+    char *dir;
+    char **paths;          /* sample folders / files / images */
+    size_t n_paths;
+    uint64_t n;            /* samples */
+    uint64_t limit;
+    oq_image_opts img;
+    uint64_t seed;
+    int64_t height, width;
+};
+
+static char *join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    s[la] = '/';
+    memcpy(s + la + 1, b, lb + 1);
+    return s;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t ls = strlen(s), lf = strlen(suf);
+    return ls >= lf && strcmp(s + ls - lf, suf) == 0;
+}
+
+static bool is_tensor_file(const char *name)
+{
+    return ends_with(name, ".pb") || ends_with(name, ".npy");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void free_paths(char **p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+    free(p);
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d)
+{
+    *out = NULL;
+    oq_status st = OQ_OK;
+    char **subs = NULL, **files = NULL;
+    size_t ns = 0, nf = 0, cap = 0;
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return oq_diag_error(d, OQ_ERR_IO, "%s: cannot open calibration folder", dir);
+    struct dirent *e;
+    while ((e = readdir(dh)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *full = join(dir, e->d_name);
+        if (!full) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        bool sub = is_dir(full);
+        if (!sub && !is_tensor_file(e->d_name)) {
+            free(full);
+            continue;
+        }
+        if (ns + nf + 1 > cap) {
+            cap = cap ? cap * 2 : 64;
+            char **a = realloc(subs, cap * sizeof(char *));
+            char **b = a ? realloc(files, cap * sizeof(char *)) : NULL;
+            if (a)
+                subs = a;
+            if (b)
+                files = b;
+            if (!a || !b) {
+                free(full);
+                st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+        }
+        if (sub)
+            subs[ns++] = full;
+        else
+            files[nf++] = full;
+    }
+    if (ns == 0 && nf == 0) {
+        st = oq_diag_error(d, OQ_ERR_USAGE,
+                           "%s: no samples (expected one subfolder per sample, or .npy/.pb files)", dir);
+        goto fail;
+    }
+    oq_calib_source *s = calloc(1, sizeof(*s));
+    if (!s) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (ns > 0) {
+        s->kind = SRC_DIR_SUB;
+        s->paths = subs;
+        s->n_paths = ns;
+        free_paths(files, nf);
+    } else {
+        s->kind = SRC_DIR_FLAT;
+        s->paths = files;
+        s->n_paths = nf;
+        free(subs);
+    }
+    qsort(s->paths, s->n_paths, sizeof(char *), cmp_str);
+    s->n = s->n_paths;
+    s->dir = strdup(dir);
+    closedir(dh);
+    *out = s;
+    return OQ_OK;
+fail:
+    closedir(dh);
+    free_paths(subs, ns);
+    free_paths(files, nf);
+    return st;
+}
+
+oq_status oq_calib_source_images(const char *dir, const oq_image_opts *o,
+                                 oq_calib_source **out, oq_diag *d)
+{
+    *out = NULL;
+    if (oq_image_tensor_numel(o) <= 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "image size must be positive (--size HxW)");
+    oq_calib_source *s = calloc(1, sizeof(*s));
+    if (!s)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    oq_status st = oq_image_dir_list(dir, &s->paths, &s->n_paths, d);
+    if (st != OQ_OK) {
+        free(s);
+        return st;
+    }
+    s->kind = SRC_IMAGES;
+    s->img = *o;
+    s->n = s->n_paths;
+    *out = s;
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_random(uint64_t n, uint64_t seed, int64_t height, int64_t width,
+                                 oq_calib_source **out, oq_diag *d)
+{
+    *out = NULL;
+    if (n == 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "random calibration needs at least one sample");
+    oq_calib_source *s = calloc(1, sizeof(*s));
+    if (!s)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    s->kind = SRC_RANDOM;
+    s->n = n;
+    s->seed = seed ? seed : 1;
+    s->height = height > 0 ? height : 32;
+    s->width = width > 0 ? width : 32;
+    *out = s;
+    return OQ_OK;
+}
+
+void oq_calib_source_limit(oq_calib_source *s, uint64_t n)
+{
+    s->limit = n;
+}
+
+uint64_t oq_calib_source_count(const oq_calib_source *s)
+{
+    return s->limit && s->limit < s->n ? s->limit : s->n;
+}
+
+void oq_calib_source_free(oq_calib_source *s)
+{
+    if (!s)
+        return;
+    if (s->kind == SRC_IMAGES)
+        oq_image_dir_free(s->paths, s->n_paths);
+    else
+        free_paths(s->paths, s->n_paths);
+    free(s->dir);
+    free(s);
+}
+
+static uint64_t xorshift(uint64_t *st)
+{
+    uint64_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *st = x;
+    return x;
+}
+
+/* Fill in[0..n) for sample k; `label` receives what names the sample. */
+static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
+                               oq_rt_tensor *in, size_t n, char *label, size_t lsize, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    if (s->kind == SRC_RANDOM) {
+        snprintf(label, lsize, "random sample %llu", (unsigned long long)k + 1);
+        uint64_t rs = s->seed * 0x9E3779B97F4A7C15ull + k + 1;
+        for (size_t i = 0; i < n; i++) {
+            size_t rank = 0;
+            int64_t dims[OQ_RT_MAX_RANK];
+            bool has = false;
+            int32_t dt = oq_plan_input_info(p, i, &rank, dims, &has);
+            if (dt != OQ_DTYPE_FLOAT && dt != OQ_DTYPE_UNDEFINED)
+                return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
+                                     "random calibration: input \"%s\" is %s (only float32 inputs are generated)",
+                                     oq_plan_input_name(p, i), oq_dtype_name(dt));
+            if (!has)
+                return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
+                                     "random calibration: input \"%s\" has no declared shape",
+                                     oq_plan_input_name(p, i));
+            for (size_t j = 0; j < rank; j++)
+                if (dims[j] < 0)
+                    dims[j] = rank == 4 && j == 2 ? s->height : rank == 4 && j == 3 ? s->width : 1;
+            st = oq_rt_tensor_alloc(&in[i], OQ_DTYPE_FLOAT, dims, rank);
+            if (st != OQ_OK)
+                return oq_diag_error(d, st, "out of memory");
+            float *f = in[i].data;
+            int64_t ne = oq_rt_tensor_numel(&in[i]);
+            for (int64_t e = 0; e < ne; e++)
+                f[e] = (float)((xorshift(&rs) >> 40) * (1.0 / 16777216.0));
+        }
+        return OQ_OK;
+    }
+    const char *path = s->paths[k % s->n_paths];
+    snprintf(label, lsize, "%s", path);
+    if (s->kind == SRC_IMAGES) {
+        if (n != 1)
+            return oq_diag_error(d, OQ_ERR_USAGE,
+                                 "--calib-images needs a model with one input (this one has %zu)", n);
+        int64_t dims[4] = {1, s->img.channels, s->img.height, s->img.width};
+        if (s->img.layout == OQ_LAYOUT_NHWC) {
+            dims[1] = s->img.height;
+            dims[2] = s->img.width;
+            dims[3] = s->img.channels;
+        }
+        st = oq_rt_tensor_alloc(&in[0], OQ_DTYPE_FLOAT, dims, 4);
+        if (st != OQ_OK)
+            return oq_diag_error(d, st, "out of memory");
+        return oq_image_load(path, &s->img, in[0].data, d);
+    }
+    if (s->kind == SRC_DIR_FLAT) {
+        if (n != 1)
+            return oq_diag_error(d, OQ_ERR_USAGE,
+                                 "%s: a flat folder of tensor files needs a one-input model (this one has %zu); "
+                                 "use one subfolder per sample holding <input name>.pb/.npy",
+                                 s->dir, n);
+        return oq_tensor_file_read(path, &in[0], NULL, d);
+    }
+    /* one subfolder per sample */
+    for (size_t i = 0; i < n; i++) {
+        const char *iname = oq_plan_input_name(p, i);
+        char cand[4][512];
+        snprintf(cand[0], sizeof cand[0], "%s/%s.pb", path, iname);
+        snprintf(cand[1], sizeof cand[1], "%s/%s.npy", path, iname);
+        snprintf(cand[2], sizeof cand[2], "%s/input_%zu.pb", path, i);
+        snprintf(cand[3], sizeof cand[3], "%s/input_%zu.npy", path, i);
+        const char *found = NULL;
+        struct stat sb;
+        for (int c = 0; c < 4 && !found; c++)
+            if (stat(cand[c], &sb) == 0 && S_ISREG(sb.st_mode))
+                found = cand[c];
+        char single[512];
+        if (!found && n == 1) {
+            DIR *dh = opendir(path);
+            int cnt = 0;
+            struct dirent *e;
+            while (dh && (e = readdir(dh)) != NULL)
+                if (e->d_name[0] != '.' && is_tensor_file(e->d_name)) {
+                    cnt++;
+                    snprintf(single, sizeof single, "%s/%s", path, e->d_name);
+                }
+            if (dh)
+                closedir(dh);
+            if (cnt == 1)
+                found = single;
+        }
+        if (!found)
+            return oq_diag_error(d, OQ_ERR_USAGE,
+                                 "%s: no file for input \"%s\" (looked for %s.pb, %s.npy, input_%zu.pb, input_%zu.npy)",
+                                 path, iname, iname, iname, i, i);
+        st = oq_tensor_file_read(found, &in[i], NULL, d);
+        if (st != OQ_OK)
+            return st;
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ calibration -- */
+
+void oq_calib_options_default(oq_calib_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    oq_range_request_default(&o->range);
+    o->nan_policy = OQ_NAN_ERROR;
+    o->threads = 0;
+}
+
+typedef struct obs_slot {
+    const oq_value *v;
+    oq_observer obs;
+} obs_slot;
+
+typedef struct cal_ctx {
+    obs_slot *slots;
+    size_t n_slots;
+    int32_t *by_id;          /* value id -> slot, -1 */
+    uint32_t n_ids;
+    oq_nan_policy policy;
+    const char *label;
+    oq_status st;
+    oq_diag *d;
+} cal_ctx;
+
+static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_tensor *t)
+{
+    if (c->st != OQ_OK || t->dtype != OQ_DTYPE_FLOAT)
+        return;
+    int64_t n = oq_rt_tensor_numel(t);
+    if (n <= 0)
+        return;
+    oq_nonfinite nf;
+    oq_status st = oq_observer_update(&s->obs, t->data, n, &nf, s->v->name, c->d);
+    if (st != OQ_OK) {
+        c->st = st;
+        return;
+    }
+    if (c->policy == OQ_NAN_ERROR && (nf.nan_count || nf.inf_count)) {
+        char lb[256];
+        float bad = ((const float *)t->data)[nf.first_index];
+        c->st = oq_diag_add(c->d, OQ_SEV_ERROR, OQ_ERR_NUMERIC, NULL, node ? oq_node_label(node, lb, sizeof lb) : NULL,
+                            node ? node->op_type : NULL,
+                            "tensor \"%s\"%s has %s (%llu NaN, %llu Inf, first at element %lld) on sample %s "
+                            "(--nan-policy ignore excludes them)",
+                            s->v->name, node ? "" : " (graph input)", isnan(bad) ? "NaN" : bad > 0 ? "+Inf" : "-Inf",
+                            (unsigned long long)nf.nan_count, (unsigned long long)nf.inf_count,
+                            (long long)nf.first_index, c->label);
+    }
+}
+
+static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
+{
+    cal_ctx *c = user;
+    if (out_index >= node->n_outputs || !node->outputs[out_index])
+        return;
+    uint32_t id = node->outputs[out_index]->id;
+    if (id >= c->n_ids || c->by_id[id] < 0)
+        return;
+    observe(c, &c->slots[c->by_id[id]], node, t);
+}
+
+static bool is_float_value(const oq_value *v)
+{
+    return v->type && v->type->kind == OQ_TYPE_TENSOR && v->type->has_elem_type &&
+           v->type->elem_type == OQ_DTYPE_FLOAT;
+}
+
+static bool maybe_float(const oq_value *v)
+{
+    /* unknown type: observe it; non-float tensors are skipped at run time */
+    return !v->type || !v->type->has_elem_type || is_float_value(v);
+}
+
+oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
+                       oq_calib_table *out, oq_diag *d)
+{
+    memset(out, 0, sizeof(*out));
+    oq_status st = OQ_OK;
+    oq_plan *plan = NULL;
+    cal_ctx c;
+    memset(&c, 0, sizeof c);
+    oq_rt_tensor *in = NULL, *outs = NULL;
+    size_t n_in = 0, n_out = 0;
+    oq_graph *g = m->graph;
+    if (!g)
+        return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
+
+    /* slots: graph inputs, then node outputs in order */
+    size_t cap = g->n_inputs;
+    for (oq_node *n = g->first; n; n = n->next)
+        cap += n->n_outputs;
+    c.slots = calloc(cap ? cap : 1, sizeof(obs_slot));
+    c.n_ids = m->next_id + 1;
+    c.by_id = malloc(c.n_ids * sizeof(int32_t));
+    if (!c.slots || !c.by_id) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory (%zu observers)", cap);
+        goto done;
+    }
+    for (uint32_t i = 0; i < c.n_ids; i++)
+        c.by_id[i] = -1;
+    oq_observer_kind kind = o->range.method == OQ_CALIB_MINMAX ? OQ_OBSERVER_MINMAX : OQ_OBSERVER_HISTOGRAM;
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        oq_value *v = g->inputs[i]->value;
+        if (!v || v->initializer || !maybe_float(v) || (o->want && !o->want(v, o->want_user)))
+            continue;
+        if (v->id < c.n_ids && c.by_id[v->id] >= 0)
+            continue;
+        c.slots[c.n_slots].v = v;
+        c.by_id[v->id] = (int32_t)c.n_slots++;
+    }
+    for (oq_node *n = g->first; n; n = n->next)
+        for (size_t k = 0; k < n->n_outputs; k++) {
+            oq_value *v = n->outputs[k];
+            if (!v || v->id >= c.n_ids || c.by_id[v->id] >= 0 || !maybe_float(v) ||
+                (o->want && !o->want(v, o->want_user)))
+                continue;
+            if (n->op_type && strcmp(n->op_type, "Constant") == 0 && oq_domain_is_default(n->domain))
+                continue;
+            c.slots[c.n_slots].v = v;
+            c.by_id[v->id] = (int32_t)c.n_slots++;
+        }
+    for (size_t i = 0; i < c.n_slots; i++) {
+        oq_observer_init(&c.slots[i].obs, kind, OQ_NAN_IGNORE);
+        if (kind == OQ_OBSERVER_MINMAX && o->averaging_constant > 0) {
+            st = oq_observer_set_averaging(&c.slots[i].obs, o->averaging_constant, d);
+            if (st != OQ_OK)
+                goto done;
+        }
+    }
+    c.policy = o->nan_policy;
+    c.d = d;
+
+    oq_plan_options po = oq_plan_options_default();
+    po.threads = o->threads;
+    po.on_tensor = on_tensor;
+    po.user = &c;
+    st = oq_plan_compile(m, &po, &plan, d);
+    if (st != OQ_OK)
+        goto done;
+    n_in = oq_plan_n_inputs(plan);
+    n_out = oq_plan_n_outputs(plan);
+    in = calloc(n_in ? n_in : 1, sizeof(oq_rt_tensor));
+    outs = calloc(n_out ? n_out : 1, sizeof(oq_rt_tensor));
+    if (!in || !outs) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    uint64_t total = oq_calib_source_count(src);
+    char label[600];
+    if (o->progress)
+        o->progress(0, total, "", o->progress_user);
+    for (uint64_t k = 0; k < total; k++) {
+        st = source_sample(src, plan, k, in, n_in, label, sizeof label, d);
+        if (st != OQ_OK)
+            goto done;
+        c.label = label;
+        /* graph inputs are not handed to the observer by the executor */
+        for (size_t i = 0; i < n_in; i++) {
+            oq_value *v = oq_graph_find_local(g, oq_plan_input_name(plan, i));
+            if (v && v->id < c.n_ids && c.by_id[v->id] >= 0)
+                observe(&c, &c.slots[c.by_id[v->id]], NULL, &in[i]);
+        }
+        if (c.st != OQ_OK) {
+            st = c.st;
+            goto done;
+        }
+        oq_status rs = oq_plan_run(plan, in, n_in, outs, n_out, d);
+        for (size_t i = 0; i < n_in; i++)
+            oq_rt_tensor_release(&in[i]);
+        for (size_t i = 0; i < n_out; i++)
+            oq_rt_tensor_release(&outs[i]);
+        if (rs != OQ_OK) {
+            st = oq_diag_error(d, rs, "calibration stopped at sample %s", label);
+            goto done;
+        }
+        if (c.st != OQ_OK) {
+            st = c.st;
+            goto done;
+        }
+        if (o->progress)
+            o->progress(k + 1, total, label, o->progress_user);
+    }
+    out->samples = total;
+
+    /* the table */
+    out->items = calloc(c.n_slots ? c.n_slots : 1, sizeof(oq_calib_entry));
+    if (!out->items) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    out->method = o->range.method;
+    out->percentile = o->range.percentile;
+    size_t n_bad_tensors = 0;
+    const char *first_bad = NULL;
+    for (size_t i = 0; i < c.n_slots; i++) {
+        const oq_observer *ob = &c.slots[i].obs;
+        if (ob->count == 0 && ob->nan_count == 0 && ob->inf_count == 0)
+            continue; /* never produced as float32 (e.g. an int tensor of unknown type) */
+        oq_calib_entry *e = &out->items[out->count];
+        e->name = strdup(c.slots[i].v->name);
+        if (!e->name) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        out->count++;
+        e->min = ob->initialized ? ob->min : 0.0f;
+        e->max = ob->initialized ? ob->max : 0.0f;
+        e->count = ob->count;
+        e->nan_count = ob->nan_count;
+        e->inf_count = ob->inf_count;
+        out->nan_total += ob->nan_count;
+        out->inf_total += ob->inf_count;
+        if (ob->nan_count || ob->inf_count) {
+            n_bad_tensors++;
+            if (!first_bad)
+                first_bad = e->name;
+        }
+        st = oq_observer_range(ob, &o->range, &e->lo, &e->hi, NULL, e->name, d);
+        if (st != OQ_OK)
+            goto done;
+    }
+    if (n_bad_tensors)
+        oq_diag_warn(d, "calibration: %llu NaN and %llu Inf values excluded from the statistics, in %zu tensors (first: \"%s\")",
+                     (unsigned long long)out->nan_total, (unsigned long long)out->inf_total,
+                     n_bad_tensors, first_bad);
+done:
+    if (in)
+        for (size_t i = 0; i < n_in; i++)
+            oq_rt_tensor_release(&in[i]);
+    free(in);
+    free(outs);
+    oq_plan_free(plan);
+    free(c.slots);
+    free(c.by_id);
+    if (st != OQ_OK)
+        oq_calib_table_free(out);
+    return st;
+}
+
+void oq_calib_table_free(oq_calib_table *t)
+{
+    for (size_t i = 0; i < t->count; i++)
+        free(t->items[i].name);
+    free(t->items);
+    memset(t, 0, sizeof(*t));
+}
+
+const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *name)
+{
+    for (size_t i = 0; i < t->count; i++)
+        if (strcmp(t->items[i].name, name) == 0)
+            return &t->items[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ JSON table --- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool err;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->err)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->len + n + 1)
+            nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->err = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->err = true;
+        return;
+    }
+    sb_put(b, tmp, (size_t)n);
+}
+
+static void sb_string(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            char e[2] = {'\\', (char)ch};
+            sb_put(b, e, 2);
+        } else if (ch < 0x20) {
+            sb_printf(b, "\\u%04x", ch);
+        } else {
+            sb_put(b, s, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_float(sbuf *b, float f)
+{
+    sb_printf(b, "%.9g", (double)f);
+}
+
+char *oq_calib_table_to_json(const oq_calib_table *t)
+{
+    sbuf b = {0};
+    sb_printf(&b, "{\"samples\":%llu,\"method\":\"%s\",\"percentile\":%.17g,\"tensors\":{",
+              (unsigned long long)t->samples, oq_calib_method_name(t->method), t->percentile);
+    for (size_t i = 0; i < t->count; i++) {
+        const oq_calib_entry *e = &t->items[i];
+        if (i)
+            sb_put(&b, ",", 1);
+        sb_string(&b, e->name);
+        sb_put(&b, ":[", 2);
+        sb_float(&b, e->min);
+        sb_put(&b, ",", 1);
+        sb_float(&b, e->max);
+        sb_put(&b, ",", 1);
+        sb_float(&b, e->lo);
+        sb_put(&b, ",", 1);
+        sb_float(&b, e->hi);
+        sb_put(&b, "]", 1);
+    }
+    sb_put(&b, "}}", 2);
+    if (b.err) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_diag *d)
+{
+    memset(out, 0, sizeof(*out));
+    oq_json *j = NULL;
+    oq_status st = oq_json_parse(text, strlen(text), "metadata " OQ_CALIB_METADATA_KEY, &j, d);
+    if (st != OQ_OK)
+        return st;
+    const oq_json *ts = oq_json_get(j, "tensors");
+    const oq_json *sm = oq_json_get(j, "samples");
+    const oq_json *me = oq_json_get(j, "method");
+    if (!ts || ts->type != OQ_JSON_OBJECT) {
+        st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": no \"tensors\" object");
+        goto fail;
+    }
+    out->samples = sm && sm->type == OQ_JSON_NUMBER ? (uint64_t)sm->num : 0;
+    if (me && me->type == OQ_JSON_STRING && oq_calib_method_from_name(me->str) >= 0)
+        out->method = (oq_calib_method)oq_calib_method_from_name(me->str);
+    out->items = calloc(ts->n ? ts->n : 1, sizeof(oq_calib_entry));
+    if (!out->items) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < ts->n; i++) {
+        const oq_json *a = &ts->items[i];
+        if (a->type != OQ_JSON_ARRAY || a->n != 4) {
+            st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": tensor \"%s\": expected [min,max,lo,hi]",
+                               ts->keys[i]);
+            goto fail;
+        }
+        float v[4];
+        for (int k = 0; k < 4; k++) {
+            if (a->items[k].type != OQ_JSON_NUMBER) {
+                st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": tensor \"%s\": not a number",
+                                   ts->keys[i]);
+                goto fail;
+            }
+            v[k] = (float)a->items[k].num;
+        }
+        oq_calib_entry *e = &out->items[out->count];
+        e->name = strdup(ts->keys[i]);
+        if (!e->name) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        out->count++;
+        e->min = v[0];
+        e->max = v[1];
+        e->lo = v[2];
+        e->hi = v[3];
+    }
+    oq_json_free(j);
+    return OQ_OK;
+fail:
+    oq_json_free(j);
+    oq_calib_table_free(out);
+    return st;
+}
+
+/* ------------------------------------------------------------------ progress ----- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user)
+{
+    oq_calib_progress_state *s = user;
+    double t = now_s();
+    if (s->tty == 0) {
+        s->tty = isatty(fileno(stderr)) ? 1 : 2;
+        s->start = t;
+        s->last_print = 0;
+        s->last_decile = -1;
+    }
+    double el = t - s->start;
+    double rate = el > 0 ? (double)done / el : 0;
+    double eta = rate > 0 ? (double)(total - done) / rate : 0;
+    (void)label;
+    if (done == 0)
+        return;
+    if (s->tty == 1) {
+        if (done < total && t - s->last_print < 0.1)
+            return;
+        s->last_print = t;
+        int width = 30;
+        int fill = total ? (int)((double)width * (double)done / (double)total) : width;
+        char bar[40];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[width] = 0;
+        fprintf(stderr, "\rcalibrating [%s] %llu/%llu  %.1f samples/s  ETA %.0fs   ", bar,
+                (unsigned long long)done, (unsigned long long)total, rate, eta);
+        if (done == total)
+            fputc('\n', stderr);
+        fflush(stderr);
+    } else {
+        int dec = total ? (int)(10 * done / total) : 10;
+        if (dec == s->last_decile && done != total)
+            return;
+        if (dec == s->last_decile)
+            return;
+        s->last_decile = dec;
+        fprintf(stderr, "calibrating: %llu/%llu samples, %.1f samples/s, %.0fs left\n",
+                (unsigned long long)done, (unsigned long long)total, rate, eta);
+    }
+}

@@ -1,0 +1,159 @@
+#!/bin/bash
+# onnxq quantize on the bundled model (models/shapes_cnn.onnx, calibration data in
+# models/calib): every method and several dtype/placement options; each output passes
+# the ONNX checker (full_check) and agrees with onnxruntime-node within one
+# quantization step of each output (tests/quantize_compare.py). Also: --print-config /
+# --config round trip, the config in metadata, NaN handling, usage errors.
+# usage: bash quantize.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+set -u
+EXE=$1 SRC=$2 BIN=$3
+T="$BIN/quantize.tmp.d"
+rm -rf "$T"; mkdir -p "$T"
+fail=0
+FAILS=()
+bad() { echo "FAIL: $*"; FAILS+=("$*"); fail=1; }
+MODEL="$SRC/models/shapes_cnn.onnx"
+CALIB="$SRC/models/calib"
+have_onnx=1; /usr/bin/python3 -c 'import onnx' 2>/dev/null || { have_onnx=0; echo "note: python3-onnx missing: checker skipped"; }
+have_ort=1; node "$SRC/tests/quantize_ort.js" >/dev/null 2>&1; [ $? = 77 ] && { have_ort=0; echo "note: onnxruntime-node missing: comparison skipped"; }
+command -v node >/dev/null || have_ort=0
+
+check_and_compare() { # name model
+  local name=$1 q=$2
+  if [ $have_onnx = 1 ]; then
+    # python3-onnx older than 1.16 (Debian 12 ships 1.12) knows opsets up to 17 only
+    /usr/bin/python3 - "$q" <<'PY' || bad "$name: ONNX checker"
+import sys, onnx
+m = onnx.load(sys.argv[1])
+op = max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+if op > onnx.defs.onnx_opset_version():
+    print(f"note: onnx {onnx.__version__} knows opset <= {onnx.defs.onnx_opset_version()}; checker skipped for opset {op}")
+else:
+    onnx.checker.check_model(m, full_check=True)
+PY
+  fi
+  [ $have_ort = 1 ] || return 0
+  local samples="sample_000"
+  [ "$name" = default ] && samples="sample_000 sample_007 sample_019"
+  for s in $samples; do
+    local in="$CALIB/$s/image.npy" a="$T/$name.$s.onnxq" b="$T/$name.$s.ort"
+    mkdir -p "$a"
+    "$EXE" run "$q" --input image="$in" --output-dir "$a" --npy --threads 1 >/dev/null || { bad "$name: onnxq run"; continue; }
+    node "$SRC/tests/quantize_ort.js" "$q" "$b" image="$in" || { bad "$name: onnxruntime run"; continue; }
+    /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$a" "$b" > "$T/$name.$s.cmp" || { cat "$T/$name.$s.cmp"; bad "$name/$s: onnxq and onnxruntime differ by more than one step"; }
+  done
+  echo "ok: $name"
+}
+
+run_q() { # name args...
+  local name=$1; shift
+  local lim="--max-samples 8"
+  [ "$name" = default ] && lim=""
+  "$EXE" quantize "$MODEL" -o "$T/$name.onnx" --calib "$CALIB" $lim --quiet "$@" 2> "$T/$name.err" \
+    || { cat "$T/$name.err"; bad "$name: quantize failed"; return; }
+  check_and_compare "$name" "$T/$name.onnx"
+}
+
+run_q default
+run_q minmax --method minmax
+run_q minmax_avg --method minmax --averaging 0.1
+run_q entropy --method entropy
+run_q mse --method mse
+run_q pct999 --method percentile --percentile 99.9
+run_q per_tensor_rr --per-tensor --reduce-range
+run_q int8_sym --act-dtype int8 --act-symmetric
+run_q u8w_asym --weight-dtype uint8 --weight-asymmetric
+run_q int16_int4 --act-dtype int16 --weight-dtype int4
+run_q uint16 --act-dtype uint16
+run_q blocked --weight-block-size 16
+run_q exclude --exclude-nodes '^fc$'
+
+# opset went to 21 for the 16-bit run, stays 13 otherwise
+if [ $have_onnx = 1 ]; then
+  /usr/bin/python3 - "$T/int16_int4.onnx" "$T/default.onnx" <<'PY' || bad "opsets / metadata"
+import json, sys, onnx
+a = onnx.load(sys.argv[1]); b = onnx.load(sys.argv[2])
+op = lambda m: [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+assert op(a) == 21 and op(b) == 13, (op(a), op(b))
+meta = {p.key: p.value for p in b.metadata_props}
+cfg = json.loads(meta["onnxq.quantize.config"])
+assert cfg["act_dtype"] == "uint8" and cfg["weight_dtype"] == "int8" and cfg["method"] == "percentile", cfg
+assert "onnxq.calibration" not in meta
+names = {t.name: t for t in b.graph.initializer}
+assert "w1_quantized" in names and "w1" not in names, "float weight kept"
+assert names["w1_quantized"].data_type == onnx.TensorProto.INT8
+print("ok: opsets and metadata")
+PY
+fi
+
+# --print-config / --config round trip
+"$EXE" quantize "$MODEL" --calib "$CALIB" --method mse --act-dtype int8 --print-config > "$T/cfg.json" || bad "print-config"
+"$EXE" quantize "$MODEL" --config "$T/cfg.json" --print-config > "$T/cfg2.json" || bad "config load"
+cmp -s "$T/cfg.json" "$T/cfg2.json" || { diff "$T/cfg.json" "$T/cfg2.json"; bad "config round trip differs"; }
+grep -q '"method": "mse"' "$T/cfg2.json" || bad "config: method not loaded"
+# command line wins over the file
+"$EXE" quantize "$MODEL" --config "$T/cfg.json" --method minmax --print-config | grep -q '"method": "minmax"' || bad "command line does not override --config"
+echo '{"methd": "mse"}' > "$T/badcfg.json"
+"$EXE" quantize "$MODEL" -o "$T/x.onnx" --config "$T/badcfg.json" 2> "$T/badcfg.err"; rc=$?
+[ $rc = 2 ] && grep -q 'unknown key "methd"' "$T/badcfg.err" || bad "bad config key: rc $rc"
+
+# random calibration warns
+"$EXE" quantize "$MODEL" -o "$T/rand.onnx" --calib-random 4 --quiet 2> "$T/rand.err" || bad "calib-random"
+grep -q "not meaningful" "$T/rand.err" || bad "calib-random: no warning"
+
+# NaN in a sample: one line naming tensor, node (none for a graph input) and sample
+mkdir -p "$T/nancalib/s0" "$T/nancalib/s1"
+cp "$CALIB/sample_000/image.npy" "$T/nancalib/s0/"
+/usr/bin/python3 -c "
+import numpy as np, sys
+a = np.load(sys.argv[1]); a[0, 1, 3, 3] = np.nan; np.save(sys.argv[2], a)" "$CALIB/sample_001/image.npy" "$T/nancalib/s1/image.npy" 2>/dev/null
+if [ -f "$T/nancalib/s1/image.npy" ]; then
+  "$EXE" quantize "$MODEL" -o "$T/nan.onnx" --calib "$T/nancalib" --quiet 2> "$T/nan.err"; rc=$?
+  [ $rc = 2 ] || bad "NaN: exit $rc, expected 2"
+  grep -q 'tensor "image".*has NaN.*nancalib/s1' "$T/nan.err" || { cat "$T/nan.err"; bad "NaN: message"; }
+  "$EXE" quantize "$MODEL" -o "$T/nan2.onnx" --calib "$T/nancalib" --nan-policy ignore --quiet 2> "$T/nan2.err" || bad "NaN ignore failed"
+  grep -q "NaN and 0 Inf values excluded" "$T/nan2.err" || { cat "$T/nan2.err"; bad "NaN ignore: no report"; }
+fi
+
+# ONNX backend test data layout (test_data_set_N/input_N.pb), two inputs (x and W both
+# activations), opset 11 (upgraded to 13 first): the quantized model stays within 2 % of the output range of the float
+# reference output shipped with the test data
+D=/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding
+if [ -d "$D" ] && [ $have_onnx = 1 ]; then
+  "$EXE" quantize "$D/model.onnx" -o "$T/bt.onnx" --calib "$D" --method minmax --quiet || bad "backend data layout"
+  mkdir -p "$T/bt"
+  "$EXE" run "$T/bt.onnx" --input x="$D/test_data_set_0/input_0.pb" --input W="$D/test_data_set_0/input_1.pb" \
+    --output-dir "$T/bt" --npy >/dev/null || bad "backend data: run"
+  /usr/bin/python3 - "$D/test_data_set_0/output_0.pb" "$T/bt/y.npy" "$T/bt.onnx" <<'PY' || bad "backend data: result"
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[3])  # opset 11 in, upgraded to 13 for per-axis QDQ
+assert [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")] == [13]
+onnx.checker.check_model(m, full_check=True)
+t = onnx.TensorProto(); t.ParseFromString(open(sys.argv[1], "rb").read())
+ref = numpy_helper.to_array(t); q = np.load(sys.argv[2])
+err = float(np.abs(q - ref).max()); rng = float(ref.max() - ref.min())
+print(f"ok: input_N.pb layout, max |quantized - float| {err:.3g} of range {rng:.3g}")
+assert err <= 0.02 * rng
+PY
+fi
+
+# peak memory does not grow with the number of samples (ru_maxrss through /usr/bin/time)
+# (not under AddressSanitizer: its quarantine keeps freed memory on purpose)
+if [ -x /usr/bin/time ] && ! grep -q __asan_init "$EXE"; then
+  for n in 10 400; do
+    /usr/bin/time -f "%M" -o "$T/rss$n" "$EXE" quantize "$MODEL" -o "$T/rss.onnx" --calib-random $n --quiet --threads 1 2>/dev/null \
+      || bad "rss run $n"
+  done
+  r10=$(tail -1 "$T/rss10"); r400=$(tail -1 "$T/rss400")
+  echo "peak RSS: 10 samples ${r10} KB, 400 samples ${r400} KB"
+  [ "$r400" -le $(( r10 * 105 / 100 )) ] || bad "peak RSS grows with samples: $r10 KB -> $r400 KB"
+fi
+
+# usage errors
+"$EXE" quantize "$MODEL" -o "$T/x.onnx" 2>/dev/null; [ $? = 2 ] || bad "no calibration source: expected exit 2"
+"$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --method foo 2>/dev/null; [ $? = 2 ] || bad "bad method: expected exit 2"
+"$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$T/nonexistent" 2>/dev/null; [ $? != 0 ] || bad "missing calib dir accepted"
+
+if [ $fail = 0 ]; then rm -rf "$T"; echo "PASS"; else printf '%s\n' "${FAILS[@]}"; fi
+exit $fail
