@@ -141,7 +141,8 @@ Test(opt_cli, passes_lists_every_pass)
     char *out;
     cr_assert_eq(run(&out, "passes"), 0);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-batchnorm", "fold-bias", "qdq-cleanup",
+                           "dedupe-initializers", "fold-constants", "fold-batchnorm", "fold-bias",
+                           "infer-shapes", "qdq-cleanup",
                            "upgrade-opset"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char line[64];
@@ -154,7 +155,7 @@ Test(opt_cli, passes_lists_every_pass)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s passes --json | /usr/bin/python3 -c 'import json,sys; p=json.load(sys.stdin); "
-             "assert len(p)==8, p; d={x[\"name\"]:x for x in p}; "
+             "assert len(p)==10, p; d={x[\"name\"]:x for x in p}; "
              "assert d[\"eliminate-dead\"][\"options\"][0]=={\"name\":\"keep-initializers\",\"type\":\"bool\",\"default\":\"false\",\"help\":\"do not remove unused initializers\"}; "
              "assert d[\"eliminate-dead\"][\"iterative\"] is True; print(\"ok\")'",
              ONNXQ_EXE);

@@ -38,7 +38,8 @@ Test(registry, has_every_builtin_pass)
     oq_registry *reg = NULL;
     cr_assert_eq(oq_registry_new(&reg, NULL), OQ_OK);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-batchnorm", "fold-bias", "qdq-cleanup",
+                           "dedupe-initializers", "fold-constants", "fold-batchnorm", "fold-bias",
+                           "infer-shapes", "qdq-cleanup",
                            "upgrade-opset"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const oq_pass *p = oq_registry_find(reg, names[i]);
@@ -46,7 +47,7 @@ Test(registry, has_every_builtin_pass)
         cr_assert(p->summary && *p->summary);
         cr_assert_null(oq_registry_origin(reg, i));
     }
-    cr_assert_eq(oq_registry_count(reg), 8);
+    cr_assert_eq(oq_registry_count(reg), 10);
     cr_assert_null(oq_registry_find(reg, "no-such-pass"));
     oq_registry_free(reg);
 }
@@ -80,7 +81,7 @@ Test(registry, refuses_duplicates_bad_defaults_and_other_abis)
     oq_pass badname = typed_pass;
     badname.name = "has space";
     cr_assert_neq(oq_registry_add(reg, &badname, &d), OQ_OK);
-    cr_assert_eq(oq_registry_count(reg), 9);
+    cr_assert_eq(oq_registry_count(reg), 11);
     oq_diag_free(&d);
     oq_registry_free(reg);
 }

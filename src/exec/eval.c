@@ -1,0 +1,143 @@
+/* Executor services for graph passes: evaluate one node on constant inputs
+ * (fold-constants) and report the compile-time dtypes and shapes of every value
+ * (infer-shapes). Both reuse the kernels' prepare/infer/run hooks exactly as a plan
+ * does, so a folded value is bit-identical to what the plan would have computed. */
+#include "exec/plan-impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+oq_status oq_exec_eval_node(const oq_model *model, const oq_node *node,
+                            const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
+                            oq_rt_tensor *out, size_t n_out, oq_diag *d)
+{
+    char lb[64];
+    const char *file = model ? model->path : NULL;
+    const char *label = node ? oq_node_label(node, lb, sizeof lb) : NULL;
+    oq_kctx k;
+    const oq_rt_tensor **inp = NULL;
+    oq_rt_tensor *tmp = NULL;
+    oq_status st = OQ_OK;
+    memset(&k, 0, sizeof k);
+    for (size_t o = 0; o < n_out; o++)
+        memset(&out[o], 0, sizeof out[o]);
+    if (!node || n_out != node->n_outputs || n_in != node->n_inputs)
+        return oq_diag_error(d, OQ_ERR_USAGE, "oq_exec_eval_node: input/output counts do not "
+                             "match the node");
+    {
+        oq_graph *subs[1];
+        if (oq_node_subgraphs(node, subs, 1) > 0)
+            return oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, file, label, node->op_type,
+                               "nodes with subgraphs cannot be evaluated on their own");
+    }
+    inp = calloc(n_in + OQ_K_IN_PAD, sizeof(*inp));
+    tmp = calloc(n_out + 1, sizeof(*tmp));
+    if (!inp || !tmp) {
+        st = OQ_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        inp[i] = in[i];
+        if (in[i] && (in[i]->rank > OQ_RT_MAX_RANK || (!in[i]->data && oq_rt_tensor_numel(in[i])))) {
+            st = oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_USAGE, file, label, node->op_type,
+                             "input %zu has no data", i);
+            goto done;
+        }
+    }
+    k.node = node;
+    k.opset = oq_node_opset(node);
+    k.diag = d;
+    k.file = file;
+    k.pool = oq_pool_new(1);
+    if (!k.pool) {
+        st = OQ_ERR_NOMEM;
+        goto done;
+    }
+    oq_kernel_miss why;
+    const oq_kernel *kr = oq_kernel_find(&k, node->domain, node->op_type, k.opset, inp, n_in, &why);
+    if (!kr) {
+        st = oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, file, label, node->op_type,
+                         "no kernel for %s at opset %lld with these input dtypes", node->op_type,
+                         (long long)k.opset);
+        goto done;
+    }
+    k.kernel = kr;
+    for (int i = 0; i < kr->min_inputs; i++)
+        if ((size_t)i >= n_in || !inp[i]) {
+            st = oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_INVALID, file, label, node->op_type,
+                             "required input %d is missing", i);
+            goto done;
+        }
+    /* same sequence as a plan: prepare and infer at compile time, infer and run */
+    k.compile_time = true;
+    if (kr->prepare && (st = kr->prepare(&k, inp, n_in)) != OQ_OK)
+        goto done;
+    if ((st = kr->infer(&k, inp, n_in, tmp, n_out)) != OQ_OK)
+        goto done;
+    for (size_t o = 0; o < n_out; o++) {
+        int32_t dt = tmp[o].dtype;
+        memset(&tmp[o], 0, sizeof tmp[o]);
+        tmp[o].dtype = dt;
+    }
+    k.compile_time = false;
+    k.deferred = false;
+    if ((st = kr->infer(&k, inp, n_in, tmp, n_out)) != OQ_OK)
+        goto done;
+    for (size_t o = 0; o < n_out; o++) {
+        if (tmp[o].dtype == OQ_DTYPE_UNDEFINED)
+            tmp[o].dtype = OQ_DTYPE_UINT8; /* omitted output the kernel did not type */
+        int64_t nb = oq_plan_tensor_bytes(&tmp[o]);
+        if (nb < 0) {
+            st = oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_INTERNAL, file, label, node->op_type,
+                             "output %zu has no valid shape", o);
+            goto done;
+        }
+        if (max_bytes >= 0 && nb > max_bytes && node->outputs[o]) {
+            char b[160];
+            st = oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, file, label, node->op_type,
+                             "output %zu would be %s (%lld bytes), over the cap of %lld bytes",
+                             o, oq_rt_tensor_describe(&tmp[o], b, sizeof b), (long long)nb,
+                             (long long)max_bytes);
+            goto done;
+        }
+        if ((st = oq_rt_tensor_alloc(&out[o], tmp[o].dtype, tmp[o].dims, tmp[o].rank)) != OQ_OK) {
+            st = oq_diag_add(d, OQ_SEV_ERROR, st, file, label, node->op_type,
+                             "cannot allocate output %zu", o);
+            goto done;
+        }
+    }
+    st = kr->run(&k, inp, n_in, out, n_out);
+done:
+    if (st != OQ_OK)
+        for (size_t o = 0; o < n_out; o++)
+            oq_rt_tensor_release(&out[o]);
+    if (k.kernel && k.kernel->release && k.state)
+        k.kernel->release(k.state);
+    free(k.scratch);
+    if (k.pool)
+        oq_pool_free(k.pool);
+    free(inp);
+    free(tmp);
+    return st;
+}
+
+oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, oq_diag *d)
+{
+    oq_plan *p = NULL;
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 1;
+    oq_status st = oq_plan_compile(model, &o, &p, d);
+    if (st != OQ_OK)
+        return st;
+    for (size_t i = 0; i < p->n_slots; i++) {
+        const slot *s = &p->slots[i];
+        const oq_rt_tensor *c = &s->compiled;
+        if (!s->value || s->kind == SLOT_OUTER)
+            continue;
+        fn(s->value, c->dtype, c->rank == OQ_RT_UNKNOWN_RANK ? OQ_EXEC_UNKNOWN_RANK : c->rank,
+           c->dims, s->kind == SLOT_CONST ? c->data : NULL, user);
+    }
+    oq_plan_free(p);
+    return OQ_OK;
+}
