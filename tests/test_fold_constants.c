@@ -156,3 +156,19 @@ Test(fold_constants, never_folds_random_ops_or_overridable_inputs)
     cr_assert_eq(m->graph->n_nodes, 5);
     oq_model_free(m);
 }
+
+Test(fold_constants, folds_shapes_even_when_another_node_has_no_kernel)
+{
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2, 5}, 2);
+    tp_node(m, "RandomUniformLike", "noise", "x", "r"); /* the executor has no kernel */
+    tp_node(m, "Shape", "shape", "x", "s");
+    tp_output(m, "r");
+    tp_output(m, "s");
+    oq_pass_result r = tp_run(m, "fold-constants");
+    cr_assert_eq(tp_stat(&r, "shapes_folded"), 1);
+    const int64_t *s = ints_of(oq_graph_find_value(m->graph, "s"));
+    cr_assert(s[0] == 2 && s[1] == 5);
+    cr_assert_eq(tp_count_op(m, "RandomUniformLike"), 1);
+    oq_model_free(m);
+}

@@ -115,3 +115,20 @@ Test(infer_shapes, keeps_more_specific_existing_info)
     cr_assert_eq(n_r, 1);
     oq_model_free(m);
 }
+
+Test(infer_shapes, works_around_nodes_without_a_kernel)
+{
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2, 5}, 2);
+    tp_node(m, "RandomUniformLike", "noise", "x", "r"); /* no kernel: no shape */
+    tp_node(m, "Add", "add", "x,r", "s");               /* depends on it: no shape */
+    tp_node(m, "Relu", "relu", "x", "y");
+    tp_output(m, "s");
+    tp_output(m, "y");
+    tp_run(m, "infer-shapes");
+    ASSERT_SHAPE(m, "y", OQ_DTYPE_FLOAT, "2,5");
+    const oq_type *t = vi_type(m, "s");
+    cr_assert(!t || !t->has_elem_type, "s got a type");
+    cr_assert_null(vi_type(m, "r"));
+    oq_model_free(m);
+}

@@ -146,8 +146,11 @@ typedef void (*oq_shape_observer)(const oq_value *v, int32_t dtype, size_t rank,
                                   const int64_t *dims, const void *data, void *user);
 
 /* Compile model->graph (symbolic and unknown dims of the graph inputs are unknown) and
- * report every value's compile-time dtype and shape through fn. Fails like
- * oq_plan_compile (e.g. an operator without a kernel). */
+ * report every value's compile-time dtype and shape through fn. When the graph does
+ * not compile as a whole (an operator without a kernel, ...), inference goes node by
+ * node in list order instead: a node without a kernel, with subgraphs, or whose
+ * inference fails gets no report, nor do the values computed from it. Fails only on
+ * out-of-memory. */
 oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, oq_diag *d);
 
 #ifdef __cplusplus

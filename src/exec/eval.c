@@ -122,14 +122,187 @@ done:
     return st;
 }
 
+/* ---- tolerant inference: node by node, skipping what has no kernel ----------------- */
+
+typedef struct known {
+    bool set;
+    oq_rt_tensor t;            /* dtype, rank (OQ_RT_UNKNOWN_RANK), dims; data for constants */
+    bool is_const;
+} known;
+
+static void from_type(oq_rt_tensor *rt, const oq_type *ty)
+{
+    memset(rt, 0, sizeof(*rt));
+    rt->rank = OQ_RT_UNKNOWN_RANK;
+    if (!ty || ty->kind != OQ_TYPE_TENSOR)
+        return;
+    rt->dtype = ty->has_elem_type ? ty->elem_type : 0;
+    if (ty->shape && ty->shape->rank <= OQ_RT_MAX_RANK) {
+        rt->rank = ty->shape->rank;
+        for (size_t j = 0; j < rt->rank; j++)
+            rt->dims[j] = ty->shape->dims[j].kind == OQ_DIM_VALUE ? ty->shape->dims[j].value : -1;
+    }
+}
+
+static bool from_const(oq_rt_tensor *rt, oq_tensor *t)
+{
+    if (!t || !t->has_dtype || t->dtype == OQ_DTYPE_STRING || t->rank > OQ_RT_MAX_RANK)
+        return false;
+    const void *data = oq_tensor_data(t, NULL);
+    if (!data && oq_tensor_numel(t) != 0)
+        return false;
+    return oq_rt_tensor_borrow(rt, t->dtype, t->dims, t->rank, (void *)data) == OQ_OK;
+}
+
+/* Infer node n's outputs at compile time into out[] (dtype 0 when it cannot). */
+static void infer_node(const oq_model *model, oq_pool *pool, oq_node *n, known *tab,
+                       uint32_t n_tab, oq_rt_tensor *out, const oq_rt_tensor **in)
+{
+    oq_diag quiet;
+    oq_kctx k;
+    oq_graph *subs[1];
+    oq_diag_init(&quiet);
+    memset(&k, 0, sizeof k);
+    for (size_t o = 0; o < n->n_outputs; o++)
+        memset(&out[o], 0, sizeof out[o]);
+    if (oq_node_subgraphs(n, subs, 1) > 0)
+        goto done;
+    for (size_t i = 0; i < n->n_inputs + OQ_K_IN_PAD; i++)
+        in[i] = NULL;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        const oq_value *v = n->inputs[i];
+        if (!v || !v->name || !*v->name)
+            continue;
+        if (v->id >= n_tab || !tab[v->id].set || tab[v->id].t.dtype == OQ_DTYPE_UNDEFINED)
+            goto done;
+        in[i] = &tab[v->id].t;
+    }
+    k.node = n;
+    k.opset = oq_node_opset(n);
+    k.pool = pool;
+    k.diag = &quiet;
+    k.file = model->path;
+    oq_kernel_miss why;
+    const oq_kernel *kr = oq_kernel_find(&k, n->domain, n->op_type, k.opset, in, n->n_inputs, &why);
+    if (!kr)
+        goto done;
+    k.kernel = kr;
+    for (int i = 0; i < kr->min_inputs; i++)
+        if ((size_t)i >= n->n_inputs || !in[i])
+            goto done;
+    k.compile_time = true;
+    if (kr->prepare && kr->prepare(&k, in, n->n_inputs) != OQ_OK)
+        goto done;
+    if (kr->infer(&k, in, n->n_inputs, out, n->n_outputs) != OQ_OK)
+        for (size_t o = 0; o < n->n_outputs; o++)
+            memset(&out[o], 0, sizeof out[o]);
+done:
+    for (size_t o = 0; o < n->n_outputs; o++)
+        out[o].data = NULL;
+    if (k.kernel && k.kernel->release && k.state)
+        k.kernel->release(k.state);
+    free(k.scratch);
+    oq_diag_free(&quiet);
+}
+
+static oq_status infer_tolerant(oq_model *model, oq_shape_observer fn, void *user, oq_diag *d)
+{
+    oq_graph *g = model->graph;
+    uint32_t n_tab = model->next_id;
+    size_t max_io = 1;
+    known *tab = calloc((size_t)n_tab + 1, sizeof(*tab));
+    oq_pool *pool = oq_pool_new(1);
+    oq_rt_tensor *out = NULL;
+    const oq_rt_tensor **in = NULL;
+    oq_status st = OQ_OK;
+    for (oq_node *n = g->first; n; n = n->next) {
+        if (n->n_inputs > max_io)
+            max_io = n->n_inputs;
+        if (n->n_outputs > max_io)
+            max_io = n->n_outputs;
+    }
+    out = calloc(max_io + 1, sizeof(*out));
+    in = calloc(max_io + OQ_K_IN_PAD + 1, sizeof(*in));
+    if (!tab || !pool || !out || !in) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        oq_tensor *t = g->initializers[i];
+        oq_value *v = t->name ? oq_graph_find_local(g, t->name) : NULL;
+        if (v && v->id < n_tab && from_const(&tab[v->id].t, t))
+            tab[v->id].set = tab[v->id].is_const = true;
+    }
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        oq_value *v = g->inputs[i]->value;
+        if (!v || v->id >= n_tab || tab[v->id].set)
+            continue;
+        from_type(&tab[v->id].t, g->inputs[i]->type ? g->inputs[i]->type : v->type);
+        tab[v->id].set = true;
+    }
+    for (oq_node *n = g->first; n; n = n->next) {
+        if (strcmp(n->op_type, "Constant") == 0 && oq_domain_is_default(n->domain)) {
+            oq_value *v = n->n_outputs ? n->outputs[0] : NULL;
+            if (v && v->id < n_tab && from_const(&tab[v->id].t, oq_value_const_tensor(v)))
+                tab[v->id].set = tab[v->id].is_const = true;
+            continue;
+        }
+        infer_node(model, pool, n, tab, n_tab, out, in);
+        for (size_t o = 0; o < n->n_outputs; o++) {
+            oq_value *v = n->outputs[o];
+            if (!v || v->id >= n_tab || out[o].dtype == OQ_DTYPE_UNDEFINED)
+                continue;
+            tab[v->id].t = out[o];
+            tab[v->id].set = true;
+        }
+    }
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        oq_value *v = g->initializers[i]->name ? oq_graph_find_local(g, g->initializers[i]->name) : NULL;
+        if (v && v->id < n_tab && tab[v->id].set && tab[v->id].is_const) {
+            const oq_rt_tensor *t = &tab[v->id].t;
+            fn(v, t->dtype, t->rank, t->dims, t->data, user);
+            tab[v->id].set = false; /* reported */
+        }
+    }
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        oq_value *v = g->inputs[i]->value;
+        if (v && v->id < n_tab && tab[v->id].set) {
+            const oq_rt_tensor *t = &tab[v->id].t;
+            fn(v, t->dtype, t->rank == OQ_RT_UNKNOWN_RANK ? OQ_EXEC_UNKNOWN_RANK : t->rank,
+               t->dims, NULL, user);
+            tab[v->id].set = false;
+        }
+    }
+    for (oq_node *n = g->first; n; n = n->next)
+        for (size_t o = 0; o < n->n_outputs; o++) {
+            oq_value *v = n->outputs[o];
+            if (!v || !v->name || !*v->name || v->id >= n_tab || !tab[v->id].set)
+                continue;
+            const oq_rt_tensor *t = &tab[v->id].t;
+            fn(v, t->dtype, t->rank == OQ_RT_UNKNOWN_RANK ? OQ_EXEC_UNKNOWN_RANK : t->rank,
+               t->dims, tab[v->id].is_const ? t->data : NULL, user);
+            tab[v->id].set = false;
+        }
+done:
+    free(tab);
+    free(out);
+    free(in);
+    if (pool)
+        oq_pool_free(pool);
+    return st;
+}
+
 oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, oq_diag *d)
 {
     oq_plan *p = NULL;
     oq_plan_options o = oq_plan_options_default();
     o.threads = 1;
-    oq_status st = oq_plan_compile(model, &o, &p, d);
-    if (st != OQ_OK)
-        return st;
+    oq_diag quiet;
+    oq_diag_init(&quiet);
+    oq_status st = oq_plan_compile(model, &o, &p, &quiet);
+    oq_diag_free(&quiet);
+    if (st != OQ_OK) /* some node has no kernel: infer node by node around it */
+        return infer_tolerant(model, fn, user, d);
     for (size_t i = 0; i < p->n_slots; i++) {
         const slot *s = &p->slots[i];
         const oq_rt_tensor *c = &s->compiled;
