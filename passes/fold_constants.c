@@ -89,7 +89,7 @@ static oq_status infer(ctx *c)
         return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
     oq_diag tmp;
     oq_diag_init(&tmp);
-    if (oq_exec_infer_shapes(c->m, shape_cb, c, &tmp) != OQ_OK)
+    if (oq_exec_infer_shapes(c->m, shape_cb, c, NULL, &tmp) != OQ_OK)
         memset(c->shapes, 0, ((size_t)c->n_shapes + 1) * sizeof(*c->shapes));
     oq_diag_free(&tmp);
     return OQ_OK;

@@ -11,7 +11,9 @@
  * unknown. So a dim named P is exact for every size when the odd probe compiled, and
  * for multiples of 32 otherwise (e.g. a detector whose upsampling path restores H
  * only when H is a multiple of 32). If a required probe fails to compile, only the
- * plain compile's shapes are used.
+ * plain compile's shapes are used. When the executor cannot compile the graph as a
+ * whole (an operator without a kernel), shapes are inferred node by node around the
+ * unsupported nodes and no probing is done.
  *
  * Existing information is kept: a dim already given as a number is never changed, a
  * dim_param is only replaced by a number, and a value whose declared element type or
@@ -93,7 +95,8 @@ static bool compile_once(oq_model *m, int probe, char **params, size_t n_params,
         oq_diag tmp;
         oq_diag_init(&tmp);
         memset(r->tab, 0, (size_t)r->n * sizeof(info));
-        ok = oq_exec_infer_shapes(m, cb, r, &tmp) == OQ_OK;
+        bool complete = false;
+        ok = oq_exec_infer_shapes(m, cb, r, &complete, &tmp) == OQ_OK && complete;
         oq_diag_free(&tmp);
     }
     for (size_t i = 0; saved && probe >= 0 && i < g->n_inputs; i++)
@@ -206,10 +209,11 @@ static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res,
         }
     }
     /* tab[0]: plain compile (errors here are the pass's errors) */
-    st = oq_exec_infer_shapes(m, cb, &rc[0], d);
+    bool complete = false;
+    st = oq_exec_infer_shapes(m, cb, &rc[0], &complete, d);
     if (st != OQ_OK)
         goto done;
-    if (n_params) {
+    if (n_params && complete) {
         n_probes = N_PROBES;
         for (int p = 0; p < N_PROBES && n_probes; p++)
             if (!compile_once(m, p, params, n_params, &rc[p + 1]))
@@ -218,6 +222,8 @@ static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res,
             oq_pass_stat_add(res, "probe_compiles_failed", 1);
         else if (compile_once(m, N_PROBES, params, n_params, &rc[N_PROBES + 1]))
             n_probes = N_ALL_PROBES; /* the model also accepts odd sizes: check them too */
+        if (n_probes)
+            oq_pass_stat_add(res, "probes_used", n_probes);
     }
     for (oq_node *nd = g->first; nd; nd = nd->next)
         for (size_t oi = 0; oi < nd->n_outputs; oi++) {

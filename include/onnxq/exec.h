@@ -149,9 +149,10 @@ typedef void (*oq_shape_observer)(const oq_value *v, int32_t dtype, size_t rank,
  * report every value's compile-time dtype and shape through fn. When the graph does
  * not compile as a whole (an operator without a kernel, ...), inference goes node by
  * node in list order instead: a node without a kernel, with subgraphs, or whose
- * inference fails gets no report, nor do the values computed from it. Fails only on
- * out-of-memory. */
-oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, oq_diag *d);
+ * inference fails gets no report, nor do the values computed from it; *complete (may
+ * be NULL) tells whether the whole graph compiled. Fails only on out-of-memory. */
+oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, bool *complete,
+                               oq_diag *d);
 
 #ifdef __cplusplus
 }

@@ -292,7 +292,8 @@ done:
     return st;
 }
 
-oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, oq_diag *d)
+oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, bool *complete,
+                               oq_diag *d)
 {
     oq_plan *p = NULL;
     oq_plan_options o = oq_plan_options_default();
@@ -301,6 +302,8 @@ oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user
     oq_diag_init(&quiet);
     oq_status st = oq_plan_compile(model, &o, &p, &quiet);
     oq_diag_free(&quiet);
+    if (complete)
+        *complete = st == OQ_OK;
     if (st != OQ_OK) /* some node has no kernel: infer node by node around it */
         return infer_tolerant(model, fn, user, d);
     for (size_t i = 0; i < p->n_slots; i++) {
