@@ -14,8 +14,10 @@
     X(eliminate_dead)               \
     X(eliminate_identity)           \
     X(dedupe_initializers)          \
+    X(fold_constants)               \
     X(fold_batchnorm)               \
     X(fold_bias)                    \
+    X(infer_shapes)                 \
     X(qdq_cleanup)                  \
     X(upgrade_opset)                \
     X(calibrate)                    \

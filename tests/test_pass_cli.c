@@ -141,7 +141,8 @@ Test(opt_cli, passes_lists_every_pass)
     char *out;
     cr_assert_eq(run(&out, "passes"), 0);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-batchnorm", "fold-bias", "qdq-cleanup",
+                           "dedupe-initializers", "fold-constants", "fold-batchnorm", "fold-bias",
+                           "infer-shapes", "qdq-cleanup",
                            "upgrade-opset"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char line[64];

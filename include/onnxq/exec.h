@@ -124,6 +124,36 @@ int64_t oq_plan_total_bytes(const oq_plan *p);
 /* Is there a kernel for (domain, op_type) at this opset (any dtype)? For tools. */
 bool oq_exec_supports(const char *domain, const char *op_type, int64_t opset);
 
+/* ---- services for graph passes (src/exec/eval.c) ---------------------------------- */
+
+/* Evaluate one node (without subgraphs) on the given tensors with the kernel a plan
+ * would choose, through the same prepare/infer/run sequence, so the result is what
+ * a plan computes. in[i] is NULL for an omitted input; n_in and n_out must equal the
+ * node's counts. max_bytes >= 0 refuses (OQ_ERR_UNSUPPORTED, before allocating) any
+ * named output larger than that. out[] receive owned tensors (release them). */
+oq_status oq_exec_eval_node(const oq_model *model, const oq_node *node,
+                            const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
+                            oq_rt_tensor *out, size_t n_out, oq_diag *d);
+
+/* rank reported for a value whose rank is not known at compile time */
+#define OQ_EXEC_UNKNOWN_RANK ((size_t)-1)
+
+/* Called once per value of the main graph the compiled plan knows (graph inputs,
+ * initializers, Constant and node outputs): dtype, and rank/dims as inferred at compile
+ * time (rank OQ_EXEC_UNKNOWN_RANK when unknown; dims < 0 are unknown). `data` is the
+ * constant data for initializers and Constant outputs, else NULL. */
+typedef void (*oq_shape_observer)(const oq_value *v, int32_t dtype, size_t rank,
+                                  const int64_t *dims, const void *data, void *user);
+
+/* Compile model->graph (symbolic and unknown dims of the graph inputs are unknown) and
+ * report every value's compile-time dtype and shape through fn. When the graph does
+ * not compile as a whole (an operator without a kernel, ...), inference goes node by
+ * node in list order instead: a node without a kernel, with subgraphs, or whose
+ * inference fails gets no report, nor do the values computed from it; *complete (may
+ * be NULL) tells whether the whole graph compiled. Fails only on out-of-memory. */
+oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user, bool *complete,
+                               oq_diag *d);
+
 #ifdef __cplusplus
 }
 #endif
