@@ -11,6 +11,7 @@ static const cli_cmd commands[] = {
     {"run", "run a model on input tensors (.pb/.npy) or random data", cmd_run},
     {"conformance", "run ONNX backend test cases and compare the outputs", cmd_conformance},
     {"opt", "run a pipeline of passes on a model (onnxq passes lists them)", cmd_opt},
+    {"verify", "compare a quantized model with its float model: per output and per layer", cmd_verify},
     {"passes", "list the passes (built-in and from plugins) with their options", cmd_passes},
 };
 
