@@ -506,7 +506,7 @@ static void html_text(FILE *f, const char *s)
     }
 }
 
-static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst)
+static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst, size_t n_hl)
 {
     size_t n = 0, total = oq_verify_n_layers(v);
     double top = 10, bottom = 0;
@@ -531,7 +531,7 @@ static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst)
         top = 80; /* beyond 80 dB the difference does not matter; capped bars get a mark */
     top = ceil(top / 10) * 10;
     bottom = floor(bottom / 10) * 10;
-    const double W = 1100, H = 320, left = 50, right = 10, tp = 20, bm = 30;
+    const double W = 1100, H = 400, left = 50, right = 10, tp = 20, bm = 110;
     double pw = W - left - right, ph = H - tp - bm;
     double step = pw / (double)n, bw = step * 0.8;
 #define Y(val) (tp + ph * (top - (val)) / (top - bottom))
@@ -568,6 +568,13 @@ static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst)
             fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"3\" fill=\"#111\"/>",
                     x, Y(c) - 1.5, bw);
         }
+        if (n <= 40 || is_worst[i]) {
+            fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
+                       "transform=\"rotate(-45 %.2f %.1f)\"%s>", x + bw / 2, tp + ph + 12,
+                    x + bw / 2, tp + ph + 12, is_worst[i] ? " fill=\"#d62728\"" : "");
+            html_text(f, strlen(L->name) > 24 ? L->name + strlen(L->name) - 24 : L->name);
+            fputs("</text>", f);
+        }
         if (acc > top)
             fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\">%s"
                        "</text>", x + bw / 2, tp - 4, isinf(acc) ? "&#8734;" : "^");
@@ -577,8 +584,9 @@ static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst)
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
             left, W - right, Y(0 > bottom ? 0 : bottom), Y(0 > bottom ? 0 : bottom));
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">layers in graph order "
-               "(%zu) &#8212; bars: accumulated SQNR, black ticks: isolated SQNR, red: worst "
-               "layers</text>\n", left, H - 8, n);
+               "(%zu) &#8212; bars: accumulated SQNR, black ticks: isolated SQNR, red: the worst "
+               "%zu by isolated SQNR; bars beyond %.0f dB are cut (^, &#8734; identical)</text>\n",
+            left, H - 4, n, n_hl, top);
     fputs("</svg>\n", f);
 #undef Y
 }
@@ -648,7 +656,10 @@ static int write_html(const verify_opts *o, const oq_verify *v, const char *sour
         return CLI_FAIL;
     }
     size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
-    for (size_t r = 0; r < show; r++)
+    /* highlighted in the chart: the worst fifth of the layers, at most --top */
+    size_t hl = n_worst / 5 ? n_worst / 5 : 1;
+    hl = hl < show ? hl : show;
+    for (size_t r = 0; r < hl; r++)
         is_worst[worst[r]] = true;
     char b1[32], b2[32], b3[32], b4[32];
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -686,7 +697,7 @@ static int write_html(const verify_opts *o, const oq_verify *v, const char *sour
             fputs("<td>-</td><td>-</td></tr>\n", f);
     }
     fputs("</table>\n<h2>Per-layer SQNR</h2>\n", f);
-    html_bar_chart(f, v, is_worst);
+    html_bar_chart(f, v, is_worst, hl);
     fprintf(f, "<h2>Worst layers</h2>\n<table><tr><th>#</th><th>tensor</th><th>op</th>"
                "<th>isolated dB</th><th>accumulated dB</th><th>output QDQ dB</th>"
                "<th>quantizer range</th>"
