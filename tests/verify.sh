@@ -8,7 +8,8 @@
 # - a model with one activation range shrunk on purpose (conv c2): c2 (and its Relu, which
 #   reads QDQ(c2)) lead the list, and c2's own output-QDQ error is the worst;
 # - the float model against itself: +inf dB, cosine 1, --min-sqnr 1000 holds;
-# - --min-sqnr exit codes 0 / 1, bad input exit 2, input_N.pb sample folders, --random;
+# - --min-sqnr exit codes 0 / 1, bad input exit 2, input_N.pb sample folders, PNG images
+#   (--calib-images), --random;
 # - the HTML report is one self-contained file (no script, no external reference).
 set -u
 EXE=${1:?onnxq executable}
@@ -126,6 +127,29 @@ PYEOF
 "$EXE" verify "$F" "$TMP/q.onnx" --random 3 --dim N=2 --json "$TMP/rand.json" --quiet || bad "--random"
 $PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['samples']==3 and r['outputs'][0]['rows']==6" \
     "$TMP/rand.json" || bad "--random 3 --dim N=2: samples/rows"
+
+# images: the evaluation tensors written as PNG files (pixels = round(255 x))
+mkdir -p "$TMP/img"
+$PY - "$TMP/data" "$TMP/img" <<'PYEOF' || bad "writing PNG files"
+import os, sys
+import numpy as np
+from PIL import Image
+for s in sorted(os.listdir(sys.argv[1])):
+    x = np.load(os.path.join(sys.argv[1], s, "image.npy"))[0]
+    px = np.clip(np.round(x * 255), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+    Image.fromarray(px).save(os.path.join(sys.argv[2], s + ".png"))
+PYEOF
+"$EXE" verify "$F" "$TMP/q.onnx" --calib-images "$TMP/img" --json "$TMP/img.json" --quiet ||
+    bad "--calib-images"
+$PY - "$TMP/img.json" "$TMP/r.json" <<'PYEOF' || bad "--calib-images: other results than the tensors"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["samples"] == b["samples"] == 12
+# the PNGs hold the same pixels up to 8-bit rounding: same predictions, close SQNR
+for x, y in zip(a["outputs"], b["outputs"]):
+    assert x["top1_agreement"] == y["top1_agreement"]
+    assert abs(x["error"]["sqnr_db"] - y["error"]["sqnr_db"]) < 3, (x["error"], y["error"])
+PYEOF
 
 # HTML: self-contained
 grep -qi '<script\|<link\|<img\|@import\|url(' "$TMP/r.html" && bad "HTML refers to something outside"

@@ -64,6 +64,10 @@ def main():
         lo, hi = ranges[name]
         ranges[name] = (lo * float(f), hi * float(f))
 
+    # activations: outputs of computing nodes (not Constant) and graph inputs
+    produced = {o for n in g.node if n.op_type != "Constant" for o in n.output}
+    produced |= {i.name for i in g.input}
+    ranges = {k: v for k, v in ranges.items() if k in produced}
     inits = {t.name: t for t in g.initializer}
     new_inits, new_nodes = [], []
     act_scale = {}
