@@ -24,6 +24,7 @@ typedef struct slot {
     size_t last_use;          /* last step that reads it; NO_SLOT: never read */
     bool is_output;
     size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
+    size_t prev_buf;          /* buffer it had in the previous run (reused first) */
     void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
 } slot;
 
@@ -501,6 +502,7 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
         s_->kind = (kd);                                  \
         s_->last_use = NO_SLOT;                           \
         s_->buf = NO_SLOT;                                \
+        s_->prev_buf = NO_SLOT;                           \
         slot_of[(v)->id] = p->n_slots++;                  \
     } while (0)
 
@@ -831,8 +833,14 @@ static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
     t->nbytes = nbytes;
     p->total_bytes += nbytes;
     size_t need = round64(nbytes);
-    bool grow;
-    size_t k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
+    bool grow = false;
+    size_t k = s->prev_buf;
+    /* Same buffer as in the previous run when it is free and large enough: with the
+     * same shapes every run then repeats the first run's assignment, so the pool stops
+     * growing after one run (best fit from a pool left by an earlier run can pick
+     * differently and grow a buffer on every run). */
+    if (k >= p->n_bufs || p->bufs[k].in_use || p->bufs[k].cap < need)
+        k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
     if (k == NO_SLOT) {
         if (p->n_bufs == p->cap_bufs) {
             size_t nc = p->cap_bufs ? p->cap_bufs * 2 : 16;
@@ -857,6 +865,7 @@ static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
     }
     p->bufs[k].in_use = true;
     s->buf = k;
+    s->prev_buf = k;
     t->data = p->bufs[k].data;
     t->owned = false;
     return OQ_OK;
@@ -973,6 +982,7 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             memset(&tmp, 0, sizeof tmp);
             tmp.kind = SLOT_NODE;
             tmp.buf = NO_SLOT;
+            tmp.prev_buf = NO_SLOT;
             st = acquire(p, os, t);
             if (st != OQ_OK) {
                 st = node_error(p, d, s->node, st, "cannot allocate output %zu", o);
