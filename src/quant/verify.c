@@ -591,6 +591,12 @@ static void copy_int_attrs(oq_node *to, const oq_node *from)
     }
 }
 
+/* position of a node in its graph's list (set in build_isolation's snapshot) */
+static size_t node_pos(const oq_node *n)
+{
+    return (size_t)(uintptr_t)n->priv;
+}
+
 /* Build the isolation model from the quantized one (after the first float run, so
  * that the dtype and rank of every float tensor are known). */
 static oq_status build_isolation(oq_verify *v, oq_diag *d)
@@ -609,8 +615,10 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
     snap = calloc(g->n_nodes + 1, sizeof *snap);
     if (!snap)
         return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
-    for (oq_node *n = g->first; n; n = n->next)
+    for (oq_node *n = g->first; n; n = n->next) {
+        n->priv = (void *)(uintptr_t)n_nodes;
         snap[n_nodes++] = n;
+    }
     /* 1. activation Q -> DQ pairs: a copy quantizes the float tensor for consumers */
     for (size_t i = 0; i < n_nodes; i++) {
         oq_node *dq = snap[i];
@@ -641,9 +649,22 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
             goto nomem;
         copy_int_attrs(q2, q);
         copy_int_attrs(dq2, dq);
+        /* right before the first consumer in graph order: the executor keeps the graph
+         * order, so the copy's output lives only as long as the quantized model's T */
+        oq_node *at = NULL;
+        for (size_t u = 0; u < tv->n_uses; u++) {
+            oq_node *c = tv->uses[u].node;
+            if (c && c->graph == g && (!at || node_pos(c) < node_pos(at)))
+                at = c;
+        }
         oq_value_replace_all_uses(tv, dqo);
-        oq_graph_append(g, q2);
-        oq_graph_append(g, dq2);
+        if (at) {
+            oq_graph_insert_before(g, at, q2);
+            oq_graph_insert_before(g, at, dq2);
+        } else {
+            oq_graph_append(g, q2);
+            oq_graph_append(g, dq2);
+        }
     }
     /* 2. every other activation input reads the float tensor of the same name */
     for (size_t i = 0; i < n_nodes; i++) {
@@ -667,6 +688,8 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
                 goto nomem;
         }
     }
+    for (size_t i = 0; i < n_nodes; i++)
+        snap[i]->priv = NULL;
     free(snap);
     snap = NULL;
     st = plan_for(v->im, v, on_iso, &v->ip, d);
@@ -719,6 +742,8 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
 nomem:
     st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory building the isolation model");
 fail:
+    for (size_t i = 0; snap && i < n_nodes; i++)
+        snap[i]->priv = NULL;
     free(snap);
     return st;
 }
