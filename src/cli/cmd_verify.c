@@ -547,6 +547,7 @@ static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst, si
     fprintf(f, "<text x=\"12\" y=\"%.1f\" font-size=\"12\" transform=\"rotate(-90 12 %.1f)\" "
                "text-anchor=\"middle\">SQNR (dB)</text>\n", tp + ph / 2, tp + ph / 2);
     size_t k = 0;
+    double last_label = -1e9; /* labels closer than 12 px would overlap: skipped */
     for (size_t i = 0; i < total; i++) {
         const oq_verify_layer *L = oq_verify_layer_at(v, i);
         if (!layer_compared(L))
@@ -568,7 +569,8 @@ static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst, si
             fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"3\" fill=\"#111\"/>",
                     x, Y(c) - 1.5, bw);
         }
-        if (n <= 40 || is_worst[i]) {
+        if ((n <= 40 || is_worst[i]) && x + bw / 2 - last_label >= 12) {
+            last_label = x + bw / 2;
             fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
                        "transform=\"rotate(-45 %.2f %.1f)\"%s>", x + bw / 2, tp + ph + 12,
                     x + bw / 2, tp + ph + 12, is_worst[i] ? " fill=\"#d62728\"" : "");
