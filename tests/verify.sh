@@ -10,6 +10,7 @@
 # - the float model against itself: +inf dB, cosine 1, --min-sqnr 1000 holds;
 # - --min-sqnr exit codes 0 / 1, bad input exit 2, input_N.pb sample folders, PNG images
 #   (--calib-images), --random;
+# - peak RSS at 150 samples is within 1 MiB of that at 5;
 # - the HTML report is one self-contained file (no script, no external reference).
 set -u
 EXE=${1:?onnxq executable}
@@ -127,6 +128,19 @@ PYEOF
 "$EXE" verify "$F" "$TMP/q.onnx" --random 3 --dim N=2 --json "$TMP/rand.json" --quiet || bad "--random"
 $PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['samples']==3 and r['outputs'][0]['rows']==6" \
     "$TMP/rand.json" || bad "--random 3 --dim N=2: samples/rows"
+
+# memory does not grow with the number of samples (peak RSS at 5 and at 150 samples)
+"$EXE" verify "$F" "$TMP/q.onnx" --random 5 --dim N=1 --json "$TMP/m5.json" --threads 1 --quiet &&
+    "$EXE" verify "$F" "$TMP/q.onnx" --random 150 --dim N=1 --json "$TMP/m150.json" --threads 1 \
+        --quiet || bad "--random 5 / 150"
+$PY - "$TMP/m5.json" "$TMP/m150.json" <<'PYEOF' || bad "memory grows with the number of samples"
+import json, sys
+a, b = (json.load(open(p))["memory"] for p in sys.argv[1:3])
+print("verify.sh: peak RSS %d kB at 5 samples, %d kB at 150" % (a["peak_rss_bytes"] // 1024,
+                                                             b["peak_rss_bytes"] // 1024))
+assert a["float_tensors_held_bytes"] == b["float_tensors_held_bytes"]
+assert b["peak_rss_bytes"] <= a["peak_rss_bytes"] + 1024 * 1024
+PYEOF
 
 # images: the evaluation tensors written as PNG files (pixels = round(255 x))
 mkdir -p "$TMP/img"
