@@ -837,10 +837,22 @@ oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_in
     for (size_t i = 0; i < v->n_fout; i++)
         compare_output(v, &v->outs[i], &fo[i], &qo[v->qout_of[i]]);
     if (v->opt.isolated && !v->iso_tried) {
+        /* a model the isolation cannot handle still gets the other numbers */
+        oq_diag id;
+        oq_diag_init(&id);
         v->iso_tried = true;
-        st = build_isolation(v, d);
-        if (st != OQ_OK)
-            goto done;
+        if (build_isolation(v, &id) != OQ_OK) {
+            char msg[512] = "unknown error";
+            const oq_diag_entry *e = oq_diag_first_error(&id);
+            if (e)
+                oq_diag_format(e, msg, sizeof msg);
+            oq_diag_warn(d, "verify: no isolated errors (the isolation model failed: %s)", msg);
+            oq_plan_free(v->ip);
+            v->ip = NULL;
+            for (size_t li = 0; li < v->n_layers; li++)
+                v->layers[li].has_iso = false;
+        }
+        oq_diag_free(&id);
     }
     if (v->ip) {
         size_t ni = oq_plan_n_inputs(v->ip), no = oq_plan_n_outputs(v->ip);
