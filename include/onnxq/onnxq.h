@@ -12,5 +12,6 @@
 #include "onnxq/stats.h"
 #include "onnxq/quant.h"
 #include "onnxq/image.h"
+#include "onnxq/verify.h"
 
 #endif

@@ -38,6 +38,7 @@ int cmd_conformance(int argc, char **argv);
 int cmd_opt(int argc, char **argv);
 int cmd_passes(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 
 /* A pass registry with the built-in passes and the given plugins loaded (errors
  * printed; *rc is the exit code on failure). src/cli/cmd_passes.c */

@@ -7,15 +7,13 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/samples.h"
 #include "onnxq/exec.h"
 #include "onnxq/tensor_io.h"
 
 #define MAX_ARGS 256
 
-typedef struct kv_arg {
-    const char *name;
-    const char *value;
-} kv_arg;
+typedef cli_kv kv_arg;
 
 typedef struct run_opts {
     const char *model;
@@ -51,19 +49,6 @@ static void usage(FILE *f)
             "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n");
 }
 
-static bool split_kv(const char *s, kv_arg *kv)
-{
-    const char *eq = strchr(s, '=');
-    if (!eq || eq == s)
-        return false;
-    char *name = strndup(s, (size_t)(eq - s));
-    if (!name)
-        return false;
-    kv->name = name;
-    kv->value = eq + 1;
-    return true;
-}
-
 static int parse(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -75,12 +60,12 @@ static int parse(int argc, char **argv, run_opts *o)
             usage(stdout);
             return -1;
         } else if (strcmp(a, "--input") == 0 && has_next) {
-            if (o->n_inputs == MAX_ARGS || !split_kv(argv[++i], &o->inputs[o->n_inputs++])) {
+            if (o->n_inputs == MAX_ARGS || !cli_split_kv(argv[++i], &o->inputs[o->n_inputs++])) {
                 cli_error("run", "--input wants NAME=FILE, got \"%s\"", argv[i]);
                 return CLI_BAD;
             }
         } else if (strcmp(a, "--dim") == 0 && has_next) {
-            if (o->n_dims == MAX_ARGS || !split_kv(argv[++i], &o->dims[o->n_dims++])) {
+            if (o->n_dims == MAX_ARGS || !cli_split_kv(argv[++i], &o->dims[o->n_dims++])) {
                 cli_error("run", "--dim wants NAME=N, got \"%s\"", argv[i]);
                 return CLI_BAD;
             }
@@ -123,77 +108,6 @@ static int parse(int argc, char **argv, run_opts *o)
         return CLI_BAD;
     }
     return CLI_OK;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static oq_status random_input(const oq_plan *p, size_t i, const run_opts *o, uint64_t *rng,
-                              oq_rt_tensor *t)
-{
-    size_t rank;
-    int64_t dims[OQ_RT_MAX_RANK];
-    bool has_shape;
-    int32_t dt = oq_plan_input_info(p, i, &rank, dims, &has_shape);
-    const char *name = oq_plan_input_name(p, i);
-    if (!has_shape) {
-        cli_error("run", "input \"%s\" has no declared shape; give it with --input", name);
-        return OQ_ERR_USAGE;
-    }
-    for (size_t j = 0; j < rank; j++) {
-        if (dims[j] >= 0)
-            continue;
-        const char *sym = oq_plan_input_dim_name(p, i, j);
-        bool found = false;
-        for (size_t k = 0; sym && k < o->n_dims; k++)
-            if (strcmp(o->dims[k].name, sym) == 0) {
-                char *end;
-                errno = 0;
-                long long v = strtoll(o->dims[k].value, &end, 10);
-                if (errno || *end || v < 0) {
-                    cli_error("run", "--dim %s: bad size \"%s\"", sym, o->dims[k].value);
-                    return OQ_ERR_USAGE;
-                }
-                dims[j] = v;
-                found = true;
-            }
-        if (!found) {
-            cli_error("run", "input \"%s\" dim %zu is symbolic (%s); give --dim %s=N", name, j,
-                      sym ? sym : "unnamed", sym ? sym : "NAME");
-            return OQ_ERR_USAGE;
-        }
-    }
-    oq_status st = oq_rt_tensor_alloc(t, dt, dims, rank);
-    if (st != OQ_OK) {
-        cli_error("run", "input \"%s\": cannot allocate %s tensor", name, oq_dtype_name(dt));
-        return st;
-    }
-    int64_t n = oq_rt_tensor_numel(t);
-    for (int64_t k = 0; k < n; k++) {
-        uint64_t r = rng_next(rng);
-        double u = (double)(r >> 11) / 9007199254740992.0;
-        switch (dt) {
-        case OQ_DTYPE_FLOAT: ((float *)t->data)[k] = (float)u; break;
-        case OQ_DTYPE_DOUBLE: ((double *)t->data)[k] = u; break;
-        case OQ_DTYPE_FLOAT16: ((uint16_t *)t->data)[k] = oq_float_to_half((float)u); break;
-        case OQ_DTYPE_BOOL: ((uint8_t *)t->data)[k] = (uint8_t)(r >> 63); break;
-        case OQ_DTYPE_INT8: case OQ_DTYPE_UINT8: ((uint8_t *)t->data)[k] = (uint8_t)(r % 10); break;
-        case OQ_DTYPE_INT16: case OQ_DTYPE_UINT16: ((uint16_t *)t->data)[k] = (uint16_t)(r % 10); break;
-        case OQ_DTYPE_INT32: case OQ_DTYPE_UINT32: ((uint32_t *)t->data)[k] = (uint32_t)(r % 10); break;
-        case OQ_DTYPE_INT64: case OQ_DTYPE_UINT64: ((uint64_t *)t->data)[k] = r % 10; break;
-        default:
-            cli_error("run", "input \"%s\": no random data for %s", name, oq_dtype_name(dt));
-            return OQ_ERR_UNSUPPORTED;
-        }
-    }
-    return OQ_OK;
 }
 
 static double now_ms(void)
@@ -411,7 +325,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     w.inputs = in;
-    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
+    uint64_t rng = cli_rng_seed(o.seed);
     for (size_t i = 0; i < n_in; i++) {
         const char *name = oq_plan_input_name(plan, i);
         const char *file = NULL;
@@ -426,7 +340,7 @@ int cmd_run(int argc, char **argv)
                 goto done;
             }
         } else if (o.random) {
-            st = random_input(plan, i, &o, &rng, &in[i]);
+            st = cli_random_input("run", plan, i, o.dims, o.n_dims, &rng, &in[i]);
             if (st != OQ_OK) {
                 rc = CLI_BAD;
                 goto done;

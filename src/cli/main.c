@@ -12,6 +12,7 @@ static const cli_cmd commands[] = {
     {"conformance", "run ONNX backend test cases and compare the outputs", cmd_conformance},
     {"opt", "run a pipeline of passes on a model (onnxq passes lists them)", cmd_opt},
     {"quantize", "static post-training quantization to a QDQ model (calibrate, insert QDQ)", cmd_quantize},
+    {"verify", "compare a quantized model with its float model: per output and per layer", cmd_verify},
     {"passes", "list the passes (built-in and from plugins) with their options", cmd_passes},
 };
 

@@ -22,6 +22,7 @@ typedef struct slot {
     size_t last_use;          /* last step that reads it; NO_SLOT: never read */
     bool is_output;
     size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
+    size_t prev_buf;          /* buffer it had in the previous run (reused first) */
     void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
 } slot;
 

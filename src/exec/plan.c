@@ -168,6 +168,35 @@ static int node_implicit(const oq_node *n, oq_value ***arr, size_t *count)
     return 0;
 }
 
+/* min-heap of node indices */
+static void heap_push(size_t *h, size_t *n, size_t v)
+{
+    size_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static size_t heap_pop(size_t *h, size_t *n)
+{
+    size_t top = h[0], v = h[--(*n)], i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= v)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+    return top;
+}
+
 /* Stable topological order (Kahn, taking ready nodes in list order). A node depends on
  * the producers of its inputs and of its implicit inputs (imp[i], n_imp[i]). */
 static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node ***order,
@@ -178,7 +207,8 @@ static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node
     oq_node **out = calloc(n + 1, sizeof(*out));
     size_t *indeg = calloc(n + 1, sizeof(*indeg));
     oq_node **all = calloc(n + 1, sizeof(*all));
-    size_t *first = calloc(n + 2, sizeof(size_t)), *edges = NULL, *fill = NULL;
+    size_t *first = calloc(n + 2, sizeof(size_t)), *edges = NULL, *fill = NULL, *heap = NULL;
+    size_t n_heap = 0;
     oq_status st = OQ_OK;
     if (!out || !indeg || !all || !first) {
         st = OQ_ERR_NOMEM;
@@ -223,15 +253,24 @@ static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node
 #undef DEP_COUNT
 #undef DEP
 #undef PRODUCER
-    size_t head = 0;
+    /* Stable order: among the ready nodes the one that comes first in the graph runs
+     * next, so a graph already in a valid order runs in that order (exporters write a
+     * memory-friendly order; a FIFO would run every ready node before the nodes they
+     * unlock and keep all their outputs alive at once). */
+    heap = malloc((n + 1) * sizeof(size_t));
+    if (!heap) {
+        st = OQ_ERR_NOMEM;
+        goto done;
+    }
     for (i = 0; i < n; i++)
         if (!indeg[i])
-            out[k++] = all[i];
-    while (head < k) {
-        size_t pi = (size_t)(uintptr_t)out[head++]->priv;
+            heap_push(heap, &n_heap, i);
+    while (n_heap) {
+        size_t pi = heap_pop(heap, &n_heap);
+        out[k++] = all[pi];
         for (size_t e = first[pi]; e < first[pi + 1]; e++)
             if (--indeg[edges[e]] == 0)
-                out[k++] = all[edges[e]];
+                heap_push(heap, &n_heap, edges[e]);
     }
     if (k != n) {
         for (i = 0; i < n; i++)
@@ -249,6 +288,7 @@ done:
     free(first);
     free(edges);
     free(fill);
+    free(heap);
     if (st != OQ_OK) {
         free(out);
         return st;
@@ -447,6 +487,7 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
         s_->kind = (kd);                                  \
         s_->last_use = NO_SLOT;                           \
         s_->buf = NO_SLOT;                                \
+        s_->prev_buf = NO_SLOT;                           \
         slot_of[(v)->id] = p->n_slots++;                  \
     } while (0)
 

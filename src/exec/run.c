@@ -95,8 +95,14 @@ static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
     t->nbytes = nbytes;
     p->total_bytes += nbytes;
     size_t need = round64(nbytes);
-    bool grow;
-    size_t k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
+    bool grow = false;
+    size_t k = s->prev_buf;
+    /* Same buffer as in the previous run when it is free and large enough: with the
+     * same shapes every run then repeats the first run's assignment, so the pool stops
+     * growing after one run (best fit from a pool left by an earlier run can pick
+     * differently and grow a buffer on every run). */
+    if (k >= p->n_bufs || p->bufs[k].in_use || p->bufs[k].cap < need)
+        k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
     if (k == NO_SLOT) {
         if (p->n_bufs == p->cap_bufs) {
             size_t nc = p->cap_bufs ? p->cap_bufs * 2 : 16;
@@ -121,6 +127,7 @@ static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
     }
     p->bufs[k].in_use = true;
     s->buf = k;
+    s->prev_buf = k;
     t->data = p->bufs[k].data;
     t->owned = false;
     return OQ_OK;
@@ -243,6 +250,7 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             memset(&tmp, 0, sizeof tmp);
             tmp.kind = SLOT_NODE;
             tmp.buf = NO_SLOT;
+            tmp.prev_buf = NO_SLOT;
             st = acquire(p, os, t);
             if (st != OQ_OK) {
                 st = oq_plan_node_error(p, d, s->node, st, "cannot allocate output %zu", o);

@@ -36,10 +36,19 @@ void oq_histogram_grow(oq_histogram *h, double a, double b)
     double hi = h->lo + (double)OQ_HIST_BINS * h->width;
     if (a >= h->lo && b <= hi)
         return;
-    if (a > h->lo)
-        a = h->lo;
-    if (b < hi)
-        b = hi;
+    /* only the occupied bins must stay covered: empty bins at either end may fall
+     * outside (otherwise every extension to the left would double the width) */
+    int first = 0, last = OQ_HIST_BINS - 1;
+    while (first < OQ_HIST_BINS && !h->counts[first])
+        first++;
+    while (last > first && !h->counts[last])
+        last--;
+    double occ_lo = first < OQ_HIST_BINS ? h->lo + (double)first * h->width : a;
+    double occ_hi = first < OQ_HIST_BINS ? h->lo + (double)(last + 1) * h->width : b;
+    if (a > occ_lo)
+        a = occ_lo;
+    if (b < occ_hi)
+        b = occ_hi;
     double j = 0.0;
     if (a < h->lo)
         j = ceil((h->lo - a) / h->width);

@@ -1,0 +1,151 @@
+/* onnxq — compare a quantized model with its float original, one sample at a time.
+ *
+ *   oq_verify *v;
+ *   oq_verify_options o = oq_verify_options_default();
+ *   if (oq_verify_new(float_model, quant_model, &o, &v, &diag) != OQ_OK) ...
+ *   for each sample: oq_verify_sample(v, inputs, n, &diag);  // inputs in float-plan order
+ *   ... read oq_verify_output(v, i), oq_verify_layer(v, i) ...
+ *   oq_verify_free(v);
+ *
+ * Per sample, three plans run in lockstep with observers (docs/verify.md):
+ *  1. the float model. The observer copies the tensors that have a counterpart in the
+ *     quantized model or feed the isolation model (at most one sample's activations),
+ *     and feeds each layer's fixed-size histogram / min / max;
+ *  2. the quantized model. Its observer compares every tensor named like a float
+ *     tensor T with the stored float T (accumulated error);
+ *  3. the isolation model: a copy of the quantized model in which every node reads the
+ *     float model's tensors, quantized exactly as the quantized model quantizes them
+ *     (each activation QuantizeLinear -> DequantizeLinear pair is duplicated: the
+ *     original pair quantizes the node's own output, the copy quantizes the float
+ *     tensor for the consumers). Tensor T there is the isolated result of T's producer.
+ * The stored float tensors are freed at the end of the sample. All statistics are
+ * fixed-size sums in double, so memory does not grow with the number of samples.
+ *
+ * Matching rule (the QDQ conventions): in the quantized model the tensor named T is the
+ * (dequantized) counterpart of the float tensor T; a quantized graph input X is read
+ * by its consumers as X_dequant.
+ */
+#ifndef ONNXQ_VERIFY_H
+#define ONNXQ_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnxq/exec.h"
+#include "onnxq/quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error accumulator between a reference x and a test y (fixed size). */
+typedef struct oq_err_acc {
+    uint64_t n;          /* element pairs compared (both finite) */
+    uint64_t nonfinite;  /* pairs skipped because x or y was NaN / Inf */
+    double sxx, syy, sxy;/* sums of x^2, y^2, x*y */
+    double sdd;          /* sum of (x - y)^2 */
+    double sad;          /* sum of |x - y| */
+    double maxad;        /* max |x - y| */
+} oq_err_acc;
+
+/* Add n pairs of any float or integer dtype (decoded with oq_elems_to_double). */
+bool oq_err_acc_add(oq_err_acc *a, const void *x, int32_t xdtype, const void *y,
+                    int32_t ydtype, int64_t n);
+void oq_err_acc_add_f32(oq_err_acc *a, const float *x, const float *y, int64_t n);
+/* SQNR in dB = 10 log10(sum x^2 / sum (x-y)^2). +Inf when y == x everywhere
+ * (including both zero), -Inf when x is all zero but y is not, NaN when n == 0. */
+double oq_err_sqnr_db(const oq_err_acc *a);
+/* Cosine similarity; 1 when both are all zero, 0 when only one is, NaN when n == 0. */
+double oq_err_cosine(const oq_err_acc *a);
+double oq_err_mean_abs(const oq_err_acc *a); /* NaN when n == 0 */
+
+typedef struct oq_verify_options {
+    int threads;      /* for the three plans (<= 0: one per CPU) */
+    bool isolated;    /* build and run the isolation model (default true) */
+    int class_topk;   /* k of the top-k agreement for class-score outputs (default 5) */
+} oq_verify_options;
+
+oq_verify_options oq_verify_options_default(void);
+
+/* One graph output. */
+typedef struct oq_verify_output {
+    const char *name;
+    oq_err_acc err;
+    bool class_scores;     /* float [N, C] with C >= 2 on every sample */
+    uint64_t rows;         /* rows compared for top-k */
+    uint64_t top1_agree;   /* argmax equal */
+    uint64_t topk_agree;   /* float argmax among the quantized model's top k */
+    int topk;              /* k actually used: min(class_topk, C) */
+    size_t rank;
+    int64_t dims[OQ_RT_MAX_RANK]; /* of the last sample */
+} oq_verify_output;
+
+/* One layer: a float tensor produced by a node (or a graph input) that has a
+ * counterpart in the quantized model. */
+typedef struct oq_verify_layer {
+    const char *name;        /* tensor name T */
+    const char *node;        /* producing node in the float model ("" for inputs) */
+    const char *op_type;     /* its op type ("input" for a graph input) */
+    size_t order;            /* position of the producer in the float graph */
+    bool quantized;          /* T is the output of a DequantizeLinear fed by a Q */
+    /* quantizer's choice (per-tensor parameters; has_qrange false otherwise) */
+    bool has_qrange;
+    float scale;
+    int32_t zero_point;
+    int32_t qdtype;
+    double qmin, qmax;       /* (qmin_int - zp) * scale, (qmax_int - zp) * scale */
+    /* float model's range and distribution over all samples */
+    oq_observer obs;         /* histogram observer (fixed size) */
+    double clipped;          /* float elements outside [qmin, qmax] */
+    oq_err_acc own;          /* float T vs QDQ(float T) with the quantizer's parameters:
+                              * this tensor's own quantization error (has_qrange) */
+    oq_err_acc acc;          /* float T vs quantized model's T */
+    oq_err_acc iso;          /* float T vs isolation model's T */
+    bool has_iso;
+    bool shape_mismatch;     /* shapes differed on some sample (not compared then) */
+} oq_verify_layer;
+
+/* A quantized weight: float initializer W vs DequantizeLinear output W. */
+typedef struct oq_verify_weight {
+    const char *name;
+    const char *consumer_op; /* op type of its first consumer in the float model */
+    oq_err_acc err;
+    bool per_channel;
+    int64_t channels;
+} oq_verify_weight;
+
+typedef struct oq_verify oq_verify;
+
+/* The models must outlive v and must not be edited while v exists. Errors: outputs
+ * of the float model missing from the quantized one, inputs that differ, plans that
+ * do not compile. */
+oq_status oq_verify_new(oq_model *float_model, oq_model *quant_model,
+                        const oq_verify_options *o, oq_verify **out, oq_diag *d);
+void oq_verify_free(oq_verify *v);
+
+/* The float plan: its inputs define the order of `inputs` in oq_verify_sample. */
+const oq_plan *oq_verify_float_plan(const oq_verify *v);
+
+/* Run one sample through the models and accumulate. `what` names the sample in
+ * messages (may be NULL). */
+oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_inputs,
+                           const char *what, oq_diag *d);
+
+uint64_t oq_verify_n_samples(const oq_verify *v);
+size_t oq_verify_n_outputs(const oq_verify *v);
+const oq_verify_output *oq_verify_output_at(const oq_verify *v, size_t i);
+/* Layers in float graph order. */
+size_t oq_verify_n_layers(const oq_verify *v);
+const oq_verify_layer *oq_verify_layer_at(const oq_verify *v, size_t i);
+size_t oq_verify_n_weights(const oq_verify *v);
+const oq_verify_weight *oq_verify_weight_at(const oq_verify *v, size_t i);
+/* Whether the isolation model was built (after the first sample). */
+bool oq_verify_has_isolation(const oq_verify *v);
+/* Largest number of bytes of float tensors held at once for one sample. */
+int64_t oq_verify_peak_store_bytes(const oq_verify *v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

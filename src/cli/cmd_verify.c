@@ -1,0 +1,866 @@
+/* onnxq verify FLOAT QUANT: how far the quantized model is from the float one, per
+ * output and per layer, in one streaming pass. docs/verify.md */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli/cli.h"
+#include "cli/json.h"
+#include "cli/samples.h"
+#include "onnxq/verify.h"
+
+#define MAX_DIMS 64
+#define HTML_BINS 60
+
+typedef struct verify_opts {
+    const char *fmodel, *qmodel;
+    const char *data_dir, *images_dir;
+    long random_n;
+    uint64_t seed;
+    cli_kv dims[MAX_DIMS];
+    size_t n_dims;
+    oq_image_opts img;
+    const char *json, *html;
+    bool has_min;
+    double min_sqnr;
+    int top;
+    int threads;
+    bool no_isolation;
+    bool quiet;
+} verify_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: onnxq verify FLOAT QUANT [--data DIR | --calib-images DIR [image options]\n"
+            "                    | --random N [--seed S] [--dim NAME=N]...] [--json FILE]\n"
+            "                    [--html FILE] [--min-sqnr DB] [--top K] [--threads N]\n\n"
+            "Run the float model and its quantized version on the same samples and report,\n"
+            "per graph output, SQNR (dB), cosine similarity, max and mean absolute error and\n"
+            "top-1/top-5 agreement for class scores; per layer (tensors matched by name), the\n"
+            "accumulated error and the isolated error of the layer alone, with the range\n"
+            "the quantizer chose against the range seen in the float model.\n\n"
+            "  --data DIR         one sub-folder per sample with <input name>.npy|.pb or\n"
+            "                     input_N.pb (a folder without sub-folders is one sample)\n"
+            "  --calib-images DIR PNG/JPEG files, one sample each (single-input models):\n"
+            "%s"
+            "  --random N         N samples of random data (floats uniform in [0,1))\n"
+            "  --seed S, --dim NAME=N   seed and symbolic sizes for --random\n"
+            "  --json FILE        every number as JSON   --html FILE  one self-contained page\n"
+            "  --min-sqnr DB      exit 1 unless every output reaches DB\n"
+            "  --top K            layers listed (worst first; default 10)\n"
+            "  --threads N        worker threads per model (default: one per CPU)\n"
+            "  --no-isolation     skip the isolated per-layer error (faster)\n"
+            "  --quiet            no table on the terminal\n\n"
+            "Exit: 0 ok (and --min-sqnr met), 1 --min-sqnr missed or the run failed, 2 bad\n"
+            "input.\n",
+            cli_image_options_help);
+}
+
+static int parse(int argc, char **argv, verify_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->top = 10;
+    oq_image_opts_default(&o->img, 0, 0);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_next = i + 1 < argc;
+        int r = cli_image_option("verify", argc, argv, &i, &o->img);
+        if (r < 0)
+            return CLI_BAD;
+        if (r > 0)
+            continue;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        } else if (strcmp(a, "--data") == 0 && has_next) {
+            o->data_dir = argv[++i];
+        } else if ((strcmp(a, "--calib-images") == 0 || strcmp(a, "--images") == 0) &&
+                   has_next) {
+            o->images_dir = argv[++i];
+        } else if (strcmp(a, "--random") == 0 && has_next) {
+            char *end;
+            o->random_n = strtol(argv[++i], &end, 10);
+            if (*end || o->random_n < 1) {
+                cli_error("verify", "--random wants a positive count, got \"%s\"", argv[i]);
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--seed") == 0 && has_next) {
+            o->seed = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(a, "--dim") == 0 && has_next) {
+            if (o->n_dims == MAX_DIMS || !cli_split_kv(argv[++i], &o->dims[o->n_dims++])) {
+                cli_error("verify", "--dim wants NAME=N, got \"%s\"", argv[i]);
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--json") == 0 && has_next) {
+            o->json = argv[++i];
+        } else if (strcmp(a, "--html") == 0 && has_next) {
+            o->html = argv[++i];
+        } else if (strcmp(a, "--min-sqnr") == 0 && has_next) {
+            char *end;
+            o->min_sqnr = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || isnan(o->min_sqnr)) {
+                cli_error("verify", "--min-sqnr wants a number of dB, got \"%s\"", argv[i]);
+                return CLI_BAD;
+            }
+            o->has_min = true;
+        } else if (strcmp(a, "--top") == 0 && has_next) {
+            o->top = atoi(argv[++i]);
+            if (o->top < 1) {
+                cli_error("verify", "--top wants a positive count");
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--threads") == 0 && has_next) {
+            o->threads = atoi(argv[++i]);
+            if (o->threads < 1) {
+                cli_error("verify", "--threads wants a positive count");
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--no-isolation") == 0) {
+            o->no_isolation = true;
+        } else if (strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
+        } else if (a[0] == '-') {
+            cli_error("verify", "unknown or incomplete option %s (try --help)", a);
+            return CLI_BAD;
+        } else if (!o->fmodel) {
+            o->fmodel = a;
+        } else if (!o->qmodel) {
+            o->qmodel = a;
+        } else {
+            cli_error("verify", "more than two models given (%s)", a);
+            return CLI_BAD;
+        }
+    }
+    if (!o->fmodel || !o->qmodel) {
+        usage(stderr);
+        return CLI_BAD;
+    }
+    int sources = (o->data_dir != NULL) + (o->images_dir != NULL) + (o->random_n > 0);
+    if (sources != 1) {
+        cli_error("verify", "give exactly one of --data DIR, --calib-images DIR, --random N");
+        return CLI_BAD;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------ helpers ------- */
+
+static bool layer_compared(const oq_verify_layer *L)
+{
+    return L->acc.n > 0 || L->iso.n > 0;
+}
+
+static double layer_key(const oq_verify_layer *L)
+{
+    double s = L->has_iso && L->iso.n ? oq_err_sqnr_db(&L->iso) : oq_err_sqnr_db(&L->acc);
+    return isnan(s) ? INFINITY : s;
+}
+
+static const oq_verify *g_sort_v;
+
+static int cmp_worst(const void *a, const void *b)
+{
+    const oq_verify_layer *x = oq_verify_layer_at(g_sort_v, *(const size_t *)a);
+    const oq_verify_layer *y = oq_verify_layer_at(g_sort_v, *(const size_t *)b);
+    double kx = layer_key(x), ky = layer_key(y);
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
+    double ax = oq_err_sqnr_db(&x->acc), ay = oq_err_sqnr_db(&y->acc);
+    if (isnan(ax))
+        ax = INFINITY;
+    if (isnan(ay))
+        ay = INFINITY;
+    if (ax != ay)
+        return ax < ay ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* indices of compared layers, worst first */
+static size_t *worst_layers(const oq_verify *v, size_t *n)
+{
+    size_t total = oq_verify_n_layers(v), k = 0;
+    size_t *idx = malloc((total + 1) * sizeof *idx);
+    if (!idx)
+        return NULL;
+    for (size_t i = 0; i < total; i++)
+        if (layer_compared(oq_verify_layer_at(v, i)))
+            idx[k++] = i;
+    g_sort_v = v;
+    qsort(idx, k, sizeof *idx, cmp_worst);
+    *n = k;
+    return idx;
+}
+
+static const char *fmt_db(double s, char *buf, size_t size)
+{
+    if (isnan(s))
+        snprintf(buf, size, "-");
+    else if (isinf(s))
+        snprintf(buf, size, "%sinf", s > 0 ? "+" : "-");
+    else
+        snprintf(buf, size, "%.2f", s);
+    return buf;
+}
+
+static const char *fmt_g(double x, char *buf, size_t size)
+{
+    if (isnan(x))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.4g", x);
+    return buf;
+}
+
+static double clipped_pct(const oq_verify_layer *L)
+{
+    return L->obs.count ? 100.0 * L->clipped / (double)L->obs.count : NAN;
+}
+
+static bool output_pass(const oq_verify_output *o, double min)
+{
+    double s = oq_err_sqnr_db(&o->err);
+    return !isnan(s) && s >= min;
+}
+
+static int64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return (int64_t)ru.ru_maxrss * 1024;
+}
+
+/* ------------------------------------------------------------ terminal ------ */
+
+static void print_table(const verify_opts *o, const oq_verify *v, const char *source,
+                        const size_t *worst, size_t n_worst, int64_t rss)
+{
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    printf("verify: %s vs %s: %llu samples (%s), isolated errors %s\n", o->fmodel, o->qmodel,
+           (unsigned long long)oq_verify_n_samples(v), source,
+           oq_verify_has_isolation(v) ? "computed" : "not computed");
+    printf("\noutputs\n  %-24s %9s %9s %11s %11s %8s %8s\n", "name", "SQNR dB", "cosine",
+           "max|err|", "mean|err|", "top-1", "top-k");
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *out = oq_verify_output_at(v, i);
+        char t1[32] = "-", tk[32] = "-";
+        if (out->class_scores && out->rows) {
+            snprintf(t1, sizeof t1, "%.2f%%", 100.0 * (double)out->top1_agree / (double)out->rows);
+            snprintf(tk, sizeof tk, "%.2f%%", 100.0 * (double)out->topk_agree / (double)out->rows);
+        }
+        printf("  %-24s %9s %9s %11s %11s %8s %8s\n", out->name,
+               fmt_db(oq_err_sqnr_db(&out->err), b1, sizeof b1),
+               out->err.n ? (snprintf(b2, sizeof b2, "%.6f", oq_err_cosine(&out->err)), b2) : "-",
+               fmt_g(out->err.n ? out->err.maxad : NAN, b3, sizeof b3),
+               fmt_g(oq_err_mean_abs(&out->err), b4, sizeof b4), t1, tk);
+        if (out->class_scores && out->rows)
+            printf("  %-24s (class scores: %llu rows, top-k is k=%d: float top-1 in the "
+                   "quantized top %d)\n", "", (unsigned long long)out->rows, out->topk, out->topk);
+    }
+    size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
+    printf("\nlayers, worst isolated SQNR first (%zu of %zu compared)\n", show, n_worst);
+    printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s\n", "tensor", "op", "iso dB", "acc dB",
+           "qdq dB", "quantizer range", "float range", "clipped");
+    for (size_t r = 0; r < show; r++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, worst[r]);
+        char qr[64] = "-", fr[64] = "-", cp[32] = "-";
+        if (L->has_qrange)
+            snprintf(qr, sizeof qr, "[%.4g, %.4g]", L->qmin, L->qmax);
+        float mn, mx;
+        if (oq_observer_minmax(&L->obs, &mn, &mx))
+            snprintf(fr, sizeof fr, "[%.4g, %.4g]", (double)mn, (double)mx);
+        if (L->has_qrange && L->obs.count)
+            snprintf(cp, sizeof cp, "%.3f%%", clipped_pct(L));
+        printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s\n", L->name, L->op_type,
+               L->has_iso ? fmt_db(oq_err_sqnr_db(&L->iso), b5, sizeof b5) : "-",
+               fmt_db(oq_err_sqnr_db(&L->acc), b6, sizeof b6),
+               fmt_db(oq_err_sqnr_db(&L->own), b1, sizeof b1), qr, fr, cp,
+               L->shape_mismatch ? " (shape mismatch)" : "");
+    }
+    size_t nw = oq_verify_n_weights(v);
+    if (nw) {
+        double worst_w = INFINITY;
+        const char *wn = NULL;
+        for (size_t i = 0; i < nw; i++) {
+            const oq_verify_weight *w = oq_verify_weight_at(v, i);
+            double s = oq_err_sqnr_db(&w->err);
+            if (!isnan(s) && s < worst_w) {
+                worst_w = s;
+                wn = w->name;
+            }
+        }
+        printf("\nweights: %zu quantized", nw);
+        if (wn)
+            printf(", lowest SQNR %s dB (%s)", fmt_db(worst_w, b1, sizeof b1), wn);
+        printf("\n");
+    }
+    printf("\nmemory: peak RSS %.1f MiB, float tensors held for one sample %.1f MiB\n",
+           (double)rss / 1048576.0, (double)oq_verify_peak_store_bytes(v) / 1048576.0);
+}
+
+/* ------------------------------------------------------------ JSON ---------- */
+
+static void json_err(json_writer *w, const char *key, const oq_err_acc *e)
+{
+    json_key(w, key);
+    json_begin_object(w);
+    json_kv_double(w, "sqnr_db", oq_err_sqnr_db(e));
+    json_kv_double(w, "cosine", oq_err_cosine(e));
+    json_kv_double(w, "max_abs_err", e->n ? e->maxad : NAN);
+    json_kv_double(w, "mean_abs_err", oq_err_mean_abs(e));
+    json_kv_double(w, "mse", e->n ? e->sdd / (double)e->n : NAN);
+    json_key(w, "elements");
+    json_uint(w, e->n);
+    json_key(w, "nonfinite_skipped");
+    json_uint(w, e->nonfinite);
+    json_kv_double(w, "sum_sq_ref", e->sxx);
+    json_kv_double(w, "sum_sq_err", e->sdd);
+    json_end_object(w);
+}
+
+/* Histogram of L rebinned to `bins` bins over [lo, hi]; false when empty. */
+static bool rebin(const oq_verify_layer *L, double *lo, double *hi, uint64_t *out, int bins)
+{
+    const oq_histogram *h = &L->obs.hist;
+    float mn, mx;
+    if (!oq_observer_minmax(&L->obs, &mn, &mx) || h->total == 0 || !(h->width > 0))
+        return false;
+    double a = mn, b = mx;
+    if (L->has_qrange) {
+        a = a < L->qmin ? a : L->qmin;
+        b = b > L->qmax ? b : L->qmax;
+    }
+    if (!(b > a)) {
+        a -= 0.5;
+        b += 0.5;
+    }
+    double pad = (b - a) * 0.02;
+    a -= pad;
+    b += pad;
+    memset(out, 0, (size_t)bins * sizeof *out);
+    for (int i = 0; i < OQ_HIST_BINS; i++) {
+        if (!h->counts[i])
+            continue;
+        double c = h->lo + ((double)i + 0.5) * h->width;
+        int k = (int)floor((c - a) / (b - a) * bins);
+        k = k < 0 ? 0 : k >= bins ? bins - 1 : k;
+        out[k] += h->counts[i];
+    }
+    *lo = a;
+    *hi = b;
+    return true;
+}
+
+static int write_json(const verify_opts *o, const oq_verify *v, const char *source,
+                      const size_t *worst, size_t n_worst, int64_t rss, bool pass)
+{
+    FILE *f = fopen(o->json, "w");
+    if (!f) {
+        cli_error("verify", "cannot write %s", o->json);
+        return CLI_FAIL;
+    }
+    json_writer w;
+    json_init(&w, f, 1);
+    json_begin_object(&w);
+    json_kv_string(&w, "float_model", o->fmodel);
+    json_kv_string(&w, "quant_model", o->qmodel);
+    json_kv_string(&w, "source", source);
+    json_key(&w, "samples");
+    json_uint(&w, oq_verify_n_samples(v));
+    json_kv_bool(&w, "isolation", oq_verify_has_isolation(v));
+    json_key(&w, "outputs");
+    json_begin_array(&w);
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *out = oq_verify_output_at(v, i);
+        json_begin_object(&w);
+        json_kv_string(&w, "name", out->name);
+        json_key(&w, "shape");
+        json_begin_array_inline(&w);
+        for (size_t j = 0; j < out->rank; j++)
+            json_int(&w, out->dims[j]);
+        json_end_array(&w);
+        json_err(&w, "error", &out->err);
+        json_kv_bool(&w, "class_scores", out->class_scores);
+        if (out->class_scores) {
+            json_key(&w, "rows");
+            json_uint(&w, out->rows);
+            json_kv_int(&w, "k", out->topk);
+            json_kv_double(&w, "top1_agreement",
+                           out->rows ? (double)out->top1_agree / (double)out->rows : NAN);
+            json_kv_double(&w, "topk_agreement",
+                           out->rows ? (double)out->topk_agree / (double)out->rows : NAN);
+        }
+        if (o->has_min)
+            json_kv_bool(&w, "meets_min_sqnr", output_pass(out, o->min_sqnr));
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_key(&w, "layers");
+    json_begin_array(&w);
+    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        if (!layer_compared(L))
+            continue;
+        json_begin_object(&w);
+        json_kv_string(&w, "tensor", L->name);
+        json_kv_string(&w, "node", L->node);
+        json_kv_string(&w, "op_type", L->op_type);
+        json_kv_int(&w, "graph_order", (int64_t)L->order);
+        json_kv_bool(&w, "quantized", L->quantized);
+        if (L->has_qrange) {
+            json_key(&w, "scale");
+            json_float(&w, L->scale);
+            json_kv_int(&w, "zero_point", L->zero_point);
+            json_kv_string(&w, "qtype", oq_dtype_name(L->qdtype));
+            json_key(&w, "quant_range");
+            json_begin_array_inline(&w);
+            json_double(&w, L->qmin);
+            json_double(&w, L->qmax);
+            json_end_array(&w);
+            json_kv_double(&w, "clipped_fraction",
+                           L->obs.count ? L->clipped / (double)L->obs.count : NAN);
+        }
+        float mn, mx;
+        if (oq_observer_minmax(&L->obs, &mn, &mx)) {
+            json_key(&w, "float_range");
+            json_begin_array_inline(&w);
+            json_float(&w, mn);
+            json_float(&w, mx);
+            json_end_array(&w);
+        }
+        if (L->has_qrange)
+            json_err(&w, "output_qdq", &L->own);
+        json_err(&w, "accumulated", &L->acc);
+        if (L->has_iso)
+            json_err(&w, "isolated", &L->iso);
+        json_kv_bool(&w, "shape_mismatch", L->shape_mismatch);
+        uint64_t counts[HTML_BINS];
+        double lo, hi;
+        if (rebin(L, &lo, &hi, counts, HTML_BINS)) {
+            json_key(&w, "histogram");
+            json_begin_object(&w);
+            json_kv_double(&w, "lo", lo);
+            json_kv_double(&w, "hi", hi);
+            json_key(&w, "counts");
+            json_begin_array_inline(&w);
+            for (int k = 0; k < HTML_BINS; k++)
+                json_uint(&w, counts[k]);
+            json_end_array(&w);
+            json_end_object(&w);
+        }
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_key(&w, "worst_layers");
+    json_begin_array(&w);
+    for (size_t r = 0; r < n_worst && r < (size_t)o->top; r++)
+        json_string(&w, oq_verify_layer_at(v, worst[r])->name);
+    json_end_array(&w);
+    json_key(&w, "weights");
+    json_begin_array(&w);
+    for (size_t i = 0; i < oq_verify_n_weights(v); i++) {
+        const oq_verify_weight *wt = oq_verify_weight_at(v, i);
+        json_begin_object(&w);
+        json_kv_string(&w, "name", wt->name);
+        json_kv_string(&w, "consumer_op", wt->consumer_op);
+        json_kv_bool(&w, "per_channel", wt->per_channel);
+        json_kv_int(&w, "channels", wt->channels);
+        json_err(&w, "error", &wt->err);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_key(&w, "memory");
+    json_begin_object(&w);
+    json_kv_int(&w, "peak_rss_bytes", rss);
+    json_kv_int(&w, "float_tensors_held_bytes", oq_verify_peak_store_bytes(v));
+    json_end_object(&w);
+    if (o->has_min) {
+        json_kv_double(&w, "min_sqnr_db", o->min_sqnr);
+        json_kv_bool(&w, "pass", pass);
+    }
+    json_end_object(&w);
+    int jr = json_finish(&w);
+    if (fclose(f) != 0 || jr != 0) {
+        cli_error("verify", "error writing %s", o->json);
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------ HTML ---------- */
+
+static void html_text(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static void html_bar_chart(FILE *f, const oq_verify *v, const bool *is_worst, size_t n_hl)
+{
+    size_t n = 0, total = oq_verify_n_layers(v);
+    double top = 10, bottom = 0;
+    for (size_t i = 0; i < total; i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        if (!layer_compared(L))
+            continue;
+        n++;
+        double s[2] = {oq_err_sqnr_db(&L->acc), L->has_iso ? oq_err_sqnr_db(&L->iso) : NAN};
+        for (int k = 0; k < 2; k++) {
+            if (isfinite(s[k]) && s[k] > top)
+                top = s[k];
+            if (isfinite(s[k]) && s[k] < bottom)
+                bottom = s[k];
+        }
+    }
+    if (n == 0) {
+        fputs("<p>No layer could be compared.</p>\n", f);
+        return;
+    }
+    if (top > 80)
+        top = 80; /* beyond 80 dB the difference does not matter; capped bars get a mark */
+    top = ceil(top / 10) * 10;
+    bottom = floor(bottom / 10) * 10;
+    const double W = 1100, H = 400, left = 50, right = 10, tp = 20, bm = 110;
+    double pw = W - left - right, ph = H - tp - bm;
+    double step = pw / (double)n, bw = step * 0.8;
+#define Y(val) (tp + ph * (top - (val)) / (top - bottom))
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"per-layer SQNR\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", W, H);
+    for (double g = bottom; g <= top + 1e-9; g += 10) {
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.0f</text>\n",
+                left, W - right, Y(g), Y(g), left - 4, Y(g) + 4, g);
+    }
+    fprintf(f, "<text x=\"12\" y=\"%.1f\" font-size=\"12\" transform=\"rotate(-90 12 %.1f)\" "
+               "text-anchor=\"middle\">SQNR (dB)</text>\n", tp + ph / 2, tp + ph / 2);
+    size_t k = 0;
+    double last_label = -1e9; /* labels closer than 12 px would overlap: skipped */
+    for (size_t i = 0; i < total; i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        if (!layer_compared(L))
+            continue;
+        double x = left + step * (double)k + (step - bw) / 2;
+        double acc = oq_err_sqnr_db(&L->acc), iso = L->has_iso ? oq_err_sqnr_db(&L->iso) : NAN;
+        double a = isnan(acc) ? bottom : acc > top ? top : acc < bottom ? bottom : acc;
+        const char *fill = is_worst[i] ? "#d62728" : "#4c78a8";
+        char b1[32], b2[32];
+        fprintf(f, "<g><title>");
+        html_text(f, L->name);
+        fprintf(f, " (%s): accumulated %s dB, isolated %s dB</title>", L->op_type,
+                fmt_db(acc, b1, sizeof b1), fmt_db(iso, b2, sizeof b2));
+        double y0 = Y(0 > bottom ? 0 : bottom);
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>",
+                x, a >= 0 ? Y(a) : y0, bw, fabs(Y(a) - y0), fill);
+        if (!isnan(iso)) {
+            double c = iso > top ? top : iso < bottom ? bottom : iso;
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"3\" fill=\"#111\"/>",
+                    x, Y(c) - 1.5, bw);
+        }
+        if ((n <= 40 || is_worst[i]) && x + bw / 2 - last_label >= 12) {
+            last_label = x + bw / 2;
+            fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
+                       "transform=\"rotate(-45 %.2f %.1f)\"%s>", x + bw / 2, tp + ph + 12,
+                    x + bw / 2, tp + ph + 12, is_worst[i] ? " fill=\"#d62728\"" : "");
+            html_text(f, strlen(L->name) > 24 ? L->name + strlen(L->name) - 24 : L->name);
+            fputs("</text>", f);
+        }
+        if (acc > top)
+            fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\">%s"
+                       "</text>", x + bw / 2, tp - 4, isinf(acc) ? "&#8734;" : "^");
+        fprintf(f, "</g>\n");
+        k++;
+    }
+    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
+            left, W - right, Y(0 > bottom ? 0 : bottom), Y(0 > bottom ? 0 : bottom));
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">layers in graph order "
+               "(%zu) &#8212; bars: accumulated SQNR, black ticks: isolated SQNR, red: the worst "
+               "%zu by isolated SQNR; bars beyond %.0f dB are cut (^, &#8734; identical)</text>\n",
+            left, H - 4, n, n_hl, top);
+    fputs("</svg>\n", f);
+#undef Y
+}
+
+static void html_histogram(FILE *f, const oq_verify_layer *L)
+{
+    uint64_t c[HTML_BINS];
+    double lo, hi;
+    if (!rebin(L, &lo, &hi, c, HTML_BINS))
+        return;
+    const double W = 340, H = 150, left = 8, right = 8, tp = 8, bm = 30;
+    double pw = W - left - right, ph = H - tp - bm, mxl = 0;
+    for (int k = 0; k < HTML_BINS; k++)
+        if (log10(1.0 + (double)c[k]) > mxl)
+            mxl = log10(1.0 + (double)c[k]);
+    if (mxl <= 0)
+        mxl = 1;
+    fprintf(f, "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+               "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">"
+               "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n",
+            W, H, W, H, W, H);
+    double bw = pw / HTML_BINS;
+    for (int k = 0; k < HTML_BINS; k++) {
+        if (!c[k])
+            continue;
+        double h = ph * log10(1.0 + (double)c[k]) / mxl;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+                   "fill=\"#4c78a8\"/>", left + bw * k, tp + ph - h, bw, h);
+    }
+#define X(val) (left + pw * ((val) - lo) / (hi - lo))
+    if (L->has_qrange) {
+        fprintf(f, "\n<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
+                   "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>", X(L->qmin), X(L->qmin), tp,
+                tp + ph);
+        fprintf(f, "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
+                   "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>", X(L->qmax), X(L->qmax), tp,
+                tp + ph);
+    }
+#undef X
+    fprintf(f, "\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">%.4g</text>"
+               "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%.4g</text>",
+            left, H - 16, lo, W - right, H - 16, hi);
+    if (L->has_qrange)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
+                   "fill=\"#d62728\">clip [%.4g, %.4g], %.3f%% outside</text>",
+                W / 2, H - 4, L->qmin, L->qmax, clipped_pct(L));
+    fprintf(f, "</svg><figcaption>");
+    html_text(f, L->name);
+    char b1[32], b2[32];
+    fprintf(f, " (%s) iso %s dB, acc %s dB</figcaption></figure>\n", L->op_type,
+            fmt_db(L->has_iso ? oq_err_sqnr_db(&L->iso) : NAN, b1, sizeof b1),
+            fmt_db(oq_err_sqnr_db(&L->acc), b2, sizeof b2));
+}
+
+static int write_html(const verify_opts *o, const oq_verify *v, const char *source,
+                      const size_t *worst, size_t n_worst, bool pass)
+{
+    FILE *f = fopen(o->html, "w");
+    if (!f) {
+        cli_error("verify", "cannot write %s", o->html);
+        return CLI_FAIL;
+    }
+    size_t total = oq_verify_n_layers(v);
+    bool *is_worst = calloc(total + 1, sizeof *is_worst);
+    if (!is_worst) {
+        fclose(f);
+        return CLI_FAIL;
+    }
+    size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
+    /* highlighted in the chart: the worst fifth of the layers, at most --top */
+    size_t hl = n_worst / 5 ? n_worst / 5 : 1;
+    hl = hl < show ? hl : show;
+    for (size_t r = 0; r < hl; r++)
+        is_worst[worst[r]] = true;
+    char b1[32], b2[32], b3[32], b4[32];
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+          "<title>onnxq verify</title>\n<style>\n"
+          "body{font-family:sans-serif;margin:16px;color:#111;background:#fff}\n"
+          "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;"
+          "padding:3px 8px;font-size:13px;text-align:right}th{background:#eee}\n"
+          "td.l{text-align:left}.bad{color:#d62728;font-weight:bold}.ok{color:#2ca02c}\n"
+          "figure{display:inline-block;margin:4px}figcaption{font-size:12px}\n"
+          "</style></head><body>\n<h1>onnxq verify</h1>\n<p>", f);
+    html_text(f, o->fmodel);
+    fputs(" (float) vs ", f);
+    html_text(f, o->qmodel);
+    fprintf(f, " (quantized): %llu samples from ", (unsigned long long)oq_verify_n_samples(v));
+    html_text(f, source);
+    fputs(".", f);
+    if (o->has_min)
+        fprintf(f, " Minimum output SQNR %.2f dB: <span class=\"%s\">%s</span>.", o->min_sqnr,
+                pass ? "ok" : "bad", pass ? "met" : "NOT met");
+    fputs("</p>\n<h2>Outputs</h2>\n<table><tr><th>output</th><th>SQNR dB</th><th>cosine</th>"
+          "<th>max |err|</th><th>mean |err|</th><th>top-1</th><th>top-k</th></tr>\n", f);
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *out = oq_verify_output_at(v, i);
+        fputs("<tr><td class=\"l\">", f);
+        html_text(f, out->name);
+        fprintf(f, "</td><td>%s</td><td>%.6f</td><td>%s</td><td>%s</td>",
+                fmt_db(oq_err_sqnr_db(&out->err), b1, sizeof b1), oq_err_cosine(&out->err),
+                fmt_g(out->err.n ? out->err.maxad : NAN, b2, sizeof b2),
+                fmt_g(oq_err_mean_abs(&out->err), b3, sizeof b3));
+        if (out->class_scores && out->rows)
+            fprintf(f, "<td>%.2f%%</td><td>%.2f%% (k=%d)</td></tr>\n",
+                    100.0 * (double)out->top1_agree / (double)out->rows,
+                    100.0 * (double)out->topk_agree / (double)out->rows, out->topk);
+        else
+            fputs("<td>-</td><td>-</td></tr>\n", f);
+    }
+    fputs("</table>\n<h2>Per-layer SQNR</h2>\n", f);
+    html_bar_chart(f, v, is_worst, hl);
+    fprintf(f, "<h2>Worst layers</h2>\n<table><tr><th>#</th><th>tensor</th><th>op</th>"
+               "<th>isolated dB</th><th>accumulated dB</th><th>output QDQ dB</th>"
+               "<th>quantizer range</th>"
+               "<th>float range</th><th>clipped</th></tr>\n");
+    for (size_t r = 0; r < show; r++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, worst[r]);
+        float mn = NAN, mx = NAN;
+        oq_observer_minmax(&L->obs, &mn, &mx);
+        fprintf(f, "<tr><td>%zu</td><td class=\"l\">", r + 1);
+        html_text(f, L->name);
+        fputs("</td><td class=\"l\">", f);
+        html_text(f, L->op_type);
+        fprintf(f, "</td><td>%s</td><td>%s</td><td>%s</td>",
+                L->has_iso ? fmt_db(oq_err_sqnr_db(&L->iso), b1, sizeof b1) : "-",
+                fmt_db(oq_err_sqnr_db(&L->acc), b2, sizeof b2),
+                fmt_db(oq_err_sqnr_db(&L->own), b3, sizeof b3));
+        if (L->has_qrange)
+            fprintf(f, "<td>[%.4g, %.4g]</td>", L->qmin, L->qmax);
+        else
+            fputs("<td>-</td>", f);
+        fprintf(f, "<td>[%.4g, %.4g]</td><td>%s</td></tr>\n", (double)mn, (double)mx,
+                L->has_qrange ? (snprintf(b4, sizeof b4, "%.3f%%", clipped_pct(L)), b4) : "-");
+    }
+    fputs("</table>\n<h2>Float activation histograms</h2>\n<p>Worst layers first; counts on a "
+          "log scale (log10(1+count)), the quantizer's clipping range as dashed red lines."
+          "</p>\n<div>\n", f);
+    size_t hist_shown = 0;
+    for (size_t r = 0; r < n_worst && hist_shown < 24; r++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, worst[r]);
+        if (!L->obs.count)
+            continue;
+        html_histogram(f, L);
+        hist_shown++;
+    }
+    fputs("</div>\n</body></html>\n", f);
+    free(is_worst);
+    if (fclose(f) != 0) {
+        cli_error("verify", "error writing %s", o->html);
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------ main ---------- */
+
+int cmd_verify(int argc, char **argv)
+{
+    verify_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != CLI_OK) {
+        for (size_t k = 0; k < o.n_dims; k++)
+            free((char *)o.dims[k].name);
+        return rc < 0 ? CLI_OK : rc;
+    }
+    oq_status st;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_model *fm = NULL, *qm = NULL;
+    oq_verify *v = NULL;
+    oq_rt_tensor *in = NULL;
+    size_t n_in = 0, *worst = NULL, n_worst = 0;
+    cli_samples src;
+    memset(&src, 0, sizeof src);
+    char source[4200];
+    rc = CLI_FAIL;
+    fm = cli_load_model(o.fmodel, &st);
+    if (!fm) {
+        rc = cli_exit_code(st);
+        goto done;
+    }
+    qm = cli_load_model(o.qmodel, &st);
+    if (!qm) {
+        rc = cli_exit_code(st);
+        goto done;
+    }
+    oq_verify_options vo = oq_verify_options_default();
+    vo.threads = o.threads;
+    vo.isolated = !o.no_isolation;
+    st = oq_verify_new(fm, qm, &vo, &v, &d);
+    if (st != OQ_OK) {
+        cli_print_diag(&d);
+        rc = st == OQ_ERR_NOMEM || st == OQ_ERR_INTERNAL ? CLI_FAIL : CLI_BAD;
+        goto done;
+    }
+    if (o.data_dir) {
+        st = cli_samples_open_dir("verify", &src, o.data_dir);
+        snprintf(source, sizeof source, "%s", o.data_dir);
+    } else if (o.images_dir) {
+        st = cli_samples_open_images("verify", &src, o.images_dir, &o.img);
+        snprintf(source, sizeof source, "images in %s", o.images_dir);
+    } else {
+        cli_samples_open_random(&src, (size_t)o.random_n, o.seed, o.dims, o.n_dims);
+        st = OQ_OK;
+        snprintf(source, sizeof source, "random data, seed %llu", (unsigned long long)o.seed);
+    }
+    if (st != OQ_OK) {
+        rc = CLI_BAD;
+        goto done;
+    }
+    const oq_plan *fp = oq_verify_float_plan(v);
+    n_in = oq_plan_n_inputs(fp);
+    in = calloc(n_in + 1, sizeof *in);
+    if (!in)
+        goto done;
+    for (size_t k = 0; k < src.count; k++) {
+        char name[4200];
+        cli_samples_name(&src, k, name, sizeof name);
+        st = cli_samples_load("verify", &src, k, fp, in);
+        if (st != OQ_OK) {
+            rc = CLI_BAD;
+            goto done;
+        }
+        st = oq_verify_sample(v, in, n_in, name, &d);
+        for (size_t i = 0; i < n_in; i++)
+            oq_rt_tensor_release(&in[i]);
+        if (st != OQ_OK) {
+            fprintf(stderr, "onnxq verify: sample %s:\n", name);
+            cli_print_diag(&d);
+            rc = cli_exit_code(st);
+            goto done;
+        }
+    }
+    cli_print_diag(&d); /* warnings */
+    worst = worst_layers(v, &n_worst);
+    if (!worst)
+        goto done;
+    bool pass = true;
+    if (o.has_min)
+        for (size_t i = 0; i < oq_verify_n_outputs(v); i++)
+            pass &= output_pass(oq_verify_output_at(v, i), o.min_sqnr);
+    int64_t rss = peak_rss_bytes();
+    if (!o.quiet)
+        print_table(&o, v, source, worst, n_worst, rss);
+    if (o.json && write_json(&o, v, source, worst, n_worst, rss, pass) != CLI_OK)
+        goto done;
+    if (o.html && write_html(&o, v, source, worst, n_worst, pass) != CLI_OK)
+        goto done;
+    if (o.has_min) {
+        for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+            const oq_verify_output *out = oq_verify_output_at(v, i);
+            char b[32];
+            if (!output_pass(out, o.min_sqnr))
+                fprintf(stderr, "onnxq verify: output \"%s\": SQNR %s dB is below --min-sqnr "
+                                "%.2f\n", out->name, fmt_db(oq_err_sqnr_db(&out->err), b, sizeof b),
+                        o.min_sqnr);
+        }
+        if (!o.quiet)
+            printf("min-sqnr %.2f dB: %s\n", o.min_sqnr, pass ? "met" : "NOT met");
+    }
+    rc = pass ? CLI_OK : CLI_FAIL;
+done:
+    for (size_t i = 0; in && i < n_in; i++)
+        oq_rt_tensor_release(&in[i]);
+    free(in);
+    free(worst);
+    cli_samples_free(&src);
+    oq_verify_free(v);
+    oq_model_free(fm);
+    oq_model_free(qm);
+    for (size_t k = 0; k < o.n_dims; k++)
+        free((char *)o.dims[k].name);
+    oq_diag_free(&d);
+    return rc;
+}

@@ -1,0 +1,947 @@
+/* onnxq verify: float vs quantized model, per output and per layer, streaming.
+ * Design and matching rule: include/onnxq/verify.h and docs/verify.md. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/stats.h"
+#include "onnxq/verify.h"
+
+/* ------------------------------------------------------------ error sums ---- */
+
+void oq_err_acc_add_f32(oq_err_acc *a, const float *x, const float *y, int64_t n)
+{
+    double sxx = 0, syy = 0, sxy = 0, sdd = 0, sad = 0, mx = a->maxad;
+    uint64_t cnt = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double xv = x[i], yv = y[i];
+        if (!isfinite(xv) || !isfinite(yv)) {
+            bad++;
+            continue;
+        }
+        double dd = xv - yv, ad = fabs(dd);
+        sxx += xv * xv;
+        syy += yv * yv;
+        sxy += xv * yv;
+        sdd += dd * dd;
+        sad += ad;
+        if (ad > mx)
+            mx = ad;
+        cnt++;
+    }
+    a->sxx += sxx;
+    a->syy += syy;
+    a->sxy += sxy;
+    a->sdd += sdd;
+    a->sad += sad;
+    a->maxad = mx;
+    a->n += cnt;
+    a->nonfinite += bad;
+}
+
+bool oq_err_acc_add(oq_err_acc *a, const void *x, int32_t xdt, const void *y, int32_t ydt,
+                    int64_t n)
+{
+    if (xdt == OQ_DTYPE_FLOAT && ydt == OQ_DTYPE_FLOAT) {
+        oq_err_acc_add_f32(a, x, y, n);
+        return true;
+    }
+    if (!oq_stats_dtype_supported(xdt) || !oq_stats_dtype_supported(ydt))
+        return false;
+    enum { CHUNK = 256 };
+    double xb[CHUNK], yb[CHUNK];
+    for (int64_t s = 0; s < n; s += CHUNK) {
+        int64_t c = n - s < CHUNK ? n - s : CHUNK;
+        if (!oq_elems_to_double(x, xdt, s, c, xb) || !oq_elems_to_double(y, ydt, s, c, yb))
+            return false;
+        for (int64_t i = 0; i < c; i++) {
+            double xv = xb[i], yv = yb[i];
+            if (!isfinite(xv) || !isfinite(yv)) {
+                a->nonfinite++;
+                continue;
+            }
+            double dd = xv - yv, ad = fabs(dd);
+            a->sxx += xv * xv;
+            a->syy += yv * yv;
+            a->sxy += xv * yv;
+            a->sdd += dd * dd;
+            a->sad += ad;
+            if (ad > a->maxad)
+                a->maxad = ad;
+            a->n++;
+        }
+    }
+    return true;
+}
+
+double oq_err_sqnr_db(const oq_err_acc *a)
+{
+    if (a->n == 0)
+        return NAN;
+    if (a->sdd == 0)
+        return INFINITY;
+    if (a->sxx == 0)
+        return -INFINITY;
+    return 10.0 * log10(a->sxx / a->sdd);
+}
+
+double oq_err_cosine(const oq_err_acc *a)
+{
+    if (a->n == 0)
+        return NAN;
+    if (a->sxx == 0 && a->syy == 0)
+        return 1.0;
+    if (a->sxx == 0 || a->syy == 0)
+        return 0.0;
+    double c = a->sxy / (sqrt(a->sxx) * sqrt(a->syy));
+    return c > 1 ? 1 : c < -1 ? -1 : c;
+}
+
+double oq_err_mean_abs(const oq_err_acc *a)
+{
+    return a->n ? a->sad / (double)a->n : NAN;
+}
+
+/* ------------------------------------------------------------ session ------- */
+
+oq_verify_options oq_verify_options_default(void)
+{
+    oq_verify_options o;
+    memset(&o, 0, sizeof o);
+    o.isolated = true;
+    o.class_topk = 5;
+    return o;
+}
+
+typedef struct out_map {
+    size_t qidx;          /* index in the quantized plan's outputs */
+} out_map;
+
+struct oq_verify {
+    oq_verify_options opt;
+    oq_model *fm, *qm, *im;
+    uint8_t *im_buf;
+    oq_plan *fp, *qp, *ip;
+    size_t n_fin, n_fout, n_qin, n_qout;
+    size_t *qin_from;         /* quant plan input i -> float plan input index */
+    size_t *qout_of;          /* float output i -> quant plan output index */
+    oq_verify_output *outs;
+    oq_verify_layer *layers;
+    size_t n_layers;
+    int64_t *layer_input;     /* layer -> float plan input index (graph-input layers), -1 */
+    uint32_t *layer_fid;      /* layer -> float value id (node-output layers) */
+    oq_verify_weight *weights;
+    size_t n_weights;
+    uint32_t *weight_fid;     /* float initializer value id */
+    /* side tables by value id */
+    uint32_t n_fids, n_qids, n_iids;
+    int32_t *f_layer;         /* float value -> layer, -1 */
+    bool *f_store;            /* float value copied per sample */
+    int32_t *q_layer;         /* quant value -> layer, -1 */
+    int32_t *q_weight;        /* quant value -> weight, -1 */
+    int32_t *i_layer;         /* isolation value -> layer, -1 */
+    oq_rt_tensor *store;      /* by float value id, this sample only */
+    int64_t store_bytes, peak_store_bytes;
+    /* isolation plan inputs: float value id to feed, or UINT32_MAX = original input */
+    uint32_t *iin_fid;
+    size_t *iin_from;
+    size_t n_iin;
+    bool iso_tried;
+    /* per-run state */
+    const oq_rt_tensor *cur_inputs;
+    bool nomem;
+    uint64_t samples;
+};
+
+static bool is_float_dtype(int32_t dt)
+{
+    return dt == OQ_DTYPE_FLOAT || dt == OQ_DTYPE_DOUBLE || dt == OQ_DTYPE_FLOAT16 ||
+           dt == OQ_DTYPE_BFLOAT16;
+}
+
+static bool op_is(const oq_node *n, const char *op)
+{
+    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
+}
+
+static bool same_shape(const oq_rt_tensor *a, const oq_rt_tensor *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (size_t i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* Scalar constant as double (first element), false when absent / not constant. */
+static bool const_scalar(const oq_value *v, double *out, int32_t *dtype)
+{
+    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
+    if (!t || oq_tensor_numel(t) != 1)
+        return false;
+    const void *p = oq_tensor_data(t, NULL);
+    if (!p || !oq_elems_to_double(p, t->dtype, 0, 1, out))
+        return false;
+    if (dtype)
+        *dtype = t->dtype;
+    return true;
+}
+
+/* The quantizer's range for a DequantizeLinear node fed by a QuantizeLinear. */
+static void layer_qparams(oq_verify_layer *L, const oq_node *dq)
+{
+    double s, zp = 0;
+    int32_t zdt = OQ_DTYPE_UINT8;
+    L->quantized = true;
+    if (!const_scalar(dq->n_inputs > 1 ? dq->inputs[1] : NULL, &s, NULL))
+        return;
+    if (dq->n_inputs > 2 && dq->inputs[2] && !const_scalar(dq->inputs[2], &zp, &zdt))
+        return;
+    int32_t qmin, qmax;
+    if (oq_qrange(zdt, false, &qmin, &qmax) != OQ_OK)
+        return;
+    L->has_qrange = true;
+    L->scale = (float)s;
+    L->zero_point = (int32_t)zp;
+    L->qdtype = zdt;
+    L->qmin = ((double)qmin - zp) * (double)(float)s;
+    L->qmax = ((double)qmax - zp) * (double)(float)s;
+}
+
+static oq_verify_layer *add_layer(oq_verify *v, size_t *cap, oq_diag *d)
+{
+    if (v->n_layers == *cap) {
+        size_t nc = *cap ? *cap * 2 : 32;
+        oq_verify_layer *nl = realloc(v->layers, nc * sizeof *nl);
+        int64_t *ni = realloc(v->layer_input, nc * sizeof *ni);
+        if (nl)
+            v->layers = nl;
+        if (ni)
+            v->layer_input = ni;
+        uint32_t *nf = realloc(v->layer_fid, nc * sizeof *nf);
+        if (nf)
+            v->layer_fid = nf;
+        if (!nl || !ni || !nf) {
+            oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+            return NULL;
+        }
+        *cap = nc;
+    }
+    oq_verify_layer *L = &v->layers[v->n_layers];
+    memset(L, 0, sizeof *L);
+    oq_observer_init(&L->obs, OQ_OBSERVER_HISTOGRAM, OQ_NAN_IGNORE);
+    v->layer_input[v->n_layers] = -1;
+    v->layer_fid[v->n_layers] = UINT32_MAX;
+    v->n_layers++;
+    return L;
+}
+
+/* Producer of a quantized value: the DequantizeLinear whose input comes from a Q. */
+static const oq_node *qdq_dequant(const oq_value *qv)
+{
+    if (!qv || qv->kind != OQ_VALUE_NODE || !op_is(qv->producer, "DequantizeLinear"))
+        return NULL;
+    const oq_node *dq = qv->producer;
+    const oq_value *in = dq->n_inputs ? dq->inputs[0] : NULL;
+    if (!in || in->kind != OQ_VALUE_NODE || !op_is(in->producer, "QuantizeLinear"))
+        return NULL;
+    return dq;
+}
+
+static oq_status find_layers(oq_verify *v, oq_diag *d)
+{
+    oq_graph *fg = v->fm->graph, *qg = v->qm->graph;
+    size_t cap = 0;
+    /* graph inputs (not initializers), quantized as X -> Q -> DQ -> X_dequant */
+    for (size_t i = 0; i < v->n_fin; i++) {
+        const char *name = oq_plan_input_name(v->fp, i);
+        size_t len = strlen(name);
+        char *dn = malloc(len + 9);
+        if (!dn)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        memcpy(dn, name, len);
+        memcpy(dn + len, "_dequant", 9);
+        oq_value *qv = oq_graph_find_local(qg, dn);
+        free(dn);
+        const oq_node *dq = qdq_dequant(qv);
+        if (!dq)
+            continue;
+        oq_verify_layer *L = add_layer(v, &cap, d);
+        if (!L)
+            return OQ_ERR_NOMEM;
+        L->name = name;
+        L->node = "";
+        L->op_type = "input";
+        L->order = 0;
+        layer_qparams(L, dq);
+        v->layer_input[v->n_layers - 1] = (int64_t)i;
+        v->q_layer[qv->id] = (int32_t)(v->n_layers - 1);
+    }
+    size_t order = 1;
+    for (oq_node *n = fg->first; n; n = n->next, order++) {
+        for (size_t k = 0; k < n->n_outputs; k++) {
+            oq_value *fv = n->outputs[k];
+            if (!fv || !fv->name || !*fv->name)
+                continue;
+            oq_value *qv = oq_graph_find_local(qg, fv->name);
+            if (!qv || qv->kind != OQ_VALUE_NODE)
+                continue;
+            v->f_store[fv->id] = true;
+            oq_verify_layer *L = add_layer(v, &cap, d);
+            if (!L)
+                return OQ_ERR_NOMEM;
+            L->name = fv->name;
+            L->node = n->name ? n->name : "";
+            L->op_type = n->op_type;
+            L->order = order;
+            const oq_node *dq = qdq_dequant(qv);
+            if (dq)
+                layer_qparams(L, dq);
+            v->layer_fid[v->n_layers - 1] = fv->id;
+            v->f_layer[fv->id] = (int32_t)(v->n_layers - 1);
+            v->q_layer[qv->id] = (int32_t)(v->n_layers - 1);
+        }
+    }
+    /* weights: DequantizeLinear of a constant whose output names a float initializer */
+    size_t wcap = 0;
+    for (oq_node *n = qg->first; n; n = n->next) {
+        if (!op_is(n, "DequantizeLinear") || !n->n_inputs || !n->inputs[0] ||
+            !oq_value_const_tensor(n->inputs[0]) || !n->n_outputs || !n->outputs[0])
+            continue;
+        oq_value *fv = oq_graph_find_local(fg, n->outputs[0]->name);
+        if (!fv || !fv->initializer)
+            continue;
+        if (v->n_weights == wcap) {
+            size_t nc = wcap ? wcap * 2 : 16;
+            oq_verify_weight *nw = realloc(v->weights, nc * sizeof *nw);
+            if (nw)
+                v->weights = nw;
+            uint32_t *ni = realloc(v->weight_fid, nc * sizeof *ni);
+            if (ni)
+                v->weight_fid = ni;
+            if (!nw || !ni)
+                return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+            wcap = nc;
+        }
+        oq_verify_weight *W = &v->weights[v->n_weights];
+        memset(W, 0, sizeof *W);
+        W->name = fv->name;
+        W->consumer_op = fv->n_uses ? fv->uses[0].node->op_type : "";
+        oq_tensor *st = n->n_inputs > 1 && n->inputs[1] ? oq_value_const_tensor(n->inputs[1]) : NULL;
+        W->channels = st ? oq_tensor_numel(st) : 1;
+        W->per_channel = W->channels > 1;
+        v->weight_fid[v->n_weights] = fv->id;
+        v->q_weight[n->outputs[0]->id] = (int32_t)v->n_weights;
+        v->n_weights++;
+    }
+    return OQ_OK;
+}
+
+/* float reference tensor of layer li for the current sample, or NULL */
+static const oq_rt_tensor *layer_ref(const oq_verify *v, size_t li)
+{
+    if (v->layer_input[li] >= 0)
+        return &v->cur_inputs[v->layer_input[li]];
+    uint32_t fid = v->layer_fid[li];
+    if (fid == UINT32_MAX || !v->store[fid].data)
+        return NULL;
+    return &v->store[fid];
+}
+
+static void compare_into(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_tensor *ref,
+                         const oq_rt_tensor *t)
+{
+    if (!ref || !is_float_dtype(ref->dtype) || !is_float_dtype(t->dtype))
+        return;
+    if (!same_shape(ref, t)) {
+        L->shape_mismatch = true;
+        return;
+    }
+    int64_t n = oq_rt_tensor_numel(t);
+    if (n > 0)
+        oq_err_acc_add(acc, ref->data, ref->dtype, t->data, t->dtype, n);
+}
+
+static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t)
+{
+    if (t->dtype != OQ_DTYPE_FLOAT)
+        return;
+    int64_t n = oq_rt_tensor_numel(t);
+    if (n <= 0)
+        return;
+    const float *x = t->data;
+    oq_observer_update(&L->obs, x, n, NULL, NULL, NULL);
+    int32_t qmin, qmax;
+    if (L->has_qrange && oq_qrange(L->qdtype, false, &qmin, &qmax) == OQ_OK) {
+        enum { CHUNK = 512 };
+        float y[CHUNK];
+        uint64_t c = 0;
+        for (int64_t s = 0; s < n; s += CHUNK) {
+            int64_t m = n - s < CHUNK ? n - s : CHUNK;
+            for (int64_t i = 0; i < m; i++) {
+                float xv = x[s + i];
+                c += (xv < L->qmin) | (xv > L->qmax);
+                y[i] = oq_dequantize_value(oq_quantize_value(xv, L->scale, L->zero_point, qmin,
+                                                             qmax),
+                                           L->scale, L->zero_point);
+            }
+            oq_err_acc_add_f32(&L->own, x + s, y, m);
+        }
+        L->clipped += (double)c;
+    }
+}
+
+static void on_float(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    oq_verify *v = user;
+    const oq_value *val = node->outputs[idx];
+    if (!val || val->id >= v->n_fids)
+        return;
+    if (v->f_store[val->id] && !v->store[val->id].data && !v->store[val->id].rank) {
+        oq_rt_tensor *s = &v->store[val->id];
+        if (oq_rt_tensor_alloc(s, t->dtype, t->dims, t->rank) != OQ_OK) {
+            v->nomem = true;
+            return;
+        }
+        if (t->nbytes > 0)
+            memcpy(s->data, t->data, (size_t)t->nbytes);
+        v->store_bytes += t->nbytes;
+        if (v->store_bytes > v->peak_store_bytes)
+            v->peak_store_bytes = v->store_bytes;
+    }
+    int32_t li = v->f_layer[val->id];
+    if (li >= 0)
+        layer_observe_float(&v->layers[li], t);
+}
+
+static void on_quant(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    oq_verify *v = user;
+    const oq_value *val = node->outputs[idx];
+    if (!val || val->id >= v->n_qids)
+        return;
+    int32_t li = v->q_layer[val->id];
+    if (li >= 0)
+        compare_into(&v->layers[li], &v->layers[li].acc, layer_ref(v, (size_t)li), t);
+    int32_t wi = v->q_weight[val->id];
+    if (wi >= 0 && v->samples == 0) {
+        oq_verify_weight *W = &v->weights[wi];
+        oq_tensor *ft = v->fm->graph ? oq_value_const_tensor(
+                                           oq_graph_find_local(v->fm->graph, W->name))
+                                     : NULL;
+        const void *fd = ft ? oq_tensor_data(ft, NULL) : NULL;
+        int64_t n = ft ? oq_tensor_numel(ft) : -1;
+        if (fd && n == oq_rt_tensor_numel(t) && W->err.n == 0)
+            oq_err_acc_add(&W->err, fd, ft->dtype, t->data, t->dtype, n);
+    }
+}
+
+static void on_iso(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    oq_verify *v = user;
+    const oq_value *val = node->outputs[idx];
+    if (!val || val->id >= v->n_iids)
+        return;
+    int32_t li = v->i_layer[val->id];
+    if (li >= 0)
+        compare_into(&v->layers[li], &v->layers[li].iso, layer_ref(v, (size_t)li), t);
+}
+
+static oq_status plan_for(oq_model *m, const oq_verify *v, oq_tensor_observer fn,
+                          oq_plan **p, oq_diag *d)
+{
+    oq_plan_options po = oq_plan_options_default();
+    po.threads = v->opt.threads;
+    po.on_tensor = fn;
+    po.user = (void *)v;
+    return oq_plan_compile(m, &po, p, d);
+}
+
+oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
+                        oq_verify **out, oq_diag *d)
+{
+    oq_status st;
+    *out = NULL;
+    if (!fm || !qm || !fm->graph || !qm->graph)
+        return oq_diag_error(d, OQ_ERR_USAGE, "verify: a model has no graph");
+    oq_verify *v = calloc(1, sizeof *v);
+    if (!v)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    v->opt = o ? *o : oq_verify_options_default();
+    if (v->opt.class_topk < 1)
+        v->opt.class_topk = 1;
+    v->fm = fm;
+    v->qm = qm;
+    st = plan_for(fm, v, on_float, &v->fp, d);
+    if (st != OQ_OK)
+        goto fail;
+    st = plan_for(qm, v, on_quant, &v->qp, d);
+    if (st != OQ_OK)
+        goto fail;
+    v->n_fin = oq_plan_n_inputs(v->fp);
+    v->n_fout = oq_plan_n_outputs(v->fp);
+    v->n_qin = oq_plan_n_inputs(v->qp);
+    v->n_qout = oq_plan_n_outputs(v->qp);
+    v->qin_from = calloc(v->n_qin + 1, sizeof *v->qin_from);
+    v->qout_of = calloc(v->n_fout + 1, sizeof *v->qout_of);
+    v->outs = calloc(v->n_fout + 1, sizeof *v->outs);
+    v->n_fids = fm->next_id;
+    v->n_qids = qm->next_id;
+    v->f_layer = malloc((v->n_fids + 1) * sizeof *v->f_layer);
+    v->f_store = calloc(v->n_fids + 1, sizeof *v->f_store);
+    v->store = calloc(v->n_fids + 1, sizeof *v->store);
+    v->q_layer = malloc((v->n_qids + 1) * sizeof *v->q_layer);
+    v->q_weight = malloc((v->n_qids + 1) * sizeof *v->q_weight);
+    if (!v->qin_from || !v->qout_of || !v->outs || !v->f_layer || !v->f_store || !v->store ||
+        !v->q_layer || !v->q_weight) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i <= v->n_fids; i++)
+        v->f_layer[i] = -1;
+    for (uint32_t i = 0; i <= v->n_qids; i++)
+        v->q_layer[i] = v->q_weight[i] = -1;
+    for (size_t i = 0; i < v->n_qin; i++) {
+        const char *qn = oq_plan_input_name(v->qp, i);
+        size_t k = 0;
+        while (k < v->n_fin && strcmp(oq_plan_input_name(v->fp, k), qn) != 0)
+            k++;
+        if (k == v->n_fin) {
+            st = oq_diag_error(d, OQ_ERR_INVALID,
+                               "the quantized model has an input \"%s\" the float model lacks",
+                               qn);
+            goto fail;
+        }
+        v->qin_from[i] = k;
+    }
+    for (size_t i = 0; i < v->n_fout; i++) {
+        const char *fn = oq_plan_output_name(v->fp, i);
+        size_t k = 0;
+        while (k < v->n_qout && strcmp(oq_plan_output_name(v->qp, k), fn) != 0)
+            k++;
+        if (k == v->n_qout) {
+            st = oq_diag_error(d, OQ_ERR_INVALID,
+                               "the quantized model has no output \"%s\" (float model output)",
+                               fn);
+            goto fail;
+        }
+        v->qout_of[i] = k;
+        v->outs[i].name = fn;
+        v->outs[i].class_scores = true;
+    }
+    st = find_layers(v, d);
+    if (st != OQ_OK)
+        goto fail;
+    *out = v;
+    return OQ_OK;
+fail:
+    oq_verify_free(v);
+    return st;
+}
+
+/* ------------------------------------------------------------ isolation ----- */
+
+/* The isolation model's graph input carrying float tensor `fname` (made on first
+ * use). *out stays NULL when the float model has no stored tensor of that name. */
+static oq_status iso_input(oq_verify *v, const char *fname, oq_value **out, oq_diag *d)
+{
+    oq_graph *g = v->im->graph;
+    oq_value *fv = oq_graph_find_local(v->fm->graph, fname);
+    *out = NULL;
+    if (!fv || fv->id >= v->n_fids || !v->f_store[fv->id] || !v->store[fv->id].rank ||
+        !v->store[fv->id].data)
+        return OQ_OK;
+    for (size_t i = 0; i < v->n_iin; i++)
+        if (v->iin_fid[i] == fv->id) {
+            *out = g->inputs[g->n_inputs - v->n_iin + i]->value;
+            return OQ_OK;
+        }
+    size_t len = strlen(fname);
+    char *base = malloc(len + 16);
+    if (!base)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    memcpy(base, fname, len);
+    memcpy(base + len, "__verify_float", 15);
+    char *name = oq_graph_unique_name(g, base);
+    free(base);
+    oq_value *nv = name ? oq_graph_new_value(g, name) : NULL;
+    const oq_rt_tensor *s = &v->store[fv->id];
+    int64_t dims[OQ_RT_MAX_RANK];
+    for (size_t j = 0; j < s->rank; j++)
+        dims[j] = -1;
+    oq_type *ty = nv ? oq_type_tensor(v->im, s->dtype, dims, NULL, s->rank) : NULL;
+    uint32_t *nf = realloc(v->iin_fid, (v->n_iin + 1) * sizeof *nf);
+    if (nf)
+        v->iin_fid = nf;
+    if (!ty || !nf || !oq_graph_add_input(g, nv, ty))
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory building the isolation model");
+    v->iin_fid[v->n_iin++] = fv->id;
+    *out = nv;
+    return OQ_OK;
+}
+
+static void copy_int_attrs(oq_node *to, const oq_node *from)
+{
+    static const char *const names[] = {"axis", "saturate", "block_size", "output_dtype"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        oq_attr *a = oq_node_attr(from, names[i]);
+        if (a && a->has_i)
+            oq_node_set_attr_int(to, names[i], a->i);
+    }
+}
+
+/* position of a node in its graph's list (set in build_isolation's snapshot) */
+static size_t node_pos(const oq_node *n)
+{
+    return (size_t)(uintptr_t)n->priv;
+}
+
+/* Build the isolation model from the quantized one (after the first float run, so
+ * that the dtype and rank of every float tensor are known). */
+static oq_status build_isolation(oq_verify *v, oq_diag *d)
+{
+    oq_status st;
+    size_t len = 0, n_nodes = 0;
+    oq_node **snap = NULL;
+    oq_read_options ro = {true, true};
+    st = oq_model_write_buffer(v->qm, &v->im_buf, &len, d);
+    if (st != OQ_OK)
+        return st;
+    st = oq_model_read_buffer(v->im_buf, len, "isolation model", &ro, &v->im, d);
+    if (st != OQ_OK)
+        return st;
+    oq_graph *g = v->im->graph;
+    snap = calloc(g->n_nodes + 1, sizeof *snap);
+    if (!snap)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    for (oq_node *n = g->first; n; n = n->next) {
+        n->priv = (void *)(uintptr_t)n_nodes;
+        snap[n_nodes++] = n;
+    }
+    /* 1. activation Q -> DQ pairs: a copy quantizes the float tensor for consumers */
+    for (size_t i = 0; i < n_nodes; i++) {
+        oq_node *dq = snap[i];
+        oq_value *tv = dq->n_outputs ? dq->outputs[0] : NULL;
+        if (!tv || !qdq_dequant(tv))
+            continue;
+        oq_node *q = dq->inputs[0]->producer;
+        oq_value *src = q->inputs[0];
+        if (!src || src->is_graph_input || oq_value_const_tensor(src))
+            continue;
+        oq_value *fi;
+        st = iso_input(v, tv->name, &fi, d);
+        if (st != OQ_OK)
+            goto fail;
+        if (!fi)
+            continue;
+        oq_value *qo = oq_graph_new_value(g, NULL), *dqo = oq_graph_new_value(g, NULL);
+        if (!qo || !dqo)
+            goto nomem;
+        oq_value *qin[3] = {fi, q->n_inputs > 1 ? q->inputs[1] : NULL,
+                            q->n_inputs > 2 ? q->inputs[2] : NULL};
+        oq_node *q2 = oq_node_new(g, "QuantizeLinear", q->domain, NULL, qin, q->n_inputs, &qo, 1);
+        oq_value *dqin[3] = {qo, dq->n_inputs > 1 ? dq->inputs[1] : NULL,
+                             dq->n_inputs > 2 ? dq->inputs[2] : NULL};
+        oq_node *dq2 = oq_node_new(g, "DequantizeLinear", dq->domain, NULL, dqin, dq->n_inputs,
+                                   &dqo, 1);
+        if (!q2 || !dq2)
+            goto nomem;
+        copy_int_attrs(q2, q);
+        copy_int_attrs(dq2, dq);
+        /* right before the first consumer in graph order: the executor keeps the graph
+         * order, so the copy's output lives only as long as the quantized model's T */
+        oq_node *at = NULL;
+        for (size_t u = 0; u < tv->n_uses; u++) {
+            oq_node *c = tv->uses[u].node;
+            if (c && c->graph == g && (!at || node_pos(c) < node_pos(at)))
+                at = c;
+        }
+        oq_value_replace_all_uses(tv, dqo);
+        if (at) {
+            oq_graph_insert_before(g, at, q2);
+            oq_graph_insert_before(g, at, dq2);
+        } else {
+            oq_graph_append(g, q2);
+            oq_graph_append(g, dq2);
+        }
+    }
+    /* 2. every other activation input reads the float tensor of the same name */
+    for (size_t i = 0; i < n_nodes; i++) {
+        oq_node *n = snap[i];
+        if (op_is(n, "DequantizeLinear"))
+            continue;
+        for (size_t k = 0; k < n->n_inputs; k++) {
+            oq_value *in = n->inputs[k];
+            if (!in || in->is_graph_input || in->kind != OQ_VALUE_NODE ||
+                oq_value_const_tensor(in))
+                continue;
+            if (op_is(in->producer, "DequantizeLinear"))
+                continue;
+            oq_value *fi;
+            st = iso_input(v, in->name, &fi, d);
+            if (st != OQ_OK)
+                goto fail;
+            if (!fi)
+                continue;
+            if (oq_node_set_input(n, k, fi) != OQ_OK)
+                goto nomem;
+        }
+    }
+    for (size_t i = 0; i < n_nodes; i++)
+        snap[i]->priv = NULL;
+    free(snap);
+    snap = NULL;
+    st = plan_for(v->im, v, on_iso, &v->ip, d);
+    if (st != OQ_OK)
+        return st;
+    v->n_iids = v->im->next_id;
+    v->i_layer = malloc((v->n_iids + 1) * sizeof *v->i_layer);
+    v->iin_from = calloc(oq_plan_n_inputs(v->ip) + 1, sizeof *v->iin_from);
+    if (!v->i_layer || !v->iin_from)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    for (uint32_t i = 0; i <= v->n_iids; i++)
+        v->i_layer[i] = -1;
+    for (size_t li = 0; li < v->n_layers; li++) {
+        oq_value *iv;
+        if (v->layer_input[li] >= 0) {
+            size_t ln = strlen(v->layers[li].name);
+            char *dn = malloc(ln + 9);
+            if (!dn)
+                return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+            memcpy(dn, v->layers[li].name, ln);
+            memcpy(dn + ln, "_dequant", 9);
+            iv = oq_graph_find_local(g, dn);
+            free(dn);
+        } else {
+            iv = oq_graph_find_local(g, v->layers[li].name);
+        }
+        if (iv && iv->kind == OQ_VALUE_NODE && iv->id < v->n_iids) {
+            v->i_layer[iv->id] = (int32_t)li;
+            v->layers[li].has_iso = true;
+        }
+    }
+    /* plan inputs: original inputs by name, added ones from the float store */
+    for (size_t i = 0; i < oq_plan_n_inputs(v->ip); i++) {
+        const char *nm = oq_plan_input_name(v->ip, i);
+        size_t k = 0;
+        while (k < v->n_fin && strcmp(oq_plan_input_name(v->fp, k), nm) != 0)
+            k++;
+        if (k < v->n_fin) {
+            v->iin_from[i] = k;
+            continue;
+        }
+        size_t j = 0;
+        while (j < v->n_iin && strcmp(g->inputs[g->n_inputs - v->n_iin + j]->value->name, nm) != 0)
+            j++;
+        if (j == v->n_iin)
+            return oq_diag_error(d, OQ_ERR_INTERNAL, "verify: isolation input \"%s\" unknown", nm);
+        v->iin_from[i] = v->n_fin + j;
+    }
+    return OQ_OK;
+nomem:
+    st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory building the isolation model");
+fail:
+    for (size_t i = 0; snap && i < n_nodes; i++)
+        snap[i]->priv = NULL;
+    free(snap);
+    return st;
+}
+
+/* ------------------------------------------------------------ per sample ---- */
+
+static void free_store(oq_verify *v)
+{
+    for (uint32_t i = 0; i < v->n_fids; i++)
+        if (v->store[i].data || v->store[i].rank)
+            oq_rt_tensor_release(&v->store[i]);
+    v->store_bytes = 0;
+}
+
+static void compare_output(oq_verify *v, oq_verify_output *o, const oq_rt_tensor *f,
+                           const oq_rt_tensor *q)
+{
+    o->rank = f->rank;
+    memcpy(o->dims, f->dims, sizeof o->dims);
+    if (!is_float_dtype(f->dtype) || !is_float_dtype(q->dtype) || !same_shape(f, q)) {
+        o->class_scores = false;
+        return;
+    }
+    int64_t n = oq_rt_tensor_numel(f);
+    if (n > 0)
+        oq_err_acc_add(&o->err, f->data, f->dtype, q->data, q->dtype, n);
+    if (!(f->dtype == OQ_DTYPE_FLOAT && q->dtype == OQ_DTYPE_FLOAT && f->rank == 2 &&
+          f->dims[1] >= 2)) {
+        o->class_scores = false;
+        return;
+    }
+    if (!o->class_scores)
+        return;
+    int64_t rows = f->dims[0], c = f->dims[1];
+    int k = v->opt.class_topk < c ? v->opt.class_topk : (int)c;
+    o->topk = k;
+    const float *fx = f->data, *qx = q->data;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *fr = fx + r * c, *qr = qx + r * c;
+        int64_t fa = 0, qa = 0;
+        for (int64_t j = 1; j < c; j++) {
+            if (fr[j] > fr[fa])
+                fa = j;
+            if (qr[j] > qr[qa])
+                qa = j;
+        }
+        int64_t above = 0;
+        for (int64_t j = 0; j < c; j++)
+            above += qr[j] > qr[fa];
+        o->rows++;
+        o->top1_agree += fa == qa;
+        o->topk_agree += above < k;
+    }
+}
+
+oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_inputs,
+                           const char *what, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    oq_rt_tensor *fo = NULL, *qo = NULL, *qin = NULL, *iin = NULL, *io = NULL;
+    if (n_inputs != v->n_fin)
+        return oq_diag_error(d, OQ_ERR_USAGE, "verify: %zu inputs given, the model has %zu",
+                             n_inputs, v->n_fin);
+    fo = calloc(v->n_fout + 1, sizeof *fo);
+    qo = calloc(v->n_qout + 1, sizeof *qo);
+    qin = calloc(v->n_qin + 1, sizeof *qin);
+    if (!fo || !qo || !qin) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        goto done;
+    }
+    v->cur_inputs = inputs;
+    v->nomem = false;
+    for (size_t li = 0; li < v->n_layers; li++)
+        if (v->layer_input[li] >= 0)
+            layer_observe_float(&v->layers[li], &inputs[v->layer_input[li]]);
+    st = oq_plan_run(v->fp, inputs, n_inputs, fo, v->n_fout, d);
+    if (st != OQ_OK)
+        goto done;
+    if (v->nomem) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory storing float tensors%s%s",
+                           what ? " for " : "", what ? what : "");
+        goto done;
+    }
+    for (size_t i = 0; i < v->n_qin; i++)
+        qin[i] = inputs[v->qin_from[i]]; /* shallow: borrowed view */
+    for (size_t i = 0; i < v->n_qin; i++)
+        qin[i].owned = false;
+    st = oq_plan_run(v->qp, qin, v->n_qin, qo, v->n_qout, d);
+    if (st != OQ_OK)
+        goto done;
+    for (size_t i = 0; i < v->n_fout; i++)
+        compare_output(v, &v->outs[i], &fo[i], &qo[v->qout_of[i]]);
+    if (v->opt.isolated && !v->iso_tried) {
+        /* a model the isolation cannot handle still gets the other numbers */
+        oq_diag id;
+        oq_diag_init(&id);
+        v->iso_tried = true;
+        if (build_isolation(v, &id) != OQ_OK) {
+            char msg[512] = "unknown error";
+            const oq_diag_entry *e = oq_diag_first_error(&id);
+            if (e)
+                oq_diag_format(e, msg, sizeof msg);
+            oq_diag_warn(d, "verify: no isolated errors (the isolation model failed: %s)", msg);
+            oq_plan_free(v->ip);
+            v->ip = NULL;
+            for (size_t li = 0; li < v->n_layers; li++)
+                v->layers[li].has_iso = false;
+        }
+        oq_diag_free(&id);
+    }
+    if (v->ip) {
+        size_t ni = oq_plan_n_inputs(v->ip), no = oq_plan_n_outputs(v->ip);
+        iin = calloc(ni + 1, sizeof *iin);
+        io = calloc(no + 1, sizeof *io);
+        if (!iin || !io) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < ni; i++) {
+            size_t src = v->iin_from[i];
+            const oq_rt_tensor *s =
+                src < v->n_fin ? &inputs[src] : &v->store[v->iin_fid[src - v->n_fin]];
+            if (!s->rank && !s->data) {
+                st = oq_diag_error(d, OQ_ERR_INVALID,
+                                   "verify: float tensor \"%s\" was not computed%s%s",
+                                   oq_plan_input_name(v->ip, i), what ? " for " : "",
+                                   what ? what : "");
+                goto done;
+            }
+            iin[i] = *s;
+            iin[i].owned = false;
+        }
+        st = oq_plan_run(v->ip, iin, ni, io, 0, d);
+        if (st != OQ_OK)
+            goto done;
+    }
+    v->samples++;
+done:
+    for (size_t i = 0; fo && i < v->n_fout; i++)
+        oq_rt_tensor_release(&fo[i]);
+    for (size_t i = 0; qo && i < v->n_qout; i++)
+        oq_rt_tensor_release(&qo[i]);
+    free(fo);
+    free(qo);
+    free(qin);
+    free(iin);
+    free(io);
+    free_store(v);
+    v->cur_inputs = NULL;
+    return st;
+}
+
+void oq_verify_free(oq_verify *v)
+{
+    if (!v)
+        return;
+    if (v->store)
+        free_store(v);
+    oq_plan_free(v->fp);
+    oq_plan_free(v->qp);
+    oq_plan_free(v->ip);
+    oq_model_free(v->im);
+    free(v->im_buf);
+    free(v->qin_from);
+    free(v->qout_of);
+    free(v->outs);
+    free(v->layers);
+    free(v->layer_input);
+    free(v->layer_fid);
+    free(v->weights);
+    free(v->weight_fid);
+    free(v->f_layer);
+    free(v->f_store);
+    free(v->q_layer);
+    free(v->q_weight);
+    free(v->i_layer);
+    free(v->store);
+    free(v->iin_fid);
+    free(v->iin_from);
+    free(v);
+}
+
+const oq_plan *oq_verify_float_plan(const oq_verify *v) { return v->fp; }
+uint64_t oq_verify_n_samples(const oq_verify *v) { return v->samples; }
+size_t oq_verify_n_outputs(const oq_verify *v) { return v->n_fout; }
+const oq_verify_output *oq_verify_output_at(const oq_verify *v, size_t i)
+{
+    return i < v->n_fout ? &v->outs[i] : NULL;
+}
+size_t oq_verify_n_layers(const oq_verify *v) { return v->n_layers; }
+const oq_verify_layer *oq_verify_layer_at(const oq_verify *v, size_t i)
+{
+    return i < v->n_layers ? &v->layers[i] : NULL;
+}
+size_t oq_verify_n_weights(const oq_verify *v) { return v->n_weights; }
+const oq_verify_weight *oq_verify_weight_at(const oq_verify *v, size_t i)
+{
+    return i < v->n_weights ? &v->weights[i] : NULL;
+}
+bool oq_verify_has_isolation(const oq_verify *v) { return v->ip != NULL; }
+int64_t oq_verify_peak_store_bytes(const oq_verify *v) { return v->peak_store_bytes; }

@@ -1,0 +1,179 @@
+#!/bin/bash
+# onnxq verify on the bundled model, checked against independent references.
+#   usage: bash verify.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+# - a QDQ model made by tests/verify_make_qdq.py (python3-onnx + numpy, following the QDQ
+#   naming conventions): every output number (SQNR, cosine, max/mean |err|, top-1) and
+#   every layer's accumulated SQNR agree with numpy on `onnxq run --dump-all` tensors,
+#   and the isolated SQNR of the Gemm agrees with a numpy QDQ(Gemm(QDQ(x), DQ(W), DQ(B)));
+# - a model with one activation range shrunk on purpose (conv c2): c2 (and its Relu, which
+#   reads QDQ(c2)) lead the list, and c2's own output-QDQ error is the worst;
+# - the float model against itself: +inf dB, cosine 1, --min-sqnr 1000 holds;
+# - --min-sqnr exit codes 0 / 1, bad input exit 2, input_N.pb sample folders, PNG images
+#   (--calib-images), --random;
+# - peak RSS at 150 samples is within 1 MiB of that at 5;
+# - the HTML report is one self-contained file (no script, no external reference).
+set -u
+EXE=${1:?onnxq executable}
+SRC=${2:?source dir}
+PY=/usr/bin/python3
+fail=0
+note() { echo "verify.sh: $*"; }
+bad() { echo "verify.sh: FAIL: $*"; fail=1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+F=$SRC/models/shapes_cnn.onnx
+
+# float dumps of 8 calibration samples -> QDQ models
+args=()
+for s in 000 001 002 003 004 005 006 007; do
+    mkdir -p "$TMP/cd/$s"
+    "$EXE" run "$F" --input image="$SRC/models/calib/sample_$s/image.npy" --dump-all "$TMP/cd/$s" \
+        >/dev/null || bad "run --dump-all calib $s"
+    args+=(--dump "$TMP/cd/$s" --input image="$SRC/models/calib/sample_$s/image.npy")
+done
+$PY "$SRC/tests/verify_make_qdq.py" "$F" "$TMP/q.onnx" "${args[@]}" >/dev/null || bad "make q.onnx"
+$PY "$SRC/tests/verify_make_qdq.py" "$F" "$TMP/bad.onnx" "${args[@]}" --shrink c2=0.25 >/dev/null ||
+    bad "make bad.onnx"
+
+# 12 evaluation samples; float and quantized tensors of each
+mkdir -p "$TMP/data" "$TMP/fd" "$TMP/qd"
+for s in $(ls "$SRC/models/eval" | grep sample_ | head -12); do
+    cp -r "$SRC/models/eval/$s" "$TMP/data/$s"
+    for m in f q; do
+        model=$F; [ $m = q ] && model=$TMP/q.onnx
+        mkdir -p "$TMP/${m}d/$s"
+        "$EXE" run "$model" --input image="$TMP/data/$s/image.npy" --dump-all "$TMP/${m}d/$s" \
+            --output-dir "$TMP/${m}d/$s" >/dev/null || bad "run $m $s"
+    done
+done
+
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/data" --json "$TMP/r.json" --html "$TMP/r.html" \
+    --threads 2 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 0 ] || { bad "verify exit $rc"; cat "$TMP/err"; }
+grep -q "^outputs" "$TMP/out" && grep -q "worst isolated SQNR first" "$TMP/out" || bad "table missing"
+$PY "$SRC/tests/verify_check.py" "$TMP/r.json" "$TMP/fd" "$TMP/qd" --iso-gemm logits "$TMP/q.onnx" ||
+    bad "numbers differ from numpy"
+
+# the same with one thread: identical report
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/data" --json "$TMP/r1.json" --threads 1 --quiet ||
+    bad "verify --threads 1"
+$PY - "$TMP/r.json" "$TMP/r1.json" <<'PYEOF' || bad "report depends on the thread count"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for x in (a, b):
+    x.pop("memory")
+sys.exit(0 if a == b else 1)
+PYEOF
+
+# the deliberately bad layer comes first, with its range and clipping
+"$EXE" verify "$F" "$TMP/bad.onnx" --data "$TMP/data" --json "$TMP/bad.json" --quiet || bad "verify bad"
+$PY - "$TMP/bad.json" "$TMP/r.json" <<'PYEOF' || bad "shrunk layer c2 not found first"
+import json, sys
+r, good = (json.load(open(p)) for p in sys.argv[1:3])
+# c2's clipping shows in c2 and in its Relu (which reads QDQ(c2)): both lead the list,
+# and c2's own output quantization is the worst of all tensors
+assert set(r["worst_layers"][:2]) == {"c2", "r2"}, r["worst_layers"]
+own = {l["tensor"]: l["output_qdq"]["sqnr_db"] for l in r["layers"] if "output_qdq" in l}
+assert min(own, key=own.get) == "c2", own
+L = {l["tensor"]: l for l in r["layers"]}["c2"]
+G = {l["tensor"]: l for l in good["layers"]}["c2"]
+assert L["op_type"] == "Conv" and L["quantized"]
+assert L["quant_range"][1] < 0.3 * L["float_range"][1], (L["quant_range"], L["float_range"])
+assert L["clipped_fraction"] > G["clipped_fraction"]
+assert L["isolated"]["sqnr_db"] < G["isolated"]["sqnr_db"] - 6
+PYEOF
+
+# float vs itself: identical -> +inf
+"$EXE" verify "$F" "$F" --data "$TMP/data" --json "$TMP/same.json" --min-sqnr 1000 --quiet
+[ $? = 0 ] || bad "float vs float --min-sqnr 1000 should pass"
+$PY - "$TMP/same.json" <<'PYEOF' || bad "float vs float not reported as identical"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for o in r["outputs"]:
+    assert o["error"]["sqnr_db"] == "Infinity" and o["error"]["cosine"] == 1, o
+    assert o["error"]["max_abs_err"] == 0 and o["top1_agreement"] == 1
+PYEOF
+
+# exit codes
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/data" --min-sqnr 5 --quiet; [ $? = 0 ] || bad "--min-sqnr 5"
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/data" --min-sqnr 90 --quiet 2>"$TMP/err"
+[ $? = 1 ] || bad "--min-sqnr 90 should exit 1"
+grep -q 'output "logits": SQNR .* below --min-sqnr' "$TMP/err" || bad "no message for the missed target"
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/nope" 2>/dev/null; [ $? = 2 ] || bad "missing data dir"
+"$EXE" verify "$F" "$TMP/nope.onnx" --random 1 --dim N=1 2>/dev/null; [ $? = 2 ] || bad "missing model"
+"$EXE" verify "$F" "$TMP/q.onnx" 2>/dev/null; [ $? = 2 ] || bad "no data source"
+"$EXE" verify "$F" "$TMP/q.onnx" --random 1 2>/dev/null; [ $? = 2 ] || bad "--random without --dim N"
+mkdir -p "$TMP/wrong/s0"
+cp "$SRC/models/calib/sample_000/image.npy" "$TMP/wrong/s0/other.npy"
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/wrong" 2>"$TMP/err"; [ $? = 2 ] || bad "sample without input"
+grep -q 'no data for input "image"' "$TMP/err" || bad "message for a sample without input"
+
+# input_N.pb folders give the same numbers as <name>.npy
+mkdir -p "$TMP/pb"
+for s in $(ls "$TMP/data"); do
+    mkdir -p "$TMP/pb/$s"
+    $PY -c "import numpy as np, onnx, sys; from onnx import numpy_helper as h
+open(sys.argv[2], 'wb').write(h.from_array(np.load(sys.argv[1]), 'image').SerializeToString())" \
+        "$TMP/data/$s/image.npy" "$TMP/pb/$s/input_0.pb"
+done
+"$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/pb" --json "$TMP/pb.json" --quiet || bad "input_N.pb"
+$PY - "$TMP/r.json" "$TMP/pb.json" <<'PYEOF' || bad "input_0.pb data gives other numbers"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["outputs"] == b["outputs"] and a["layers"] == b["layers"]
+PYEOF
+
+# random data
+"$EXE" verify "$F" "$TMP/q.onnx" --random 3 --dim N=2 --json "$TMP/rand.json" --quiet || bad "--random"
+$PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['samples']==3 and r['outputs'][0]['rows']==6" \
+    "$TMP/rand.json" || bad "--random 3 --dim N=2: samples/rows"
+
+# memory does not grow with the number of samples (peak RSS at 5 and at 150 samples;
+# under AddressSanitizer its quarantine of freed blocks is switched off for this)
+saved_asan=${ASAN_OPTIONS-}
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0
+"$EXE" verify "$F" "$TMP/q.onnx" --random 5 --dim N=1 --json "$TMP/m5.json" --threads 1 --quiet &&
+    "$EXE" verify "$F" "$TMP/q.onnx" --random 150 --dim N=1 --json "$TMP/m150.json" --threads 1 \
+        --quiet || bad "--random 5 / 150"
+$PY - "$TMP/m5.json" "$TMP/m150.json" <<'PYEOF' || bad "memory grows with the number of samples"
+import json, sys
+a, b = (json.load(open(p))["memory"] for p in sys.argv[1:3])
+print("verify.sh: peak RSS %d kB at 5 samples, %d kB at 150" % (a["peak_rss_bytes"] // 1024,
+                                                             b["peak_rss_bytes"] // 1024))
+assert a["float_tensors_held_bytes"] == b["float_tensors_held_bytes"]
+assert b["peak_rss_bytes"] <= a["peak_rss_bytes"] + 1024 * 1024
+PYEOF
+if [ -n "$saved_asan" ]; then export ASAN_OPTIONS=$saved_asan; else unset ASAN_OPTIONS; fi
+
+# images: the evaluation tensors written as PNG files (pixels = round(255 x))
+mkdir -p "$TMP/img"
+$PY - "$TMP/data" "$TMP/img" <<'PYEOF' || bad "writing PNG files"
+import os, sys
+import numpy as np
+from PIL import Image
+for s in sorted(os.listdir(sys.argv[1])):
+    x = np.load(os.path.join(sys.argv[1], s, "image.npy"))[0]
+    px = np.clip(np.round(x * 255), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+    Image.fromarray(px).save(os.path.join(sys.argv[2], s + ".png"))
+PYEOF
+"$EXE" verify "$F" "$TMP/q.onnx" --calib-images "$TMP/img" --json "$TMP/img.json" --quiet ||
+    bad "--calib-images"
+$PY - "$TMP/img.json" "$TMP/r.json" <<'PYEOF' || bad "--calib-images: other results than the tensors"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["samples"] == b["samples"] == 12
+# the PNGs hold the same pixels up to 8-bit rounding: same predictions, close SQNR
+for x, y in zip(a["outputs"], b["outputs"]):
+    assert x["top1_agreement"] == y["top1_agreement"]
+    assert abs(x["error"]["sqnr_db"] - y["error"]["sqnr_db"]) < 3, (x["error"], y["error"])
+PYEOF
+
+# HTML: self-contained
+grep -qi '<script\|<link\|<img\|@import\|url(' "$TMP/r.html" && bad "HTML refers to something outside"
+grep -o 'https\?://[^"]*' "$TMP/r.html" | grep -v '^http://www.w3.org/2000/svg$' | grep -q . &&
+    bad "HTML has a network address"
+grep -q '<svg' "$TMP/r.html" && grep -q 'stroke="#d62728"' "$TMP/r.html" || bad "HTML lacks the charts"
+
+[ $fail = 0 ] && note "ok"
+exit $fail
