@@ -1,4 +1,5 @@
 /* Helpers for kernels: diagnostics, shapes, broadcasting, element access, threads. */
+#include <stdatomic.h>
 #include "exec/exec-impl.h"
 
 #include <stdarg.h>
@@ -215,6 +216,24 @@ void *oq_k_scratch(oq_kctx *k, size_t bytes)
 void oq_k_parallel_for(const oq_kctx *k, int64_t n, int64_t grain, oq_range_fn fn, void *arg)
 {
     oq_pool_for(k->pool, n, grain, fn, arg);
+}
+
+bool oq_k_cpu_avx2(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    /* -1 unknown; racing writers store the same value */
+    static _Atomic int have = -1;
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        __builtin_cpu_init();
+        const char *env = getenv("ONNXQ_SGEMM_ISA"); /* "generic": portable code only */
+        h = (!env || strcmp(env, "generic") != 0) && __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h == 1;
+#else
+    return false;
+#endif
 }
 
 int oq_k_threads(const oq_kctx *k)
