@@ -284,6 +284,79 @@ __attribute__((target("avx2"))) static void dw_row_avx2(float *y, const float *x
     for (; i < n; i++)
         y[i] += w * x[i * sw];
 }
+
+/* output column ow of row oh of a 2-D depthwise channel, one tap at a time */
+static float dw2d_col(const dw_job *j, const float *x, const float *w, float bias, int64_t oh,
+                      int64_t ow)
+{
+    const int64_t IH = j->in[1], IW = j->in[2], KH = j->k[1], KW = j->k[2];
+    float acc = bias;
+    for (int64_t kh = 0; kh < KH; kh++) {
+        int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
+        if (ih < 0 || ih >= IH)
+            continue;
+        const float *xr = x + ih * IW, *wr = w + kh * KW;
+        for (int64_t kw = 0; kw < KW; kw++) {
+            int64_t iw = ow * j->st[2] - j->pb[2] + kw * j->dl[2];
+            if (iw >= 0 && iw < IW)
+                acc = acc + wr[kw] * xr[iw];
+        }
+    }
+    return acc;
+}
+
+/* One 2-D depthwise channel, all taps of 8 output columns at once (in registers):
+ * acc = bias, then acc + w * x for every in-range tap in (kh, kw) order, exactly the
+ * sums of the generic path. Columns whose taps all fall inside the row go 8 at a time,
+ * the others one at a time. Unit or stride 2 along the row. */
+__attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
+                                                      const float *w, float bias, float *y)
+{
+    const int64_t IH = j->in[1], IW = j->in[2], OH = j->out[1], OW = j->out[2];
+    const int64_t KH = j->k[1], KW = j->k[2], sh = j->st[1], sw = j->st[2];
+    const int64_t dh = j->dl[1], dw = j->dl[2], ph = j->pb[1], pw = j->pb[2];
+    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    /* interior: ow * sw - pw >= 0 and ow * sw - pw + (KW - 1) * dw <= IW - 1 */
+    int64_t cl = (pw + sw - 1) / sw, num = IW - 1 + pw - (KW - 1) * dw;
+    int64_t ch = num < 0 ? 0 : num / sw + 1;
+    if (ch > OW)
+        ch = OW;
+    if (cl > ch)
+        cl = ch;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        float *yr = y + oh * OW;
+        int64_t ih0 = oh * sh - ph, ow = 0;
+        for (; ow < cl; ow++)
+            yr[ow] = dw2d_col(j, x, w, bias, oh, ow);
+        for (; ow + 8 <= ch; ow += 8) {
+            if (sw == 2 && (ow + 7) * 2 - pw + (KW - 1) * dw + 1 >= IW)
+                break; /* the second load would read past the row */
+            __m256 acc = _mm256_set1_ps(bias);
+            for (int64_t kh = 0; kh < KH; kh++) {
+                int64_t ih = ih0 + kh * dh;
+                if (ih < 0 || ih >= IH)
+                    continue;
+                const float *xr = x + ih * IW + ow * sw - pw, *wr = w + kh * KW;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    const float *xp = xr + kw * dw;
+                    __m256 xv;
+                    if (sw == 1) {
+                        xv = _mm256_loadu_ps(xp);
+                    } else {
+                        __m256 lo = _mm256_loadu_ps(xp), hi = _mm256_loadu_ps(xp + 8);
+                        xv = _mm256_shuffle_ps(lo, hi, 0x88);
+                        xv = _mm256_castsi256_ps(
+                            _mm256_permutevar8x32_epi32(_mm256_castps_si256(xv), perm));
+                    }
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]), xv));
+                }
+            }
+            _mm256_storeu_ps(yr + ow, acc);
+        }
+        for (; ow < OW; ow++)
+            yr[ow] = dw2d_col(j, x, w, bias, oh, ow);
+    }
+}
 #endif
 
 static void dw_items(void *arg, int64_t b, int64_t e, int wk)
@@ -298,11 +371,21 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
     int64_t isz = j->in[0] * j->in[1] * j->in[2], osz = j->out[0] * j->out[1] * j->out[2];
     int64_t ksz = j->k[0] * j->k[1] * j->k[2];
     const int64_t IW = j->in[2], OW = j->out[2], sw = j->st[2];
+#ifdef OQ_HAVE_DW_AVX2
+    bool two_d = j->k[0] == 1 && j->in[0] == 1 && j->out[0] == 1 && j->st[0] == 1 &&
+                 j->pb[0] == 0 && (j->st[2] == 1 || j->st[2] == 2);
+#endif
     for (int64_t it = b; it < e; it++) {
         int64_t c = it % j->C;
         const float *x = j->x + it * isz, *w = j->w + c * ksz;
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
+#ifdef OQ_HAVE_DW_AVX2
+        if (two_d && row == dw_row_avx2) {
+            dw2d_avx2(j, x, w, bias, y);
+            continue;
+        }
+#endif
         for (int64_t p = 0; p < osz; p++)
             y[p] = bias;
         for (int64_t kd = 0; kd < j->k[0]; kd++)
@@ -356,7 +439,9 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         memcpy(j.st, s3, sizeof s3);
         memcpy(j.dl, d3, sizeof d3);
         memcpy(j.pb, p3, sizeof p3);
-        oq_k_parallel_for(k, g.N * g.C, 1, dw_items, &j);
+        /* at least ~32k multiply-adds per range: smaller ones cost more to dispatch */
+        int64_t per = osz * ksz > 0 ? osz * ksz : 1;
+        oq_k_parallel_for(k, g.N * g.C, per >= 32768 ? 1 : 32768 / per, dw_items, &j);
         return OQ_OK;
     }
     /* a 1x1, stride-1, unpadded convolution is a plain GEMM on the input */

@@ -265,7 +265,50 @@ typedef struct unary_job {
         default: break;                                                                        \
         }                                                                                      \
     }
-UNARY_FLOAT(float, f32)
+UNARY_FLOAT(float, f32s)
+
+/* Relu and HardSigmoid with AVX2, element for element the scalar results:
+ * max_ps(x, 0) is "x > 0 ? x : 0"; min_ps(v, 1) is "v < 1 ? v : 1" and gives 1 for a
+ * NaN v as fmin(1, v) does; the following max_ps(w, 0) sees no NaN. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static bool unary_f32_avx2(const unary_job *j, int64_t b,
+                                                           int64_t e)
+{
+    const float *a = (const float *)j->a + b;
+    float *o = (float *)j->o + b;
+    int64_t n = e - b, i = 0;
+    __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    if (j->s->op == OP_Relu) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_loadu_ps(a + i), zero));
+        for (; i < n; i++)
+            o[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        return true;
+    }
+    if (j->s->op == OP_HardSigmoid) {
+        float al = (float)j->s->alpha, be = (float)j->s->beta;
+        __m256 va = _mm256_set1_ps(al), vb = _mm256_set1_ps(be);
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_add_ps(_mm256_mul_ps(va, _mm256_loadu_ps(a + i)), vb);
+            _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_min_ps(v, one), zero));
+        }
+        for (; i < n; i++)
+            o[i] = fmaxf(0.0f, fminf(1.0f, al * a[i] + be));
+        return true;
+    }
+    return false;
+}
+#endif
+
+static void unary_f32(void *arg, int64_t b, int64_t e, int w)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (oq_k_cpu_avx2() && unary_f32_avx2(arg, b, e))
+        return;
+#endif
+    unary_f32s(arg, b, e, w);
+}
 UNARY_FLOAT(double, f64)
 
 /* Integer Abs / Neg / Sign / Relu; wrap-around like two's complement hardware. */

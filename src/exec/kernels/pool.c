@@ -205,7 +205,8 @@ static oq_status run_pool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         j.x = tmp;
         j.y = tmp + ni;
     }
-    oq_k_parallel_for(k, g.N * g.C, 1, pool_items, &j);
+    int64_t per = no / (g.N * g.C > 0 ? g.N * g.C : 1) + 1;
+    oq_k_parallel_for(k, g.N * g.C, per >= 4096 ? 1 : 4096 / per, pool_items, &j);
     if (conv)
         for (int64_t i = 0; i < no; i++)
             oq_k_set_f64(&out[0], i, tmp[ni + i]);
@@ -261,7 +262,8 @@ static oq_status run_global(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     gjob j = {in[0]->data, out[0].data, 1, strcmp(k->node->op_type, "GlobalMaxPool") == 0};
     for (size_t i = 2; i < in[0]->rank; i++)
         j.sz *= in[0]->dims[i];
-    oq_k_parallel_for(k, in[0]->dims[0] * in[0]->dims[1], 16, global_items, &j);
+    oq_k_parallel_for(k, in[0]->dims[0] * in[0]->dims[1], j.sz >= 16384 ? 1 : 16384 / (j.sz ? j.sz : 1),
+                      global_items, &j);
     return OQ_OK;
 }
 
