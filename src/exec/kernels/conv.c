@@ -285,76 +285,116 @@ __attribute__((target("avx2"))) static void dw_row_avx2(float *y, const float *x
         y[i] += w * x[i * sw];
 }
 
-/* output column ow of row oh of a 2-D depthwise channel, one tap at a time */
-static float dw2d_col(const dw_job *j, const float *x, const float *w, float bias, int64_t oh,
-                      int64_t ow)
+/* One 2-D depthwise channel with AVX2: the channel is first copied into a zero-padded
+ * plane (pad), so every output needs no bounds checks and 8 output columns are
+ * computed at once with all taps in registers: acc = bias, then acc + w * x for every
+ * tap in (kh, kw) order. Taps falling in the padding add w * 0, so against the generic
+ * path (which skips them) only the sign of a zero result can differ; the thread count
+ * does not matter either way. Unit or stride 2 along the row. pad must hold
+ * dw2d_pad_size() floats. */
+static int64_t dw2d_pad_w(const dw_job *j)
 {
-    const int64_t IH = j->in[1], IW = j->in[2], KH = j->k[1], KW = j->k[2];
-    float acc = bias;
-    for (int64_t kh = 0; kh < KH; kh++) {
-        int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
-        if (ih < 0 || ih >= IH)
-            continue;
-        const float *xr = x + ih * IW, *wr = w + kh * KW;
-        for (int64_t kw = 0; kw < KW; kw++) {
-            int64_t iw = ow * j->st[2] - j->pb[2] + kw * j->dl[2];
-            if (iw >= 0 && iw < IW)
-                acc = acc + wr[kw] * xr[iw];
-        }
-    }
-    return acc;
+    int64_t owr = (j->out[2] + 7) / 8 * 8;
+    int64_t need = (owr - 1) * j->st[2] + (j->k[2] - 1) * j->dl[2] + 16 + 1;
+    int64_t base = j->pb[2] + j->in[2];
+    return need > base ? need : base;
 }
 
-/* One 2-D depthwise channel, all taps of 8 output columns at once (in registers):
- * acc = bias, then acc + w * x for every in-range tap in (kh, kw) order, exactly the
- * sums of the generic path. Columns whose taps all fall inside the row go 8 at a time,
- * the others one at a time. Unit or stride 2 along the row. */
+static int64_t dw2d_pad_size(const dw_job *j)
+{
+    return ((j->out[1] - 1) * j->st[1] + (j->k[1] - 1) * j->dl[1] + 1) * dw2d_pad_w(j);
+}
+
+/* one output row of dw2d_avx2, any kernel width, stride 1 or 2 along the row */
+__attribute__((target("avx2"))) static void dw2d_row_any(float *yr, const float *prow,
+                                                         const float *w, float bias,
+                                                         int64_t OW, int64_t KH, int64_t KW,
+                                                         int64_t rstep, int64_t sw,
+                                                         int64_t dw)
+{
+    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    float tail[8];
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+        __m256 acc = _mm256_set1_ps(bias);
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow * sw, *wr = w + kh * KW;
+            for (int64_t kw = 0; kw < KW; kw++) {
+                const float *xp = xr + kw * dw;
+                __m256 xv;
+                if (sw == 1) {
+                    xv = _mm256_loadu_ps(xp);
+                } else {
+                    __m256 lo = _mm256_loadu_ps(xp), hi = _mm256_loadu_ps(xp + 8);
+                    xv = _mm256_shuffle_ps(lo, hi, 0x88);
+                    xv = _mm256_castsi256_ps(
+                        _mm256_permutevar8x32_epi32(_mm256_castps_si256(xv), perm));
+                }
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]), xv));
+            }
+        }
+        if (ow + 8 <= OW) {
+            _mm256_storeu_ps(yr + ow, acc);
+        } else {
+            _mm256_storeu_ps(tail, acc);
+            memcpy(yr + ow, tail, (size_t)(OW - ow) * sizeof(float));
+        }
+    }
+}
+
+/* the same for unit stride and dilation and a kernel width known at compile time
+ * (KW is a constant at both call sites, so the tap loop unrolls) */
+__attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const float *prow,
+                                                              const float *w, float bias,
+                                                              int64_t OW, int64_t KH,
+                                                              int64_t rstep, const int KW)
+{
+    float tail[8];
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+        __m256 acc = _mm256_set1_ps(bias);
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++)
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]),
+                                                       _mm256_loadu_ps(xr + kw)));
+        }
+        if (ow + 8 <= OW) {
+            _mm256_storeu_ps(yr + ow, acc);
+        } else {
+            _mm256_storeu_ps(tail, acc);
+            memcpy(yr + ow, tail, (size_t)(OW - ow) * sizeof(float));
+        }
+    }
+}
+
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
-                                                      const float *w, float bias, float *y)
+                                                      const float *w, float bias, float *y,
+                                                      float *pad)
 {
     const int64_t IH = j->in[1], IW = j->in[2], OH = j->out[1], OW = j->out[2];
     const int64_t KH = j->k[1], KW = j->k[2], sh = j->st[1], sw = j->st[2];
     const int64_t dh = j->dl[1], dw = j->dl[2], ph = j->pb[1], pw = j->pb[2];
-    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-    /* interior: ow * sw - pw >= 0 and ow * sw - pw + (KW - 1) * dw <= IW - 1 */
-    int64_t cl = (pw + sw - 1) / sw, num = IW - 1 + pw - (KW - 1) * dw;
-    int64_t ch = num < 0 ? 0 : num / sw + 1;
-    if (ch > OW)
-        ch = OW;
-    if (cl > ch)
-        cl = ch;
+    const int64_t PW = dw2d_pad_w(j), PH = (OH - 1) * sh + (KH - 1) * dh + 1;
+    for (int64_t r = 0; r < PH; r++) {
+        float *pr = pad + r * PW;
+        int64_t ih = r - ph;
+        if (ih < 0 || ih >= IH) {
+            memset(pr, 0, (size_t)PW * sizeof(float));
+            continue;
+        }
+        memset(pr, 0, (size_t)pw * sizeof(float));
+        memcpy(pr + pw, x + ih * IW, (size_t)IW * sizeof(float));
+        memset(pr + pw + IW, 0, (size_t)(PW - pw - IW) * sizeof(float));
+    }
     for (int64_t oh = 0; oh < OH; oh++) {
         float *yr = y + oh * OW;
-        int64_t ih0 = oh * sh - ph, ow = 0;
-        for (; ow < cl; ow++)
-            yr[ow] = dw2d_col(j, x, w, bias, oh, ow);
-        for (; ow + 8 <= ch; ow += 8) {
-            if (sw == 2 && (ow + 7) * 2 - pw + (KW - 1) * dw + 1 >= IW)
-                break; /* the second load would read past the row */
-            __m256 acc = _mm256_set1_ps(bias);
-            for (int64_t kh = 0; kh < KH; kh++) {
-                int64_t ih = ih0 + kh * dh;
-                if (ih < 0 || ih >= IH)
-                    continue;
-                const float *xr = x + ih * IW + ow * sw - pw, *wr = w + kh * KW;
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    const float *xp = xr + kw * dw;
-                    __m256 xv;
-                    if (sw == 1) {
-                        xv = _mm256_loadu_ps(xp);
-                    } else {
-                        __m256 lo = _mm256_loadu_ps(xp), hi = _mm256_loadu_ps(xp + 8);
-                        xv = _mm256_shuffle_ps(lo, hi, 0x88);
-                        xv = _mm256_castsi256_ps(
-                            _mm256_permutevar8x32_epi32(_mm256_castps_si256(xv), perm));
-                    }
-                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]), xv));
-                }
-            }
-            _mm256_storeu_ps(yr + ow, acc);
-        }
-        for (; ow < OW; ow++)
-            yr[ow] = dw2d_col(j, x, w, bias, oh, ow);
+        const float *prow = pad + oh * sh * PW;
+        /* the common kernel widths with the taps unrolled (same order, same sums) */
+        if (sw == 1 && dw == 1 && KW == 3)
+            dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 3);
+        else if (sw == 1 && dw == 1 && KW == 5)
+            dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 5);
+        else
+            dw2d_row_any(yr, prow, w, bias, OW, KH, KW, dh * PW, sw, dw);
     }
 }
 #endif
@@ -373,7 +413,11 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
     const int64_t IW = j->in[2], OW = j->out[2], sw = j->st[2];
 #ifdef OQ_HAVE_DW_AVX2
     bool two_d = j->k[0] == 1 && j->in[0] == 1 && j->out[0] == 1 && j->st[0] == 1 &&
-                 j->pb[0] == 0 && (j->st[2] == 1 || j->st[2] == 2);
+                 j->pb[0] == 0 && (j->st[2] == 1 || j->st[2] == 2) && row == dw_row_avx2 &&
+                 j->out[1] > 0 && j->out[2] > 0;
+    float *pad = two_d ? malloc((size_t)dw2d_pad_size(j) * sizeof(float)) : NULL;
+    if (!pad)
+        two_d = false; /* the generic path needs no buffer */
 #endif
     for (int64_t it = b; it < e; it++) {
         int64_t c = it % j->C;
@@ -381,8 +425,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
 #ifdef OQ_HAVE_DW_AVX2
-        if (two_d && row == dw_row_avx2) {
-            dw2d_avx2(j, x, w, bias, y);
+        if (two_d) {
+            dw2d_avx2(j, x, w, bias, y, pad);
             continue;
         }
 #endif
@@ -415,6 +459,9 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
                     }
                 }
     }
+#ifdef OQ_HAVE_DW_AVX2
+    free(pad);
+#endif
 }
 
 static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
