@@ -63,9 +63,9 @@ const median = a => { const s = [...a].sort((x, y) => x - y); const n = s.length
 function onnxqMedian(model, npy, inName, runs, threads) {
   const out = execFileSync(exe, ['run', model, '--input', `${inName}=${npy}`, '--time', String(runs),
     '--threads', String(threads)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  const m = out.match(/time: median ([0-9.]+) ms/);
+  const m = out.match(/time: median ([0-9.]+) ms over \d+ runs \(min ([0-9.]+)/);
   if (!m) throw new Error(`no timing in onnxq output:\n${out}`);
-  return +m[1];
+  return { med: +m[1], min: +m[2] };
 }
 
 async function ortMedian(sess, feeds, runs) {
@@ -75,7 +75,7 @@ async function ortMedian(sess, feeds, runs) {
     await sess.run(feeds);
     t.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
-  return median(t);
+  return { med: median(t), min: Math.min(...t) };
 }
 
 (async () => {
@@ -99,23 +99,33 @@ async function ortMedian(sess, feeds, runs) {
       const feeds = { [inName]: new ort.Tensor('float32', data, m.dims) };
       for (let w = 0; w < 2; w++) await sess.run(feeds);
       const q = [], o = [];
+      let qmin = Infinity, omin = Infinity;
       for (let r = 0; r < ROUNDS; r++) {
-        q.push(onnxqMedian(file, npy, inName, m.runs, th));
-        o.push(await ortMedian(sess, feeds, m.runs));
+        const a = onnxqMedian(file, npy, inName, m.runs, th);
+        const b = await ortMedian(sess, feeds, m.runs);
+        q.push(a.med);
+        o.push(b.med);
+        qmin = Math.min(qmin, a.min);
+        omin = Math.min(omin, b.min);
       }
       if (sess.release) await sess.release();
       const row = { model: m.name, shape: m.dims.join('x'), threads: th, onnxq: median(q), ort: median(o) };
       row.ratio = row.onnxq / row.ort;
+      row.qmin = qmin;
+      row.omin = omin;
+      row.best = qmin / omin;
       rows.push(row);
       console.log(`${row.model.padEnd(4)} ${row.shape.padEnd(12)} threads ${th}  onnxq ${row.onnxq.toFixed(2).padStart(8)} ms  ` +
-        `ort ${row.ort.toFixed(2).padStart(8)} ms  ratio ${row.ratio.toFixed(2)}` +
+        `ort ${row.ort.toFixed(2).padStart(8)} ms  ratio ${row.ratio.toFixed(2)}  (fastest runs: ${qmin.toFixed(2)} / ${omin.toFixed(2)} = ${row.best.toFixed(2)})` +
         `   (onnxq rounds: ${q.map(x => x.toFixed(1)).join(' ')}; ort: ${o.map(x => x.toFixed(1)).join(' ')})`);
     }
   }
   console.log(`load average at end: ${os.loadavg().map(x => x.toFixed(2)).join(' ')}`);
-  console.log('\n| model | input | threads | onnxq ms | ORT ms | onnxq/ORT |');
-  console.log('|---|---|---|---|---|---|');
+  console.log('\nmedian of the per-round medians; "fastest" is the single fastest run of each (less sensitive to load)');
+  console.log('| model | input | threads | onnxq ms | ORT ms | onnxq/ORT | fastest onnxq ms | fastest ORT ms | ratio of fastest |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const r of rows)
-    console.log(`| ${r.model} | ${r.shape} | ${r.threads} | ${r.onnxq.toFixed(2)} | ${r.ort.toFixed(2)} | ${r.ratio.toFixed(2)} |`);
+    console.log(`| ${r.model} | ${r.shape} | ${r.threads} | ${r.onnxq.toFixed(2)} | ${r.ort.toFixed(2)} | **${r.ratio.toFixed(2)}** | ` +
+      `${r.qmin.toFixed(2)} | ${r.omin.toFixed(2)} | ${r.best.toFixed(2)} |`);
   fs.rmSync(tmp, { recursive: true, force: true });
 })().catch(e => { console.error(e); process.exit(1); });

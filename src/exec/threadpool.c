@@ -1,7 +1,9 @@
 /* A small pthread pool: the caller plus n-1 workers run the ranges of one
- * parallel-for at a time. Ranges are assigned statically (range w to worker w), so
- * which thread computes what depends only on the sizes and the thread count; kernels
- * only split independent outputs, so results do not depend on it at all. */
+ * parallel-for at a time. The ranges (and the worker index each one is run with) depend
+ * only on the sizes and the thread count; whichever thread is free first claims the next
+ * range, so a worker that the OS schedules late (a loaded machine) does not hold the
+ * caller up: the caller runs the unclaimed ranges itself. Kernels only split
+ * independent outputs, so results do not depend on who runs what. */
 #include "exec/exec-impl.h"
 
 #include <pthread.h>
@@ -22,6 +24,7 @@ struct oq_pool {
     void *arg;
     int64_t n_items, chunk;
     int n_ranges;
+    int next_range;           /* next unclaimed range of the current job */
 };
 
 /* set while this thread runs a range: a nested parallel-for then runs serially */
@@ -66,13 +69,16 @@ static void *worker_main(void *a)
         if (p->stop)
             break;
         seen = p->gen;
-        bool mine = w < p->n_ranges;
-        pthread_mutex_unlock(&p->mu);
-        if (mine)
-            run_range(p, w);
-        pthread_mutex_lock(&p->mu);
-        if (mine && --p->pending == 0)
-            pthread_cond_signal(&p->cv_done);
+        (void)w;
+        /* claim ranges of this job while any are left (the mutex is held here) */
+        while (p->next_range < p->n_ranges) {
+            int r = p->next_range++;
+            pthread_mutex_unlock(&p->mu);
+            run_range(p, r);
+            pthread_mutex_lock(&p->mu);
+            if (--p->pending == 0)
+                pthread_cond_signal(&p->cv_done);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -157,12 +163,17 @@ void oq_pool_for(oq_pool *p, int64_t n, int64_t grain, oq_range_fn fn, void *arg
     p->n_items = n;
     p->chunk = chunk;
     p->n_ranges = (int)((n + chunk - 1) / chunk);
-    p->pending = p->n_ranges - 1;
+    p->pending = p->n_ranges;
+    p->next_range = 0;
     p->gen++;
     pthread_cond_broadcast(&p->cv_work);
-    pthread_mutex_unlock(&p->mu);
-    run_range(p, 0);
-    pthread_mutex_lock(&p->mu);
+    while (p->next_range < p->n_ranges) {
+        int r = p->next_range++;
+        pthread_mutex_unlock(&p->mu);
+        run_range(p, r);
+        pthread_mutex_lock(&p->mu);
+        p->pending--;
+    }
     while (p->pending > 0)
         pthread_cond_wait(&p->cv_done, &p->mu);
     pthread_mutex_unlock(&p->mu);

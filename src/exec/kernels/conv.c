@@ -198,8 +198,9 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
             }
         }
     }
-    /* one output row, unit stride: a tap reads nv consecutive inputs */
-    bool row = nv == OQ_SGEMM_NR && bd[0] == bd[nv - 1] && bh[0] == bh[nv - 1] && j->st[2] == 1;
+    /* one output row: a tap reads nv inputs sw apart in one input row */
+    bool row = nv == OQ_SGEMM_NR && bd[0] == bd[nv - 1] && bh[0] == bh[nv - 1];
+    const int64_t sw = j->st[2];
     for (int64_t c = 0; c < j->Cg; c++) {
         const float *xc = j->x + c * isz;
         for (int64_t kd = 0; kd < j->k[0]; kd++)
@@ -214,12 +215,16 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
                             continue;
                         }
                         const float *xr = xc + (id0 * IH + ih0) * IW;
-                        if (iw0 >= 0 && iw0 + OQ_SGEMM_NR <= IW) {
-                            memcpy(dst, xr + iw0, OQ_SGEMM_NR * sizeof(float));
+                        if (iw0 >= 0 && iw0 + (OQ_SGEMM_NR - 1) * sw < IW) {
+                            if (sw == 1)
+                                memcpy(dst, xr + iw0, OQ_SGEMM_NR * sizeof(float));
+                            else
+                                for (int64_t q = 0; q < OQ_SGEMM_NR; q++)
+                                    dst[q] = xr[iw0 + q * sw];
                             continue;
                         }
                         for (int64_t q = 0; q < OQ_SGEMM_NR; q++) {
-                            int64_t iw = iw0 + q;
+                            int64_t iw = iw0 + q * sw;
                             dst[q] = iw >= 0 && iw < IW ? xr[iw] : 0.0f;
                         }
                         continue;
@@ -349,7 +354,26 @@ __attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const f
                                                               int64_t rstep, const int KW)
 {
     float tail[8];
-    for (int64_t ow = 0; ow < OW; ow += 8) {
+    int64_t ow = 0;
+    /* 32 columns: four independent sums hide the add latency */
+    for (; ow + 32 <= OW; ow += 32) {
+        __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++) {
+                __m256 wv = _mm256_set1_ps(wr[kw]);
+                a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw)));
+                a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 8)));
+                a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 16)));
+                a3 = _mm256_add_ps(a3, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 24)));
+            }
+        }
+        _mm256_storeu_ps(yr + ow, a0);
+        _mm256_storeu_ps(yr + ow + 8, a1);
+        _mm256_storeu_ps(yr + ow + 16, a2);
+        _mm256_storeu_ps(yr + ow + 24, a3);
+    }
+    for (; ow < OW; ow += 8) {
         __m256 acc = _mm256_set1_ps(bias);
         for (int64_t kh = 0; kh < KH; kh++) {
             const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;

@@ -108,7 +108,43 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
     const pool_geo *g = &j->g3;
     (void)w;
     int64_t isz = g->in[0] * g->in[1] * g->in[2], osz = g->out[0] * g->out[1] * g->out[2];
-    for (int64_t it = b; it < e; it++) {
+    /* 2-D MaxPool without indices: the in-range taps form a rectangle, visited in the
+     * same (kh, kw) order without per-tap checks; the first one starts the maximum
+     * (a NaN there stays, as in the general loop below) */
+    bool max2d = g->is_max && !j->idx && g->k[0] == 1 && g->in[0] == 1 && g->out[0] == 1 &&
+                 g->st[0] == 1 && g->pb[0] == 0;
+    for (int64_t it = b; max2d && it < e; it++) {
+        const float *x = j->x + it * isz;
+        float *y = j->y + it * osz;
+        const int64_t IH = g->in[1], IW = g->in[2];
+        for (int64_t oh = 0; oh < g->out[1]; oh++) {
+            int64_t h0 = oh * g->st[1] - g->pb[1], dh = g->dl[1];
+            int64_t khl = h0 >= 0 ? 0 : (-h0 + dh - 1) / dh;
+            int64_t khh = IH - h0 <= 0 ? 0 : (IH - h0 - 1) / dh + 1;
+            if (khh > g->k[1])
+                khh = g->k[1];
+            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                int64_t w0 = ow * g->st[2] - g->pb[2], dw = g->dl[2];
+                int64_t kwl = w0 >= 0 ? 0 : (-w0 + dw - 1) / dw;
+                int64_t kwh = IW - w0 <= 0 ? 0 : (IW - w0 - 1) / dw + 1;
+                if (kwh > g->k[2])
+                    kwh = g->k[2];
+                float best = -INFINITY;
+                if (khl < khh && kwl < kwh) {
+                    best = x[(h0 + khl * dh) * IW + w0 + kwl * dw];
+                    for (int64_t kh = khl; kh < khh; kh++) {
+                        const float *xr = x + (h0 + kh * dh) * IW + w0;
+                        for (int64_t kw = kh == khl ? kwl + 1 : kwl; kw < kwh; kw++) {
+                            float v = xr[kw * dw];
+                            best = v > best ? v : best;
+                        }
+                    }
+                }
+                y[oh * g->out[2] + ow] = best;
+            }
+        }
+    }
+    for (int64_t it = b; !max2d && it < e; it++) {
         const float *x = j->x + it * isz;
         float *y = j->y + it * osz;
         for (int64_t od = 0; od < g->out[0]; od++)
