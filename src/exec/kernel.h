@@ -213,8 +213,9 @@ bool oq_k_cpu_avx2(void);
 /* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in
  * elements; beta == 0 ignores C's old contents, NaN included). Parallel over column
  * panels or rows of C; every element is summed in the same k order by the same
- * operations whatever the thread count. */
-void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+ * operations whatever the thread count. OQ_ERR_NOMEM when a work buffer cannot be had
+ * (C is then incomplete). */
+oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc);
 
@@ -237,7 +238,7 @@ struct oq_sgemm_ex {
     float beta;
     const float *bias;
 };
-void oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
+oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
 
 /* ---- control flow (src/exec/plan.c) ----------------------------------------------- */
 

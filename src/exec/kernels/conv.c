@@ -546,7 +546,9 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
             ge.C = yg;
             ge.ldc = osz;
             ge.bias = bias ? bias + gr * Mg : NULL; /* y = bias + sum, as before */
-            oq_k_sgemm_ex(k, &ge);
+            st = oq_k_sgemm_ex(k, &ge);
+            if (st)
+                return st;
         }
     return OQ_OK;
 }
@@ -613,8 +615,10 @@ static oq_status run_convt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
             const float *xg = x + (n * g.C + gr * Cg) * isz;
             float *yg = y + (n * g.M + gr * Mg) * osz;
             /* col[Mg*ksz, isz] = W_g^T [Mg*ksz, Cg] x X_g [Cg, isz] */
-            oq_k_sgemm(k, true, false, Mg * ksz, isz, Cg, 1.0f, w + gr * Cg * Mg * ksz, Mg * ksz,
-                       xg, isz, 0.0f, col, isz);
+            st = oq_k_sgemm(k, true, false, Mg * ksz, isz, Cg, 1.0f, w + gr * Cg * Mg * ksz,
+                            Mg * ksz, xg, isz, 0.0f, col, isz);
+            if (st)
+                return st;
             for (int64_t m = 0; m < Mg; m++)
                 for (int64_t p = 0; p < osz; p++)
                     yg[m * osz + p] = bias ? bias[gr * Mg + m] : 0.0f;

@@ -240,6 +240,7 @@ typedef struct sgemm_run {
     const oq_sgemm_ex *g;
     sgemm_isa isa;
     bool by_panels;     /* parallel items are column panels (else rows) */
+    float *panels;      /* one K x NR panel buffer per range (worker index) */
 } sgemm_run;
 
 /* all row blocks in [mb, me) against one packed panel */
@@ -269,11 +270,7 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
 {
     const sgemm_run *r = arg;
     const oq_sgemm_ex *g = r->g;
-    (void)w;
-    int64_t K = g->K;
-    float *panel = malloc((size_t)(K > 0 ? K : 1) * NR * sizeof(float));
-    if (!panel)
-        return; /* cannot happen for sane sizes; the caller checked the allocation */
+    float *panel = r->panels + (size_t)w * (size_t)(g->K > 0 ? g->K : 1) * NR;
     int64_t pb = r->by_panels ? b : 0;
     int64_t pe = r->by_panels ? e : (g->N + NR - 1) / NR;
     int64_t mb = r->by_panels ? 0 : b, me = r->by_panels ? g->M : e;
@@ -285,22 +282,29 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
             pack_plain(g, n0, nv, panel);
         rows_x_panel(r, panel, mb, me, n0, nv);
     }
-    free(panel);
 }
 
-void oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
+oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
 {
     if (g->M <= 0 || g->N <= 0)
-        return;
-    sgemm_run r = {g, pick_isa(), true};
+        return OQ_OK;
+    sgemm_run r = {g, pick_isa(), true, NULL};
     int64_t panels = (g->N + NR - 1) / NR;
     int threads = k ? oq_k_threads(k) : 1;
     double work = (double)g->M * (double)g->N * (double)(g->K + 1);
+    bool serial = !k || threads <= 1 || work < 65536.0 * 2;
+    size_t per = (size_t)(g->K > 0 ? g->K : 1) * NR;
+    if ((uint64_t)(g->K > 0 ? g->K : 1) > SIZE_MAX / sizeof(float) / NR / 256)
+        return OQ_ERR_NOMEM;
+    r.panels = malloc(per * (size_t)(serial ? 1 : threads) * sizeof(float));
+    if (!r.panels)
+        return OQ_ERR_NOMEM;
     /* below ~64k multiply-adds per thread the dispatch costs more than it saves */
-    if (!k || threads <= 1 || work < 65536.0 * 2) {
+    if (serial) {
         r.by_panels = true;
         sgemm_range(&r, 0, panels, 0);
-        return;
+        free(r.panels);
+        return OQ_OK;
     }
     if (panels >= 4 * threads || g->M < 4 * r.isa.mr * threads) {
         r.by_panels = true;
@@ -309,12 +313,14 @@ void oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
         r.by_panels = false;
         /* row ranges: multiples of MR so no thread gets a partial block mid-range */
         int64_t blocks = (g->M + r.isa.mr - 1) / r.isa.mr;
-        int64_t per = (blocks + threads - 1) / threads;
-        oq_k_parallel_for(k, g->M, per * r.isa.mr, sgemm_range, &r);
+        int64_t per_t = (blocks + threads - 1) / threads;
+        oq_k_parallel_for(k, g->M, per_t * r.isa.mr, sgemm_range, &r);
     }
+    free(r.panels);
+    return OQ_OK;
 }
 
-void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc)
 {
@@ -323,7 +329,7 @@ void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t
         /* op(A) scaled by alpha: the same product alpha * a[i][k] the kernel would form */
         ta = malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof(float));
         if (!ta)
-            return;
+            return OQ_ERR_NOMEM;
         for (int64_t i = 0; i < M; i++)
             for (int64_t kk = 0; kk < K; kk++)
                 ta[i * K + kk] = alpha * (trans_a ? A[kk * lda + i] : A[i * lda + kk]);
@@ -334,7 +340,7 @@ void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t
         tb = malloc((size_t)(N * K > 0 ? N * K : 1) * sizeof(float));
         if (!tb) {
             free(ta);
-            return;
+            return OQ_ERR_NOMEM;
         }
         for (int64_t kk = 0; kk < K; kk++)
             for (int64_t n = 0; n < N; n++)
@@ -354,9 +360,10 @@ void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t
     g.C = C;
     g.ldc = ldc;
     g.beta = beta;
-    oq_k_sgemm_ex(k, &g);
+    oq_status st = oq_k_sgemm_ex(k, &g);
     free(ta);
     free(tb);
+    return st;
 }
 
 /* ------------------------------------------------------------------ Gemm --------- */
@@ -417,9 +424,8 @@ static oq_status run_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         oq_k_bcast_apply(k, in + 2, 1, &out[0], bias_row, &beta);
         b2 = 1.0f;
     }
-    oq_k_sgemm(k, ta, tb, M, N, K, alpha, in[0]->data, in[0]->dims[1], in[1]->data,
-               in[1]->dims[1], b2, out[0].data, N);
-    return OQ_OK;
+    return oq_k_sgemm(k, ta, tb, M, N, K, alpha, in[0]->data, in[0]->dims[1], in[1]->data,
+                      in[1]->dims[1], b2, out[0].data, N);
 }
 
 /* ------------------------------------------------------------------ MatMul ------- */
@@ -511,7 +517,9 @@ static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
             const float *A = (const float *)in[0]->data + batch_offset(in[0], &s, bi) * s.M * s.K;
             const float *B = (const float *)in[1]->data + batch_offset(in[1], &s, bi) * s.K * s.N;
             float *C = (float *)out[0].data + bi * s.M * s.N;
-            oq_k_sgemm(k, false, false, s.M, s.N, s.K, 1.0f, A, s.K, B, s.N, 0.0f, C, s.N);
+            st = oq_k_sgemm(k, false, false, s.M, s.N, s.K, 1.0f, A, s.K, B, s.N, 0.0f, C, s.N);
+            if (st)
+                return st;
         }
         return OQ_OK;
     }
