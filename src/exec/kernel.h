@@ -199,7 +199,9 @@ size_t oq_k_elsize(int32_t dtype);
 void *oq_k_scratch(oq_kctx *k, size_t bytes);
 
 /* Threads: run fn(arg, begin, end, worker) over [0, n) split into contiguous
- * ranges of at least `grain` items. worker is in [0, oq_k_threads(k)). */
+ * ranges of at least `grain` items (possibly several per thread). worker is the index
+ * of the thread running the range, in [0, oq_k_threads(k)); a thread runs one range at
+ * a time, so per-worker scratch indexed by it is safe. */
 typedef void (*oq_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
 void oq_k_parallel_for(const oq_kctx *k, int64_t n, int64_t grain, oq_range_fn fn, void *arg);
 int oq_k_threads(const oq_kctx *k);

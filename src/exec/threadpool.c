@@ -1,8 +1,9 @@
 /* A small pthread pool: the caller plus n-1 workers run the ranges of one
- * parallel-for at a time. The ranges (and the worker index each one is run with) depend
- * only on the sizes and the thread count; whichever thread is free first claims the next
- * range, so a worker that the OS schedules late (a loaded machine) does not hold the
- * caller up: the caller runs the unclaimed ranges itself. Kernels only split
+ * parallel-for at a time. The ranges (up to 4 per thread) depend only on the sizes and
+ * the thread count; whichever thread is free first claims the next range, so a worker
+ * that the OS schedules late (a loaded machine) does not hold the caller up: the caller
+ * runs the unclaimed ranges itself. A range gets the index of the thread running it
+ * (0 for the caller), so per-thread scratch indexed by it is never shared. Kernels only split
  * independent outputs, so results do not depend on who runs what. */
 #include "exec/exec-impl.h"
 
@@ -43,9 +44,10 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
-static void run_range(oq_pool *p, int w)
+/* range r of the current job, run by thread w (0 = the caller) */
+static void run_range(oq_pool *p, int r, int w)
 {
-    int64_t b = (int64_t)w * p->chunk;
+    int64_t b = (int64_t)r * p->chunk;
     int64_t e = b + p->chunk;
     if (e > p->n_items)
         e = p->n_items;
@@ -69,12 +71,11 @@ static void *worker_main(void *a)
         if (p->stop)
             break;
         seen = p->gen;
-        (void)w;
         /* claim ranges of this job while any are left (the mutex is held here) */
         while (p->next_range < p->n_ranges) {
             int r = p->next_range++;
             pthread_mutex_unlock(&p->mu);
-            run_range(p, r);
+            run_range(p, r, w);
             pthread_mutex_lock(&p->mu);
             if (--p->pending == 0)
                 pthread_cond_signal(&p->cv_done);
@@ -149,9 +150,11 @@ void oq_pool_for(oq_pool *p, int64_t n, int64_t grain, oq_range_fn fn, void *arg
     if (grain < 1)
         grain = 1;
     int threads = p ? p->n : 1;
+    /* up to 4 ranges per thread: a thread the OS schedules late (or preempts) then
+     * holds back at most a small share, which the others take over */
     int64_t ranges = n / grain;
-    if (ranges > threads)
-        ranges = threads;
+    if (ranges > 4 * (int64_t)threads)
+        ranges = 4 * (int64_t)threads;
     if (ranges <= 1 || !p || p->started + 1 < p->n || in_range) {
         fn(arg, 0, n, 0);
         return;
@@ -170,7 +173,7 @@ void oq_pool_for(oq_pool *p, int64_t n, int64_t grain, oq_range_fn fn, void *arg
     while (p->next_range < p->n_ranges) {
         int r = p->next_range++;
         pthread_mutex_unlock(&p->mu);
-        run_range(p, r);
+        run_range(p, r, 0);
         pthread_mutex_lock(&p->mu);
         p->pending--;
     }
