@@ -199,19 +199,48 @@ size_t oq_k_elsize(int32_t dtype);
 void *oq_k_scratch(oq_kctx *k, size_t bytes);
 
 /* Threads: run fn(arg, begin, end, worker) over [0, n) split into contiguous
- * ranges of at least `grain` items. worker is in [0, oq_k_threads(k)). */
+ * ranges of at least `grain` items (possibly several per thread). worker is the index
+ * of the thread running the range, in [0, oq_k_threads(k)); a thread runs one range at
+ * a time, so per-worker scratch indexed by it is safe. */
 typedef void (*oq_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
 void oq_k_parallel_for(const oq_kctx *k, int64_t n, int64_t grain, oq_range_fn fn, void *arg);
 int oq_k_threads(const oq_kctx *k);
 
+/* True when the CPU (and OS) support AVX2: kernels may then call functions compiled
+ * with __attribute__((target("avx2"))) (GCC/Clang on x86-64 only; false elsewhere). */
+bool oq_k_cpu_avx2(void);
+
 /* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */
 
 /* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in
- * elements; beta == 0 ignores C's old contents, NaN included). Parallel over rows of C;
- * every element is summed in the same k order whatever the thread count. */
-void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+ * elements; beta == 0 ignores C's old contents, NaN included). Parallel over column
+ * panels or rows of C; every element is summed in the same k order by the same
+ * operations whatever the thread count. OQ_ERR_NOMEM when a work buffer cannot be had
+ * (C is then incomplete). */
+oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc);
+
+/* The same GEMM with more control: B either row-major (B, ldb) or produced panel by
+ * panel by `pack` (columns n0 .. n0+nv-1 of B as a K x OQ_SGEMM_NR row-major block,
+ * zero-padded past nv; e.g. im2col on the fly), alpha taken as 1, and C either
+ * bias[i] + acc (bias != NULL), acc (beta 0), C + acc (beta 1) or beta * C + acc. */
+#define OQ_SGEMM_NR 16
+typedef struct oq_sgemm_ex oq_sgemm_ex;
+struct oq_sgemm_ex {
+    int64_t M, N, K;
+    const float *A;
+    int64_t lda;
+    const float *B;
+    int64_t ldb;
+    void (*pack)(const void *ctx, int64_t n0, int64_t nv, float *dst);
+    const void *pack_ctx;
+    float *C;
+    int64_t ldc;
+    float beta;
+    const float *bias;
+};
+oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
 
 /* ---- control flow (src/exec/plan.c) ----------------------------------------------- */
 

@@ -1,4 +1,5 @@
 /* Helpers for kernels: diagnostics, shapes, broadcasting, element access, threads. */
+#include <stdatomic.h>
 #include "exec/exec-impl.h"
 
 #include <stdarg.h>
@@ -217,6 +218,24 @@ void oq_k_parallel_for(const oq_kctx *k, int64_t n, int64_t grain, oq_range_fn f
     oq_pool_for(k->pool, n, grain, fn, arg);
 }
 
+bool oq_k_cpu_avx2(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    /* -1 unknown; racing writers store the same value */
+    static _Atomic int have = -1;
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        __builtin_cpu_init();
+        const char *env = getenv("ONNXQ_SGEMM_ISA"); /* "generic": portable code only */
+        h = (!env || strcmp(env, "generic") != 0) && __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h == 1;
+#else
+    return false;
+#endif
+}
+
 int oq_k_threads(const oq_kctx *k)
 {
     return oq_pool_threads(k->pool);
@@ -307,6 +326,7 @@ typedef struct bcast_job {
     const char *base[4];
     char *obase;
     int64_t row;
+    int64_t pieces, piece;    /* a long row is split into pieces of `piece` elements */
     oq_row_fn fn;
     const void *state;
 } bcast_job;
@@ -315,7 +335,9 @@ static void bcast_rows(void *arg, int64_t begin, int64_t end, int worker)
 {
     const bcast_job *j = arg;
     (void)worker;
-    for (int64_t r = begin; r < end; r++) {
+    for (int64_t item = begin; item < end; item++) {
+        int64_t r = item / j->pieces, p0 = (item % j->pieces) * j->piece;
+        int64_t len = j->row - p0 < j->piece ? j->row - p0 : j->piece;
         const void *ptr[4];
         int64_t inc[4];
         int64_t off[4] = {0, 0, 0, 0};
@@ -327,10 +349,10 @@ static void bcast_rows(void *arg, int64_t begin, int64_t end, int worker)
                 off[i] += idx * j->strides[i][d];
         }
         for (size_t i = 0; i < j->n; i++) {
-            ptr[i] = j->base[i] + (size_t)off[i] * j->es[i];
             inc[i] = j->strides[i][j->rank - 1];
+            ptr[i] = j->base[i] + (size_t)(off[i] + p0 * inc[i]) * j->es[i];
         }
-        j->fn(j->state, j->obase + (size_t)(r * j->row) * j->oes, ptr, inc, j->row);
+        j->fn(j->state, j->obase + (size_t)(r * j->row + p0) * j->oes, ptr, inc, len);
     }
 }
 
@@ -395,6 +417,10 @@ void oq_k_bcast_apply(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n,
     j.fn = fn;
     j.state = state;
     int64_t rows = numel / j.row;
-    int64_t grain = j.row >= 16384 ? 1 : 16384 / j.row;
-    oq_k_parallel_for(k, rows, grain, bcast_rows, &j);
+    /* rows longer than 64k elements are cut in pieces so that they too are shared
+     * between threads (an elementwise result does not depend on the split) */
+    j.piece = j.row > 65536 ? 32768 : j.row;
+    j.pieces = (j.row + j.piece - 1) / j.piece;
+    int64_t grain = j.piece >= 16384 ? 1 : 16384 / j.piece;
+    oq_k_parallel_for(k, rows * j.pieces, grain, bcast_rows, &j);
 }

@@ -1,7 +1,10 @@
 /* A small pthread pool: the caller plus n-1 workers run the ranges of one
- * parallel-for at a time. Ranges are assigned statically (range w to worker w), so
- * which thread computes what depends only on the sizes and the thread count; kernels
- * only split independent outputs, so results do not depend on it at all. */
+ * parallel-for at a time. The ranges (up to 4 per thread) depend only on the sizes and
+ * the thread count; whichever thread is free first claims the next range, so a worker
+ * that the OS schedules late (a loaded machine) does not hold the caller up: the caller
+ * runs the unclaimed ranges itself. A range gets the index of the thread running it
+ * (0 for the caller), so per-thread scratch indexed by it is never shared. Kernels only split
+ * independent outputs, so results do not depend on who runs what. */
 #include "exec/exec-impl.h"
 
 #include <pthread.h>
@@ -22,6 +25,7 @@ struct oq_pool {
     void *arg;
     int64_t n_items, chunk;
     int n_ranges;
+    int next_range;           /* next unclaimed range of the current job */
 };
 
 /* set while this thread runs a range: a nested parallel-for then runs serially */
@@ -40,9 +44,10 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
-static void run_range(oq_pool *p, int w)
+/* range r of the current job, run by thread w (0 = the caller) */
+static void run_range(oq_pool *p, int r, int w)
 {
-    int64_t b = (int64_t)w * p->chunk;
+    int64_t b = (int64_t)r * p->chunk;
     int64_t e = b + p->chunk;
     if (e > p->n_items)
         e = p->n_items;
@@ -66,13 +71,15 @@ static void *worker_main(void *a)
         if (p->stop)
             break;
         seen = p->gen;
-        bool mine = w < p->n_ranges;
-        pthread_mutex_unlock(&p->mu);
-        if (mine)
-            run_range(p, w);
-        pthread_mutex_lock(&p->mu);
-        if (mine && --p->pending == 0)
-            pthread_cond_signal(&p->cv_done);
+        /* claim ranges of this job while any are left (the mutex is held here) */
+        while (p->next_range < p->n_ranges) {
+            int r = p->next_range++;
+            pthread_mutex_unlock(&p->mu);
+            run_range(p, r, w);
+            pthread_mutex_lock(&p->mu);
+            if (--p->pending == 0)
+                pthread_cond_signal(&p->cv_done);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -143,9 +150,11 @@ void oq_pool_for(oq_pool *p, int64_t n, int64_t grain, oq_range_fn fn, void *arg
     if (grain < 1)
         grain = 1;
     int threads = p ? p->n : 1;
+    /* up to 4 ranges per thread: a thread the OS schedules late (or preempts) then
+     * holds back at most a small share, which the others take over */
     int64_t ranges = n / grain;
-    if (ranges > threads)
-        ranges = threads;
+    if (ranges > 4 * (int64_t)threads)
+        ranges = 4 * (int64_t)threads;
     if (ranges <= 1 || !p || p->started + 1 < p->n || in_range) {
         fn(arg, 0, n, 0);
         return;
@@ -157,12 +166,17 @@ void oq_pool_for(oq_pool *p, int64_t n, int64_t grain, oq_range_fn fn, void *arg
     p->n_items = n;
     p->chunk = chunk;
     p->n_ranges = (int)((n + chunk - 1) / chunk);
-    p->pending = p->n_ranges - 1;
+    p->pending = p->n_ranges;
+    p->next_range = 0;
     p->gen++;
     pthread_cond_broadcast(&p->cv_work);
-    pthread_mutex_unlock(&p->mu);
-    run_range(p, 0);
-    pthread_mutex_lock(&p->mu);
+    while (p->next_range < p->n_ranges) {
+        int r = p->next_range++;
+        pthread_mutex_unlock(&p->mu);
+        run_range(p, r, 0);
+        pthread_mutex_lock(&p->mu);
+        p->pending--;
+    }
     while (p->pending > 0)
         pthread_cond_wait(&p->cv_done, &p->mu);
     pthread_mutex_unlock(&p->mu);

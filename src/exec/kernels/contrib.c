@@ -162,9 +162,8 @@ static oq_status run_nbits(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     if (bias)
         for (int64_t m = 0; m < M; m++)
             memcpy(y + m * g.N, bias, (size_t)g.N * sizeof(float));
-    oq_k_sgemm(k, false, true, M, g.N, g.K, 1.0f, in[0]->data, g.K, w, g.K, bias ? 1.0f : 0.0f, y,
-               g.N);
-    return OQ_OK;
+    return oq_k_sgemm(k, false, true, M, g.N, g.K, 1.0f, in[0]->data, g.K, w, g.K,
+                      bias ? 1.0f : 0.0f, y, g.N);
 }
 
 const oq_kernel oq_kernels_contrib[] = {

@@ -170,47 +170,76 @@ static void geo3(const conv_geo *g, int64_t *in, int64_t *kk, int64_t *out, int6
     }
 }
 
-typedef struct im2col_job {
+/* im2col on the fly: one K x NR panel of the column matrix of one group of one image
+ * (rows: (c, kd, kh, kw); columns: output positions), produced while the GEMM needs it,
+ * so the whole column matrix is never stored. */
+typedef struct im2col_ctx {
     const float *x;         /* one group of one image: Cg x in[] */
-    float *col;             /* (Cg*KD*KH*KW) x (OD*OH*OW) */
+    int64_t Cg;
     int64_t in[3], k[3], out[3], st[3], dl[3], pb[3];
-} im2col_job;
+} im2col_ctx;
 
-static void im2col_rows(void *arg, int64_t b, int64_t e, int w)
+static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
 {
-    const im2col_job *j = arg;
-    (void)w;
-    int64_t ksz = j->k[0] * j->k[1] * j->k[2];
-    int64_t osz = j->out[0] * j->out[1] * j->out[2];
-    for (int64_t r = b; r < e; r++) {
-        int64_t c = r / ksz, kr = r % ksz;
-        int64_t kd = kr / (j->k[1] * j->k[2]), kh = (kr / j->k[2]) % j->k[1], kw = kr % j->k[2];
-        const float *xc = j->x + c * j->in[0] * j->in[1] * j->in[2];
-        float *dst = j->col + r * osz;
-        for (int64_t od = 0; od < j->out[0]; od++) {
-            int64_t id = od * j->st[0] - j->pb[0] + kd * j->dl[0];
-            for (int64_t oh = 0; oh < j->out[1]; oh++) {
-                int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
-                float *drow = dst + (od * j->out[1] + oh) * j->out[2];
-                if (id < 0 || id >= j->in[0] || ih < 0 || ih >= j->in[1]) {
-                    memset(drow, 0, (size_t)j->out[2] * sizeof(float));
-                    continue;
-                }
-                const float *xrow = xc + (id * j->in[1] + ih) * j->in[2];
-                int64_t iw0 = -j->pb[2] + kw * j->dl[2];
-                if (j->st[2] == 1) {
-                    for (int64_t ow = 0; ow < j->out[2]; ow++) {
-                        int64_t iw = iw0 + ow;
-                        drow[ow] = (iw >= 0 && iw < j->in[2]) ? xrow[iw] : 0.0f;
-                    }
-                } else {
-                    for (int64_t ow = 0; ow < j->out[2]; ow++) {
-                        int64_t iw = iw0 + ow * j->st[2];
-                        drow[ow] = (iw >= 0 && iw < j->in[2]) ? xrow[iw] : 0.0f;
-                    }
-                }
+    const im2col_ctx *j = ctx;
+    const int64_t ID = j->in[0], IH = j->in[1], IW = j->in[2];
+    const int64_t isz = ID * IH * IW;
+    int64_t bd[OQ_SGEMM_NR], bh[OQ_SGEMM_NR], bw[OQ_SGEMM_NR];
+    int64_t ow = n0 % j->out[2], oh = (n0 / j->out[2]) % j->out[1], od = n0 / (j->out[2] * j->out[1]);
+    for (int64_t q = 0; q < nv; q++) {
+        bd[q] = od * j->st[0] - j->pb[0];
+        bh[q] = oh * j->st[1] - j->pb[1];
+        bw[q] = ow * j->st[2] - j->pb[2];
+        if (++ow == j->out[2]) {
+            ow = 0;
+            if (++oh == j->out[1]) {
+                oh = 0;
+                od++;
             }
         }
+    }
+    /* one output row: a tap reads nv inputs sw apart in one input row */
+    bool row = nv == OQ_SGEMM_NR && bd[0] == bd[nv - 1] && bh[0] == bh[nv - 1];
+    const int64_t sw = j->st[2];
+    for (int64_t c = 0; c < j->Cg; c++) {
+        const float *xc = j->x + c * isz;
+        for (int64_t kd = 0; kd < j->k[0]; kd++)
+            for (int64_t kh = 0; kh < j->k[1]; kh++) {
+                int64_t id0 = bd[0] + kd * j->dl[0], ih0 = bh[0] + kh * j->dl[1];
+                for (int64_t kw = 0; kw < j->k[2]; kw++, dst += OQ_SGEMM_NR) {
+                    int64_t kwo = kw * j->dl[2];
+                    if (row) {
+                        int64_t iw0 = bw[0] + kwo;
+                        if (id0 < 0 || id0 >= ID || ih0 < 0 || ih0 >= IH) {
+                            memset(dst, 0, OQ_SGEMM_NR * sizeof(float));
+                            continue;
+                        }
+                        const float *xr = xc + (id0 * IH + ih0) * IW;
+                        if (iw0 >= 0 && iw0 + (OQ_SGEMM_NR - 1) * sw < IW) {
+                            if (sw == 1)
+                                memcpy(dst, xr + iw0, OQ_SGEMM_NR * sizeof(float));
+                            else
+                                for (int64_t q = 0; q < OQ_SGEMM_NR; q++)
+                                    dst[q] = xr[iw0 + q * sw];
+                            continue;
+                        }
+                        for (int64_t q = 0; q < OQ_SGEMM_NR; q++) {
+                            int64_t iw = iw0 + q * sw;
+                            dst[q] = iw >= 0 && iw < IW ? xr[iw] : 0.0f;
+                        }
+                        continue;
+                    }
+                    for (int64_t q = 0; q < nv; q++) {
+                        int64_t id = bd[q] + kd * j->dl[0], ih = bh[q] + kh * j->dl[1];
+                        int64_t iw = bw[q] + kwo;
+                        dst[q] = id >= 0 && id < ID && ih >= 0 && ih < IH && iw >= 0 && iw < IW
+                                     ? xc[(id * IH + ih) * IW + iw]
+                                     : 0.0f;
+                    }
+                    for (int64_t q = nv; q < OQ_SGEMM_NR; q++)
+                        dst[q] = 0.0f;
+                }
+            }
     }
 }
 
@@ -223,18 +252,208 @@ typedef struct dw_job {
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
  * starts at the bias and adds the taps in (kd, kh, kw) order; for every tap the valid
  * output columns are computed once, so the inner loop has no bounds checks. */
+/* y[i] += w * x[i * sw] for i < n: multiply, then add, in every path */
+static void dw_row_generic(float *y, const float *x, float w, int64_t n, int64_t sw)
+{
+    if (sw == 1)
+        for (int64_t i = 0; i < n; i++)
+            y[i] += w * x[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] += w * x[i * sw];
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OQ_HAVE_DW_AVX2 1
+__attribute__((target("avx2"))) static void dw_row_avx2(float *y, const float *x, float w,
+                                                        int64_t n, int64_t sw)
+{
+    __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    if (sw == 1) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                                  _mm256_mul_ps(wv, _mm256_loadu_ps(x + i))));
+    } else if (sw == 2) {
+        const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+        /* x[2i .. 2i+15] holds 8 wanted values; 2i + 16 <= 2n - 1 + 1 keeps the loads in
+         * the row (the last wanted element is x[2(n-1)], so stop one vector early) */
+        for (; i + 9 <= n; i += 8) {
+            __m256 lo = _mm256_loadu_ps(x + 2 * i), hi = _mm256_loadu_ps(x + 2 * i + 8);
+            __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+            ev = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_castps_si256(ev), perm));
+            _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(wv, ev)));
+        }
+    }
+    for (; i < n; i++)
+        y[i] += w * x[i * sw];
+}
+
+/* One 2-D depthwise channel with AVX2: the channel is first copied into a zero-padded
+ * plane (pad), so every output needs no bounds checks and 8 output columns are
+ * computed at once with all taps in registers: acc = bias, then acc + w * x for every
+ * tap in (kh, kw) order. Taps falling in the padding add w * 0, so against the generic
+ * path (which skips them) only the sign of a zero result can differ; the thread count
+ * does not matter either way. Unit or stride 2 along the row. pad must hold
+ * dw2d_pad_size() floats. */
+static int64_t dw2d_pad_w(const dw_job *j)
+{
+    int64_t owr = (j->out[2] + 7) / 8 * 8;
+    int64_t need = (owr - 1) * j->st[2] + (j->k[2] - 1) * j->dl[2] + 16 + 1;
+    int64_t base = j->pb[2] + j->in[2];
+    return need > base ? need : base;
+}
+
+static int64_t dw2d_pad_size(const dw_job *j)
+{
+    return ((j->out[1] - 1) * j->st[1] + (j->k[1] - 1) * j->dl[1] + 1) * dw2d_pad_w(j);
+}
+
+/* one output row of dw2d_avx2, any kernel width, stride 1 or 2 along the row */
+__attribute__((target("avx2"))) static void dw2d_row_any(float *yr, const float *prow,
+                                                         const float *w, float bias,
+                                                         int64_t OW, int64_t KH, int64_t KW,
+                                                         int64_t rstep, int64_t sw,
+                                                         int64_t dw)
+{
+    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    float tail[8];
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+        __m256 acc = _mm256_set1_ps(bias);
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow * sw, *wr = w + kh * KW;
+            for (int64_t kw = 0; kw < KW; kw++) {
+                const float *xp = xr + kw * dw;
+                __m256 xv;
+                if (sw == 1) {
+                    xv = _mm256_loadu_ps(xp);
+                } else {
+                    __m256 lo = _mm256_loadu_ps(xp), hi = _mm256_loadu_ps(xp + 8);
+                    xv = _mm256_shuffle_ps(lo, hi, 0x88);
+                    xv = _mm256_castsi256_ps(
+                        _mm256_permutevar8x32_epi32(_mm256_castps_si256(xv), perm));
+                }
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]), xv));
+            }
+        }
+        if (ow + 8 <= OW) {
+            _mm256_storeu_ps(yr + ow, acc);
+        } else {
+            _mm256_storeu_ps(tail, acc);
+            memcpy(yr + ow, tail, (size_t)(OW - ow) * sizeof(float));
+        }
+    }
+}
+
+/* the same for unit stride and dilation and a kernel width known at compile time
+ * (KW is a constant at both call sites, so the tap loop unrolls) */
+__attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const float *prow,
+                                                              const float *w, float bias,
+                                                              int64_t OW, int64_t KH,
+                                                              int64_t rstep, const int KW)
+{
+    float tail[8];
+    int64_t ow = 0;
+    /* 32 columns: four independent sums hide the add latency */
+    for (; ow + 32 <= OW; ow += 32) {
+        __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++) {
+                __m256 wv = _mm256_set1_ps(wr[kw]);
+                a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw)));
+                a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 8)));
+                a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 16)));
+                a3 = _mm256_add_ps(a3, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 24)));
+            }
+        }
+        _mm256_storeu_ps(yr + ow, a0);
+        _mm256_storeu_ps(yr + ow + 8, a1);
+        _mm256_storeu_ps(yr + ow + 16, a2);
+        _mm256_storeu_ps(yr + ow + 24, a3);
+    }
+    for (; ow < OW; ow += 8) {
+        __m256 acc = _mm256_set1_ps(bias);
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++)
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]),
+                                                       _mm256_loadu_ps(xr + kw)));
+        }
+        if (ow + 8 <= OW) {
+            _mm256_storeu_ps(yr + ow, acc);
+        } else {
+            _mm256_storeu_ps(tail, acc);
+            memcpy(yr + ow, tail, (size_t)(OW - ow) * sizeof(float));
+        }
+    }
+}
+
+__attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
+                                                      const float *w, float bias, float *y,
+                                                      float *pad)
+{
+    const int64_t IH = j->in[1], IW = j->in[2], OH = j->out[1], OW = j->out[2];
+    const int64_t KH = j->k[1], KW = j->k[2], sh = j->st[1], sw = j->st[2];
+    const int64_t dh = j->dl[1], dw = j->dl[2], ph = j->pb[1], pw = j->pb[2];
+    const int64_t PW = dw2d_pad_w(j), PH = (OH - 1) * sh + (KH - 1) * dh + 1;
+    for (int64_t r = 0; r < PH; r++) {
+        float *pr = pad + r * PW;
+        int64_t ih = r - ph;
+        if (ih < 0 || ih >= IH) {
+            memset(pr, 0, (size_t)PW * sizeof(float));
+            continue;
+        }
+        memset(pr, 0, (size_t)pw * sizeof(float));
+        memcpy(pr + pw, x + ih * IW, (size_t)IW * sizeof(float));
+        memset(pr + pw + IW, 0, (size_t)(PW - pw - IW) * sizeof(float));
+    }
+    for (int64_t oh = 0; oh < OH; oh++) {
+        float *yr = y + oh * OW;
+        const float *prow = pad + oh * sh * PW;
+        /* the common kernel widths with the taps unrolled (same order, same sums) */
+        if (sw == 1 && dw == 1 && KW == 3)
+            dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 3);
+        else if (sw == 1 && dw == 1 && KW == 5)
+            dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 5);
+        else
+            dw2d_row_any(yr, prow, w, bias, OW, KH, KW, dh * PW, sw, dw);
+    }
+}
+#endif
+
 static void dw_items(void *arg, int64_t b, int64_t e, int wk)
 {
     const dw_job *j = arg;
     (void)wk;
+    void (*row)(float *, const float *, float, int64_t, int64_t) = dw_row_generic;
+#ifdef OQ_HAVE_DW_AVX2
+    if (oq_k_cpu_avx2())
+        row = dw_row_avx2;
+#endif
     int64_t isz = j->in[0] * j->in[1] * j->in[2], osz = j->out[0] * j->out[1] * j->out[2];
     int64_t ksz = j->k[0] * j->k[1] * j->k[2];
     const int64_t IW = j->in[2], OW = j->out[2], sw = j->st[2];
+#ifdef OQ_HAVE_DW_AVX2
+    bool two_d = j->k[0] == 1 && j->in[0] == 1 && j->out[0] == 1 && j->st[0] == 1 &&
+                 j->pb[0] == 0 && (j->st[2] == 1 || j->st[2] == 2) && row == dw_row_avx2 &&
+                 j->out[1] > 0 && j->out[2] > 0;
+    float *pad = two_d ? malloc((size_t)dw2d_pad_size(j) * sizeof(float)) : NULL;
+    if (!pad)
+        two_d = false; /* the generic path needs no buffer */
+#endif
     for (int64_t it = b; it < e; it++) {
         int64_t c = it % j->C;
         const float *x = j->x + it * isz, *w = j->w + c * ksz;
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
+#ifdef OQ_HAVE_DW_AVX2
+        if (two_d) {
+            dw2d_avx2(j, x, w, bias, y, pad);
+            continue;
+        }
+#endif
         for (int64_t p = 0; p < osz; p++)
             y[p] = bias;
         for (int64_t kd = 0; kd < j->k[0]; kd++)
@@ -259,16 +478,14 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
                                 continue;
                             const float *xr = x + (id * j->in[1] + ih) * IW + off;
                             float *yr = y + (od * j->out[1] + oh) * OW;
-                            if (sw == 1)
-                                for (int64_t ow = lo; ow < hi; ow++)
-                                    yr[ow] += wv * xr[ow];
-                            else
-                                for (int64_t ow = lo; ow < hi; ow++)
-                                    yr[ow] += wv * xr[ow * sw];
+                            row(yr + lo, xr + lo * sw, wv, hi - lo, sw);
                         }
                     }
                 }
     }
+#ifdef OQ_HAVE_DW_AVX2
+    free(pad);
+#endif
 }
 
 static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
@@ -293,42 +510,45 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         memcpy(j.st, s3, sizeof s3);
         memcpy(j.dl, d3, sizeof d3);
         memcpy(j.pb, p3, sizeof p3);
-        oq_k_parallel_for(k, g.N * g.C, 1, dw_items, &j);
+        /* at least ~32k multiply-adds per range: smaller ones cost more to dispatch */
+        int64_t per = osz * ksz > 0 ? osz * ksz : 1;
+        oq_k_parallel_for(k, g.N * g.C, per >= 32768 ? 1 : 32768 / per, dw_items, &j);
         return OQ_OK;
     }
+    /* a 1x1, stride-1, unpadded convolution is a plain GEMM on the input */
     bool pointwise = ksz == 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && p3[0] == 0 &&
                      p3[1] == 0 && p3[2] == 0 && osz == isz;
-    float *col = NULL;
-    if (!pointwise) {
-        col = oq_k_scratch(k, (size_t)(Cg * ksz * osz) * sizeof(float));
-        if (!col)
-            return OQ_ERR_NOMEM;
-    }
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gr = 0; gr < g.group; gr++) {
             const float *xg = x + (n * g.C + gr * Cg) * isz;
             float *yg = y + (n * g.M + gr * Mg) * osz;
-            const float *B = xg;
-            if (!pointwise) {
-                im2col_job j = {xg, col, {0}, {0}, {0}, {0}, {0}, {0}};
-                memcpy(j.in, i3, sizeof i3);
-                memcpy(j.k, k3, sizeof k3);
-                memcpy(j.out, o3, sizeof o3);
-                memcpy(j.st, s3, sizeof s3);
-                memcpy(j.dl, d3, sizeof d3);
-                memcpy(j.pb, p3, sizeof p3);
-                oq_k_parallel_for(k, Cg * ksz, 4, im2col_rows, &j);
-                B = col;
+            im2col_ctx j = {xg, Cg, {0}, {0}, {0}, {0}, {0}, {0}};
+            memcpy(j.in, i3, sizeof i3);
+            memcpy(j.k, k3, sizeof k3);
+            memcpy(j.out, o3, sizeof o3);
+            memcpy(j.st, s3, sizeof s3);
+            memcpy(j.dl, d3, sizeof d3);
+            memcpy(j.pb, p3, sizeof p3);
+            oq_sgemm_ex ge;
+            memset(&ge, 0, sizeof ge);
+            ge.M = Mg;
+            ge.N = osz;
+            ge.K = Cg * ksz;
+            ge.A = w + gr * Mg * Cg * ksz;
+            ge.lda = Cg * ksz;
+            if (pointwise) {
+                ge.B = xg;
+                ge.ldb = osz;
+            } else {
+                ge.pack = im2col_pack;
+                ge.pack_ctx = &j;
             }
-            float beta = 0.0f;
-            if (bias) {
-                for (int64_t m = 0; m < Mg; m++)
-                    for (int64_t p = 0; p < osz; p++)
-                        yg[m * osz + p] = bias[gr * Mg + m];
-                beta = 1.0f;
-            }
-            oq_k_sgemm(k, false, false, Mg, osz, Cg * ksz, 1.0f, w + gr * Mg * Cg * ksz,
-                       Cg * ksz, B, osz, beta, yg, osz);
+            ge.C = yg;
+            ge.ldc = osz;
+            ge.bias = bias ? bias + gr * Mg : NULL; /* y = bias + sum, as before */
+            st = oq_k_sgemm_ex(k, &ge);
+            if (st)
+                return st;
         }
     return OQ_OK;
 }
@@ -395,8 +615,10 @@ static oq_status run_convt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
             const float *xg = x + (n * g.C + gr * Cg) * isz;
             float *yg = y + (n * g.M + gr * Mg) * osz;
             /* col[Mg*ksz, isz] = W_g^T [Mg*ksz, Cg] x X_g [Cg, isz] */
-            oq_k_sgemm(k, true, false, Mg * ksz, isz, Cg, 1.0f, w + gr * Cg * Mg * ksz, Mg * ksz,
-                       xg, isz, 0.0f, col, isz);
+            st = oq_k_sgemm(k, true, false, Mg * ksz, isz, Cg, 1.0f, w + gr * Cg * Mg * ksz,
+                            Mg * ksz, xg, isz, 0.0f, col, isz);
+            if (st)
+                return st;
             for (int64_t m = 0; m < Mg; m++)
                 for (int64_t p = 0; p < osz; p++)
                     yg[m * osz + p] = bias ? bias[gr * Mg + m] : 0.0f;

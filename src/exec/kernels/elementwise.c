@@ -265,7 +265,50 @@ typedef struct unary_job {
         default: break;                                                                        \
         }                                                                                      \
     }
-UNARY_FLOAT(float, f32)
+UNARY_FLOAT(float, f32s)
+
+/* Relu and HardSigmoid with AVX2, element for element the scalar results:
+ * max_ps(x, 0) is "x > 0 ? x : 0"; min_ps(v, 1) is "v < 1 ? v : 1" and gives 1 for a
+ * NaN v as fmin(1, v) does; the following max_ps(w, 0) sees no NaN. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static bool unary_f32_avx2(const unary_job *j, int64_t b,
+                                                           int64_t e)
+{
+    const float *a = (const float *)j->a + b;
+    float *o = (float *)j->o + b;
+    int64_t n = e - b, i = 0;
+    __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    if (j->s->op == OP_Relu) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_loadu_ps(a + i), zero));
+        for (; i < n; i++)
+            o[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        return true;
+    }
+    if (j->s->op == OP_HardSigmoid) {
+        float al = (float)j->s->alpha, be = (float)j->s->beta;
+        __m256 va = _mm256_set1_ps(al), vb = _mm256_set1_ps(be);
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_add_ps(_mm256_mul_ps(va, _mm256_loadu_ps(a + i)), vb);
+            _mm256_storeu_ps(o + i, _mm256_max_ps(_mm256_min_ps(v, one), zero));
+        }
+        for (; i < n; i++)
+            o[i] = fmaxf(0.0f, fminf(1.0f, al * a[i] + be));
+        return true;
+    }
+    return false;
+}
+#endif
+
+static void unary_f32(void *arg, int64_t b, int64_t e, int w)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (oq_k_cpu_avx2() && unary_f32_avx2(arg, b, e))
+        return;
+#endif
+    unary_f32s(arg, b, e, w);
+}
 UNARY_FLOAT(double, f64)
 
 /* Integer Abs / Neg / Sign / Relu; wrap-around like two's complement hardware. */
@@ -435,7 +478,107 @@ static oq_status run_unary(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     ROW2(pow_##D, T, T, pow(x, y))                                          \
     ROW2(prelu_##D, T, T, x < 0 ? x * y : x)                                \
     ROW2(mod_##D, T, T, s->flag ? fmod(x, y) : x - y * floor(x / y))
-FLOAT_TYPES(GEN_F)
+GEN_F(FLOATs, float)
+GEN_F(DOUBLE, double)
+#define max_FLOAT max_FLOATs
+#define min_FLOAT min_FLOATs
+#define pow_FLOAT pow_FLOATs
+#define prelu_FLOAT prelu_FLOATs
+#define mod_FLOAT mod_FLOATs
+
+/* float + - * / with AVX2 when available: the same IEEE operation per element as the
+ * scalar loop, so the result does not depend on which path runs. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define VBIN(NAME, OP, VOP)                                                              \
+    __attribute__((target("avx2"))) static void NAME##_avx2(                            \
+        float *o, const float *a, const float *b, int64_t ia, int64_t ib, int64_t n)    \
+    {                                                                                   \
+        int64_t i = 0;                                                                  \
+        if (ia && ib) {                                                                 \
+            for (; i + 8 <= n; i += 8)                                                  \
+                _mm256_storeu_ps(o + i, VOP(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))); \
+            for (; i < n; i++)                                                          \
+                o[i] = a[i] OP b[i];                                                    \
+        } else if (ia) {                                                                \
+            __m256 y = _mm256_set1_ps(b[0]);                                            \
+            for (; i + 8 <= n; i += 8)                                                  \
+                _mm256_storeu_ps(o + i, VOP(_mm256_loadu_ps(a + i), y));                \
+            for (; i < n; i++)                                                          \
+                o[i] = a[i] OP b[0];                                                    \
+        } else {                                                                        \
+            __m256 x = _mm256_set1_ps(a[0]);                                            \
+            for (; i + 8 <= n; i += 8)                                                  \
+                _mm256_storeu_ps(o + i, VOP(x, _mm256_loadu_ps(b + i)));                \
+            for (; i < n; i++)                                                          \
+                o[i] = a[0] OP b[i];                                                    \
+        }                                                                               \
+    }                                                                                   \
+    static void NAME##_FLOAT(const void *st, void *o, const void *const *in,           \
+                             const int64_t *inc, int64_t n)                             \
+    {                                                                                   \
+        if ((inc[0] == 0 || inc[0] == 1) && (inc[1] == 0 || inc[1] == 1) &&             \
+            (inc[0] || inc[1]) && oq_k_cpu_avx2())                                      \
+            NAME##_avx2(o, in[0], in[1], inc[0], inc[1], n);                            \
+        else                                                                            \
+            NAME##_FLOATs(st, o, in, inc, n);                                           \
+    }
+VBIN(add, +, _mm256_add_ps)
+VBIN(sub, -, _mm256_sub_ps)
+VBIN(mul, *, _mm256_mul_ps)
+VBIN(div, /, _mm256_div_ps)
+
+/* o = min(max(a, lo), hi) with the scalar loop's NaN and signed-zero behaviour:
+ * max_ps(lo, v) is "lo > v ? lo : v", min_ps(hi, v) is "hi < v ? hi : v". */
+__attribute__((target("avx2"))) static void clip_avx2(float *o, const float *a, int64_t n,
+                                                      float lo, float hi)
+{
+    __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_min_ps(h, _mm256_max_ps(l, _mm256_loadu_ps(a + i))));
+    for (; i < n; i++) {
+        float v = a[i];
+        v = v < lo ? lo : v;
+        o[i] = v > hi ? hi : v;
+    }
+}
+#define OQ_HAVE_CLIP_AVX2 1
+#else
+#define add_FLOAT add_FLOATs
+#define sub_FLOAT sub_FLOATs
+#define mul_FLOAT mul_FLOATs
+#define div_FLOAT div_FLOATs
+#endif
+
+typedef struct clip_job {
+    const float *a;
+    float *o;
+    float lo, hi;
+} clip_job;
+
+static void clip_range(void *arg, int64_t b, int64_t e, int w)
+{
+    const clip_job *j = arg;
+    (void)w;
+#ifdef OQ_HAVE_CLIP_AVX2
+    if (oq_k_cpu_avx2()) {
+        clip_avx2(j->o + b, j->a + b, e - b, j->lo, j->hi);
+        return;
+    }
+#endif
+    for (int64_t i = b; i < e; i++) {
+        float v = j->a[i];
+        v = v < j->lo ? j->lo : v;
+        j->o[i] = v > j->hi ? j->hi : v;
+    }
+}
+
+static void clip_float(oq_kctx *k, const float *a, float *o, int64_t n, float lo, float hi)
+{
+    clip_job j = {a, o, lo, hi};
+    oq_k_parallel_for(k, n, 16384, clip_range, &j);
+}
 
 /* integer arithmetic: wrap-around; division by zero gives 0 (undefined in ONNX) */
 #define GEN_I(D, T)                                                                  \
@@ -738,13 +881,7 @@ static oq_status run_clip(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         float lo = oq_node_attr_float(n, "min", -INFINITY);
         float hi = oq_node_attr_float(n, "max", INFINITY);
         if (dt == OQ_DTYPE_FLOAT) {
-            const float *a = x->data;
-            float *o = out[0].data;
-            for (int64_t i = 0; i < cnt; i++) {
-                float v = a[i];
-                v = v < lo ? lo : v;
-                o[i] = v > hi ? hi : v;
-            }
+            clip_float(k, x->data, out[0].data, cnt, lo, hi);
             return OQ_OK;
         }
         for (int64_t i = 0; i < cnt; i++) {
@@ -759,13 +896,7 @@ static oq_status run_clip(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     if (dt == OQ_DTYPE_FLOAT) {
         float lo = tlo && oq_rt_tensor_numel(tlo) ? ((const float *)tlo->data)[0] : -INFINITY;
         float hi = thi && oq_rt_tensor_numel(thi) ? ((const float *)thi->data)[0] : INFINITY;
-        const float *a = x->data;
-        float *o = out[0].data;
-        for (int64_t i = 0; i < cnt; i++) {
-            float v = a[i];
-            v = v < lo ? lo : v;
-            o[i] = v > hi ? hi : v;
-        }
+        clip_float(k, x->data, out[0].data, cnt, lo, hi);
         return OQ_OK;
     }
     if (dt == OQ_DTYPE_INT64 || dt == OQ_DTYPE_UINT64) {

@@ -6,139 +6,404 @@
 
 #include "exec/kernel.h"
 
-typedef struct sgemm_job {
-    int64_t M, N, K;
-    float alpha, beta;
-    const float *A;   /* M x K, row-major, lda */
-    int64_t lda;
-    const float *B;   /* K x N, row-major, ldb */
-    int64_t ldb;
-    float *C;
-    int64_t ldc;
-} sgemm_job;
+/* The float GEMM. B is consumed in panels of OQ_SGEMM_NR (16) columns: each panel is
+ * copied (or produced, e.g. by im2col, through a pack callback) into a contiguous K x 16
+ * buffer, zero-padded past N, which stays in cache while blocks of MR rows of A pass
+ * over it. A micro-kernel accumulates an MR x 16 tile over all of K in registers,
+ * always in k order starting from zero; the epilogue (shared C code) then combines the
+ * tile with C or the bias. Every element of C is therefore computed by the same
+ * operations whichever tile, panel or thread range it falls in, so the result does not
+ * depend on the thread count. The instruction set is chosen once per process:
+ * AVX-512F or AVX2 with FMA (fused multiply-add: one rounding per step) when the CPU has
+ * it, else portable C (multiply, then add: ISO C mode does not contract). FMA-capable
+ * machines thus round differently from the portable path; AVX-512 and AVX2+FMA give
+ * identical results (both are one fused operation per element and step). */
+#define NR OQ_SGEMM_NR
 
-/* The micro-kernel: a 4 x 16 block of C accumulated in registers over all of K, then
- * added to C. Columns are the outer loop: a K x 16 panel of B is copied to a contiguous
- * buffer and stays in cache while every row block of A passes over it. Every element is summed in k order from
- * zero by the same operations whichever path (block, row tail, column tail) computes
- * it, and ISO C mode does not contract a*b+c into FMA, so the result does not depend
- * on how rows are split between threads, nor on the instruction set used. */
-#define MR 4
-#define NR 16
+typedef void (*sgemm_micro_fn)(const float *const *a, const float *panel, int64_t K,
+                               float *tile);
 
-#define SGEMM_BODY                                                                     \
-    {                                                                                  \
-        const sgemm_job *j = arg;                                                      \
-        const int64_t K = j->K, N = j->N, lda = j->lda, ldb = j->ldb, ldc = j->ldc;    \
-        const float alpha = j->alpha;                                                  \
-        for (int64_t i = b; i < e; i++) {                                              \
-            float *c = j->C + i * ldc;                                                 \
-            if (j->beta == 0.0f)                                                       \
-                memset(c, 0, (size_t)N * sizeof(float));                               \
-            else if (j->beta != 1.0f)                                                  \
-                for (int64_t n = 0; n < N; n++)                                        \
-                    c[n] *= j->beta;                                                   \
-        }                                                                              \
-        int64_t n0 = 0;                                                                \
-        float *panel = K > 0 && N >= NR ? malloc((size_t)K * NR * sizeof(float)) : NULL; \
-        for (; panel && n0 + NR <= N; n0 += NR) {                                      \
-            for (int64_t k = 0; k < K; k++)                                            \
-                memcpy(panel + k * NR, j->B + k * ldb + n0, NR * sizeof(float));       \
-            int64_t i = b;                                                             \
-            for (; i + MR <= e; i += MR) {                                             \
-                float c0[NR], c1[NR], c2[NR], c3[NR];                                  \
-                for (int c = 0; c < NR; c++)                                           \
-                    c0[c] = c1[c] = c2[c] = c3[c] = 0.0f;                              \
-                const float *a0 = j->A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda,      \
-                            *a3 = a2 + lda;                                            \
-                for (int64_t k = 0; k < K; k++) {                                      \
-                    const float *bp = panel + k * NR;                                  \
-                    float v0 = alpha * a0[k], v1 = alpha * a1[k], v2 = alpha * a2[k],  \
-                          v3 = alpha * a3[k];                                          \
-                    for (int c = 0; c < NR; c++) {                                     \
-                        float bv = bp[c];                                              \
-                        c0[c] += v0 * bv;                                              \
-                        c1[c] += v1 * bv;                                              \
-                        c2[c] += v2 * bv;                                              \
-                        c3[c] += v3 * bv;                                              \
-                    }                                                                  \
-                }                                                                      \
-                float *d0 = j->C + i * ldc + n0;                                       \
-                for (int c = 0; c < NR; c++) {                                         \
-                    d0[c] += c0[c];                                                    \
-                    d0[ldc + c] += c1[c];                                              \
-                    d0[2 * ldc + c] += c2[c];                                          \
-                    d0[3 * ldc + c] += c3[c];                                          \
-                }                                                                      \
-            }                                                                          \
-            for (; i < e; i++) {                                                       \
-                float acc[NR];                                                         \
-                memset(acc, 0, sizeof acc);                                            \
-                const float *a = j->A + i * lda;                                       \
-                for (int64_t k = 0; k < K; k++) {                                      \
-                    const float *bp = panel + k * NR;                                  \
-                    float av = alpha * a[k];                                           \
-                    for (int c = 0; c < NR; c++)                                       \
-                        acc[c] += av * bp[c];                                          \
-                }                                                                      \
-                for (int c = 0; c < NR; c++)                                           \
-                    j->C[i * ldc + n0 + c] += acc[c];                                  \
-            }                                                                          \
-        }                                                                              \
-        for (int64_t i = b; i < e && n0 < N; i++)                                      \
-            for (int64_t n = n0; n < N; n++) {                                         \
-                float acc = 0.0f;                                                      \
-                const float *a = j->A + i * lda;                                       \
-                for (int64_t k = 0; k < K; k++)                                        \
-                    acc += (alpha * a[k]) * j->B[k * ldb + n];                         \
-                j->C[i * ldc + n] += acc;                                              \
-            }                                                                          \
-        free(panel);                                                                   \
+/* portable: 4 x 16 */
+static void micro_generic(const float *const *a, const float *panel, int64_t K, float *tile)
+{
+    float c0[NR], c1[NR], c2[NR], c3[NR];
+    for (int c = 0; c < NR; c++)
+        c0[c] = c1[c] = c2[c] = c3[c] = 0.0f;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    for (int64_t k = 0; k < K; k++) {
+        const float *bp = panel + k * NR;
+        float v0 = a0[k], v1 = a1[k], v2 = a2[k], v3 = a3[k];
+        for (int c = 0; c < NR; c++) {
+            float bv = bp[c];
+            c0[c] += v0 * bv;
+            c1[c] += v1 * bv;
+            c2[c] += v2 * bv;
+            c3[c] += v3 * bv;
+        }
     }
+    memcpy(tile, c0, sizeof c0);
+    memcpy(tile + NR, c1, sizeof c1);
+    memcpy(tile + 2 * NR, c2, sizeof c2);
+    memcpy(tile + 3 * NR, c3, sizeof c3);
+}
 
-static void sgemm_rows_generic(void *arg, int64_t b, int64_t e, int w)
-SGEMM_BODY
+#if defined(__GNUC__) && defined(__x86_64__)
+#define OQ_HAVE_X86_PATHS 1
+#include <immintrin.h>
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define OQ_HAVE_AVX2_PATH 1
-/* the same code compiled for AVX2 (wider vectors; no FMA, see above) */
-__attribute__((target("avx2"))) static void sgemm_rows_avx2(void *arg, int64_t b, int64_t e,
-                                                             int w)
-SGEMM_BODY
+/* AVX2 + FMA: 6 x 16 (12 ymm accumulators) */
+__attribute__((target("avx2,fma"))) static void micro_avx2(const float *const *a,
+                                                           const float *panel, int64_t K,
+                                                           float *tile)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(panel + k * NR), b1 = _mm256_loadu_ps(panel + k * NR + 8);
+        __m256 v = _mm256_broadcast_ss(a0 + k);
+        c00 = _mm256_fmadd_ps(v, b0, c00);
+        c01 = _mm256_fmadd_ps(v, b1, c01);
+        v = _mm256_broadcast_ss(a1 + k);
+        c10 = _mm256_fmadd_ps(v, b0, c10);
+        c11 = _mm256_fmadd_ps(v, b1, c11);
+        v = _mm256_broadcast_ss(a2 + k);
+        c20 = _mm256_fmadd_ps(v, b0, c20);
+        c21 = _mm256_fmadd_ps(v, b1, c21);
+        v = _mm256_broadcast_ss(a3 + k);
+        c30 = _mm256_fmadd_ps(v, b0, c30);
+        c31 = _mm256_fmadd_ps(v, b1, c31);
+        v = _mm256_broadcast_ss(a4 + k);
+        c40 = _mm256_fmadd_ps(v, b0, c40);
+        c41 = _mm256_fmadd_ps(v, b1, c41);
+        v = _mm256_broadcast_ss(a5 + k);
+        c50 = _mm256_fmadd_ps(v, b0, c50);
+        c51 = _mm256_fmadd_ps(v, b1, c51);
+    }
+    _mm256_storeu_ps(tile, c00);
+    _mm256_storeu_ps(tile + 8, c01);
+    _mm256_storeu_ps(tile + 16, c10);
+    _mm256_storeu_ps(tile + 24, c11);
+    _mm256_storeu_ps(tile + 32, c20);
+    _mm256_storeu_ps(tile + 40, c21);
+    _mm256_storeu_ps(tile + 48, c30);
+    _mm256_storeu_ps(tile + 56, c31);
+    _mm256_storeu_ps(tile + 64, c40);
+    _mm256_storeu_ps(tile + 72, c41);
+    _mm256_storeu_ps(tile + 80, c50);
+    _mm256_storeu_ps(tile + 88, c51);
+}
+
+/* AVX-512F: 12 x 16 (12 zmm accumulators, B row in one register) */
+__attribute__((target("avx512f"))) static void micro_avx512(const float *const *a,
+                                                            const float *panel, int64_t K,
+                                                            float *tile)
+{
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
+           c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+                *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *a10 = a[10], *a11 = a[11];
+    for (int64_t k = 0; k < K; k++) {
+        __m512 b = _mm512_loadu_ps(panel + k * NR);
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a0[k]), b, c0);
+        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a1[k]), b, c1);
+        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a2[k]), b, c2);
+        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a3[k]), b, c3);
+        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a4[k]), b, c4);
+        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a5[k]), b, c5);
+        c6 = _mm512_fmadd_ps(_mm512_set1_ps(a6[k]), b, c6);
+        c7 = _mm512_fmadd_ps(_mm512_set1_ps(a7[k]), b, c7);
+        c8 = _mm512_fmadd_ps(_mm512_set1_ps(a8[k]), b, c8);
+        c9 = _mm512_fmadd_ps(_mm512_set1_ps(a9[k]), b, c9);
+        c10 = _mm512_fmadd_ps(_mm512_set1_ps(a10[k]), b, c10);
+        c11 = _mm512_fmadd_ps(_mm512_set1_ps(a11[k]), b, c11);
+    }
+    _mm512_storeu_ps(tile, c0);
+    _mm512_storeu_ps(tile + 16, c1);
+    _mm512_storeu_ps(tile + 32, c2);
+    _mm512_storeu_ps(tile + 48, c3);
+    _mm512_storeu_ps(tile + 64, c4);
+    _mm512_storeu_ps(tile + 80, c5);
+    _mm512_storeu_ps(tile + 96, c6);
+    _mm512_storeu_ps(tile + 112, c7);
+    _mm512_storeu_ps(tile + 128, c8);
+    _mm512_storeu_ps(tile + 144, c9);
+    _mm512_storeu_ps(tile + 160, c10);
+    _mm512_storeu_ps(tile + 176, c11);
+}
+
+/* AVX-512F: 12 x 32, two adjacent panels at once (24 zmm accumulators): twice the
+ * multiply-adds per broadcast of A; every element is the same sum as in micro_avx512 */
+__attribute__((target("avx512f"))) static void micro2_avx512(const float *const *a,
+                                                             const float *p0,
+                                                             const float *p1, int64_t K,
+                                                             float *t0, float *t1)
+{
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
+           c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+    __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0, d6 = c0, d7 = c0, d8 = c0,
+           d9 = c0, d10 = c0, d11 = c0;
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+                *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *a10 = a[10], *a11 = a[11];
+    for (int64_t k = 0; k < K; k++) {
+        __m512 b = _mm512_loadu_ps(p0 + k * NR), bb = _mm512_loadu_ps(p1 + k * NR);
+        __m512 v;
+#define OQ_ROW2(I)                                  \
+        v = _mm512_set1_ps(a##I[k]);                \
+        c##I = _mm512_fmadd_ps(v, b, c##I);         \
+        d##I = _mm512_fmadd_ps(v, bb, d##I);
+        OQ_ROW2(0) OQ_ROW2(1) OQ_ROW2(2) OQ_ROW2(3) OQ_ROW2(4) OQ_ROW2(5)
+        OQ_ROW2(6) OQ_ROW2(7) OQ_ROW2(8) OQ_ROW2(9) OQ_ROW2(10) OQ_ROW2(11)
+#undef OQ_ROW2
+    }
+    __m512 cs[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};
+    __m512 ds[12] = {d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11};
+    for (int q = 0; q < 12; q++) {
+        _mm512_storeu_ps(t0 + q * NR, cs[q]);
+        _mm512_storeu_ps(t1 + q * NR, ds[q]);
+    }
+}
 #endif
 
-/* -1 unknown, 0 no, 1 yes; written once, racing writers store the same value */
-static _Atomic int have_avx2 = -1;
+#define MR_MAX 12
 
-static void sgemm_rows(void *arg, int64_t b, int64_t e, int w)
+typedef void (*sgemm_micro2_fn)(const float *const *a, const float *p0, const float *p1,
+                                int64_t K, float *t0, float *t1);
+
+typedef struct sgemm_isa {
+    sgemm_micro_fn micro;
+    int mr;
+    sgemm_micro2_fn micro2; /* two panels at once, or NULL */
+} sgemm_isa;
+
+/* 0 unknown, else 1 + index into isas; written once, racing writers store the same value */
+static _Atomic int isa_choice;
+
+static sgemm_isa pick_isa(void)
 {
-#ifdef OQ_HAVE_AVX2_PATH
-    int have = atomic_load_explicit(&have_avx2, memory_order_relaxed);
-    if (have < 0) {
+    static const sgemm_isa isas[] = {
+        {micro_generic, 4, NULL},
+#ifdef OQ_HAVE_X86_PATHS
+        {micro_avx2, 6, NULL},
+        {micro_avx512, 12, micro2_avx512},
+#endif
+    };
+    int c = atomic_load_explicit(&isa_choice, memory_order_relaxed);
+    if (!c) {
+        c = 1;
+#ifdef OQ_HAVE_X86_PATHS
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") ? 1 : 0;
-        atomic_store_explicit(&have_avx2, have, memory_order_relaxed);
+        const char *env = getenv("ONNXQ_SGEMM_ISA"); /* testing: generic, avx2 */
+        bool want512 = !env || strcmp(env, "avx512") == 0 || strcmp(env, "auto") == 0;
+        bool want256 = want512 || strcmp(env, "avx2") == 0;
+        if (want512 && __builtin_cpu_supports("avx512f"))
+            c = 3;
+        else if (want256 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            c = 2;
+#endif
+        atomic_store_explicit(&isa_choice, c, memory_order_relaxed);
     }
-    if (have) {
-        sgemm_rows_avx2(arg, b, e, w);
+    return isas[c - 1];
+}
+
+/* copy columns n0 .. n0+nv-1 of a row-major B into a K x NR panel, zero-padded */
+static void pack_plain(const oq_sgemm_ex *g, int64_t n0, int64_t nv, float *dst)
+{
+    const float *src = g->B + n0;
+    for (int64_t k = 0; k < g->K; k++, src += g->ldb, dst += NR) {
+        if (nv == NR) {
+            memcpy(dst, src, NR * sizeof(float));
+        } else {
+            memcpy(dst, src, (size_t)nv * sizeof(float));
+            memset(dst + nv, 0, (size_t)(NR - nv) * sizeof(float));
+        }
+    }
+}
+
+/* combine an accumulated tile with C: rows i0.., columns n0.. (mv x nv valid) */
+static void epilogue(const oq_sgemm_ex *g, const float *tile, int64_t i0, int64_t mv,
+                     int64_t n0, int64_t nv)
+{
+    for (int64_t r = 0; r < mv; r++) {
+        const float *t = tile + r * NR;
+        float *c = g->C + (i0 + r) * g->ldc + n0;
+        if (g->bias) {
+            float bv = g->bias[i0 + r];
+            for (int64_t x = 0; x < nv; x++)
+                c[x] = bv + t[x];
+        } else if (g->beta == 0.0f) {
+            memcpy(c, t, (size_t)nv * sizeof(float));
+        } else if (g->beta == 1.0f) {
+            for (int64_t x = 0; x < nv; x++)
+                c[x] = c[x] + t[x];
+        } else {
+            float beta = g->beta;
+            for (int64_t x = 0; x < nv; x++)
+                c[x] = beta * c[x] + t[x];
+        }
+    }
+}
+
+#ifdef OQ_HAVE_X86_PATHS
+/* the epilogue for full 16-column rows: the same operations, 8 lanes at a time */
+__attribute__((target("avx2"))) static void epilogue_avx2(const oq_sgemm_ex *g,
+                                                          const float *tile, int64_t i0,
+                                                          int64_t mv, int64_t n0)
+{
+    for (int64_t r = 0; r < mv; r++) {
+        const float *t = tile + r * NR;
+        float *c = g->C + (i0 + r) * g->ldc + n0;
+        __m256 t0 = _mm256_loadu_ps(t), t1 = _mm256_loadu_ps(t + 8);
+        if (g->bias) {
+            __m256 bv = _mm256_set1_ps(g->bias[i0 + r]);
+            t0 = _mm256_add_ps(bv, t0);
+            t1 = _mm256_add_ps(bv, t1);
+        } else if (g->beta == 1.0f) {
+            t0 = _mm256_add_ps(_mm256_loadu_ps(c), t0);
+            t1 = _mm256_add_ps(_mm256_loadu_ps(c + 8), t1);
+        } else if (g->beta != 0.0f) {
+            __m256 b = _mm256_set1_ps(g->beta);
+            t0 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c)), t0);
+            t1 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + 8)), t1);
+        }
+        _mm256_storeu_ps(c, t0);
+        _mm256_storeu_ps(c + 8, t1);
+    }
+}
+#endif
+
+typedef struct sgemm_run {
+    const oq_sgemm_ex *g;
+    sgemm_isa isa;
+    bool by_panels;     /* parallel items are column panels (else rows) */
+    float *panels;      /* one K x NR panel buffer per range (worker index) */
+} sgemm_run;
+
+static void tile_out(const sgemm_run *r, const float *tile, int64_t i, int64_t mv, int64_t n0,
+                     int64_t nv)
+{
+#ifdef OQ_HAVE_X86_PATHS
+    if (nv == NR && r->isa.mr > 4) { /* an AVX2 or AVX-512 machine */
+        epilogue_avx2(r->g, tile, i, mv, n0);
         return;
     }
 #endif
-    sgemm_rows_generic(arg, b, e, w);
+    epilogue(r->g, tile, i, mv, n0, nv);
 }
 
-void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+/* all row blocks in [mb, me) against one packed panel */
+static void rows_x_panel(const sgemm_run *r, const float *panel, int64_t mb, int64_t me,
+                         int64_t n0, int64_t nv)
+{
+    const oq_sgemm_ex *g = r->g;
+    const int mr = r->isa.mr;
+    float tile[MR_MAX * NR];
+    const float *ap[MR_MAX];
+    for (int64_t i = mb; i < me; i += mr) {
+        int64_t mv = me - i < mr ? me - i : mr;
+        for (int q = 0; q < mr; q++) /* rows past the end repeat the last row */
+            ap[q] = g->A + (i + (q < mv ? q : mv - 1)) * g->lda;
+        r->isa.micro(ap, panel, g->K, tile);
+        tile_out(r, tile, i, mv, n0, nv);
+    }
+}
+
+/* the same for two adjacent panels (the first one full) with micro2 */
+static void rows_x_panel2(const sgemm_run *r, const float *p0, const float *p1, int64_t mb,
+                          int64_t me, int64_t n0, int64_t nv1)
+{
+    const oq_sgemm_ex *g = r->g;
+    const int mr = r->isa.mr;
+    float t0[MR_MAX * NR], t1[MR_MAX * NR];
+    const float *ap[MR_MAX];
+    for (int64_t i = mb; i < me; i += mr) {
+        int64_t mv = me - i < mr ? me - i : mr;
+        for (int q = 0; q < mr; q++)
+            ap[q] = g->A + (i + (q < mv ? q : mv - 1)) * g->lda;
+        r->isa.micro2(ap, p0, p1, g->K, t0, t1);
+        tile_out(r, t0, i, mv, n0, NR);
+        tile_out(r, t1, i, mv, n0 + NR, nv1);
+    }
+}
+
+static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
+{
+    const sgemm_run *r = arg;
+    const oq_sgemm_ex *g = r->g;
+    size_t per = (size_t)(g->K > 0 ? g->K : 1) * NR;
+    float *panel = r->panels + (size_t)w * 2 * per, *panel2 = panel + per;
+    int64_t pb = r->by_panels ? b : 0;
+    int64_t pe = r->by_panels ? e : (g->N + NR - 1) / NR;
+    int64_t mb = r->by_panels ? 0 : b, me = r->by_panels ? g->M : e;
+    for (int64_t p = pb; p < pe; p++) {
+        int64_t n0 = p * NR, nv = g->N - n0 < NR ? g->N - n0 : NR;
+        if (g->pack)
+            g->pack(g->pack_ctx, n0, nv, panel);
+        else
+            pack_plain(g, n0, nv, panel);
+        if (r->isa.micro2 && p + 1 < pe && nv == NR) {
+            int64_t n1 = n0 + NR, nv1 = g->N - n1 < NR ? g->N - n1 : NR;
+            if (g->pack)
+                g->pack(g->pack_ctx, n1, nv1, panel2);
+            else
+                pack_plain(g, n1, nv1, panel2);
+            rows_x_panel2(r, panel, panel2, mb, me, n0, nv1);
+            p++;
+            continue;
+        }
+        rows_x_panel(r, panel, mb, me, n0, nv);
+    }
+}
+
+oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
+{
+    if (g->M <= 0 || g->N <= 0)
+        return OQ_OK;
+    sgemm_run r = {g, pick_isa(), true, NULL};
+    int64_t panels = (g->N + NR - 1) / NR;
+    int threads = k ? oq_k_threads(k) : 1;
+    double work = (double)g->M * (double)g->N * (double)(g->K + 1);
+    bool serial = !k || threads <= 1 || work < 65536.0 * 2;
+    size_t per = (size_t)(g->K > 0 ? g->K : 1) * NR;
+    if ((uint64_t)(g->K > 0 ? g->K : 1) > SIZE_MAX / sizeof(float) / NR / 512)
+        return OQ_ERR_NOMEM;
+    r.panels = malloc(2 * per * (size_t)(serial ? 1 : threads) * sizeof(float));
+    if (!r.panels)
+        return OQ_ERR_NOMEM;
+    /* below ~64k multiply-adds per thread the dispatch costs more than it saves */
+    if (serial) {
+        r.by_panels = true;
+        sgemm_range(&r, 0, panels, 0);
+        free(r.panels);
+        return OQ_OK;
+    }
+    if (panels >= 4 * threads || g->M < 4 * r.isa.mr * threads) {
+        r.by_panels = true;
+        oq_k_parallel_for(k, panels, 1, sgemm_range, &r);
+    } else {
+        r.by_panels = false;
+        /* row ranges: multiples of MR so no thread gets a partial block mid-range */
+        int64_t blocks = (g->M + r.isa.mr - 1) / r.isa.mr;
+        int64_t per_t = (blocks + threads - 1) / threads;
+        oq_k_parallel_for(k, g->M, per_t * r.isa.mr, sgemm_range, &r);
+    }
+    free(r.panels);
+    return OQ_OK;
+}
+
+oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc)
 {
     float *ta = NULL, *tb = NULL;
-    if (trans_a) {
+    if (trans_a || alpha != 1.0f) {
+        /* op(A) scaled by alpha: the same product alpha * a[i][k] the kernel would form */
         ta = malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof(float));
         if (!ta)
-            return;
+            return OQ_ERR_NOMEM;
         for (int64_t i = 0; i < M; i++)
             for (int64_t kk = 0; kk < K; kk++)
-                ta[i * K + kk] = A[kk * lda + i];
+                ta[i * K + kk] = alpha * (trans_a ? A[kk * lda + i] : A[i * lda + kk]);
         A = ta;
         lda = K;
     }
@@ -146,7 +411,7 @@ void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t
         tb = malloc((size_t)(N * K > 0 ? N * K : 1) * sizeof(float));
         if (!tb) {
             free(ta);
-            return;
+            return OQ_ERR_NOMEM;
         }
         for (int64_t kk = 0; kk < K; kk++)
             for (int64_t n = 0; n < N; n++)
@@ -154,15 +419,22 @@ void oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t
         B = tb;
         ldb = N;
     }
-    sgemm_job j = {M, N, K, alpha, beta, A, lda, B, ldb, C, ldc};
-    int64_t work = N * K;
-    int64_t grain = work >= 65536 ? 4 : (65536 / (work ? work : 1) + 4) & ~(int64_t)3;
-    if (k)
-        oq_k_parallel_for(k, M, grain, sgemm_rows, &j);
-    else
-        sgemm_rows(&j, 0, M, 0);
+    oq_sgemm_ex g;
+    memset(&g, 0, sizeof g);
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.A = A;
+    g.lda = lda;
+    g.B = B;
+    g.ldb = ldb;
+    g.C = C;
+    g.ldc = ldc;
+    g.beta = beta;
+    oq_status st = oq_k_sgemm_ex(k, &g);
     free(ta);
     free(tb);
+    return st;
 }
 
 /* ------------------------------------------------------------------ Gemm --------- */
@@ -223,9 +495,8 @@ static oq_status run_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         oq_k_bcast_apply(k, in + 2, 1, &out[0], bias_row, &beta);
         b2 = 1.0f;
     }
-    oq_k_sgemm(k, ta, tb, M, N, K, alpha, in[0]->data, in[0]->dims[1], in[1]->data,
-               in[1]->dims[1], b2, out[0].data, N);
-    return OQ_OK;
+    return oq_k_sgemm(k, ta, tb, M, N, K, alpha, in[0]->data, in[0]->dims[1], in[1]->data,
+                      in[1]->dims[1], b2, out[0].data, N);
 }
 
 /* ------------------------------------------------------------------ MatMul ------- */
@@ -317,7 +588,9 @@ static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
             const float *A = (const float *)in[0]->data + batch_offset(in[0], &s, bi) * s.M * s.K;
             const float *B = (const float *)in[1]->data + batch_offset(in[1], &s, bi) * s.K * s.N;
             float *C = (float *)out[0].data + bi * s.M * s.N;
-            oq_k_sgemm(k, false, false, s.M, s.N, s.K, 1.0f, A, s.K, B, s.N, 0.0f, C, s.N);
+            st = oq_k_sgemm(k, false, false, s.M, s.N, s.K, 1.0f, A, s.K, B, s.N, 0.0f, C, s.N);
+            if (st)
+                return st;
         }
         return OQ_OK;
     }

@@ -53,6 +53,21 @@ typedef struct bn_job {
     int64_t C, sz;
 } bn_job;
 
+/* y = x * a + b: multiply, then add, in both paths */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void bn_row_avx2(float *y, const float *x, float a,
+                                                        float b, int64_t n)
+{
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), va), vb));
+    for (; i < n; i++)
+        y[i] = x[i] * a + b;
+}
+#endif
+
 static void bn_items(void *arg, int64_t s, int64_t e, int w)
 {
     const bn_job *j = arg;
@@ -62,6 +77,12 @@ static void bn_items(void *arg, int64_t s, int64_t e, int w)
         const float *x = j->x + it * j->sz;
         float *y = j->y + it * j->sz;
         float a = j->a[c], b = j->b[c];
+#if defined(__GNUC__) && defined(__x86_64__)
+        if (oq_k_cpu_avx2()) {
+            bn_row_avx2(y, x, a, b, j->sz);
+            continue;
+        }
+#endif
         for (int64_t i = 0; i < j->sz; i++)
             y[i] = x[i] * a + b;
     }
@@ -118,7 +139,7 @@ static oq_status run_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         ab[C + c] = bi[c] - mu[c] * a;
     }
     bn_job j = {x->data, out[0].data, ab, ab + C, C, sz};
-    oq_k_parallel_for(k, x->dims[0] * C, 1, bn_items, &j);
+    oq_k_parallel_for(k, x->dims[0] * C, sz >= 16384 ? 1 : 16384 / (sz ? sz : 1), bn_items, &j);
     return OQ_OK;
 }
 

@@ -108,7 +108,43 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
     const pool_geo *g = &j->g3;
     (void)w;
     int64_t isz = g->in[0] * g->in[1] * g->in[2], osz = g->out[0] * g->out[1] * g->out[2];
-    for (int64_t it = b; it < e; it++) {
+    /* 2-D MaxPool without indices: the in-range taps form a rectangle, visited in the
+     * same (kh, kw) order without per-tap checks; the first one starts the maximum
+     * (a NaN there stays, as in the general loop below) */
+    bool max2d = g->is_max && !j->idx && g->k[0] == 1 && g->in[0] == 1 && g->out[0] == 1 &&
+                 g->st[0] == 1 && g->pb[0] == 0;
+    for (int64_t it = b; max2d && it < e; it++) {
+        const float *x = j->x + it * isz;
+        float *y = j->y + it * osz;
+        const int64_t IH = g->in[1], IW = g->in[2];
+        for (int64_t oh = 0; oh < g->out[1]; oh++) {
+            int64_t h0 = oh * g->st[1] - g->pb[1], dh = g->dl[1];
+            int64_t khl = h0 >= 0 ? 0 : (-h0 + dh - 1) / dh;
+            int64_t khh = IH - h0 <= 0 ? 0 : (IH - h0 - 1) / dh + 1;
+            if (khh > g->k[1])
+                khh = g->k[1];
+            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                int64_t w0 = ow * g->st[2] - g->pb[2], dw = g->dl[2];
+                int64_t kwl = w0 >= 0 ? 0 : (-w0 + dw - 1) / dw;
+                int64_t kwh = IW - w0 <= 0 ? 0 : (IW - w0 - 1) / dw + 1;
+                if (kwh > g->k[2])
+                    kwh = g->k[2];
+                float best = -INFINITY;
+                if (khl < khh && kwl < kwh) {
+                    best = x[(h0 + khl * dh) * IW + w0 + kwl * dw];
+                    for (int64_t kh = khl; kh < khh; kh++) {
+                        const float *xr = x + (h0 + kh * dh) * IW + w0;
+                        for (int64_t kw = kh == khl ? kwl + 1 : kwl; kw < kwh; kw++) {
+                            float v = xr[kw * dw];
+                            best = v > best ? v : best;
+                        }
+                    }
+                }
+                y[oh * g->out[2] + ow] = best;
+            }
+        }
+    }
+    for (int64_t it = b; !max2d && it < e; it++) {
         const float *x = j->x + it * isz;
         float *y = j->y + it * osz;
         for (int64_t od = 0; od < g->out[0]; od++)
@@ -205,7 +241,8 @@ static oq_status run_pool(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         j.x = tmp;
         j.y = tmp + ni;
     }
-    oq_k_parallel_for(k, g.N * g.C, 1, pool_items, &j);
+    int64_t per = no / (g.N * g.C > 0 ? g.N * g.C : 1) + 1;
+    oq_k_parallel_for(k, g.N * g.C, per >= 4096 ? 1 : 4096 / per, pool_items, &j);
     if (conv)
         for (int64_t i = 0; i < no; i++)
             oq_k_set_f64(&out[0], i, tmp[ni + i]);
@@ -235,6 +272,31 @@ typedef struct gjob {
     bool is_max;
 } gjob;
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+/* sum of n floats: 32 running sums (4 vectors), added up in a fixed order, then the
+ * tail in order. The order depends only on n, never on the thread count; it differs
+ * from the portable one-by-one sum (float rounding), like the FMA GEMM does. */
+__attribute__((target("avx2"))) static float sum_avx2(const float *x, int64_t n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
+    }
+    __m256 t = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float lane[8];
+    _mm256_storeu_ps(lane, t);
+    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+#endif
+
 static void global_items(void *arg, int64_t b, int64_t e, int w)
 {
     const gjob *j = arg;
@@ -248,6 +310,12 @@ static void global_items(void *arg, int64_t b, int64_t e, int w)
             j->y[it] = m;
         } else {
             float s = 0.0f;
+#if defined(__GNUC__) && defined(__x86_64__)
+            if (oq_k_cpu_avx2()) {
+                j->y[it] = sum_avx2(x, j->sz) / (float)j->sz;
+                continue;
+            }
+#endif
             for (int64_t i = 0; i < j->sz; i++)
                 s += x[i];
             j->y[it] = s / (float)j->sz;
@@ -261,7 +329,8 @@ static oq_status run_global(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     gjob j = {in[0]->data, out[0].data, 1, strcmp(k->node->op_type, "GlobalMaxPool") == 0};
     for (size_t i = 2; i < in[0]->rank; i++)
         j.sz *= in[0]->dims[i];
-    oq_k_parallel_for(k, in[0]->dims[0] * in[0]->dims[1], 16, global_items, &j);
+    oq_k_parallel_for(k, in[0]->dims[0] * in[0]->dims[1], j.sz >= 16384 ? 1 : 16384 / (j.sz ? j.sz : 1),
+                      global_items, &j);
     return OQ_OK;
 }
 

@@ -366,6 +366,33 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     int64_t n = oq_rt_tensor_numel(&out[0]);
     int64_t idx[OQ_RT_MAX_RANK] = {0};
     size_t es = oq_k_elsize(x->dtype);
+    if (ntap == 1 && !crop && r >= 1 && es > 0 && n > 0) {
+        /* nearest: a gather along the last axis for every row of the others */
+        int64_t ow = out[0].dims[r - 1], rows = n / ow;
+        const int64_t *lt = tidx + base[r - 1];
+        for (int64_t row = 0; row < rows; row++) {
+            int64_t off = 0;
+            for (size_t a = 0; a + 1 < r; a++)
+                off += tidx[base[a] + idx[a]] * cs[a];
+            if (es == 4) {
+                const float *src = (const float *)x->data + off;
+                float *dst = (float *)out[0].data + row * ow;
+                for (int64_t q = 0; q < ow; q++)
+                    dst[q] = src[lt[q]];
+            } else {
+                const char *src = (const char *)x->data + (size_t)off * es;
+                char *dst = (char *)out[0].data + (size_t)(row * ow) * es;
+                for (int64_t q = 0; q < ow; q++)
+                    memcpy(dst + (size_t)q * es, src + (size_t)lt[q] * es, es);
+            }
+            for (size_t a = r - 1; a-- > 0;) {
+                if (++idx[a] < out[0].dims[a])
+                    break;
+                idx[a] = 0;
+            }
+        }
+        return OQ_OK;
+    }
     int64_t combos = 1;
     for (size_t a = 0; a < r; a++)
         combos *= ntap;
