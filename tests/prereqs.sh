@@ -20,7 +20,7 @@ need "PaddleOCR det" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_det_infer.on
 need "PaddleOCR rec" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx"
 need "PaddleOCR cls" test -f "$CACHE/ocr/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 need "graphviz dot" dot -V
-if [ -n "${ONNXQ_REQUIRE_CHROMIUM:-}" ]; then need "chromium" chromium --version; fi
+need "chromium" chromium --version
 echo "$ok passed, $fail failed"
 if [ "$fail" -gt 0 ] && [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then
     echo "prereqs: references missing in a run that requires them all (ONNXQ_REQUIRE_ALL=1)"
