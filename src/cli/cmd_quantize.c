@@ -527,6 +527,21 @@ int cmd_quantize(int argc, char **argv)
     c.opset_target = c.opset_in < 13 ? 13 : c.opset_in;
     if ((needs21(c.act_dtype) || needs21(c.weight_dtype) || c.weight_block_size > 0) && c.opset_target < 21)
         c.opset_target = 21;
+    if (*c.overrides && c.opset_target < 21) {
+        /* a 16-bit or 4-bit dtype in the overrides (mixed precision) needs opset 21 too */
+        oq_json *ov = NULL;
+        if (oq_json_parse_file(c.overrides, &ov, &d) != OQ_OK) {
+            cli_print_diag(&d);
+            rc = CLI_BAD;
+            goto done;
+        }
+        for (size_t i = 0; ov && ov->type == OQ_JSON_OBJECT && i < ov->n; i++) {
+            const oq_json *dt = oq_json_get(&ov->items[i], "dtype");
+            if (dt && dt->type == OQ_JSON_STRING && needs21(dt->str))
+                c.opset_target = 21;
+        }
+        oq_json_free(ov);
+    }
     c.pipeline = build_pipeline(&c, !quiet);
     if (!c.pipeline) {
         rc = CLI_FAIL;

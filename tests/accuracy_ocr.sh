@@ -1,0 +1,74 @@
+#!/bin/bash
+# Accuracy of onnxq quantize on PaddleOCR (docs/accuracy.md), a reduced version of the
+# measurement there: calibrate on rendered text images (models/make_text_images.py, the
+# calib seed) and evaluate on different ones (the eval seed), with onnxq's executor and with
+# onnxruntime-node running the quantized model (models/eval_quant.sh / eval_quant.js).
+#   cls, default recipe, 64 calib crops, 100 eval crops: class agreement with the float
+#       model >= 99 %.
+#   det, default recipe (uint8/int8), 8 calib pages, 4 eval pages: output SQNR >= 12 dB.
+#       This is NOT the issue's 30 dB target: 8-bit PTQ of this detector reaches about
+#       15 dB (docs/accuracy.md has the per-layer analysis); the check guards against
+#       regressions below what the recipe reaches.
+#   det, --act-dtype uint16 --weight-dtype int16: output SQNR >= 30 dB (the target).
+# usage: bash accuracy_ocr.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+set -u
+EXE=$1 SRC=$2 BIN=$3
+CACHE="${ONNXQ_CACHE:-$HOME/.cache/onnxq}"
+A="$CACHE/ocr/package/assets"
+DET="$A/ch_PP-OCRv4_det_infer.onnx" CLS="$A/ch_ppocr_mobile_v2.0_cls_infer.onnx"
+if [ ! -f "$DET" ] || [ ! -f "$CLS" ] || ! command -v node >/dev/null; then
+  echo "note: PaddleOCR models or node missing (run .ci/fetch-models.sh); skipping"; exit 0
+fi
+if ! /usr/bin/python3 -c 'import PIL, numpy' 2>/dev/null; then
+  echo "note: python3-pil / python3-numpy not installed; skipping"; exit 0
+fi
+T="$BIN/accuracy_ocr.tmp.d"
+rm -rf "$T"; mkdir -p "$T"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+GEN=(/usr/bin/python3 "$SRC/models/make_text_images.py" --rec 0)
+"${GEN[@]}" --set calib --det 8 --cls 64 "$T/calib" || { echo "FAIL: make_text_images"; exit 1; }
+"${GEN[@]}" --set eval --det 4 --cls 100 "$T/eval" || { echo "FAIL: make_text_images"; exit 1; }
+
+# check NAME JSON_FILE KEY MIN: KEY of both the onnxq and the onnxruntime result >= MIN
+check() {
+  /usr/bin/python3 - "$@" <<'PY' || fail=1
+import json, sys
+name, f, key, lo = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+r = json.loads(open(f).read().strip().splitlines()[-1])
+ok = True
+for v in ("onnxq", "ort"):
+    x = r[v][key]
+    good = x >= lo
+    ok = ok and good
+    print("%s %s: %s %.4g (need >= %g) %s" % (name, v, key, x, lo, "ok" if good else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
+}
+
+q() { # name model calib-dir options...
+  local name=$1 model=$2 cal=$3; shift 3
+  "$EXE" quantize "$model" -o "$T/$name.onnx" --calib "$cal" --quiet "$@" 2>"$T/$name.log" \
+    || { cat "$T/$name.log"; bad "$name: quantize"; return 1; }
+}
+
+if q cls "$CLS" "$T/calib/cls/tensors"; then
+  bash "$SRC/models/eval_quant.sh" "$EXE" cls "$CLS" "$T/cls.onnx" "$T/eval/cls" > "$T/cls.json" \
+    || bad "cls: eval"
+  head -2 "$T/cls.json"
+  check cls "$T/cls.json" agreement 0.99
+fi
+if q det8 "$DET" "$T/calib/det/tensors"; then
+  bash "$SRC/models/eval_quant.sh" "$EXE" det "$DET" "$T/det8.onnx" "$T/eval/det" > "$T/det8.json" \
+    || bad "det8: eval"
+  head -2 "$T/det8.json"
+  check det-uint8 "$T/det8.json" sqnr_db 12
+fi
+if q det16 "$DET" "$T/calib/det/tensors" --act-dtype uint16 --weight-dtype int16; then
+  bash "$SRC/models/eval_quant.sh" "$EXE" det "$DET" "$T/det16.onnx" "$T/eval/det" > "$T/det16.json" \
+    || bad "det16: eval"
+  head -2 "$T/det16.json"
+  check det-uint16 "$T/det16.json" sqnr_db 30
+fi
+[ $fail = 0 ] && rm -rf "$T"
+exit $fail
