@@ -19,4 +19,7 @@ cmake --build build-san -j"$JOBS" >/dev/null
 echo "== tests under ASan + UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The suites that sweep every backend model or many real-model samples run on a subset
+# here (ONNXQ_QUICK=1); the normal build above runs them in full.
+export ONNXQ_QUICK=1
 ctest --test-dir build-san --output-on-failure -j"$JOBS"
