@@ -3,6 +3,7 @@
 #include "cli/quantize_fallback.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,10 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag
     oq_fallback_result r;
     oq_status st;
     memset(&r, 0, sizeof r);
+    if (!isfinite(a->target_sqnr_db))
+        return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr must be a finite number of dB");
+    if (a->max_fallback < 0 || a->max_fallback > 1000000)
+        return oq_diag_error(d, OQ_ERR_USAGE, "--max-fallback must be >= 0");
     long long h = 0, w = 0;
     if (a->size && *a->size && sscanf(a->size, "%lldx%lld", &h, &w) != 2)
         return oq_diag_error(d, OQ_ERR_USAGE, "--size must be HxW");
