@@ -285,8 +285,14 @@ static bool is_weighted(const oq_node *n)
 /* The single non-constant input of a node without weights, or NULL. */
 static oq_value *pass_through_input(const oq_node *n)
 {
-    if (!n || is_weighted(n) || op_is(n, "QuantizeLinear") || op_is(n, "DequantizeLinear"))
+    /* ops that compute with weights: not pass-through even in float */
+    static const char *const compute[] = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU",
+                                          "RNN", "Attention", "QuantizeLinear", "DequantizeLinear"};
+    if (!n || is_weighted(n))
         return NULL;
+    for (size_t i = 0; i < sizeof compute / sizeof compute[0]; i++)
+        if (op_is(n, compute[i]))
+            return NULL;
     oq_value *act = NULL;
     for (size_t i = 0; i < n->n_inputs; i++) {
         oq_value *v = n->inputs[i];
