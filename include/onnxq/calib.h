@@ -68,6 +68,10 @@ oq_status oq_calib_source_random(uint64_t n, uint64_t seed, int64_t height, int6
 void oq_calib_source_limit(oq_calib_source *s, uint64_t n);
 uint64_t oq_calib_source_count(const oq_calib_source *s);
 void oq_calib_source_free(oq_calib_source *s);
+/* Fill in[0..n) (n = oq_plan_n_inputs(p)) with sample k (owned tensors: release them);
+ * label receives what names the sample. */
+oq_status oq_calib_source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k, oq_rt_tensor *in,
+                                 size_t n, char *label, size_t lsize, oq_diag *d);
 
 /* ------------------------------------------------------------------ calibration -- */
 

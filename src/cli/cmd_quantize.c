@@ -15,6 +15,7 @@
 #include "cli/json.h"
 #include "onnxq/calib.h"
 #include "onnxq/pass.h"
+#include "cli/quantize_fallback.h"
 
 typedef struct qconfig {
     const char *calib, *calib_images;
@@ -97,7 +98,11 @@ static void help(FILE *f)
             "  --config FILE          load a configuration (JSON as printed by --print-config)\n"
             "  --print-config         print the resolved configuration as JSON and exit\n"
             "  --threads N            executor threads for calibration (default: all CPUs)\n"
-            "  --quiet                no progress output\n");
+            "  --quiet                no progress output\n"
+            "accuracy-driven fallback (docs/verify.md):\n"
+            "  --target-sqnr DB       return the worst layers to float until the output SQNR >= DB\n"
+            "  --max-fallback N       at most N layers in float (default 10)\n"
+            "  --eval DIR             measure on these samples (default: the calibration data)\n");
 }
 
 /* ------------------------------------------------------------ pipeline text */
@@ -396,6 +401,8 @@ int cmd_quantize(int argc, char **argv)
     config_default(&c);
     const char *in = NULL, *out = NULL, *config_file = NULL;
     bool print_config = false, quiet = false;
+    cli_fallback_args fb = {.max_fallback = 10}; /* --target-sqnr hook: src/cli/quantize_fallback.c */
+    bool fallback = false;
     int rc = CLI_OK;
     oq_json *cj = NULL;
     oq_registry *reg = NULL;
@@ -466,6 +473,9 @@ int cmd_quantize(int argc, char **argv)
         STR("--exclude-nodes", exclude_nodes)
         STR("--overrides", overrides)
         I64("--threads", threads)
+        else if (strcmp(a, "--target-sqnr") == 0 && has) { bad = parse_f64(v, &fb.target_sqnr_db); fallback = true; i++; }
+        else if (strcmp(a, "--max-fallback") == 0 && has) { bad = parse_i64(v, &fb.max_fallback); i++; }
+        else if (strcmp(a, "--eval") == 0 && has) { fb.eval = v; i++; }
         else if (strcmp(a, "--print-config") == 0) print_config = true;
         else if (strcmp(a, "--quiet") == 0) quiet = true;
         else if (a[0] == '-' && a[1]) {
@@ -584,6 +594,12 @@ int cmd_quantize(int argc, char **argv)
             st = OQ_ERR_INTERNAL;
         }
         oq_diag_free(&cd);
+    }
+    if (st == OQ_OK && fallback) {
+        cli_fallback_args fa = {in, fb.target_sqnr_db, fb.max_fallback, fb.eval, c.calib, c.calib_images, c.size,
+                                c.mean, c.std, c.layout, c.bgr, c.scale, c.calib_random, c.seed, c.max_samples,
+                                c.threads, quiet};
+        st = cli_quantize_fallback(&fa, m, &d);
     }
     if (st == OQ_OK) {
         FILE *ms = open_memstream(&meta, &meta_len);

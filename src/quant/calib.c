@@ -315,6 +315,12 @@ static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
     return OQ_OK;
 }
 
+oq_status oq_calib_source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k, oq_rt_tensor *in,
+                                 size_t n, char *label, size_t lsize, oq_diag *d)
+{
+    return source_sample(s, p, k, in, n, label, lsize, d);
+}
+
 /* ------------------------------------------------------------------ calibration -- */
 
 void oq_calib_options_default(oq_calib_options *o)

@@ -1,0 +1,107 @@
+/* onnxq — accuracy-driven fallback: return the layers that cost the most accuracy to float
+ * until the quantized model's output SQNR reaches a target.
+ *
+ *   oq_fallback_options o = oq_fallback_options_default();
+ *   o.target_sqnr_db = 30;
+ *   oq_fallback_result r;
+ *   oq_fallback_run(float_model, quant_model, src, &o, &r, &d);   // edits quant_model
+ *   ... r.steps[i].node, r.steps[i].sqnr_db, r.met
+ *   oq_fallback_result_free(&r);
+ *
+ * Each step measures the quantized model against the float one on every sample of src
+ * with the verify engine (onnxq/verify.h) and, while the minimum over the graph outputs
+ * of the output SQNR is below the target, returns one node to float (oq_fallback_node).
+ * Which node (docs/verify.md, "Accuracy-driven fallback"):
+ *  1. the layer L with the lowest isolated SQNR among the layers whose producer in the
+ *     quantized model still has a quantized input (a DequantizeLinear input);
+ *  2. a layer's isolated error includes the quantization of its activation inputs: when an
+ *     input X of L's node is itself quantized and X's own quantization error ("output-QDQ"
+ *     SQNR, float X vs QDQ(float X)) is at most L's isolated SQNR + 1 dB, the input
+ *     quantization explains the drop, and X's producer is chosen instead (when it can fall
+ *     back: it is a node with a quantized input).
+ * The result is recorded in the model's metadata_props: "onnxq.fallback.layers" (comma
+ * list of node names, in the order they were returned to float) and
+ * "onnxq.fallback.steps" (JSON array, one object per measurement).
+ */
+#ifndef ONNXQ_FALLBACK_H
+#define ONNXQ_FALLBACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnxq/calib.h"
+#include "onnxq/ir.h"
+#include "onnxq/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OQ_FALLBACK_LAYERS_KEY "onnxq.fallback.layers"
+#define OQ_FALLBACK_STEPS_KEY "onnxq.fallback.steps"
+
+typedef struct oq_fallback_options {
+    double target_sqnr_db;  /* stop when min output SQNR >= this */
+    int max_fallback;       /* at most this many nodes returned to float (default 10) */
+    int threads;            /* executor threads (<= 0: one per CPU) */
+    double prefer_producer_db; /* margin of rule 2 (default 1 dB) */
+    /* Called with one line of progress text per step (may be NULL). */
+    void (*log)(const char *line, void *user);
+    void *log_user;
+} oq_fallback_options;
+
+oq_fallback_options oq_fallback_options_default(void);
+
+typedef struct oq_fallback_step {
+    char *node;        /* the node with weights returned to float before this measurement
+                        * (NULL: step 0) */
+    char *op_type;
+    char *tensor;      /* the layer (tensor) whose isolated SQNR was the worst */
+    double layer_iso_db; /* its isolated SQNR */
+    bool via_producer; /* rule 2 chose the producer of one of its inputs */
+    char *input;       /* rule 2: that input (tensor) */
+    double input_own_db; /* its own (output-QDQ) SQNR */
+    char *nodes;       /* every node returned to float at this step, comma separated:
+                        * rule 2 also returns the nodes without weights between the
+                        * producer and the layer (Relu, MaxPool, ...) */
+    double sqnr_db;    /* min output SQNR measured after the change */
+    char *worst_output;/* output reaching that minimum */
+} oq_fallback_step;
+
+typedef struct oq_fallback_result {
+    size_t n_steps;          /* measurements; steps[0] is the model as quantized */
+    oq_fallback_step *steps; /* malloc'ed */
+    uint64_t samples;
+    bool met;                /* target reached */
+} oq_fallback_result;
+
+/* Measure, fall back, measure again ... (see above). quant_model is edited in place and
+ * stays valid (oq_model_check) after every step. Errors: models the verify engine refuses,
+ * sample files, a node that cannot be returned to float. */
+oq_status oq_fallback_run(oq_model *float_model, oq_model *quant_model, oq_calib_source *src,
+                          const oq_fallback_options *o, oq_fallback_result *res, oq_diag *d);
+void oq_fallback_result_free(oq_fallback_result *r);
+
+/* Make node n of a QDQ model compute in float:
+ *  - each input that is DequantizeLinear(constant) (weight, bias) is replaced by a float
+ *    constant: float_model's constant of the same name when it has the same dtype and
+ *    shape (the QDQ conventions keep the weight's name at the DQ output), else the value
+ *    the DQ computes (e.g. a weight folded by fold-batchnorm, which gets a new name;
+ *    float_model may be NULL). Same name when n was its only consumer; the DQ and its
+ *    now unused initializers are removed;
+ *  - each activation input read through a QuantizeLinear -> DequantizeLinear pair is read
+ *    in float: the pair is removed when n was its only consumer (the producer's output
+ *    gets its name back), else n alone reads the float tensor;
+ *  - its outputs' Q -> DQ pairs are removed (consumers read the float output under the
+ *    same name).
+ * *changed tells whether anything was done. */
+oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool *changed, oq_diag *d);
+
+/* The JSON of "onnxq.fallback.steps" (malloc'ed). */
+char *oq_fallback_steps_json(const oq_fallback_result *r, double target_sqnr_db);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* onnxq quantize --target-sqnr DB [--max-fallback N] [--eval DIR]: after quantizing, return
+ * the worst layers to float until the output SQNR reaches DB (include/onnxq/fallback.h). */
+#include "cli/quantize_fallback.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "onnxq/calib.h"
+#include "onnxq/fallback.h"
+
+static bool floats3(const char *s, float out[3])
+{
+    char *end;
+    for (int i = 0; i < 3; i++) {
+        errno = 0;
+        double v = strtod(s, &end);
+        if (end == s || errno)
+            return false;
+        out[i] = (float)v;
+        s = end;
+        if (i < 2) {
+            if (*s != ',' && *s != ' ')
+                return false;
+            s++;
+        }
+    }
+    return *s == 0;
+}
+
+static void print_line(const char *line, void *user)
+{
+    (void)user;
+    fprintf(stderr, "onnxq quantize: fallback: %s\n", line);
+}
+
+oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag *d)
+{
+    oq_calib_source *src = NULL;
+    oq_model *fm = NULL;
+    oq_fallback_result r;
+    oq_status st;
+    memset(&r, 0, sizeof r);
+    if (!isfinite(a->target_sqnr_db))
+        return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr must be a finite number of dB");
+    if (a->max_fallback < 0 || a->max_fallback > 1000000)
+        return oq_diag_error(d, OQ_ERR_USAGE, "--max-fallback must be >= 0");
+    long long h = 0, w = 0;
+    if (a->size && *a->size && sscanf(a->size, "%lldx%lld", &h, &w) != 2)
+        return oq_diag_error(d, OQ_ERR_USAGE, "--size must be HxW");
+    if (a->eval || a->calib) {
+        st = oq_calib_source_dir(a->eval ? a->eval : a->calib, &src, d);
+    } else if (a->calib_images) {
+        oq_image_opts io;
+        oq_image_opts_default(&io, h, w);
+        if (!floats3(a->mean, io.mean) || !floats3(a->std, io.std))
+            return oq_diag_error(d, OQ_ERR_USAGE, "--mean and --std are three numbers a,b,c");
+        io.bgr = a->bgr;
+        io.layout = strcmp(a->layout, "nhwc") == 0 ? OQ_LAYOUT_NHWC : OQ_LAYOUT_NCHW;
+        io.scale = (float)a->scale;
+        st = oq_calib_source_images(a->calib_images, &io, &src, d);
+    } else if (a->calib_random > 0) {
+        st = oq_calib_source_random((uint64_t)a->calib_random, (uint64_t)a->seed, h, w, &src, d);
+    } else {
+        return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr needs data: --eval DIR or calibration data");
+    }
+    if (st != OQ_OK)
+        return st;
+    if (a->max_samples > 0 && !a->eval)
+        oq_calib_source_limit(src, (uint64_t)a->max_samples);
+    fm = cli_load_model(a->in, &st);
+    if (!fm)
+        goto done;
+    oq_fallback_options o = oq_fallback_options_default();
+    o.target_sqnr_db = a->target_sqnr_db;
+    o.max_fallback = (int)a->max_fallback;
+    o.threads = (int)a->threads;
+    if (!a->quiet)
+        o.log = print_line;
+    st = oq_fallback_run(fm, m, src, &o, &r, d);
+    if (st == OQ_OK) {
+        const oq_fallback_step *last = &r.steps[r.n_steps - 1];
+        fprintf(stderr, "onnxq quantize: fallback: %s: output SQNR %.2f dB (target %.2f dB), %zu step(s), in float",
+                r.met ? "target met" : "target NOT met", last->sqnr_db, a->target_sqnr_db, r.n_steps - 1);
+        for (size_t i = 1; i < r.n_steps; i++)
+            fprintf(stderr, "%s%s", i == 1 ? ": " : ", ", r.steps[i].nodes);
+        fprintf(stderr, "\n");
+    }
+done:
+    oq_fallback_result_free(&r);
+    oq_model_free(fm);
+    oq_calib_source_free(src);
+    return st;
+}

@@ -1,0 +1,24 @@
+/* The --target-sqnr hook of `onnxq quantize` (accuracy-driven fallback). */
+#ifndef ONNXQ_CLI_QUANTIZE_FALLBACK_H
+#define ONNXQ_CLI_QUANTIZE_FALLBACK_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "onnxq/ir.h"
+
+typedef struct cli_fallback_args {
+    const char *in;                    /* the float model file */
+    double target_sqnr_db;
+    int64_t max_fallback;
+    const char *eval;                  /* --eval DIR, or NULL: the calibration data */
+    const char *calib, *calib_images;  /* as given to quantize */
+    const char *size, *mean, *std, *layout;
+    bool bgr;
+    double scale;
+    int64_t calib_random, seed, max_samples, threads;
+    bool quiet;
+} cli_fallback_args;
+
+/* Run the fallback on the quantized model m (edited in place); prints the steps. */
+oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag *d);
+#endif

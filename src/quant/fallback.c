@@ -1,0 +1,719 @@
+/* Accuracy-driven fallback: measure with the verify engine, return the worst layer to
+ * float, measure again. include/onnxq/fallback.h */
+#include "onnxq/fallback.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/exec.h"
+#include "onnxq/verify.h"
+
+oq_fallback_options oq_fallback_options_default(void)
+{
+    oq_fallback_options o;
+    memset(&o, 0, sizeof o);
+    o.target_sqnr_db = 30.0;
+    o.max_fallback = 10;
+    o.prefer_producer_db = 1.0;
+    return o;
+}
+
+static bool op_is(const oq_node *n, const char *op)
+{
+    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
+}
+
+static oq_node *dq_of(const oq_value *v)
+{
+    return v && v->kind == OQ_VALUE_NODE && op_is(v->producer, "DequantizeLinear") ? v->producer : NULL;
+}
+
+/* the QuantizeLinear feeding a DequantizeLinear, or NULL */
+static oq_node *q_of(const oq_node *dq)
+{
+    const oq_value *in = dq->n_inputs ? dq->inputs[0] : NULL;
+    return in && in->kind == OQ_VALUE_NODE && op_is(in->producer, "QuantizeLinear") ? in->producer : NULL;
+}
+
+static oq_value *pass_through_input(const oq_node *n);
+
+/* Remove initializers of a removed node's inputs that nothing uses any more. */
+static void drop_unused_inits(oq_graph *g, oq_value *const *ins, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        oq_value *v = ins[i];
+        if (v && v->n_uses == 0 && v->initializer && !v->is_graph_input && !oq_value_is_graph_output(v)) {
+            bool dup = false; /* the same value twice in ins */
+            for (size_t j = 0; j < i; j++)
+                dup = dup || ins[j] == v;
+            if (!dup)
+                oq_graph_remove_initializer(g, v);
+        }
+    }
+}
+
+/* The float constant a DequantizeLinear of constants computes. */
+static oq_status eval_dq(oq_model *m, oq_node *dq, oq_rt_tensor *out, oq_diag *d)
+{
+    oq_rt_tensor in[3];
+    const oq_rt_tensor *pin[3] = {NULL, NULL, NULL};
+    char lb[128];
+    memset(in, 0, sizeof in);
+    if (dq->n_inputs > 3)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "fallback: node \"%s\" (DequantizeLinear): %zu inputs",
+                             oq_node_label(dq, lb, sizeof lb), dq->n_inputs);
+    for (size_t i = 0; i < dq->n_inputs; i++) {
+        if (!dq->inputs[i])
+            continue;
+        oq_tensor *t = oq_value_const_tensor(dq->inputs[i]);
+        if (!t)
+            return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
+                                 "fallback: node \"%s\" (DequantizeLinear): input \"%s\" is not a constant",
+                                 oq_node_label(dq, lb, sizeof lb), dq->inputs[i]->name);
+        const void *data = oq_tensor_data(t, d);
+        if (!data && oq_tensor_numel(t) != 0)
+            return OQ_ERR_INVALID;
+        if (t->rank > OQ_RT_MAX_RANK)
+            return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "fallback: tensor \"%s\" has rank %zu", t->name, t->rank);
+        oq_status st = oq_rt_tensor_borrow(&in[i], t->dtype, t->dims, t->rank, (void *)data);
+        if (st != OQ_OK)
+            return oq_diag_error(d, st, "fallback: tensor \"%s\": bad shape", t->name);
+        pin[i] = &in[i];
+    }
+    return oq_exec_eval_node(m, dq, pin, dq->n_inputs, -1, out, 1, d);
+}
+
+/* The float model's constant of the same name, dtype and shape as the DQ result, or NULL
+ * (a weight folded by fold-batchnorm has a new name: it is then dequantized). */
+static oq_tensor *original_const(oq_model *fm, const char *name, const oq_rt_tensor *f)
+{
+    oq_value *fv = fm && fm->graph ? oq_graph_find_local(fm->graph, name) : NULL;
+    oq_tensor *t = fv ? oq_value_const_tensor(fv) : NULL;
+    if (!t || t->dtype != f->dtype || t->rank != f->rank)
+        return NULL;
+    for (size_t j = 0; j < t->rank; j++)
+        if (t->dims[j] != f->dims[j])
+            return NULL;
+    return t;
+}
+
+/* Input slot i of n reads DequantizeLinear(constant): read the float constant instead. */
+static oq_status unquant_const(oq_model *m, oq_model *fm, oq_node *n, size_t i, oq_node *dq, oq_diag *d)
+{
+    oq_graph *g = n->graph;
+    oq_value *v = n->inputs[i];
+    oq_rt_tensor f;
+    memset(&f, 0, sizeof f);
+    oq_status st = eval_dq(m, dq, &f, d);
+    if (st != OQ_OK)
+        return st;
+    oq_tensor *ot = original_const(fm, v->name, &f);
+    const void *odata = ot ? oq_tensor_data(ot, d) : NULL;
+    oq_tensor *t = odata ? oq_tensor_new(m, v->name, f.dtype, f.dims, f.rank, odata, f.nbytes)
+                         : oq_tensor_new(m, v->name, f.dtype, f.dims, f.rank, f.data, f.nbytes);
+    oq_rt_tensor_release(&f);
+    if (!t)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+    if (v->n_uses == 1 && !oq_value_is_graph_output(v)) {
+        oq_value *ins[3] = {NULL, NULL, NULL};
+        for (size_t k = 0; k < dq->n_inputs && k < 3; k++)
+            ins[k] = dq->inputs[k];
+        oq_node_remove(dq);
+        drop_unused_inits(g, ins, 3);
+        return oq_graph_set_initializer(g, v, t);
+    }
+    size_t len = strlen(v->name);
+    char *base = malloc(len + 7);
+    if (!base)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+    memcpy(base, v->name, len);
+    memcpy(base + len, "_float", 7);
+    char *name = oq_graph_unique_name(g, base);
+    free(base);
+    oq_value *nv = name ? oq_graph_new_value(g, name) : NULL;
+    if (!nv || oq_graph_set_initializer(g, nv, t) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+    return oq_node_set_input(n, i, nv);
+}
+
+/* Remove an activation pair Q(xp) -> xq -> DQ -> x whose x has no consumer left but
+ * (maybe) one: consumers of x then read the float xp, under the name x when possible. */
+static bool remove_pair(oq_graph *g, oq_node *q, oq_node *dq)
+{
+    oq_value *xp = q->inputs[0], *xq = dq->inputs[0], *x = dq->outputs[0];
+    if (!xp || !x || xq->n_uses != 1 || oq_value_is_graph_output(xq))
+        return false;
+    bool x_out = oq_value_is_graph_output(x);
+    /* xp can take the name x back when the Q is its only consumer and a node makes it */
+    bool rename = xp->kind == OQ_VALUE_NODE && xp->n_uses == 1 && !oq_value_is_graph_output(xp);
+    if (!rename && x_out)
+        return false;
+    oq_value *qins[3] = {NULL, NULL, NULL}, *dins[3] = {NULL, NULL, NULL};
+    for (size_t k = 0; k < q->n_inputs && k < 3; k++)
+        qins[k] = q->inputs[k];
+    for (size_t k = 0; k < dq->n_inputs && k < 3; k++)
+        dins[k] = dq->inputs[k];
+    oq_node_remove(dq);
+    oq_node_remove(q);
+    if (rename) {
+        oq_node *p = xp->producer;
+        size_t idx = xp->producer_index;
+        oq_node_set_output(p, idx, x);
+    } else {
+        oq_value_replace_all_uses(x, xp);
+    }
+    drop_unused_inits(g, qins + 1, 2);
+    drop_unused_inits(g, dins + 1, 2);
+    return true;
+}
+
+oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool *changed, oq_diag *d)
+{
+    oq_graph *g = n->graph;
+    *changed = false;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        oq_value *v = n->inputs[i];
+        oq_node *dq = dq_of(v);
+        if (!dq)
+            continue;
+        if (dq->n_inputs && dq->inputs[0] && oq_value_const_tensor(dq->inputs[0])) {
+            oq_status st = unquant_const(m, float_model, n, i, dq, d);
+            if (st != OQ_OK)
+                return st;
+            *changed = true;
+            continue;
+        }
+        oq_node *q = q_of(dq);
+        if (!q || !q->n_inputs || !q->inputs[0])
+            continue;
+        oq_value *xp = q->inputs[0];
+        /* n reads the float tensor; the pair goes when nobody else reads it */
+        bool only_n = true;
+        for (size_t u = 0; u < v->n_uses; u++)
+            only_n = only_n && v->uses[u].node == n;
+        if (only_n && !oq_value_is_graph_output(v) && remove_pair(g, q, dq)) {
+            *changed = true;
+            continue;
+        }
+        if (oq_node_set_input(n, i, xp) != OQ_OK)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        *changed = true;
+    }
+    for (size_t k = 0; k < n->n_outputs; k++) {
+        oq_value *y = n->outputs[k];
+        /* the output's quantization may sit after single-consumer nodes without weights
+         * (insert-qdq quantizes Conv -> Relu after the Relu) */
+        for (int hop = 0; hop < 8 && y && y->n_uses == 1 && !oq_value_is_graph_output(y); hop++) {
+            oq_node *u = y->uses[0].node;
+            if (op_is(u, "QuantizeLinear") || u->n_outputs != 1 || pass_through_input(u) != y)
+                break;
+            y = u->outputs[0];
+        }
+        if (!y || y->n_uses != 1 || !op_is(y->uses[0].node, "QuantizeLinear"))
+            continue;
+        oq_node *q = y->uses[0].node;
+        oq_value *yq = q->n_outputs ? q->outputs[0] : NULL;
+        if (!yq || yq->n_uses != 1 || !op_is(yq->uses[0].node, "DequantizeLinear"))
+            continue;
+        if (remove_pair(g, q, yq->uses[0].node))
+            *changed = true;
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ the loop ---- */
+
+static char *xstrdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+static void logf_(const oq_fallback_options *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void logf_(const oq_fallback_options *o, const char *fmt, ...)
+{
+    if (!o->log)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    o->log(buf, o->log_user);
+}
+
+/* The node of the quantized model that computes tensor `name`: the producer of the
+ * float value its QDQ pair quantizes, or its producer. */
+static oq_node *quant_producer(oq_graph *qg, const char *name)
+{
+    oq_value *v = oq_graph_find_local(qg, name);
+    if (!v || v->kind != OQ_VALUE_NODE)
+        return NULL;
+    oq_node *dq = dq_of(v), *q = dq ? q_of(dq) : NULL;
+    if (q) {
+        oq_value *xp = q->n_inputs ? q->inputs[0] : NULL;
+        return xp && xp->kind == OQ_VALUE_NODE ? xp->producer : NULL;
+    }
+    return v->producer;
+}
+
+/* A node with a quantized constant input (a weight or bias DequantizeLinear). */
+static bool is_weighted(const oq_node *n)
+{
+    if (!n || op_is(n, "QuantizeLinear") || op_is(n, "DequantizeLinear"))
+        return false;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        oq_node *dq = dq_of(n->inputs[i]);
+        if (dq && dq->n_inputs && dq->inputs[0] && oq_value_const_tensor(dq->inputs[0]))
+            return true;
+    }
+    return false;
+}
+
+/* The single non-constant input of a node without weights, or NULL. */
+static oq_value *pass_through_input(const oq_node *n)
+{
+    /* ops that compute with weights: not pass-through even in float */
+    static const char *const compute[] = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU",
+                                          "RNN", "Attention", "QuantizeLinear", "DequantizeLinear"};
+    if (!n || is_weighted(n))
+        return NULL;
+    for (size_t i = 0; i < sizeof compute / sizeof compute[0]; i++)
+        if (op_is(n, compute[i]))
+            return NULL;
+    oq_value *act = NULL;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        oq_value *v = n->inputs[i];
+        if (!v || oq_value_const_tensor(v))
+            continue;
+        oq_node *dq = dq_of(v);
+        if (dq && dq->n_inputs && dq->inputs[0] && oq_value_const_tensor(dq->inputs[0]))
+            continue;
+        if (act)
+            return NULL;
+        act = v;
+    }
+    return act;
+}
+
+static const oq_verify_layer *find_layer(const oq_verify *v, const char *name)
+{
+    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        if (strcmp(L->name, name) == 0)
+            return L;
+    }
+    return NULL;
+}
+
+/* The layer name an input value of a quantized-model node stands for (X for a DQ
+ * output X, the graph input X for X_dequant). */
+static const char *input_layer_name(const oq_value *v)
+{
+    oq_node *dq = dq_of(v), *q = dq ? q_of(dq) : NULL;
+    if (!q || !q->inputs[0])
+        return NULL;
+    return q->inputs[0]->is_graph_input ? q->inputs[0]->name : v->name;
+}
+
+/* Rule 2's nodes for a quantized input value x of a node: x's producer and, through
+ * nodes without weights that read one quantized activation (Relu, MaxPool, Reshape, ...),
+ * up to the first node with weights. Returns the count (0: none). */
+static size_t producer_chain(oq_value *x, oq_node **out, size_t max)
+{
+    size_t n = 0;
+    while (n < max) {
+        oq_node *dq = dq_of(x), *q = dq ? q_of(dq) : NULL;
+        if (dq && !q)
+            break;
+        /* through a QDQ pair, or a float edge (insert-qdq quantizes Conv -> Relu after the Relu) */
+        oq_value *xp = q ? (q->n_inputs ? q->inputs[0] : NULL) : x;
+        if (!xp || xp->kind != OQ_VALUE_NODE)
+            break;
+        oq_node *p = xp->producer;
+        if (is_weighted(p)) {
+            out[n++] = p;
+            break;
+        }
+        oq_value *in = pass_through_input(p);
+        if (!in)
+            break;
+        out[n++] = p;
+        x = in;
+    }
+    return n;
+}
+
+#define CHAIN_MAX 16
+
+/* Choose the nodes to return to float (weighted node last); 0 when none can. */
+static size_t choose(const oq_verify *v, oq_graph *qg, const oq_fallback_options *o, oq_fallback_step *s,
+                     oq_node **out)
+{
+    const oq_verify_layer *worst = NULL;
+    oq_node *wn = NULL;
+    double wdb = INFINITY;
+    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        if (!L->has_iso || L->iso.n == 0 || L->shape_mismatch || !*L->node)
+            continue;
+        double db = oq_err_sqnr_db(&L->iso);
+        if (isnan(db) || db >= wdb)
+            continue;
+        oq_node *n = quant_producer(qg, L->name);
+        /* nodes with weights, and the quantized graph outputs of any node */
+        oq_value *lv = oq_graph_find_local(qg, L->name);
+        if (!is_weighted(n) && !(n && L->quantized && lv && oq_value_is_graph_output(lv)))
+            continue;
+        worst = L;
+        wn = n;
+        wdb = db;
+    }
+    if (!worst)
+        return 0;
+    s->tensor = xstrdup(worst->name);
+    s->layer_iso_db = wdb;
+    /* rule 2: an input whose own quantization is as bad explains the drop */
+    size_t best_n = 0;
+    double best_db = wdb + o->prefer_producer_db;
+    for (size_t i = 0; i < wn->n_inputs; i++) {
+        const char *ln = input_layer_name(wn->inputs[i]);
+        const oq_verify_layer *X = ln ? find_layer(v, ln) : NULL;
+        if (!X || !X->has_qrange || X->own.n == 0)
+            continue;
+        double own = oq_err_sqnr_db(&X->own);
+        if (isnan(own) || own > best_db)
+            continue;
+        oq_node *chain[CHAIN_MAX];
+        size_t cn = producer_chain(wn->inputs[i], chain, CHAIN_MAX);
+        if (cn == 0)
+            continue;
+        /* weighted producer first, then the nodes down to wn */
+        for (size_t k = 0; k < cn; k++)
+            out[k] = chain[cn - 1 - k];
+        best_n = cn;
+        best_db = own;
+        free(s->input);
+        s->input = xstrdup(X->name);
+        s->input_own_db = own;
+    }
+    if (best_n) {
+        s->via_producer = true;
+        return best_n;
+    }
+    out[0] = wn;
+    return 1;
+}
+
+static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_fallback_options *o,
+                         oq_verify **out, double *min_db, const char **worst_out, uint64_t *samples,
+                         oq_diag *d)
+{
+    oq_verify_options vo = oq_verify_options_default();
+    vo.threads = o->threads;
+    oq_verify *v = NULL;
+    oq_rt_tensor *in = NULL;
+    size_t n_in = 0;
+    oq_status st = oq_verify_new(fm, qm, &vo, &v, d);
+    if (st != OQ_OK)
+        goto fail;
+    const oq_plan *fp = oq_verify_float_plan(v);
+    n_in = oq_plan_n_inputs(fp);
+    in = calloc(n_in ? n_in : 1, sizeof *in);
+    if (!in) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        goto fail;
+    }
+    uint64_t ns = oq_calib_source_count(src);
+    for (uint64_t k = 0; k < ns; k++) {
+        char label[512];
+        st = oq_calib_source_sample(src, fp, k, in, n_in, label, sizeof label, d);
+        if (st == OQ_OK)
+            st = oq_verify_sample(v, in, n_in, label, d);
+        for (size_t i = 0; i < n_in; i++)
+            oq_rt_tensor_release(&in[i]);
+        if (st != OQ_OK)
+            goto fail;
+    }
+    *min_db = INFINITY;
+    *worst_out = NULL;
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *O = oq_verify_output_at(v, i);
+        double db = oq_err_sqnr_db(&O->err);
+        if (isnan(db) || db < *min_db) {
+            *min_db = db;
+            *worst_out = O->name;
+            if (isnan(db))
+                break;
+        }
+    }
+    *samples = ns;
+    free(in);
+    *out = v;
+    return OQ_OK;
+fail:
+    free(in);
+    oq_verify_free(v);
+    return st;
+}
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || b->oom)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->len + (size_t)n + 1)
+            nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    if (!s) {
+        sb_printf(b, "null");
+        return;
+    }
+    sb_printf(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            sb_printf(b, "\\%c", *c);
+        else if (*c < 0x20)
+            sb_printf(b, "\\u%04x", *c);
+        else
+            sb_printf(b, "%c", *c);
+    }
+    sb_printf(b, "\"");
+}
+
+static void sb_num(sbuf *b, double x)
+{
+    if (isnan(x))
+        sb_printf(b, "null");
+    else if (isinf(x))
+        sb_printf(b, x > 0 ? "1e999" : "-1e999");
+    else
+        sb_printf(b, "%.4f", x);
+}
+
+char *oq_fallback_steps_json(const oq_fallback_result *r, double target_sqnr_db)
+{
+    sbuf b = {0};
+    sb_printf(&b, "{\"target_sqnr_db\":");
+    sb_num(&b, target_sqnr_db);
+    sb_printf(&b, ",\"samples\":%llu,\"met\":%s,\"steps\":[", (unsigned long long)r->samples,
+              r->met ? "true" : "false");
+    for (size_t i = 0; i < r->n_steps; i++) {
+        const oq_fallback_step *s = &r->steps[i];
+        sb_printf(&b, "%s{\"step\":%zu,\"node\":", i ? "," : "", i);
+        sb_str(&b, s->node);
+        if (s->node) {
+            sb_printf(&b, ",\"op_type\":");
+            sb_str(&b, s->op_type);
+            sb_printf(&b, ",\"worst_layer\":");
+            sb_str(&b, s->tensor);
+            sb_printf(&b, ",\"worst_layer_isolated_sqnr_db\":");
+            sb_num(&b, s->layer_iso_db);
+            sb_printf(&b, ",\"nodes\":");
+            sb_str(&b, s->nodes);
+            sb_printf(&b, ",\"via_producer\":%s", s->via_producer ? "true" : "false");
+            if (s->via_producer) {
+                sb_printf(&b, ",\"input\":");
+                sb_str(&b, s->input);
+                sb_printf(&b, ",\"input_output_qdq_sqnr_db\":");
+                sb_num(&b, s->input_own_db);
+            }
+        }
+        sb_printf(&b, ",\"sqnr_db\":");
+        sb_num(&b, s->sqnr_db);
+        sb_printf(&b, ",\"worst_output\":");
+        sb_str(&b, s->worst_output);
+        sb_printf(&b, "}");
+    }
+    sb_printf(&b, "]}");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+static oq_status record(oq_model *qm, const oq_fallback_result *r, double target, oq_diag *d)
+{
+    sbuf b = {0};
+    for (size_t i = 1; i < r->n_steps; i++)
+        sb_printf(&b, "%s%s", i > 1 ? "," : "", r->steps[i].nodes);
+    char *js = oq_fallback_steps_json(r, target);
+    if (b.oom || !js) {
+        free(b.p);
+        free(js);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+    }
+    oq_model_set_metadata(qm, OQ_FALLBACK_LAYERS_KEY, b.p ? b.p : "");
+    oq_model_set_metadata(qm, OQ_FALLBACK_STEPS_KEY, js);
+    free(b.p);
+    free(js);
+    return OQ_OK;
+}
+
+static oq_fallback_step *new_step(oq_fallback_result *r, oq_diag *d)
+{
+    oq_fallback_step *ns = realloc(r->steps, (r->n_steps + 1) * sizeof *ns);
+    if (!ns) {
+        oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        return NULL;
+    }
+    r->steps = ns;
+    memset(&ns[r->n_steps], 0, sizeof ns[0]);
+    ns[r->n_steps].sqnr_db = NAN;
+    ns[r->n_steps].layer_iso_db = NAN;
+    return &ns[r->n_steps++];
+}
+
+oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_fallback_options *o,
+                          oq_fallback_result *res, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    oq_verify *v = NULL;
+    memset(res, 0, sizeof *res);
+    oq_fallback_step *s = new_step(res, d);
+    if (!s)
+        return OQ_ERR_NOMEM;
+    for (;;) {
+        double db = NAN;
+        const char *wo = NULL;
+        st = measure(fm, qm, src, o, &v, &db, &wo, &res->samples, d);
+        if (st != OQ_OK)
+            goto fail;
+        s = &res->steps[res->n_steps - 1];
+        s->sqnr_db = db;
+        s->worst_output = xstrdup(wo);
+        if (s->node)
+        {
+            if (s->via_producer)
+                logf_(o,
+                      "step %zu: %s back to float (worst layer %s, isolated %.2f dB; its input %s alone "
+                      "quantizes at %.2f dB): output SQNR %.2f dB",
+                      res->n_steps - 1, s->nodes, s->tensor, s->layer_iso_db, s->input, s->input_own_db, db);
+            else
+                logf_(o, "step %zu: %s (%s) back to float (worst layer %s, isolated %.2f dB): output SQNR %.2f dB",
+                      res->n_steps - 1, s->nodes, s->op_type, s->tensor, s->layer_iso_db, db);
+        }
+        else
+            logf_(o, "step 0: quantized model: output SQNR %.2f dB (%s) on %llu samples, target %.2f dB", db,
+                  wo ? wo : "?", (unsigned long long)res->samples, o->target_sqnr_db);
+        if (db >= o->target_sqnr_db) {
+            res->met = true;
+            break;
+        }
+        if ((int)res->n_steps - 1 >= o->max_fallback) {
+            logf_(o, "stopping: --max-fallback %d reached", o->max_fallback);
+            break;
+        }
+        oq_fallback_step tmp;
+        memset(&tmp, 0, sizeof tmp);
+        tmp.sqnr_db = NAN;
+        oq_node *chosen[CHAIN_MAX];
+        size_t nc = choose(v, qm->graph, o, &tmp, chosen);
+        oq_verify_free(v);
+        v = NULL;
+        if (nc == 0) {
+            free(tmp.tensor);
+            logf_(o, "stopping: no quantized layer left to return to float");
+            break;
+        }
+        s = new_step(res, d);
+        if (!s) {
+            free(tmp.tensor);
+            free(tmp.input);
+            st = OQ_ERR_NOMEM;
+            goto fail;
+        }
+        char lb[128];
+        *s = tmp;
+        s->node = xstrdup(oq_node_label(chosen[0], lb, sizeof lb));
+        s->op_type = xstrdup(chosen[0]->op_type);
+        sbuf nb = {0};
+        for (size_t k = 0; k < nc; k++)
+            sb_printf(&nb, "%s%s", k ? "," : "", oq_node_label(chosen[k], lb, sizeof lb));
+        s->nodes = nb.p;
+        if (nb.oom || !s->node || !s->op_type) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+            goto fail;
+        }
+        for (size_t k = 0; k < nc; k++) {
+            bool changed = false;
+            st = oq_fallback_node(qm, fm, chosen[k], &changed, d);
+            if (st != OQ_OK)
+                goto fail;
+        }
+        oq_diag cd;
+        oq_diag_init(&cd);
+        if (oq_model_check(qm, &cd) != OQ_OK) {
+            st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: the model is invalid after returning \"%s\" to float: %s",
+                               s->node, cd.count ? cd.entries[0].message : "?");
+            oq_diag_free(&cd);
+            goto fail;
+        }
+        oq_diag_free(&cd);
+    }
+    oq_verify_free(v);
+    return record(qm, res, o->target_sqnr_db, d);
+fail:
+    oq_verify_free(v);
+    return st;
+}
+
+void oq_fallback_result_free(oq_fallback_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_steps; i++) {
+        free(r->steps[i].node);
+        free(r->steps[i].op_type);
+        free(r->steps[i].tensor);
+        free(r->steps[i].nodes);
+        free(r->steps[i].input);
+        free(r->steps[i].worst_output);
+    }
+    free(r->steps);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,126 @@
+#!/bin/bash
+# onnxq quantize --target-sqnr (accuracy-driven fallback) on the bundled model.
+#   usage: bash fallback.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+# - models/shapes_cnn.onnx with one weight of conv2 made an outlier (40x the largest
+#   weight): the per-channel scale of that channel is then 40x too coarse, so conv2 is the
+#   sensitive layer and must be the first one returned to float (checked by name in
+#   metadata_props "onnxq.fallback.layers" and "onnxq.fallback.steps");
+# - the SQNR recorded at each step increases to the target, the first step's is below it;
+# - conv2 computes in float in the result: its weight is the float model's w2, bit for bit,
+#   and no QDQ node reads or writes its tensors;
+# - the result passes onnx.checker full_check and runs in onnxruntime-node, where its
+#   output is within the target of the float model's (computed by onnxruntime too);
+# - --max-fallback 1 stops after conv2 (target missed, reported, exit 0); a target the
+#   quantized model already meets returns nothing to float; a bad value exits 2.
+set -u
+EXE=${1:?onnxq executable}
+SRC=${2:?source dir}
+PY=/usr/bin/python3
+fail=0
+note() { echo "fallback.sh: $*"; }
+bad() { echo "fallback.sh: FAIL: $*"; fail=1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+$PY -c 'import onnx, numpy' 2>/dev/null || { echo "SKIP: $PY has no onnx/numpy"; exit 77; }
+
+$PY - "$SRC/models/shapes_cnn.onnx" "$TMP/outlier.onnx" <<'PYEOF' || { bad "making the outlier model"; exit 1; }
+import sys, onnx, numpy as np
+from onnx import numpy_helper as nh
+m = onnx.load(sys.argv[1])
+for init in m.graph.initializer:
+    if init.name == 'w2':
+        w = nh.to_array(init).copy()
+        w[1, 0, 1, 1] = 40 * np.abs(w).max()
+        init.CopyFrom(nh.from_array(w, 'w2'))
+onnx.save(m, sys.argv[2])
+PYEOF
+
+TARGET=45
+"$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/q.onnx" --calib "$SRC/models/calib" --target-sqnr $TARGET \
+    > "$TMP/out.txt" 2>&1 || { cat "$TMP/out.txt"; bad "quantize --target-sqnr exit $?"; }
+grep 'fallback:' "$TMP/out.txt"
+grep -q "fallback: target met" "$TMP/out.txt" || bad "target not reported as met"
+
+$PY - "$TMP/outlier.onnx" "$TMP/q.onnx" $TARGET <<'PYEOF' || bad "metadata / model checks"
+import sys, json, onnx, numpy as np
+from onnx import numpy_helper as nh
+f = onnx.load(sys.argv[1]); q = onnx.load(sys.argv[2]); target = float(sys.argv[3])
+meta = {p.key: p.value for p in q.metadata_props}
+layers = meta['onnxq.fallback.layers'].split(',')
+steps = json.loads(meta['onnxq.fallback.steps'])
+print('layers:', layers)
+ok = True
+def check(c, msg):
+    global ok
+    if not c:
+        print('FAIL:', msg); ok = False
+check(layers[0] == 'conv2', 'first layer returned to float is %r, expected conv2' % layers[0])
+s = steps['steps']
+check(s[0]['node'] is None and s[0]['sqnr_db'] < target, 'step 0 must be the quantized model, below target')
+check(s[1]['node'] == 'conv2' and s[1]['worst_layer'] == 'c2', 'step 1 must return conv2 (worst layer c2)')
+check(s[-1]['sqnr_db'] >= target and steps['met'], 'last step must meet the target')
+check(all(s[i]['sqnr_db'] < target for i in range(len(s) - 1)), 'stopped late')
+check(s[1]['sqnr_db'] > s[0]['sqnr_db'] + 5, 'conv2 in float must gain > 5 dB')
+# conv2 computes in float with the original weight
+conv2 = [n for n in q.graph.node if n.name == 'conv2'][0]
+inits = {i.name: nh.to_array(i) for i in q.graph.initializer}
+fin = {i.name: nh.to_array(i) for i in f.graph.initializer}
+check(conv2.input[1] in inits and inits[conv2.input[1]].dtype == np.float32, 'conv2 weight not a float initializer')
+check(np.array_equal(inits.get(conv2.input[1]), fin['w2']), 'conv2 weight differs from the float w2')
+check(np.array_equal(inits.get(conv2.input[2]), fin['b2']), 'conv2 bias differs from the float b2')
+prod = {o: n for n in q.graph.node for o in n.output}
+for t in conv2.input[:1]:
+    check(prod[t].op_type != 'DequantizeLinear', 'conv2 still reads a DequantizeLinear')
+for n in q.graph.node:
+    if n.op_type in ('QuantizeLinear',) and n.input[0] in conv2.output:
+        check(False, 'conv2 output still quantized directly')
+check('w2_quantized' not in inits and 'b2_quantized' not in inits, 'unused quantized initializers left')
+onnx.checker.check_model(q, full_check=True)
+print('full_check: ok')
+sys.exit(0 if ok else 1)
+PYEOF
+
+# onnxruntime: the fallback model runs and stays within the target of the float model
+node "$SRC/tests/quantize_ort.js" >/dev/null 2>&1
+if [ $? = 77 ]; then
+    note "onnxruntime-node missing: ORT run skipped"
+else
+    mkdir -p "$TMP/of" "$TMP/oq"
+    in="$SRC/models/eval/sample_000/image.npy"
+    [ -f "$in" ] || in=$(ls "$SRC"/models/eval/*/image.npy | head -1)
+    node "$SRC/tests/quantize_ort.js" "$TMP/outlier.onnx" "$TMP/of" image="$in" >/dev/null || bad "ORT float run"
+    node "$SRC/tests/quantize_ort.js" "$TMP/q.onnx" "$TMP/oq" image="$in" >/dev/null || bad "ORT run of the fallback model"
+    $PY - "$TMP/of/logits.npy" "$TMP/oq/logits.npy" <<'PYEOF' || bad "ORT output of the fallback model"
+import sys, numpy as np
+x = np.load(sys.argv[1]).astype(np.float64); y = np.load(sys.argv[2]).astype(np.float64)
+sq = 10 * np.log10((x * x).sum() / max(((x - y) ** 2).sum(), 1e-30))
+print('onnxruntime: logits SQNR of the fallback model vs float: %.2f dB' % sq)
+sys.exit(0 if sq > 40 else 1)
+PYEOF
+fi
+
+# --max-fallback 1: only conv2, target missed but reported
+"$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/q1.onnx" --calib "$SRC/models/calib" --target-sqnr 200 \
+    --max-fallback 1 > "$TMP/out1.txt" 2>&1 || bad "--max-fallback 1: exit $?"
+grep -q "target NOT met" "$TMP/out1.txt" || bad "--max-fallback 1: missed target not reported"
+$PY -c '
+import sys, onnx
+m = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
+sys.exit(0 if m["onnxq.fallback.layers"] == "conv2" else 1)' "$TMP/q1.onnx" || bad "--max-fallback 1: layers != conv2"
+
+# a target already met: nothing in float
+"$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$TMP/q0.onnx" --calib "$SRC/models/calib" --target-sqnr 10 \
+    --quiet > "$TMP/out0.txt" 2>&1 || bad "target 10: exit $?"
+$PY -c '
+import sys, onnx, json
+m = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
+s = json.loads(m["onnxq.fallback.steps"])
+sys.exit(0 if m["onnxq.fallback.layers"] == "" and len(s["steps"]) == 1 and s["met"] else 1)' "$TMP/q0.onnx" \
+    || bad "target 10: something was returned to float"
+
+"$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$TMP/x.onnx" --calib "$SRC/models/calib" --target-sqnr abc \
+    > /dev/null 2>&1
+[ $? = 2 ] || bad "--target-sqnr abc must exit 2"
+
+[ $fail = 0 ] && note "ok"
+exit $fail
