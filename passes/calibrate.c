@@ -12,25 +12,6 @@
 
 #include "onnxq/calib.h"
 
-static bool parse_floats3(const char *s, float out[3])
-{
-    char *end;
-    for (int i = 0; i < 3; i++) {
-        errno = 0;
-        double v = strtod(s, &end);
-        if (end == s || errno)
-            return false;
-        out[i] = (float)v;
-        s = end;
-        if (i < 2) {
-            if (*s != ',' && *s != ' ')
-                return false;
-            s++;
-        }
-    }
-    return *s == 0;
-}
-
 /* "HxW" -> height, width; "" -> 0, 0. */
 static bool parse_size(const char *s, int64_t *h, int64_t *w)
 {
@@ -152,8 +133,8 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: images=DIR needs size=HxW");
         oq_image_opts io;
         oq_image_opts_default(&io, h, w);
-        if (!parse_floats3(oq_pass_opt_string(opts, "mean", "0,0,0"), io.mean) ||
-            !parse_floats3(oq_pass_opt_string(opts, "std", "1,1,1"), io.std))
+        if (!oq_image_parse_triple(oq_pass_opt_string(opts, "mean", "0,0,0"), io.mean) ||
+            !oq_image_parse_triple(oq_pass_opt_string(opts, "std", "1,1,1"), io.std))
             return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: mean and std are three numbers a,b,c");
         for (int i = 0; i < 3; i++)
             if (!(io.std[i] != 0))

@@ -488,3 +488,19 @@ Test(image, resize_matches_onnxruntime, .timeout = 300)
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
 }
+
+Test(image, parse_triple)
+{
+    float v[3] = {0, 0, 0};
+    cr_assert(oq_image_parse_triple("0.485,0.456,0.406", v));
+    cr_assert_float_eq(v[0], 0.485f, 1e-7);
+    cr_assert_float_eq(v[1], 0.456f, 1e-7);
+    cr_assert_float_eq(v[2], 0.406f, 1e-7);
+    cr_assert(oq_image_parse_triple("-1,2e-3,3", v));
+    cr_assert_float_eq(v[1], 0.002f, 1e-9);
+    cr_assert_not(oq_image_parse_triple("1,2", v));
+    cr_assert_not(oq_image_parse_triple("1,2,3,4", v));
+    cr_assert_not(oq_image_parse_triple("1,,3", v));
+    cr_assert_not(oq_image_parse_triple("a,b,c", v));
+    cr_assert_not(oq_image_parse_triple("", v));
+}

@@ -60,6 +60,8 @@ typedef struct oq_image_opts {
 } oq_image_opts;
 
 void oq_image_opts_default(oq_image_opts *o, int64_t height, int64_t width);
+/* Parse three numbers "a,b,c" (per-channel mean or std); false when malformed. */
+bool oq_image_parse_triple(const char *s, float out[3]);
 
 /* Number of floats oq_image_to_tensor writes: channels * height * width (-1 if bad). */
 int64_t oq_image_tensor_numel(const oq_image_opts *o);

@@ -12,25 +12,6 @@
 #include "onnxq/calib.h"
 #include "onnxq/fallback.h"
 
-static bool floats3(const char *s, float out[3])
-{
-    char *end;
-    for (int i = 0; i < 3; i++) {
-        errno = 0;
-        double v = strtod(s, &end);
-        if (end == s || errno)
-            return false;
-        out[i] = (float)v;
-        s = end;
-        if (i < 2) {
-            if (*s != ',' && *s != ' ')
-                return false;
-            s++;
-        }
-    }
-    return *s == 0;
-}
-
 static void print_line(const char *line, void *user)
 {
     (void)user;
@@ -56,7 +37,7 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag
     } else if (a->calib_images) {
         oq_image_opts io;
         oq_image_opts_default(&io, h, w);
-        if (!floats3(a->mean, io.mean) || !floats3(a->std, io.std))
+        if (!oq_image_parse_triple(a->mean, io.mean) || !oq_image_parse_triple(a->std, io.std))
             return oq_diag_error(d, OQ_ERR_USAGE, "--mean and --std are three numbers a,b,c");
         io.bgr = a->bgr;
         io.layout = strcmp(a->layout, "nhwc") == 0 ? OQ_LAYOUT_NHWC : OQ_LAYOUT_NCHW;

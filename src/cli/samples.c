@@ -112,24 +112,6 @@ const char cli_image_options_help[] =
     "  --bgr              channel order B,G,R    --grey  one channel\n"
     "  --layout L         nchw (default) or nhwc\n";
 
-static bool parse_triple(const char *s, float *out)
-{
-    char *end;
-    for (int k = 0; k < 3; k++) {
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno || end == s)
-            return false;
-        out[k] = (float)v;
-        if (k < 2) {
-            if (*end != ',')
-                return false;
-            s = end + 1;
-        }
-    }
-    return *end == 0;
-}
-
 int cli_image_option(const char *cmd, int argc, char **argv, int *i, oq_image_opts *o)
 {
     const char *a = argv[*i];
@@ -164,7 +146,7 @@ int cli_image_option(const char *cmd, int argc, char **argv, int *i, oq_image_op
         o->width = w;
     } else if (strcmp(a, "--mean") == 0 || strcmp(a, "--std") == 0) {
         float *dst = a[2] == 'm' ? o->mean : o->std;
-        if (!parse_triple(next, dst)) {
+        if (!oq_image_parse_triple(next, dst)) {
             cli_error(cmd, "%s wants three numbers a,b,c, got \"%s\"", a, next);
             return -1;
         }

@@ -497,3 +497,21 @@ fail:
     oq_image_dir_free(v, n);
     return st;
 }
+
+bool oq_image_parse_triple(const char *s, float out[3])
+{
+    char *end = NULL;
+    for (int k = 0; k < 3; k++) {
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s)
+            return false;
+        out[k] = (float)v;
+        if (k < 2) {
+            if (*end != ',')
+                return false;
+            s = end + 1;
+        }
+    }
+    return *end == 0;
+}
