@@ -11,26 +11,8 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const os = require('os');
-const cache = process.env.ONNXQ_CACHE || path.join(os.homedir(), '.cache', 'onnxq');
-const dirs = [process.env.ONNXQ_ORT_DIR, path.join(cache, 'node_modules'), '/work/cache/node_modules'];
-let ort = null;
-for (const d of dirs) {
-  if (!d) continue;
-  try { ort = require(path.join(d, 'onnxruntime-node')); break; } catch (e) { /* next */ }
-}
-if (!ort) { console.log('SKIP: onnxruntime-node not found'); process.exit(77); }
+const { ort, readNpyF32: readNpy } = require(path.join(__dirname, '..', 'tests', 'ortlib.js'));
 
-function readNpy(file) {
-  const b = fs.readFileSync(file);
-  const hl = b.readUInt16LE(8);
-  const header = b.slice(10, 10 + hl).toString('latin1');
-  if (!/'descr': '<f4'/.test(header) || /'fortran_order': True/.test(header)) throw new Error(`${file}: need float32 C-order`);
-  const shape = header.match(/'shape': \(([^)]*)\)/)[1].split(',').map(s => s.trim()).filter(s => s).map(Number);
-  const off = 10 + hl;
-  const data = new Float32Array(b.buffer.slice(b.byteOffset + off, b.byteOffset + b.length));
-  return { data, shape };
-}
 
 function usage() {
   console.error('usage: node models/eval_quant.js det|cls FLOAT.onnx QUANT.onnx SET_DIR [--onnxq-out DIR] [--max N]');

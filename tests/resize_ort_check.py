@@ -11,6 +11,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ortfind import find_ort  # noqa: E402
+
 try:
     import numpy as np
     from onnx import helper, TensorProto
@@ -19,14 +22,6 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 
-def find_ort():
-    cands = [os.environ["ONNXQ_CACHE"]] if os.environ.get("ONNXQ_CACHE") else []
-    cands += [os.path.expanduser("~/.cache/onnxq"), "/work/cache"]
-    for c in cands:
-        p = os.path.join(c, "node_modules", "onnxruntime-node")
-        if os.path.isfile(os.path.join(p, "package.json")):
-            return p
-    return None
 
 
 def main():
