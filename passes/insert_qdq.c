@@ -412,6 +412,9 @@ static void weight_axes(const oq_node *n, size_t rank, int *ch_axis, int *red_ax
         *red_axis = (int)rank - 2;
 }
 
+static int32_t parse_qtype(const char *s, bool weight);
+static bool needs21(int32_t t);
+
 /* Quantize weight input 1 of n. Returns OQ_OK also when skipped. */
 static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *n_wscales)
 {
@@ -466,6 +469,20 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     oq_weight_spec s;
     oq_weight_spec_default(&s);
     s.dtype = c->w_dtype;
+    /* mixed precision: {"W": {"dtype": "int16"}} in the overrides file */
+    const oq_json *ow = c->over ? oq_json_get(c->over, wv->name) : NULL;
+    const oq_json *owt = ow && ow->type == OQ_JSON_OBJECT ? oq_json_get(ow, "dtype") : NULL;
+    if (owt) {
+        int32_t dt = owt->type == OQ_JSON_STRING ? parse_qtype(owt->str, true) : OQ_DTYPE_UNDEFINED;
+        if (dt == OQ_DTYPE_UNDEFINED)
+            return oq_diag_error(c->d, OQ_ERR_USAGE,
+                                 "overrides: weight \"%s\": dtype must be int8, uint8, int16, uint16, int4 or uint4",
+                                 wv->name);
+        if (needs21(dt) && oq_model_opset(c->m, "") < 21)
+            return oq_diag_error(c->d, OQ_ERR_UNSUPPORTED, "overrides: weight \"%s\": %s weights need opset 21 (model: %lld)",
+                                 wv->name, oq_dtype_name(dt), (long long)oq_model_opset(c->m, ""));
+        s.dtype = dt;
+    }
     s.symmetric = c->w_sym;
     s.reduce_range = c->reduce_range;
     s.per_channel = c->per_channel && agree && ch_axis >= 0;
