@@ -10,8 +10,12 @@
 #   and no QDQ node reads or writes its tensors;
 # - the result passes onnx.checker full_check and runs in onnxruntime-node, where its
 #   output is within the target of the float model's (computed by onnxruntime too);
-# - --max-fallback 1 stops after conv2 (target missed, reported, exit 0); a target the
-#   quantized model already meets returns nothing to float; a bad value exits 2.
+# - --max-fallback 1 stops after conv2 (target missed: reported, model written, exit 1); a
+#   target the quantized model already meets returns nothing to float; a bad value exits 2;
+# - --fallback-search bisect reaches the target with the same layers in float as greedy
+#   (conv2 first, then fc with the nodes between), in at most 1 + ceil(log2(candidates))
+#   measurements after step 0, and leaves the model with exactly the layers of its
+#   shortest passing measurement.
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
@@ -101,7 +105,9 @@ fi
 
 # --max-fallback 1: only conv2, target missed but reported
 "$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/q1.onnx" --calib "$SRC/models/calib" --target-sqnr 200 \
-    --max-fallback 1 > "$TMP/out1.txt" 2>&1 || bad "--max-fallback 1: exit $?"
+    --max-fallback 1 > "$TMP/out1.txt" 2>&1
+rc=$?; [ $rc = 1 ] || bad "--max-fallback 1: target missed must exit 1, got $rc"
+[ -s "$TMP/q1.onnx" ] || bad "--max-fallback 1: the model must still be written"
 grep -q "target NOT met" "$TMP/out1.txt" || bad "--max-fallback 1: missed target not reported"
 $PY -c '
 import sys, onnx
@@ -121,6 +127,41 @@ sys.exit(0 if m["onnxq.fallback.layers"] == "" and len(s["steps"]) == 1 and s["m
 "$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$TMP/x.onnx" --calib "$SRC/models/calib" --target-sqnr abc \
     > /dev/null 2>&1
 [ $? = 2 ] || bad "--target-sqnr abc must exit 2"
+
+# --fallback-search bisect
+"$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/qb.onnx" --calib "$SRC/models/calib" --target-sqnr $TARGET \
+    --fallback-search bisect > "$TMP/outb.txt" 2>&1 || { cat "$TMP/outb.txt"; bad "bisect: exit $?"; }
+grep 'fallback:' "$TMP/outb.txt"
+$PY - "$TMP/q.onnx" "$TMP/qb.onnx" $TARGET <<'PYEOF' || bad "bisect: result"
+import sys, json, math, onnx
+def meta(p):
+    return {x.key: x.value for x in onnx.load(p).metadata_props}
+g, b, target = meta(sys.argv[1]), meta(sys.argv[2]), float(sys.argv[3])
+s = json.loads(b['onnxq.fallback.steps'])
+ok = True
+def check(c, msg):
+    global ok
+    if not c:
+        print('FAIL:', msg); ok = False
+check(b['onnxq.fallback.layers'] == g['onnxq.fallback.layers'],
+      'bisect layers %r != greedy %r' % (b['onnxq.fallback.layers'], g['onnxq.fallback.layers']))
+check(s['met'] and s['sqnr_db'] >= target, 'bisect: target not met')
+st = s['steps']
+n_cand = max(x['layers_in_float'] for x in st)
+check(len(st) - 1 <= 1 + math.ceil(math.log2(max(n_cand, 1))), '%d measurements for %d candidates' % (len(st) - 1, n_cand))
+passing = [x for x in st[1:] if x['sqnr_db'] >= target]
+best = min(passing, key=lambda x: x['layers_in_float'])
+check(s['layers_in_float'] == best['layers_in_float'] and best['nodes'] == b['onnxq.fallback.layers'],
+      'the model is not the shortest passing measurement')
+check(all(x['sqnr_db'] < target for x in st[1:] if x['layers_in_float'] < best['layers_in_float']),
+      'a shorter measurement passed')
+print('bisect: %d measurements, %d of %d candidates in float, %.2f dB' % (len(st) - 1, best['layers_in_float'], n_cand, s['sqnr_db']))
+sys.exit(0 if ok else 1)
+PYEOF
+"$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$TMP/x.onnx" --calib "$SRC/models/calib" --target-sqnr 40 \
+    --fallback-search fast > "$TMP/outx.txt" 2>&1
+[ $? = 2 ] || bad "--fallback-search fast must exit 2"
+grep -q "fallback-search must be greedy or bisect" "$TMP/outx.txt" || bad "--fallback-search fast: message"
 
 [ $fail = 0 ] && note "ok"
 exit $fail

@@ -41,11 +41,22 @@ extern "C" {
 #define OQ_FALLBACK_LAYERS_KEY "onnxq.fallback.layers"
 #define OQ_FALLBACK_STEPS_KEY "onnxq.fallback.steps"
 
+/* Search strategies:
+ *  GREEDY: one layer per step, chosen by rules 1 and 2 from a fresh measurement with
+ *          isolated errors (precise; one measurement per layer returned to float).
+ *  BISECT: rank the layers once, by the rules applied to the first measurement (the k-th
+ *          candidate is what rule 1 and 2 pick after the k-1 before it are taken), then
+ *          binary-search the smallest k such that the k first candidates in float meet the
+ *          target (about log2(max_fallback) + 1 measurements, without isolation). For
+ *          models that need many layers back. */
+enum { OQ_FALLBACK_GREEDY = 0, OQ_FALLBACK_BISECT = 1 };
+
 typedef struct oq_fallback_options {
     double target_sqnr_db;  /* stop when min output SQNR >= this */
     int max_fallback;       /* at most this many nodes returned to float (default 10) */
     int threads;            /* executor threads (<= 0: one per CPU) */
     double prefer_producer_db; /* margin of rule 2 (default 1 dB) */
+    int search;             /* OQ_FALLBACK_GREEDY (default) or OQ_FALLBACK_BISECT */
     /* Called with one line of progress text per step (may be NULL). */
     void (*log)(const char *line, void *user);
     void *log_user;
@@ -67,6 +78,7 @@ typedef struct oq_fallback_step {
                         * producer and the layer (Relu, MaxPool, ...) */
     double sqnr_db;    /* min output SQNR measured after the change */
     char *worst_output;/* output reaching that minimum */
+    size_t layers;     /* candidates (layers) in float in this measurement */
 } oq_fallback_step;
 
 typedef struct oq_fallback_result {
@@ -74,6 +86,9 @@ typedef struct oq_fallback_result {
     oq_fallback_step *steps; /* malloc'ed */
     uint64_t samples;
     bool met;                /* target reached */
+    double sqnr_db;          /* min output SQNR of the model as left (quant_model) */
+    char *in_float;          /* nodes in float at the end, comma separated (malloc'ed) */
+    size_t layers;           /* layers (candidates) in float at the end */
 } oq_fallback_result;
 
 /* Measure, fall back, measure again ... (see above). quant_model is edited in place and

@@ -102,6 +102,8 @@ static void help(FILE *f)
             "accuracy-driven fallback (docs/verify.md):\n"
             "  --target-sqnr DB       return the worst layers to float until the output SQNR >= DB\n"
             "  --max-fallback N       at most N layers in float (default 10)\n"
+            "  --fallback-search S    greedy (default: re-measure after each layer) | bisect\n"
+            "                         (rank once, binary-search the count: for many layers)\n"
             "  --eval DIR             measure on these samples (default: the calibration data)\n");
 }
 
@@ -402,7 +404,7 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL, *config_file = NULL;
     bool print_config = false, quiet = false;
     cli_fallback_args fb = {.max_fallback = 10}; /* --target-sqnr hook: src/cli/quantize_fallback.c */
-    bool fallback = false;
+    bool fallback = false, fallback_met = true;
     int rc = CLI_OK;
     oq_json *cj = NULL;
     oq_registry *reg = NULL;
@@ -476,6 +478,7 @@ int cmd_quantize(int argc, char **argv)
         else if (strcmp(a, "--target-sqnr") == 0 && has) { bad = parse_f64(v, &fb.target_sqnr_db); fallback = true; i++; }
         else if (strcmp(a, "--max-fallback") == 0 && has) { bad = parse_i64(v, &fb.max_fallback); i++; }
         else if (strcmp(a, "--eval") == 0 && has) { fb.eval = v; i++; }
+        else if (strcmp(a, "--fallback-search") == 0 && has) { fb.search = v; i++; }
         else if (strcmp(a, "--print-config") == 0) print_config = true;
         else if (strcmp(a, "--quiet") == 0) quiet = true;
         else if (a[0] == '-' && a[1]) {
@@ -598,8 +601,8 @@ int cmd_quantize(int argc, char **argv)
     if (st == OQ_OK && fallback) {
         cli_fallback_args fa = {in, fb.target_sqnr_db, fb.max_fallback, fb.eval, c.calib, c.calib_images, c.size,
                                 c.mean, c.std, c.layout, c.bgr, c.scale, c.calib_random, c.seed, c.max_samples,
-                                c.threads, quiet};
-        st = cli_quantize_fallback(&fa, m, &d);
+                                c.threads, quiet, fb.search};
+        st = cli_quantize_fallback(&fa, m, &fallback_met, &d);
     }
     if (st == OQ_OK) {
         FILE *ms = open_memstream(&meta, &meta_len);
@@ -624,8 +627,14 @@ int cmd_quantize(int argc, char **argv)
                      st == OQ_ERR_INVALID
                  ? CLI_BAD
                  : CLI_FAIL;
-    else if (!quiet)
-        fprintf(stderr, "onnxq quantize: wrote %s\n", out);
+    else {
+        if (!quiet)
+            fprintf(stderr, "onnxq quantize: wrote %s\n", out);
+        if (!fallback_met) { /* the model is written, but the asked-for accuracy is not there */
+            fprintf(stderr, "onnxq quantize: %s: --target-sqnr %g dB not met (exit 1)\n", out, fb.target_sqnr_db);
+            rc = CLI_FAIL;
+        }
+    }
 done:
     free(meta);
     free(c.pipeline);

@@ -18,7 +18,7 @@ static void print_line(const char *line, void *user)
     fprintf(stderr, "onnxq quantize: fallback: %s\n", line);
 }
 
-oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag *d)
+oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *met, oq_diag *d)
 {
     oq_calib_source *src = NULL;
     oq_model *fm = NULL;
@@ -59,16 +59,29 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag
     o.target_sqnr_db = a->target_sqnr_db;
     o.max_fallback = (int)a->max_fallback;
     o.threads = (int)a->threads;
+    if (!a->search || strcmp(a->search, "greedy") == 0)
+        o.search = OQ_FALLBACK_GREEDY;
+    else if (strcmp(a->search, "bisect") == 0)
+        o.search = OQ_FALLBACK_BISECT;
+    else {
+        st = oq_diag_error(d, OQ_ERR_USAGE, "--fallback-search must be greedy or bisect (got \"%s\")", a->search);
+        goto done;
+    }
     if (!a->quiet)
         o.log = print_line;
     st = oq_fallback_run(fm, m, src, &o, &r, d);
     if (st == OQ_OK) {
-        const oq_fallback_step *last = &r.steps[r.n_steps - 1];
-        fprintf(stderr, "onnxq quantize: fallback: %s: output SQNR %.2f dB (target %.2f dB), %zu step(s), in float",
-                r.met ? "target met" : "target NOT met", last->sqnr_db, a->target_sqnr_db, r.n_steps - 1);
-        for (size_t i = 1; i < r.n_steps; i++)
-            fprintf(stderr, "%s%s", i == 1 ? ": " : ", ", r.steps[i].nodes);
-        fprintf(stderr, "\n");
+        *met = r.met;
+        size_t nn = 0;
+        for (const char *p = r.in_float; p && *p; p++)
+            nn += *p == ',';
+        if (r.in_float && *r.in_float)
+            nn++;
+        fprintf(stderr,
+                "onnxq quantize: fallback: %s: output SQNR %.2f dB (target %.2f dB), %zu measurement(s), %zu node(s) "
+                "in float%s%s\n",
+                r.met ? "target met" : "target NOT met", r.sqnr_db, a->target_sqnr_db, r.n_steps, nn,
+                nn ? ": " : "", nn ? r.in_float : "");
     }
 done:
     oq_fallback_result_free(&r);

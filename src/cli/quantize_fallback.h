@@ -17,8 +17,9 @@ typedef struct cli_fallback_args {
     double scale;
     int64_t calib_random, seed, max_samples, threads;
     bool quiet;
+    const char *search;                /* --fallback-search greedy|bisect (NULL: greedy) */
 } cli_fallback_args;
 
-/* Run the fallback on the quantized model m (edited in place); prints the steps. */
-oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, oq_diag *d);
+/* Run the fallback on the quantized model m (edited in place); prints the steps; *met: target reached. */
+oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *met, oq_diag *d);
 #endif

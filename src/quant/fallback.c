@@ -358,31 +358,27 @@ static size_t producer_chain(oq_value *x, oq_node **out, size_t max)
 
 #define CHAIN_MAX 16
 
-/* Choose the nodes to return to float (weighted node last); 0 when none can. */
-static size_t choose(const oq_verify *v, oq_graph *qg, const oq_fallback_options *o, oq_fallback_step *s,
-                     oq_node **out)
+/* Layer L (its node in the quantized model: wn) is eligible when it has an isolated
+ * error and wn has weights, or L is a quantized graph output. */
+static bool eligible(const oq_verify_layer *L, oq_graph *qg, oq_node **wn, double *db)
 {
-    const oq_verify_layer *worst = NULL;
-    oq_node *wn = NULL;
-    double wdb = INFINITY;
-    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
-        const oq_verify_layer *L = oq_verify_layer_at(v, i);
-        if (!L->has_iso || L->iso.n == 0 || L->shape_mismatch || !*L->node)
-            continue;
-        double db = oq_err_sqnr_db(&L->iso);
-        if (isnan(db) || db >= wdb)
-            continue;
-        oq_node *n = quant_producer(qg, L->name);
-        /* nodes with weights, and the quantized graph outputs of any node */
-        oq_value *lv = oq_graph_find_local(qg, L->name);
-        if (!is_weighted(n) && !(n && L->quantized && lv && oq_value_is_graph_output(lv)))
-            continue;
-        worst = L;
-        wn = n;
-        wdb = db;
-    }
-    if (!worst)
-        return 0;
+    if (!L->has_iso || L->iso.n == 0 || L->shape_mismatch || !*L->node)
+        return false;
+    *db = oq_err_sqnr_db(&L->iso);
+    if (isnan(*db))
+        return false;
+    oq_node *n = quant_producer(qg, L->name);
+    oq_value *lv = oq_graph_find_local(qg, L->name);
+    if (!is_weighted(n) && !(n && L->quantized && lv && oq_value_is_graph_output(lv)))
+        return false;
+    *wn = n;
+    return true;
+}
+
+/* The nodes to return to float for layer L (weighted node last), with rules 1 and 2. */
+static size_t choose_for(const oq_verify *v, const oq_fallback_options *o, const oq_verify_layer *worst,
+                         oq_node *wn, double wdb, oq_fallback_step *s, oq_node **out)
+{
     s->tensor = xstrdup(worst->name);
     s->layer_iso_db = wdb;
     /* rule 2: an input whose own quantization is as bad explains the drop */
@@ -417,12 +413,35 @@ static size_t choose(const oq_verify *v, oq_graph *qg, const oq_fallback_options
     return 1;
 }
 
+/* Choose the nodes to return to float (weighted node last); 0 when none can. */
+static size_t choose(const oq_verify *v, oq_graph *qg, const oq_fallback_options *o, oq_fallback_step *s,
+                     oq_node **out)
+{
+    const oq_verify_layer *worst = NULL;
+    oq_node *wn = NULL;
+    double wdb = INFINITY;
+    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        oq_node *n = NULL;
+        double db;
+        if (!eligible(L, qg, &n, &db) || db >= wdb)
+            continue;
+        worst = L;
+        wn = n;
+        wdb = db;
+    }
+    if (!worst)
+        return 0;
+    return choose_for(v, o, worst, wn, wdb, s, out);
+}
+
 static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_fallback_options *o,
-                         oq_verify **out, double *min_db, const char **worst_out, uint64_t *samples,
-                         oq_diag *d)
+                         bool isolated, oq_verify **out, double *min_db, const char **worst_out,
+                         uint64_t *samples, oq_diag *d)
 {
     oq_verify_options vo = oq_verify_options_default();
     vo.threads = o->threads;
+    vo.isolated = isolated;
     oq_verify *v = NULL;
     oq_rt_tensor *in = NULL;
     size_t n_in = 0;
@@ -539,8 +558,10 @@ char *oq_fallback_steps_json(const oq_fallback_result *r, double target_sqnr_db)
     sbuf b = {0};
     sb_printf(&b, "{\"target_sqnr_db\":");
     sb_num(&b, target_sqnr_db);
-    sb_printf(&b, ",\"samples\":%llu,\"met\":%s,\"steps\":[", (unsigned long long)r->samples,
+    sb_printf(&b, ",\"samples\":%llu,\"met\":%s,\"sqnr_db\":", (unsigned long long)r->samples,
               r->met ? "true" : "false");
+    sb_num(&b, r->sqnr_db);
+    sb_printf(&b, ",\"layers_in_float\":%zu,\"steps\":[", r->layers);
     for (size_t i = 0; i < r->n_steps; i++) {
         const oq_fallback_step *s = &r->steps[i];
         sb_printf(&b, "%s{\"step\":%zu,\"node\":", i ? "," : "", i);
@@ -562,7 +583,7 @@ char *oq_fallback_steps_json(const oq_fallback_result *r, double target_sqnr_db)
                 sb_num(&b, s->input_own_db);
             }
         }
-        sb_printf(&b, ",\"sqnr_db\":");
+        sb_printf(&b, ",\"layers_in_float\":%zu,\"sqnr_db\":", s->layers);
         sb_num(&b, s->sqnr_db);
         sb_printf(&b, ",\"worst_output\":");
         sb_str(&b, s->worst_output);
@@ -578,18 +599,11 @@ char *oq_fallback_steps_json(const oq_fallback_result *r, double target_sqnr_db)
 
 static oq_status record(oq_model *qm, const oq_fallback_result *r, double target, oq_diag *d)
 {
-    sbuf b = {0};
-    for (size_t i = 1; i < r->n_steps; i++)
-        sb_printf(&b, "%s%s", i > 1 ? "," : "", r->steps[i].nodes);
     char *js = oq_fallback_steps_json(r, target);
-    if (b.oom || !js) {
-        free(b.p);
-        free(js);
+    if (!js)
         return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
-    }
-    oq_model_set_metadata(qm, OQ_FALLBACK_LAYERS_KEY, b.p ? b.p : "");
+    oq_model_set_metadata(qm, OQ_FALLBACK_LAYERS_KEY, r->in_float ? r->in_float : "");
     oq_model_set_metadata(qm, OQ_FALLBACK_STEPS_KEY, js);
-    free(b.p);
     free(js);
     return OQ_OK;
 }
@@ -608,6 +622,330 @@ static oq_fallback_step *new_step(oq_fallback_result *r, oq_diag *d)
     return &ns[r->n_steps++];
 }
 
+/* ------------------------------------------------------------ bisect */
+
+typedef struct fb_group {
+    oq_node *nodes[CHAIN_MAX]; /* of the model measured first (quant_model, unedited) */
+    size_t n;
+    oq_fallback_step info;     /* tensor, layer_iso_db, via_producer, input, input_own_db */
+} fb_group;
+
+typedef struct fb_rank {
+    const oq_verify_layer *L;
+    oq_node *wn;
+    double db;
+    size_t order;
+} fb_rank;
+
+static int rank_cmp(const void *a, const void *b)
+{
+    const fb_rank *x = a, *y = b;
+    if (x->db != y->db)
+        return x->db < y->db ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+typedef struct fb_ptr_idx {
+    const oq_node *p;
+    size_t i;
+} fb_ptr_idx;
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    const oq_node *x = ((const fb_ptr_idx *)a)->p, *y = ((const fb_ptr_idx *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
+static size_t graph_nodes(oq_graph *g, oq_node ***out)
+{
+    size_t n = 0;
+    for (oq_node *x = g->first; x; x = x->next)
+        n++;
+    *out = malloc((n ? n : 1) * sizeof **out);
+    if (!*out)
+        return (size_t)-1;
+    n = 0;
+    for (oq_node *x = g->first; x; x = x->next)
+        (*out)[n++] = x;
+    return n;
+}
+
+static void free_step_strings(oq_fallback_step *s)
+{
+    free(s->node);
+    free(s->op_type);
+    free(s->tensor);
+    free(s->nodes);
+    free(s->input);
+    free(s->worst_output);
+}
+
+/* Return the nodes of groups[0..k) of model m to float; idx[g][j] is the graph position
+ * of groups[g].nodes[j] in the model measured first, and m is a copy of it. */
+static oq_status apply_groups(oq_model *m, oq_model *fm, size_t *const *idx, const fb_group *groups, size_t k,
+                              oq_diag *d)
+{
+    oq_node **all = NULL;
+    size_t n = graph_nodes(m->graph, &all);
+    if (n == (size_t)-1)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+    oq_status st = OQ_OK;
+    /* resolve every node before editing (the edits remove Q/DQ nodes) */
+    size_t total = 0;
+    for (size_t g = 0; g < k; g++)
+        total += groups[g].n;
+    oq_node **todo = malloc((total ? total : 1) * sizeof *todo);
+    if (!todo) {
+        free(all);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+    }
+    size_t t = 0;
+    for (size_t g = 0; g < k; g++)
+        for (size_t j = 0; j < groups[g].n; j++) {
+            size_t i = idx[g][j];
+            if (i >= n) {
+                st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: node position out of range");
+                goto done;
+            }
+            todo[t++] = all[i];
+        }
+    for (size_t i = 0; i < t && st == OQ_OK; i++) {
+        bool changed = false;
+        st = oq_fallback_node(m, fm, todo[i], &changed, d);
+    }
+    if (st == OQ_OK) {
+        oq_diag cd;
+        oq_diag_init(&cd);
+        if (oq_model_check(m, &cd) != OQ_OK)
+            st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: the model is invalid after returning %zu layers to float: %s",
+                               k, cd.count ? cd.entries[0].message : "?");
+        oq_diag_free(&cd);
+    }
+done:
+    free(todo);
+    free(all);
+    return st;
+}
+
+static char *group_nodes_list(const fb_group *groups, size_t k)
+{
+    sbuf b = {0};
+    char lb[128];
+    for (size_t g = 0; g < k; g++)
+        for (size_t j = 0; j < groups[g].n; j++)
+            sb_printf(&b, "%s%s", b.len ? "," : "", oq_node_label(groups[g].nodes[j], lb, sizeof lb));
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p ? b.p : xstrdup("");
+}
+
+/* Measure with the first k groups in float (a copy of the pristine model) and record the step. */
+static oq_status bisect_eval(oq_model *fm, const uint8_t *buf, size_t len, oq_calib_source *src,
+                             const oq_fallback_options *o, size_t *const *idx, const fb_group *groups, size_t k,
+                             oq_fallback_result *res, double *db, oq_diag *d)
+{
+    oq_model *mk = NULL;
+    oq_verify *v = NULL;
+    oq_status st = oq_model_read_buffer(buf, len, "fallback copy", NULL, &mk, d);
+    if (st != OQ_OK)
+        return st;
+    st = apply_groups(mk, fm, idx, groups, k, d);
+    const char *wo = NULL;
+    if (st == OQ_OK)
+        st = measure(fm, mk, src, o, false, &v, db, &wo, &res->samples, d);
+    if (st == OQ_OK) {
+        oq_fallback_step *s = new_step(res, d);
+        if (!s) {
+            st = OQ_ERR_NOMEM;
+        } else {
+            const fb_group *last = &groups[k - 1];
+            char lb[128];
+            s->node = xstrdup(oq_node_label(last->nodes[last->n - 1], lb, sizeof lb));
+            s->op_type = xstrdup(last->nodes[last->n - 1]->op_type);
+            s->tensor = xstrdup(last->info.tensor);
+            s->layer_iso_db = last->info.layer_iso_db;
+            s->via_producer = last->info.via_producer;
+            s->input = xstrdup(last->info.input);
+            s->input_own_db = last->info.input_own_db;
+            s->nodes = group_nodes_list(groups, k);
+            s->sqnr_db = *db;
+            s->worst_output = xstrdup(wo);
+            s->layers = k;
+            logf_(o, "step %zu: the %zu worst layer(s) in float (last: %s, isolated %.2f dB): output SQNR %.2f dB",
+                  res->n_steps - 1, k, s->tensor ? s->tensor : "?", s->layer_iso_db, *db);
+        }
+    }
+    oq_verify_free(v);
+    oq_model_free(mk);
+    return st;
+}
+
+/* The BISECT strategy, after the first measurement v0 (with isolated errors) missed the
+ * target. Leaves qm with the chosen layers in float. */
+static oq_status bisect(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_fallback_options *o,
+                        const oq_verify *v0, oq_fallback_result *res, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    size_t nl = oq_verify_n_layers(v0), nr = 0, ng = 0, n_all = 0, n_taken = 0;
+    fb_rank *rk = malloc((nl ? nl : 1) * sizeof *rk);
+    size_t cap = o->max_fallback > 0 ? (size_t)o->max_fallback : 0;
+    fb_group *groups = calloc(cap ? cap : 1, sizeof *groups);
+    size_t **idx = calloc(cap ? cap : 1, sizeof *idx);
+    oq_node **taken = NULL, **all = NULL;
+    fb_ptr_idx *pi = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!rk || !groups || !idx) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v0, i);
+        oq_node *wn = NULL;
+        double db;
+        if (eligible(L, qm->graph, &wn, &db))
+            rk[nr++] = (fb_rank){L, wn, db, i};
+    }
+    qsort(rk, nr, sizeof *rk, rank_cmp);
+    taken = malloc((nr * CHAIN_MAX + 1) * sizeof *taken);
+    if (!taken) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        goto done;
+    }
+    /* candidates: rules 1 and 2 in rank order, without nodes an earlier one took */
+    for (size_t r = 0; r < nr && ng < cap; r++) {
+        fb_group *G = &groups[ng];
+        memset(G, 0, sizeof *G);
+        oq_node *out[CHAIN_MAX];
+        size_t nc = choose_for(v0, o, rk[r].L, rk[r].wn, rk[r].db, &G->info, out);
+        /* rule 2 took the producer of an input; with one ranking there is no second look
+         * at the layer itself, so it goes with it */
+        if (G->info.via_producer && nc < CHAIN_MAX && out[nc - 1] != rk[r].wn)
+            out[nc++] = rk[r].wn;
+        for (size_t k = 0; k < nc; k++) {
+            bool dup = false;
+            for (size_t t = 0; t < n_taken && !dup; t++)
+                dup = taken[t] == out[k];
+            if (!dup) {
+                G->nodes[G->n++] = out[k];
+                taken[n_taken++] = out[k];
+            }
+        }
+        if (G->n == 0) {
+            free_step_strings(&G->info);
+            memset(G, 0, sizeof *G);
+            continue;
+        }
+        ng++;
+    }
+    if (ng == 0) {
+        logf_(o, "stopping: no quantized layer left to return to float");
+        res->in_float = xstrdup("");
+        res->sqnr_db = res->steps[0].sqnr_db;
+        goto done;
+    }
+    logf_(o, "bisect: %zu candidate layer(s), worst first: %s (%.2f dB)%s%s%s", ng, groups[0].info.tensor,
+          groups[0].info.layer_iso_db, ng > 1 ? ", " : "", ng > 1 ? groups[1].info.tensor : "", ng > 2 ? ", ..." : "");
+    /* graph positions of the candidates' nodes */
+    n_all = graph_nodes(qm->graph, &all);
+    if (n_all == (size_t)-1) {
+        all = NULL;
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        goto done;
+    }
+    pi = malloc((n_all ? n_all : 1) * sizeof *pi);
+    if (!pi) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n_all; i++)
+        pi[i] = (fb_ptr_idx){all[i], i};
+    qsort(pi, n_all, sizeof *pi, ptr_cmp);
+    for (size_t g = 0; g < ng; g++) {
+        idx[g] = malloc(CHAIN_MAX * sizeof **idx);
+        if (!idx[g]) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+            goto done;
+        }
+        for (size_t j = 0; j < groups[g].n; j++) {
+            fb_ptr_idx key = {groups[g].nodes[j], 0};
+            fb_ptr_idx *f = bsearch(&key, pi, n_all, sizeof *pi, ptr_cmp);
+            if (!f) {
+                st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: node not in the graph");
+                goto done;
+            }
+            idx[g][j] = f->i;
+        }
+    }
+    st = oq_model_write_buffer(qm, &buf, &len, d);
+    if (st != OQ_OK)
+        goto done;
+    /* smallest k in [1, ng] meeting the target; k = ng when none does */
+    size_t lo = 0, hi = ng;
+    double db_hi = NAN, db;
+    st = bisect_eval(fm, buf, len, src, o, idx, groups, ng, res, &db_hi, d);
+    if (st != OQ_OK)
+        goto done;
+    bool met = db_hi >= o->target_sqnr_db;
+    if (met) {
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            st = bisect_eval(fm, buf, len, src, o, idx, groups, mid, res, &db, d);
+            if (st != OQ_OK)
+                goto done;
+            if (db >= o->target_sqnr_db) {
+                hi = mid;
+                db_hi = db;
+            } else {
+                lo = mid;
+            }
+        }
+    } else {
+        logf_(o, "stopping: the target is not met with all %zu candidate layer(s) in float (--max-fallback %d)", ng,
+              o->max_fallback);
+    }
+    /* leave qm with the first hi candidates in float */
+    for (size_t g = 0; g < hi && st == OQ_OK; g++)
+        for (size_t j = 0; j < groups[g].n && st == OQ_OK; j++) {
+            bool changed = false;
+            st = oq_fallback_node(qm, fm, groups[g].nodes[j], &changed, d);
+        }
+    if (st != OQ_OK)
+        goto done;
+    {
+        oq_diag cd;
+        oq_diag_init(&cd);
+        if (oq_model_check(qm, &cd) != OQ_OK)
+            st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: the model is invalid after returning %zu layers to float: %s",
+                               hi, cd.count ? cd.entries[0].message : "?");
+        oq_diag_free(&cd);
+        if (st != OQ_OK)
+            goto done;
+    }
+    res->met = met;
+    res->layers = hi;
+    res->sqnr_db = db_hi;
+    res->in_float = group_nodes_list(groups, hi);
+    if (!res->in_float)
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+done:
+    for (size_t g = 0; g < ng; g++) {
+        free_step_strings(&groups[g].info);
+        if (idx)
+            free(idx[g]);
+    }
+    free(groups);
+    free(idx);
+    free(rk);
+    free(taken);
+    free(all);
+    free(pi);
+    free(buf);
+    return st;
+}
+
 oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_fallback_options *o,
                           oq_fallback_result *res, oq_diag *d)
 {
@@ -620,7 +958,7 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     for (;;) {
         double db = NAN;
         const char *wo = NULL;
-        st = measure(fm, qm, src, o, &v, &db, &wo, &res->samples, d);
+        st = measure(fm, qm, src, o, true, &v, &db, &wo, &res->samples, d);
         if (st != OQ_OK)
             goto fail;
         s = &res->steps[res->n_steps - 1];
@@ -640,6 +978,7 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         else
             logf_(o, "step 0: quantized model: output SQNR %.2f dB (%s) on %llu samples, target %.2f dB", db,
                   wo ? wo : "?", (unsigned long long)res->samples, o->target_sqnr_db);
+        s->layers = res->n_steps - 1;
         if (db >= o->target_sqnr_db) {
             res->met = true;
             break;
@@ -647,6 +986,14 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         if ((int)res->n_steps - 1 >= o->max_fallback) {
             logf_(o, "stopping: --max-fallback %d reached", o->max_fallback);
             break;
+        }
+        if (o->search == OQ_FALLBACK_BISECT) {
+            st = bisect(fm, qm, src, o, v, res, d);
+            oq_verify_free(v);
+            v = NULL;
+            if (st != OQ_OK)
+                return st;
+            return record(qm, res, o->target_sqnr_db, d);
         }
         oq_fallback_step tmp;
         memset(&tmp, 0, sizeof tmp);
@@ -696,6 +1043,16 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         oq_diag_free(&cd);
     }
     oq_verify_free(v);
+    {
+        sbuf b = {0};
+        for (size_t i = 1; i < res->n_steps; i++)
+            sb_printf(&b, "%s%s", i > 1 ? "," : "", res->steps[i].nodes);
+        if (b.oom)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+        res->in_float = b.p;
+        res->layers = res->n_steps - 1;
+        res->sqnr_db = res->steps[res->n_steps - 1].sqnr_db;
+    }
     return record(qm, res, o->target_sqnr_db, d);
 fail:
     oq_verify_free(v);
@@ -715,5 +1072,6 @@ void oq_fallback_result_free(oq_fallback_result *r)
         free(r->steps[i].worst_output);
     }
     free(r->steps);
+    free(r->in_float);
     memset(r, 0, sizeof *r);
 }
