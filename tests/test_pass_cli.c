@@ -169,3 +169,22 @@ Test(opt_cli, passes_lists_every_pass)
     cr_assert_str_eq(out, "ok\n");
     free(out);
 }
+
+/* `onnxq run --output-dir DIR` creates DIR (one level) and writes each output there; a
+ * folder whose parent is missing is a one-line error naming it, exit 2. */
+Test(opt_cli, run_creates_its_output_folder)
+{
+    char *out;
+    int rc = run(&out, "run %s --random --output-dir %s/newdir", in_path, dir);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char p[600];
+    snprintf(p, sizeof p, "%s/newdir/y.pb", dir);
+    FILE *f = fopen(p, "rb");
+    cr_assert(f != NULL, "%s not written", p);
+    fclose(f);
+    rc = run(&out, "run %s --random --output-dir %s/missing/newdir", in_path, dir);
+    cr_assert_eq(rc, 2, "%s", out);
+    cr_assert(strstr(out, "cannot create") && strstr(out, "missing/newdir"), "%s", out);
+    free(out);
+}

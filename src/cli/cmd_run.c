@@ -290,11 +290,14 @@ int cmd_run(int argc, char **argv)
         po.on_tensor = on_tensor;
         po.user = &w;
     }
-    if (o.dump_dir && mkdir(o.dump_dir, 0777) != 0 && errno != EEXIST) {
-        cli_error("run", "cannot create %s: %s", o.dump_dir, strerror(errno));
-        rc = CLI_BAD;
-        goto done;
-    }
+    /* --dump-all and --output-dir create their folder (one level), as a user expects */
+    const char *dirs[2] = {o.dump_dir, o.out_dir};
+    for (int k = 0; k < 2; k++)
+        if (dirs[k] && mkdir(dirs[k], 0777) != 0 && errno != EEXIST) {
+            cli_error("run", "cannot create %s: %s", dirs[k], strerror(errno));
+            rc = CLI_BAD;
+            goto done;
+        }
     st = oq_plan_compile(m, &po, &plan, &d);
     if (st != OQ_OK) {
         cli_print_diag(&d);
