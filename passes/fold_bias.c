@@ -374,6 +374,37 @@ static oq_value *add_init(oq_graph *g, const char *base, const char *suffix, int
 
 /* Quantize L's float bias. Returns 1 folded, 0 left alone, <0 error. bq (C entries)
  * receives the int32 bias when folded. */
+/* max |x_q - zp_x| of the layer's quantized input (0 when its type is unknown) */
+static double input_qmax(const layer *L)
+{
+    int32_t qmin, qmax;
+    if (L->x_qtype < 0 || oq_qrange(L->x_qtype, false, &qmin, &qmax) != OQ_OK)
+        return 0.0;
+    return fmax((double)qmax - L->x_zp, (double)L->x_zp - qmin);
+}
+
+/* sum|w_q - zp_w| per output channel (malloc'ed; NULL after an error, in *st) */
+static int64_t *channel_abs_sums(ctx *c, const layer *L, oq_status *st)
+{
+    const void *wd = oq_tensor_data(L->wq, c->d);
+    const void *zd = L->wzp ? oq_tensor_data(L->wzp, c->d) : NULL;
+    *st = OQ_ERR_INVALID;
+    if (!wd || (L->wzp && !zd))
+        return NULL;
+    int64_t *sum = calloc((size_t)(L->C > 0 ? L->C : 1), sizeof(int64_t));
+    if (!sum) {
+        *st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    *st = OQ_OK;
+    for (int64_t i = 0; i < L->wn; i++) {
+        int64_t oc = elem_channel(L, i);
+        int64_t v = (int64_t)oq_unpack_int(L->wq->dtype, wd, i) - wzp_at(L, zd, scale_index(L, oc));
+        sum[oc] += v < 0 ? -v : v;
+    }
+    return sum;
+}
+
 static int fold(ctx *c, layer *L, int32_t *bq)
 {
     oq_graph *g = L->n->graph;
@@ -428,6 +459,7 @@ static int fold(ctx *c, layer *L, int32_t *bq)
         return -1;
 
     int rc = -1;
+    int64_t *wsum = NULL; /* sum|w_q - zp| per output channel, for the accumulator's room */
     float *wsc = malloc((size_t)L->C * sizeof(float));   /* weight scale per channel */
     float *newscale = calloc((size_t)L->nws, sizeof(float));
     float *bscale = malloc((size_t)L->C * sizeof(float));
@@ -439,12 +471,25 @@ static int fold(ctx *c, layer *L, int32_t *bq)
     for (int64_t oc = 0; oc < L->C; oc++)
         wsc[oc] = wsd[scale_index(L, oc)];
     int64_t n_ovf = 0;
+    double xmax = input_qmax(L);
     for (int64_t oc = 0; oc < L->C; oc++) {
         if (!would_overflow(b[oc], L->s_in * wsc[oc]))
             continue;
         n_ovf++;
         int64_t k = scale_index(L, oc);
         float need = oq_bias_min_weight_scale(b[oc], L->s_in);
+        if (xmax > 0.0 && need > 0.0f) {
+            /* leave room for sum|w_q| * max|x_q|: after requantizing at scale s >= need,
+             * sum|w_q| <= sum|w| / s + K (K weights per channel, each rounded by <= 1/2,
+             * plus a margin), with sum|w| = sum|w_q - zp| * old scale */
+            oq_status sst;
+            if (!wsum && !(wsum = channel_abs_sums(c, L, &sst)))
+                goto done;
+            double K = (double)(L->wn / (L->C > 0 ? L->C : 1));
+            double room = xmax * ((double)wsum[oc] * (double)wsc[oc] / (double)need + K);
+            if (room < 1073741824.0)
+                need = oq_bias_min_weight_scale_limit(b[oc], L->s_in, 2147483520.0 - room);
+        }
         if (need > newscale[k]) {
             newscale[k] = need;
             adj_chan[k] = oc;
@@ -483,6 +528,8 @@ static int fold(ctx *c, layer *L, int32_t *bq)
         for (int64_t oc = 0; oc < L->C; oc++)
             wsc[oc] = wsd[scale_index(L, oc)];
     }
+    free(wsum);
+    wsum = NULL;
     int64_t n_clip = 0, first = -1;
     char what[512];
     snprintf(what, sizeof what, "node \"%s\": bias \"%s\"", L->label, B->name);
@@ -560,6 +607,7 @@ static int fold(ctx *c, layer *L, int32_t *bq)
     c->res->changed = true;
     rc = 1;
 done:
+    free(wsum);
     free(wsc);
     free(newscale);
     free(bscale);
@@ -584,24 +632,15 @@ static bool existing_bq(const layer *L, int32_t *bq)
 /* Worst case sum|w_q - zp_w| * max|x_q - zp_x| + |b_q| per output channel. */
 static oq_status check_accumulator(ctx *c, const layer *L, const int32_t *bq)
 {
-    int32_t qmin, qmax;
-    if (L->x_qtype < 0 || oq_qrange(L->x_qtype, false, &qmin, &qmax) != OQ_OK) {
+    double xmax = input_qmax(L);
+    if (!(xmax > 0.0)) {
         note(c, L, "accumulator not checked: the input's quantized type is unknown");
         return OQ_OK;
     }
-    double xmax = fmax((double)qmax - L->x_zp, (double)L->x_zp - qmin);
-    const void *wd = oq_tensor_data(L->wq, c->d);
-    const void *zd = L->wzp ? oq_tensor_data(L->wzp, c->d) : NULL;
-    if (!wd || (L->wzp && !zd))
-        return OQ_ERR_INVALID;
-    int64_t *sum = calloc((size_t)L->C, sizeof(int64_t));
+    oq_status st;
+    int64_t *sum = channel_abs_sums(c, L, &st);
     if (!sum)
-        return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < L->wn; i++) {
-        int64_t oc = elem_channel(L, i);
-        int64_t v = (int64_t)oq_unpack_int(L->wq->dtype, wd, i) - wzp_at(L, zd, scale_index(L, oc));
-        sum[oc] += v < 0 ? -v : v;
-    }
+        return st;
     int64_t n_bad = 0, worst = -1;
     double worst_acc = 0.0;
     for (int64_t oc = 0; oc < L->C; oc++) {

@@ -248,9 +248,10 @@ Test(fold_bias, matmul_add_keeps_add)
     oq_model_free(m);
 }
 
-/* smallest float32 s with |round(b / (s_in * s))| <= 2147483520 (largest float32 below
- * 2^31), found by bisection over the float32 bit patterns (monotone in s). */
-static float min_scale_ref(float b, float s_in)
+/* smallest float32 s with |round(b / (s_in * s))| <= limit (at most 2147483520, the
+ * largest float32 below 2^31), found by bisection over the float32 bit patterns (monotone
+ * in s). */
+static float min_scale_ref(float b, float s_in, double limit)
 {
     uint32_t lo = 1, hi = 0x7f000000u; /* hi fits for any test value */
     while (lo < hi) {
@@ -258,7 +259,7 @@ static float min_scale_ref(float b, float s_in)
         float s;
         memcpy(&s, &mid, 4);
         float bs = s_in * s;
-        bool fits = bs > 0.0f && fabs(nearbyint((double)(fabsf(b) / bs))) <= 2147483520.0;
+        bool fits = bs > 0.0f && fabs(nearbyint((double)(fabsf(b) / bs))) <= limit;
         if (fits)
             hi = mid;
         else
@@ -291,9 +292,15 @@ Test(fold_bias, overflow_raises_weight_scale)
     cr_assert_eq(tp_stat(&o.r, "biases_folded"), 1);
     cr_assert_eq(tp_stat(&o.r, "weights_adjusted"), 1);
     cr_assert_eq(tp_stat(&o.r, "values_clipped"), 0);
-    float want = min_scale_ref(10.0f, 1e-3f);
-    /* about 10 / (1e-3 * 2^31) = 4.6566e-6 */
-    cr_assert(fabs(want - 4.6566e-6) < 1e-9, "reference scale %.9g", (double)want);
+    /* just enough for the bias: about 10 / (1e-3 * 2^31) = 4.6566e-6 */
+    float s0 = min_scale_ref(10.0f, 1e-3f, 2147483520.0);
+    cr_assert(fabs(s0 - 4.6566e-6) < 1e-9, "reference scale %.9g", (double)s0);
+    /* and room in the int32 accumulator: x is uint8 with zero point 128, so
+     * max|x_q| = 128; channel 0 has K = 2 weights, sum|w| = (100 + 50) * 1e-6, so
+     * sum|w_q| <= 150e-6 / s + 2 after requantizing at s >= s0 */
+    double room = 128.0 * (150e-6 / (double)s0 + 2.0);
+    float want = min_scale_ref(10.0f, 1e-3f, 2147483520.0 - room);
+    cr_assert(want > s0, "want %.9g s0 %.9g", (double)want, (double)s0);
     const float *ws = tp_floats(find(m, "W_scale"));
     cr_assert_eq(ws[0], want, "W_scale[0] = %.9g, want %.9g", (double)ws[0], (double)want);
     cr_assert_eq(ws[1], 0.01f, "channel 1 untouched");
@@ -305,10 +312,11 @@ Test(fold_bias, overflow_raises_weight_scale)
     cr_assert_eq(wq[1], -11);
     cr_assert_eq(wq[2], 7);
     cr_assert_eq(wq[3], 3);
-    /* bias now fits: b_q[0] = round(10 / (1e-3f * want)) <= 2147483520 */
+    /* bias now fits, with the accumulator: |b_q[0]| + (21 + 11) * 128 <= INT32_MAX */
     oq_node *dq = bias_dq(m, "B");
     const int32_t *q = i32(dq->inputs[0]);
-    cr_assert(q[0] > 2000000000 && q[0] <= 2147483520, "b_q[0] = %d", q[0]);
+    cr_assert(q[0] > 2000000000 && (double)q[0] + 32.0 * 128.0 <= 2147483647.0, "b_q[0] = %d", q[0]);
+    cr_assert(!strstr(o.log, "accumulator can overflow"), "%s", o.log);
     cr_assert_eq(q[1], 100000, "1 / (1e-3 * 0.01)");
     cr_assert(strstr(o.log, "node \"conv\" (Conv)"), "%s", o.log);
     cr_assert(strstr(o.log, "bias \"B\" channel 0"), "%s", o.log);

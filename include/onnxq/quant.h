@@ -231,6 +231,10 @@ oq_status oq_quantize_bias(const float *bias, int64_t n, float input_scale,
 /* Smallest weight scale for which round(|bias| / (input_scale * weight_scale)) fits in
  * int32 (used to raise a channel's weight scale instead of clipping the bias). */
 float oq_bias_min_weight_scale(float bias, float input_scale);
+/* The same with |round(bias / (input_scale * weight_scale))| <= limit (0 < limit <=
+ * 2147483520, the largest float32 below 2^31): fold-bias keeps room in the int32
+ * accumulator for sum|w_q| * max|x_q|. */
+float oq_bias_min_weight_scale_limit(float bias, float input_scale, double limit);
 
 #ifdef __cplusplus
 }

@@ -448,19 +448,27 @@ oq_status oq_quantize_bias(const float *bias, int64_t n, float input_scale,
     return OQ_OK;
 }
 
-float oq_bias_min_weight_scale(float bias, float input_scale)
+float oq_bias_min_weight_scale_limit(float bias, float input_scale, double limit)
 {
-    /* |b| / (s_in * s_w) must round to at most INT32_MAX: s_w >= |b| / (s_in * (2^31-1)),
-     * then step up until the float32 computation really fits. */
-    double need = fabs((double)bias) / ((double)input_scale * 2147483647.0);
+    /* |b| / (s_in * s_w) must round to at most limit: s_w >= |b| / (s_in * (limit + 0.5));
+     * start a few float32 steps below that (s_in * s_w is rounded too) and step up until the
+     * float32 computation really fits. */
+    if (!(limit >= 1.0) || limit > 2147483520.0)
+        limit = 2147483520.0;
+    double need = fabs((double)bias) / ((double)input_scale * (limit + 0.5)) * (1.0 - 5e-7);
     float s = (float)need;
     if (!(s > 0.0f))
         return 0.0f;
     for (int k = 0; k < 64; k++) {
         float bs = input_scale * s;
-        if (bs > 0.0f && fabs(nearbyint((double)(fabsf(bias) / bs))) <= 2147483520.0)
+        if (bs > 0.0f && fabs(nearbyint((double)(fabsf(bias) / bs))) <= limit)
             break;
         s = nextafterf(s, FLT_MAX);
     }
     return s;
+}
+
+float oq_bias_min_weight_scale(float bias, float input_scale)
+{
+    return oq_bias_min_weight_scale_limit(bias, input_scale, 2147483520.0);
 }
