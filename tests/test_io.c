@@ -19,6 +19,7 @@
 #include "io/io-impl.h"
 #include "ir/ir-impl.h"
 #include "onnxq/onnxq.h"
+#include "onnxq/tensor_io.h"
 #include "testutil.h"
 
 #define PY "/usr/bin/python3"
@@ -1094,5 +1095,103 @@ Test(io, hand_made_tensors_with_the_marker_field_number)
     free(in);
     free(out);
     rm_rf(dir);
+    free(dir);
+}
+
+/* Memory amplification: 200,000 empty NodeProtos are 400 KB on the wire (2 bytes each)
+ * but about 90 MB once unpacked and converted. With ONNXQ_MAX_MEMORY below that the
+ * reader refuses before unpacking, with one line giving the estimate, the counts and the
+ * limit; without the limit the same bytes are read (and fail the model check: the nodes
+ * have no op_type). A TensorProto of 1,000,000 packed int64 zeros (1 MB, each varint one
+ * byte, 8 bytes once unpacked) is refused by the tensor-file reader the same way. */
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        p[n++] = (uint8_t)(b | (v ? 0x80 : 0));
+    } while (v);
+    return n;
+}
+
+Test(io, memory_amplification_is_refused_up_front)
+{
+    const size_t n_nodes = 200000;
+    size_t glen = 2 * n_nodes;
+    uint8_t *buf = malloc(glen + 32);
+    cr_assert(buf);
+    size_t k = 0;
+    buf[k++] = 0x08; /* ir_version = 8 */
+    buf[k++] = 0x08;
+    buf[k++] = 0x3a; /* graph, field 7, length-delimited */
+    k += put_varint(buf + k, glen);
+    for (size_t i = 0; i < n_nodes; i++) {
+        buf[k++] = 0x0a; /* node, field 1 */
+        buf[k++] = 0x00; /* empty */
+    }
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_model *m = NULL;
+    setenv("ONNXQ_MAX_MEMORY", "16M", 1);
+    oq_status st = oq_model_read_buffer(buf, k, "many.onnx", NULL, &m, &d);
+    unsetenv("ONNXQ_MAX_MEMORY");
+    cr_assert_eq(st, OQ_ERR_INVALID);
+    cr_assert_null(m);
+    cr_assert_eq(d.count, 1);
+    const char *msg = d.entries[0].message;
+    cr_assert(strstr(msg, "200001 messages") && strstr(msg, "more than the limit of 16.0 MiB (ONNXQ_MAX_MEMORY)"),
+              "%s", msg);
+    /* the estimate is in MiB, between the struct sizes (> 40 MB) and 10x that */
+    double mib = 0;
+    cr_assert(sscanf(strstr(msg, "about ") + 6, "%lf MiB", &mib) == 1, "%s", msg);
+    cr_assert(mib > 40 && mib < 400, "%s", msg);
+    oq_diag_free(&d);
+
+    oq_diag_init(&d);
+    st = oq_model_read_buffer(buf, k, "many.onnx", NULL, &m, &d);
+    cr_assert_neq(st, OQ_OK);
+    cr_assert(d.count >= 1 && !strstr(d.entries[0].message, "memory"), "%s", d.entries[0].message);
+    oq_diag_free(&d);
+    free(buf);
+
+    /* tensor file: dims [1000000], data_type INT64 (7), int64_data packed zeros */
+    const size_t n = 1000000;
+    uint8_t *t = malloc(n + 32);
+    cr_assert(t);
+    k = 0;
+    t[k++] = 0x08; /* dims = 1000000 */
+    k += put_varint(t + k, n);
+    t[k++] = 0x10; /* data_type = 7 */
+    t[k++] = 7;
+    t[k++] = 0x3a; /* int64_data, field 7, packed */
+    k += put_varint(t + k, n);
+    memset(t + k, 0, n);
+    k += n;
+    char *dir = tu_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.pb", dir);
+    cr_assert_eq(tu_write_file(path, t, k), 0);
+    free(t);
+    oq_rt_tensor rt;
+    memset(&rt, 0, sizeof rt);
+    oq_diag_init(&d);
+    setenv("ONNXQ_MAX_MEMORY", "2M", 1);
+    st = oq_tensor_file_read(path, &rt, NULL, &d);
+    unsetenv("ONNXQ_MAX_MEMORY");
+    cr_assert_eq(st, OQ_ERR_INVALID);
+    cr_assert(d.count >= 1 && strstr(d.entries[0].message, "1000001 repeated values") /* + dims */, "%s",
+              d.count ? d.entries[0].message : "");
+    cr_assert(d.entries[0].file && strcmp(d.entries[0].file, path) == 0, "the error names the file");
+    oq_diag_free(&d);
+    oq_diag_init(&d);
+    st = oq_tensor_file_read(path, &rt, NULL, &d);
+    cr_assert_eq(st, OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    cr_assert_eq(oq_rt_tensor_numel(&rt), (int64_t)n);
+    oq_rt_tensor_release(&rt);
+    oq_diag_free(&d);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    tu_run(cmd, NULL);
     free(dir);
 }

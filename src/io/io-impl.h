@@ -10,9 +10,13 @@
 #define OQ_MAX_TYPE_DEPTH 100
 
 /* Walk the wire bytes of a message without building it: checks varints, lengths,
- * wire types against the schema, and graph/type nesting depth. */
+ * wire types against the schema, and graph/type nesting depth; and refuses a message
+ * whose unpacking would take more memory than oq_memory_limit() allows. */
 oq_status oq_wire_scan(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,
                        oq_diag *d);
+/* The memory a read may take: ONNXQ_MAX_MEMORY, else 3/4 of physical memory (capped by
+ * RLIMIT_AS / RLIMIT_DATA); *how says which. 0: unknown. */
+uint64_t oq_memory_limit(const char **how);
 
 /* Per-model I/O state (model->io): mappings that tensor data is borrowed from. */
 typedef struct oq_mapping {

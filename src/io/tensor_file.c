@@ -159,7 +159,14 @@ static oq_status read_pb(const uint8_t *b, size_t len, const char *what, oq_rt_t
                          char **name, oq_diag *d)
 {
     oq_model *m = NULL;
+    /* messages of the wire scan and of oq_tensor_data do not name the file: let the
+     * diagnostic do it */
+    const char *saved_file = d ? d->file : NULL;
+    if (d)
+        d->file = what;
     oq_status st = oq_wire_scan(b, len, &onnx__tensor_proto__descriptor, d);
+    if (d)
+        d->file = saved_file;
     if (st != OQ_OK)
         return st;
     Onnx__TensorProto *p = onnx__tensor_proto__unpack(NULL, len, b);
@@ -205,7 +212,11 @@ static oq_status read_pb(const uint8_t *b, size_t len, const char *what, oq_rt_t
                            OQ_RT_MAX_RANK);
         goto done;
     }
+    if (d)
+        d->file = what;
     const void *data = oq_tensor_data(&t, d);
+    if (d)
+        d->file = saved_file;
     if (!data) {
         st = OQ_ERR_INVALID;
         goto done;

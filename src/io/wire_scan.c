@@ -8,11 +8,21 @@
  * the message, field and byte offset. */
 #include "io/io-impl.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct scan_ctx {
     const uint8_t *base;
     oq_diag *d;
+    /* what unpacking (protobuf-c) and the IR built from it will allocate, estimated */
+    uint64_t msgs;      /* messages */
+    uint64_t elems;     /* repeated scalar elements */
+    uint64_t str_bytes; /* string / bytes payloads, unknown fields */
+    uint64_t est;       /* bytes */
 } scan_ctx;
 
 static int read_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
@@ -45,6 +55,8 @@ static oq_status check_packed(scan_ctx *c, const uint8_t *p, size_t len, int ele
             return oq_diag_error(c->d, OQ_ERR_PARSE,
                                  "%s.%s at byte %zu: packed payload of %zu bytes is not a "
                                  "multiple of %zu", desc->short_name, f->name, at, len, w);
+        c->elems += len / w;
+        c->est += len;
         return OQ_OK;
     }
     size_t pos = 0;
@@ -58,6 +70,8 @@ static oq_status check_packed(scan_ctx *c, const uint8_t *p, size_t len, int ele
                                  "byte %zu)", desc->short_name, f->name, at,
                                  r == -1 ? "truncated" : "malformed",
                                  (size_t)(p - c->base) + start);
+        c->elems++;
+        c->est += 8; /* a varint of 1 byte unpacks to 4 or 8 */
     }
     return OQ_OK;
 }
@@ -108,6 +122,12 @@ static oq_status scan(scan_ctx *c, const uint8_t *p, size_t len,
                                      desc->short_name, f->name, at, wt, want);
         }
         uint64_t v;
+        if (!f) /* kept as an unknown field */
+            c->est += 48;
+        else if (f->label == PROTOBUF_C_LABEL_REPEATED && f->type != PROTOBUF_C_TYPE_MESSAGE && wt != 2) {
+            c->elems++;
+            c->est += 8;
+        }
         switch (wt) {
         case 0:
             r = read_varint(p, len, &pos, &v);
@@ -151,8 +171,16 @@ static oq_status scan(scan_ctx *c, const uint8_t *p, size_t len,
                         return s;
                 }
             }
+            if (!f || f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_BYTES) {
+                c->str_bytes += v;
+                c->est += v + 32;
+            }
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 const ProtobufCMessageDescriptor *sub = f->descriptor;
+                /* the unpacked struct, its slot in the parent's array, and what the IR
+                 * builds for it (nodes, values, attributes: a few times the struct) */
+                c->msgs++;
+                c->est += 3 * ((uint64_t)sub->sizeof_message + 32);
                 int g = gdepth, t = tdepth;
                 if (sub == &onnx__graph_proto__descriptor && ++g > OQ_MAX_GRAPH_DEPTH)
                     return oq_diag_error(c->d, OQ_ERR_INVALID,
@@ -177,10 +205,80 @@ static oq_status scan(scan_ctx *c, const uint8_t *p, size_t len,
     return OQ_OK;
 }
 
+/* ONNXQ_MAX_MEMORY (bytes, with an optional K, M, G or T suffix), else 3/4 of the
+ * physical memory, and never more than RLIMIT_AS / RLIMIT_DATA. 0: no limit known. */
+uint64_t oq_memory_limit(const char **how)
+{
+    const char *e = getenv("ONNXQ_MAX_MEMORY");
+    if (e && *e) {
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(e, &end);
+        double mul = 1;
+        if (end && *end) {
+            switch (*end) {
+            case 'k': case 'K': mul = 1024.0; break;
+            case 'm': case 'M': mul = 1048576.0; break;
+            case 'g': case 'G': mul = 1073741824.0; break;
+            case 't': case 'T': mul = 1099511627776.0; break;
+            default: mul = 0;
+            }
+            if (end[1] && !(end[1] == 'B' || end[1] == 'b' || (end[1] == 'i' && end[2] == 'B')))
+                mul = 0;
+        }
+        if (errno == 0 && mul > 0 && x > 0 && x * mul < 1.8e19) {
+            *how = "ONNXQ_MAX_MEMORY";
+            return (uint64_t)(x * mul);
+        }
+    }
+    uint64_t lim = 0;
+    *how = "3/4 of this machine's memory; set ONNXQ_MAX_MEMORY to change it";
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0)
+        lim = (uint64_t)pages / 4 * 3 * (uint64_t)psz;
+    struct rlimit rl;
+    const int res[2] = {RLIMIT_AS, RLIMIT_DATA};
+    for (int i = 0; i < 2; i++)
+        if (getrlimit(res[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            (lim == 0 || (uint64_t)rl.rlim_cur < lim)) {
+            lim = (uint64_t)rl.rlim_cur;
+            *how = "the process's memory limit (ulimit -v / -d)";
+        }
+    return lim;
+}
+
+static void human(char *buf, size_t n, uint64_t b)
+{
+    if (b >= (uint64_t)1 << 30)
+        snprintf(buf, n, "%.1f GiB", (double)b / 1073741824.0);
+    else if (b >= (uint64_t)1 << 20)
+        snprintf(buf, n, "%.1f MiB", (double)b / 1048576.0);
+    else
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
 oq_status oq_wire_scan(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,
                        oq_diag *d)
 {
-    scan_ctx c = {data, d};
-    return scan(&c, data, len, desc, desc == &onnx__graph_proto__descriptor ? 1 : 0,
-                desc == &onnx__type_proto__descriptor ? 1 : 0);
+    scan_ctx c = {data, d, 0, 0, 0, 0};
+    oq_status st = scan(&c, data, len, desc, desc == &onnx__graph_proto__descriptor ? 1 : 0,
+                        desc == &onnx__type_proto__descriptor ? 1 : 0);
+    if (st != OQ_OK)
+        return st;
+    /* memory amplification: a few bytes on the wire (an empty NodeProto is 2) can cost
+     * hundreds once unpacked; refuse up front what would not fit instead of being killed */
+    const char *how = "";
+    uint64_t lim = oq_memory_limit(&how);
+    if (lim > 0 && c.est > lim) {
+        char a[32], b[32];
+        human(a, sizeof a, c.est);
+        human(b, sizeof b, lim);
+        return oq_diag_error(d, OQ_ERR_INVALID,
+                             "reading it would take about %s of memory (%llu messages, %llu repeated "
+                             "values, %llu bytes of strings in %zu bytes of file), more than the limit "
+                             "of %s (%s)",
+                             a, (unsigned long long)c.msgs, (unsigned long long)c.elems,
+                             (unsigned long long)c.str_bytes, len, b, how);
+    }
+    return OQ_OK;
 }
