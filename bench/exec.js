@@ -9,7 +9,7 @@
 // the ratio onnxq/ORT. Both get the same input (deterministic pseudo-random [0, 1)).
 //
 // Environment: ONNXQ_CACHE (default ~/.cache/onnxq; onnxruntime-node is loaded from
-// $ONNXQ_CACHE/node_modules, models from $ONNXQ_CACHE/ocr/package/assets),
+// $ONNXQ_CACHE/node_modules by tests/ortlib.js, models from $ONNXQ_CACHE/ocr/package/assets),
 // ONNXQ_ORT_DIR / ONNXQ_OCR_DIR override those, BENCH_ROUNDS (default 5),
 // BENCH_RUNS (timed runs per round, default 10; det uses half), BENCH_MODELS
 // (comma list of det,rec,cls), BENCH_THREADS (comma list, default 1,2).
@@ -20,14 +20,13 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 
 const cache = process.env.ONNXQ_CACHE || path.join(os.homedir(), '.cache', 'onnxq');
-const ortDir = process.env.ONNXQ_ORT_DIR || path.join(cache, 'node_modules');
 const modelDir = process.argv[3] || process.env.ONNXQ_OCR_DIR || path.join(cache, 'ocr', 'package', 'assets');
 const exe = process.argv[2];
 if (!exe) {
   console.error('usage: node bench/exec.js ONNXQ_EXE [MODEL_DIR]');
   process.exit(2);
 }
-const ort = require(path.join(ortDir, 'onnxruntime-node'));
+const { ort, ortDir, writeNpy, randomInput } = require(path.join(__dirname, '..', 'tests', 'ortlib.js'));
 const ROUNDS = +(process.env.BENCH_ROUNDS || 5);
 const RUNS = +(process.env.BENCH_RUNS || 10);
 const THREADS = (process.env.BENCH_THREADS || '1,2').split(',').map(Number);
@@ -38,24 +37,6 @@ const models = [
   { name: 'rec', file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], runs: RUNS },
   { name: 'cls', file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], runs: RUNS },
 ].filter(m => WANT.includes(m.name));
-
-function randomInput(n, seed) {
-  const a = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    a[i] = (s >>> 8) / 16777216;
-  }
-  return a;
-}
-
-function writeNpy(file, data, dims) {
-  let h = `{'descr': '<f4', 'fortran_order': False, 'shape': (${dims.join(', ')}), }`;
-  const total = 10 + h.length + 1;
-  h += ' '.repeat((64 - (total % 64)) % 64) + '\n';
-  const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, h.length & 0xff, h.length >> 8]);
-  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(h, 'latin1'), Buffer.from(data.buffer)]));
-}
 
 const median = a => { const s = [...a].sort((x, y) => x - y); const n = s.length;
   return n % 2 ? s[(n - 1) >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2; };

@@ -8,8 +8,8 @@
 // DATA is a folder written by make_text_images.py (with det/, cls/, rec/);
 // ASSETS holds the PaddleOCR models (default: CACHE/ocr/package/assets, where
 // CACHE is $ONNXQ_CACHE or ~/.cache/onnxq, as .ci/fetch-models.sh fills it).
-// onnxruntime-node is taken from $ONNXRUNTIME_NODE, else CACHE/node_modules,
-// else the usual require() search.
+// onnxruntime-node is found by tests/ortlib.js ($ONNXQ_ORT_DIR, else
+// CACHE/node_modules); when it is missing the script prints SKIP and exits 77.
 //
 // Reports
 //   cls: orientation accuracy against cls/labels.txt (model output index 0 =
@@ -26,39 +26,10 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
+const { ort, readNpyF32 } = require(path.join(__dirname, '..', 'tests', 'ortlib.js'));
 
 const CACHE = process.env.ONNXQ_CACHE ||
     path.join(process.env.HOME || '/root', '.cache', 'onnxq');
-
-function loadOrt() {
-    const tries = [process.env.ONNXRUNTIME_NODE,
-        path.join(CACHE, 'node_modules', 'onnxruntime-node'),
-        'onnxruntime-node'].filter(Boolean);
-    for (const t of tries) {
-        try { return require(t); } catch (e) { /* next */ }
-    }
-    console.error('check_text_images.js: onnxruntime-node not found (set ONNXRUNTIME_NODE)');
-    process.exit(2);
-}
-
-// Minimal .npy reader: little-endian float32, C order.
-function readNpy(file) {
-    const buf = fs.readFileSync(file);
-    if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(file + ': not a .npy file');
-    const major = buf[6];
-    const hlen = major >= 2 ? buf.readUInt32LE(8) : buf.readUInt16LE(8);
-    const hstart = major >= 2 ? 12 : 10;
-    const header = buf.toString('latin1', hstart, hstart + hlen);
-    if (!/'descr':\s*'<f4'/.test(header) || /'fortran_order':\s*True/.test(header))
-        throw new Error(file + ': expected little-endian float32 in C order: ' + header);
-    const shape = header.match(/'shape':\s*\(([^)]*)\)/)[1].split(',')
-        .map((s) => s.trim()).filter((s) => s.length).map(Number);
-    const off = hstart + hlen;
-    const n = shape.reduce((a, b) => a * b, 1);
-    const data = new Float32Array(n);
-    for (let i = 0; i < n; i++) data[i] = buf.readFloatLE(off + 4 * i);
-    return { shape, data };
-}
 
 function readLabels(file) {
     return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.length).map((l) => {
@@ -76,7 +47,7 @@ async function runSet(ort, model, dir, fn) {
     const labels = readLabels(path.join(dir, 'labels.txt'));
     let ms = 0;
     for (const l of labels) {
-        const t = readNpy(path.join(dir, 'tensors', stemOf(l.image), input + '.npy'));
+        const t = readNpyF32(path.join(dir, 'tensors', stemOf(l.image), input + '.npy'));
         const feeds = {};
         feeds[input] = new ort.Tensor('float32', t.data, t.shape);
         const t0 = process.hrtime.bigint();
@@ -119,7 +90,6 @@ async function main() {
         process.exit(2);
     }
     const assets = process.argv[3] || path.join(CACHE, 'ocr', 'package', 'assets');
-    const ort = loadOrt();
     let ok = true;
 
     // cls

@@ -4,50 +4,22 @@
 //
 //   node tests/ort_ops.js ONNXQ_EXE MODEL_DIR [TMP_DIR]
 //
-// onnxruntime-node is loaded from $ONNXQ_ORT_DIR (default $ONNXQ_CACHE/node_modules, ONNXQ_CACHE defaulting to ~/.cache/onnxq);
-// without it the test prints SKIP and exits 0.
+// onnxruntime-node is found by tests/ortlib.js; without it the script prints SKIP
+// and exits 77 (ort_ops.sh skips).
 'use strict';
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { execFileSync } = require('child_process');
+const { ort, readNpy, writeNpy } = require(path.join(__dirname, 'ortlib.js'));
 
 const [exe, modelDir] = [process.argv[2], process.argv[3]];
 const tmp = fs.mkdtempSync(path.join(process.argv[4] || os.tmpdir(), 'onnxq-ops-'));
-const ortDir = process.env.ONNXQ_ORT_DIR || ((process.env.ONNXQ_CACHE || (process.env.HOME + '/.cache/onnxq')) + '/node_modules');
 const RTOL = 1e-4, ATOL = 1e-5;
 // quantized (8-bit integer) outputs may differ by one step where a value falls within
 // float rounding of a .5 tie; everything else must match as above
 const QTOL = 1;
-const NPY = { '<f4': Float32Array, '|u1': Uint8Array, '|i1': Int8Array, '<i8': BigInt64Array };
 const ORT_TYPE = { float32: Float32Array, uint8: Uint8Array, int8: Int8Array };
-
-let ort;
-try {
-  ort = require(path.join(ortDir, 'onnxruntime-node'));
-} catch (e) {
-  console.log(`SKIP: onnxruntime-node not found under ${ortDir} (set ONNXQ_ORT_DIR)`);
-  process.exit(0);
-}
-
-function writeNpy(file, data, dims) {
-  const descr = data instanceof Uint8Array ? '|u1' : data instanceof Int8Array ? '|i1' : '<f4';
-  let h = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${dims.join(', ')}${dims.length === 1 ? ',' : ''}), }`;
-  const total = 10 + h.length + 1;
-  h += ' '.repeat((64 - (total % 64)) % 64) + '\n';
-  const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, h.length & 0xff, h.length >> 8]);
-  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(h, 'latin1'), Buffer.from(data.buffer)]));
-}
-
-function readNpy(file) {
-  const b = fs.readFileSync(file);
-  const hl = b.readUInt16LE(8);
-  const h = b.slice(10, 10 + hl).toString('latin1');
-  const shape = h.match(/'shape': \(([^)]*)\)/)[1].split(',').map(s => s.trim()).filter(Boolean).map(Number);
-  const descr = h.match(/'descr': '([^']*)'/)[1];
-  const off = 10 + hl;
-  return { shape, descr, data: new NPY[descr](b.buffer.slice(b.byteOffset + off, b.byteOffset + b.length)) };
-}
 
 async function main() {
   let failed = false, seed = 1;

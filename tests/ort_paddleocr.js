@@ -3,27 +3,20 @@
 //
 //   node tests/ort_paddleocr.js ONNXQ_EXE [MODEL_DIR] [TMP_DIR]
 //
-// onnxruntime-node is loaded from $ONNXQ_ORT_DIR (default $ONNXQ_CACHE/node_modules, ONNXQ_CACHE defaulting to ~/.cache/onnxq);
-// when it is missing the test prints SKIP and exits 0. Exit 1 on any mismatch.
+// onnxruntime-node is found by tests/ortlib.js; when it is missing the script prints
+// SKIP and exits 77 (ort_paddleocr.sh skips). Exit 1 on any mismatch.
 'use strict';
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { execFileSync } = require('child_process');
+const { ort, readNpyF32, writeNpy, randomInput } = require(path.join(__dirname, 'ortlib.js'));
 
 const exe = process.argv[2];
 const modelDir = process.argv[3] || process.env.ONNXQ_OCR_DIR || ((process.env.ONNXQ_CACHE || (process.env.HOME + '/.cache/onnxq')) + '/ocr/package/assets');
 const tmp = fs.mkdtempSync(path.join(process.argv[4] || os.tmpdir(), 'onnxq-ort-'));
-const ortDir = process.env.ONNXQ_ORT_DIR || ((process.env.ONNXQ_CACHE || (process.env.HOME + '/.cache/onnxq')) + '/node_modules');
 const RTOL = 1e-3, ATOL = 1e-4;
 
-let ort;
-try {
-  ort = require(path.join(ortDir, 'onnxruntime-node'));
-} catch (e) {
-  console.log(`SKIP: onnxruntime-node not found under ${ortDir} (set ONNXQ_ORT_DIR): ${e.message.split('\n')[0]}`);
-  process.exit(0);
-}
 if (!exe) {
   console.error('usage: node ort_paddleocr.js ONNXQ_EXE [MODEL_DIR]');
   process.exit(2);
@@ -35,17 +28,6 @@ const cases = [
   // det: a smooth image-like pattern, so that the probability map is not all ~0
   { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 160, 160], pattern: true },
 ];
-
-// deterministic input in [0, 1): a small LCG, independent of both runtimes
-function randomInput(n, seed) {
-  const a = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    a[i] = (s >>> 8) / 16777216;
-  }
-  return a;
-}
 
 // normalised "text on paper": dark horizontal strokes on a bright background
 function patternInput(dims) {
@@ -59,25 +41,6 @@ function patternInput(dims) {
         a[(c * H + y) * W + x] = (v - 0.5) / 0.5;
       }
   return a;
-}
-
-function writeNpy(file, data, dims) {
-  let h = `{'descr': '<f4', 'fortran_order': False, 'shape': (${dims.join(', ')}${dims.length === 1 ? ',' : ''}), }`;
-  const total = 10 + h.length + 1;
-  h += ' '.repeat((64 - (total % 64)) % 64) + '\n';
-  const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, h.length & 0xff, h.length >> 8]);
-  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(h, 'latin1'), Buffer.from(data.buffer)]));
-}
-
-function readNpy(file) {
-  const b = fs.readFileSync(file);
-  const hl = b.readUInt16LE(8);
-  const h = b.slice(10, 10 + hl).toString('latin1');
-  if (!h.includes("'<f4'")) throw new Error(`${file}: not float32`);
-  const shape = h.match(/'shape': \(([^)]*)\)/)[1].split(',').map(s => s.trim()).filter(Boolean).map(Number);
-  const off = 10 + hl;
-  const data = new Float32Array(b.buffer.slice(b.byteOffset + off, b.byteOffset + b.length));
-  return { shape, data };
 }
 
 async function main() {
@@ -101,7 +64,7 @@ async function main() {
     const res = await sess.run({ [inName]: new ort.Tensor('float32', x, c.dims) });
     for (const name of sess.outputNames) {
       const ref = res[name];
-      const got = readNpy(path.join(outDir, name.replace(/[/\\]/g, '_') + '.npy'));
+      const got = readNpyF32(path.join(outDir, name.replace(/[/\\]/g, '_') + '.npy'));
       const shapeOk = JSON.stringify(got.shape) === JSON.stringify(Array.from(ref.dims));
       let maxAbs = 0, maxRel = 0, bad = 0, worst = -1, worstExcess = 0;
       if (shapeOk) {

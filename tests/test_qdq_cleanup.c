@@ -77,29 +77,77 @@ static void run(oq_model *m, const float *x, size_t k, float *y)
     oq_diag_free(&d);
 }
 
-/* x -> Q1 -> DQ1 -> Q2 -> DQ2 -> Relu -> y, the second pair with parameters p2. */
-static oq_model *chain(float s2, int32_t zp2)
+/* A model with the float input x [NX]. */
+static oq_model *model_x(void)
 {
     oq_model *m = tp_model(13);
     tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    return m;
+}
+
+/* x -> q1 -> xq -> dq1 -> a -> q2 -> aq -> dq2 -> out, the pairs with parameters p1, p2 */
+static void two_pairs(oq_model *m, const char *p1, const char *p2, const char *out)
+{
+    q(m, "q1", "x", p1, "xq");
+    dq(m, "dq1", "xq", p1, "a");
+    q(m, "q2", "a", p2, "aq");
+    dq(m, "dq2", "aq", p2, out);
+}
+
+/* x quantized twice: qa (parameters pa) -> xa -> dqa -> ya and qb (pb) -> xb -> dqb -> yb,
+ * both graph outputs */
+static void two_quantized(oq_model *m, const char *pa, const char *pb)
+{
+    q(m, "qa", "x", pa, "xa");
+    q(m, "qb", "x", pb, "xb");
+    dq(m, "dqa", "xa", pa, "ya");
+    dq(m, "dqb", "xb", pb, "yb");
+    tp_output(m, "ya");
+    tp_output(m, "yb");
+}
+
+/* x -> Q1 -> DQ1 -> Q2 -> DQ2 -> Relu -> y, the second pair with parameters p2. */
+static oq_model *chain(float s2, int32_t zp2)
+{
+    oq_model *m = model_x();
     params(m, "p1", 0.05f, OQ_DTYPE_UINT8, 128);
     params(m, "p2", s2, OQ_DTYPE_UINT8, zp2);
-    q(m, "q1", "x", "p1", "x_quantized");
-    dq(m, "dq1", "x_quantized", "p1", "a");
-    q(m, "q2", "a", "p2", "a_quantized");
-    dq(m, "dq2", "a_quantized", "p2", "b");
+    two_pairs(m, "p1", "p2", "b");
     tp_node(m, "Relu", "relu", "b", "y");
     tp_output(m, "y");
     return m;
 }
 
+/* qdq-cleanup on m, whose n (<= 2) outputs on the test input must be bit-identical before
+ * and after. */
+static oq_pass_result cleanup_exact(oq_model *m, size_t n)
+{
+    static float before[2][NX], after[2][NX];
+    float x[NX];
+    inputs(x);
+    for (size_t k = 0; k < n; k++)
+        run(m, x, k, before[k]);
+    oq_pass_result r = tp_run(m, "qdq-cleanup");
+    for (size_t k = 0; k < n; k++) {
+        run(m, x, k, after[k]);
+        cr_assert_eq(memcmp(before[k], after[k], sizeof before[k]), 0,
+                     "output %zu is not bit-identical", k);
+    }
+    return r;
+}
+
+/* qdq-cleanup on m must change nothing and keep both QuantizeLinear. */
+static void cleanup_keeps_both(oq_model *m)
+{
+    oq_pass_result r = tp_run(m, "qdq-cleanup");
+    cr_assert_not(r.changed);
+    cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 2);
+}
+
 Test(qdq_cleanup, identical_chain_collapses_exactly)
 {
-    float x[NX], y0[NX], y1[NX];
-    inputs(x);
     oq_model *m = chain(0.05f, 128); /* same values, separate initializers */
-    run(m, x, 0, y0);
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
+    oq_pass_result r = cleanup_exact(m, 1);
     cr_assert(r.changed);
     cr_assert_eq(tp_stat(&r, "chains_collapsed"), 1);
     /* q2's consumer dq2 now reads x_quantized; dq1's output lost its only reader */
@@ -108,27 +156,20 @@ Test(qdq_cleanup, identical_chain_collapses_exactly)
     cr_assert_eq(tp_count_op(m, "DequantizeLinear"), 1);
     oq_node *d2 = tp_find_op(m, "DequantizeLinear");
     cr_assert_str_eq(d2->name, "dq2");
-    cr_assert_str_eq(d2->inputs[0]->name, "x_quantized");
+    cr_assert_str_eq(d2->inputs[0]->name, "xq");
     cr_assert_str_eq(tp_find_op(m, "Relu")->inputs[0]->name, "b");
     cr_assert_null(oq_graph_find_local(m->graph, "a") ? oq_graph_find_local(m->graph, "a")->producer : NULL);
-    run(m, x, 0, y1);
-    cr_assert_eq(memcmp(y0, y1, sizeof y0), 0, "outputs are not bit-identical");
     oq_model_free(m);
 }
 
 Test(qdq_cleanup, different_params_kept)
 {
-    float x[NX], y0[NX], y1[NX];
-    inputs(x);
     oq_model *m = chain(0.1f, 128);
-    run(m, x, 0, y0);
     size_t n0 = m->graph->n_nodes;
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
+    oq_pass_result r = cleanup_exact(m, 1);
     cr_assert_not(r.changed);
     cr_assert_eq(tp_stat(&r, "chains_kept_different_params"), 1);
     cr_assert_eq(m->graph->n_nodes, n0);
-    run(m, x, 0, y1);
-    cr_assert_eq(memcmp(y0, y1, sizeof y0), 0);
     /* a different zero point alone also keeps both */
     oq_model *m2 = chain(0.05f, 127);
     oq_pass_result r2 = tp_run(m2, "qdq-cleanup");
@@ -141,18 +182,12 @@ Test(qdq_cleanup, different_params_kept)
 Test(qdq_cleanup, different_type_kept)
 {
     /* same scale, zero point 0 but int8 vs uint8: Q2 saturates negatives differently */
-    oq_model *m = tp_model(13);
-    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    oq_model *m = model_x();
     params(m, "p1", 0.05f, OQ_DTYPE_INT8, 0);
     params(m, "p2", 0.05f, OQ_DTYPE_UINT8, 0);
-    q(m, "q1", "x", "p1", "xq");
-    dq(m, "dq1", "xq", "p1", "a");
-    q(m, "q2", "a", "p2", "aq");
-    dq(m, "dq2", "aq", "p2", "y");
+    two_pairs(m, "p1", "p2", "y");
     tp_output(m, "y");
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
-    cr_assert_not(r.changed);
-    cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 2);
+    cleanup_keeps_both(m);
     oq_model_free(m);
 }
 
@@ -160,20 +195,10 @@ Test(qdq_cleanup, duplicate_quantize_merged)
 {
     /* x quantized twice with the same parameters, each dequantized to a graph output:
      * the second Q goes (its DQ reads the first Q), the DQs stay (output names) */
-    float x[NX], a0[NX], b0[NX], a1[NX], b1[NX];
-    inputs(x);
-    oq_model *m = tp_model(13);
-    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    oq_model *m = model_x();
     params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
-    q(m, "qa", "x", "p", "xa");
-    q(m, "qb", "x", "p", "xb");
-    dq(m, "dqa", "xa", "p", "ya");
-    dq(m, "dqb", "xb", "p", "yb");
-    tp_output(m, "ya");
-    tp_output(m, "yb");
-    run(m, x, 0, a0);
-    run(m, x, 1, b0);
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
+    two_quantized(m, "p", "p");
+    oq_pass_result r = cleanup_exact(m, 2);
     cr_assert_eq(tp_stat(&r, "duplicates_merged"), 1);
     cr_assert_eq(tp_stat(&r, "dead_removed"), 1);
     cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 1);
@@ -181,35 +206,22 @@ Test(qdq_cleanup, duplicate_quantize_merged)
     for (oq_node *n = m->graph->first; n; n = n->next)
         if (strcmp(n->op_type, "DequantizeLinear") == 0)
             cr_assert_str_eq(n->inputs[0]->name, "xa");
-    run(m, x, 0, a1);
-    run(m, x, 1, b1);
-    cr_assert_eq(memcmp(a0, a1, sizeof a0), 0);
-    cr_assert_eq(memcmp(b0, b1, sizeof b0), 0);
     oq_model_free(m);
 }
 
 Test(qdq_cleanup, duplicate_with_other_params_kept)
 {
-    oq_model *m = tp_model(13);
-    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    oq_model *m = model_x();
     params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
     params(m, "r", 0.04f, OQ_DTYPE_UINT8, 128);
-    q(m, "qa", "x", "p", "xa");
-    q(m, "qb", "x", "r", "xb");
-    dq(m, "dqa", "xa", "p", "ya");
-    dq(m, "dqb", "xb", "r", "yb");
-    tp_output(m, "ya");
-    tp_output(m, "yb");
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
-    cr_assert_not(r.changed);
-    cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 2);
+    two_quantized(m, "p", "r");
+    cleanup_keeps_both(m);
     oq_model_free(m);
 }
 
 Test(qdq_cleanup, dead_qdq_removed_with_parameters)
 {
-    oq_model *m = tp_model(13);
-    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    oq_model *m = model_x();
     params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
     params(m, "d", 0.5f, OQ_DTYPE_UINT8, 0);
     q(m, "qa", "x", "p", "xa");
@@ -232,16 +244,13 @@ Test(qdq_cleanup, dead_qdq_removed_with_parameters)
 Test(qdq_cleanup, graph_output_of_q_kept)
 {
     /* Q2's output is a graph output: its name must stay, so the chain is not collapsed */
-    oq_model *m = tp_model(13);
-    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    oq_model *m = model_x();
     params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
     q(m, "q1", "x", "p", "xq");
     dq(m, "dq1", "xq", "p", "a");
     q(m, "q2", "a", "p", "aq");
     tp_output(m, "aq");
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
-    cr_assert_not(r.changed);
-    cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 2);
+    cleanup_keeps_both(m);
     oq_model_free(m);
 }
 
@@ -249,33 +258,21 @@ Test(qdq_cleanup, chain_with_shared_dequant_merges_duplicate)
 {
     /* dq1's output is also read by a Sigmoid: after the collapse dq2 repeats dq1 and its
      * reader (Relu) moves to dq1's output */
-    float x[NX], r0[NX], s0[NX], r1[NX], s1[NX];
-    inputs(x);
-    oq_model *m = tp_model(13);
-    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){NX}, 1);
+    oq_model *m = model_x();
     params(m, "p1", 0.05f, OQ_DTYPE_UINT8, 128);
     params(m, "p2", 0.05f, OQ_DTYPE_UINT8, 128);
-    q(m, "q1", "x", "p1", "xq");
-    dq(m, "dq1", "xq", "p1", "a");
-    q(m, "q2", "a", "p2", "aq");
-    dq(m, "dq2", "aq", "p2", "b");
+    two_pairs(m, "p1", "p2", "b");
     tp_node(m, "Relu", "relu", "b", "yr");
     tp_node(m, "Sigmoid", "sig", "a", "ys");
     tp_output(m, "yr");
     tp_output(m, "ys");
-    run(m, x, 0, r0);
-    run(m, x, 1, s0);
-    oq_pass_result r = tp_run(m, "qdq-cleanup");
+    oq_pass_result r = cleanup_exact(m, 2);
     cr_assert_eq(tp_stat(&r, "chains_collapsed"), 1);
     cr_assert_eq(tp_stat(&r, "duplicates_merged"), 1);
     cr_assert_eq(tp_stat(&r, "dead_removed"), 2, "q2 and dq2");
     cr_assert_eq(tp_count_op(m, "DequantizeLinear"), 1);
     cr_assert_str_eq(tp_find_op(m, "Relu")->inputs[0]->name, "a");
     cr_assert_eq(m->graph->n_initializers, 2, "p2 parameters dropped");
-    run(m, x, 0, r1);
-    run(m, x, 1, s1);
-    cr_assert_eq(memcmp(r0, r1, sizeof r0), 0);
-    cr_assert_eq(memcmp(s0, s1, sizeof s0), 0);
     oq_model_free(m);
 }
 

@@ -17,14 +17,6 @@ static oq_value *find(oq_model *m, const char *name)
     return oq_graph_find_value(m->graph, name);
 }
 
-static oq_node *node_named(oq_model *m, const char *name)
-{
-    for (oq_node *n = m->graph->first; n; n = n->next)
-        if (n->name && strcmp(n->name, name) == 0)
-            return n;
-    return NULL;
-}
-
 static float scalar_f(oq_model *m, const char *name)
 {
     oq_value *v = find(m, name);
@@ -119,7 +111,7 @@ static void assert_qdq_pair(oq_model *m, const char *t)
     snprintf(q, sizeof q, "%s_QuantizeLinear", t);
     snprintf(dq, sizeof dq, "%s_DequantizeLinear", t);
     snprintf(pre, sizeof pre, "%s_prequant", t);
-    oq_node *qn = node_named(m, q), *dn = node_named(m, dq);
+    oq_node *qn = tu_find_node(m, q), *dn = tu_find_node(m, dq);
     cr_assert(qn && dn, "no Q/DQ pair for %s", t);
     cr_assert_str_eq(dn->outputs[0]->name, t);
     cr_assert_str_eq(qn->inputs[0]->name, pre);
@@ -133,12 +125,12 @@ Test(insert_qdq, placement_rules_and_names)
     oq_pass_result r = tp_run(m, "insert-qdq{quantize-bias=true}");
     cr_assert_eq(tp_stat(&r, "weights_quantized"), 2);
     /* graph input: Q reads x, consumers read x_dequant */
-    oq_node *conv = node_named(m, "conv1");
+    oq_node *conv = tu_find_node(m, "conv1");
     cr_assert_str_eq(conv->inputs[0]->name, "x_dequant");
-    cr_assert(node_named(m, "x_QuantizeLinear"));
+    cr_assert(tu_find_node(m, "x_QuantizeLinear"));
     /* Conv -> Relu fused: nothing on c1, QDQ after the Relu with r1's range */
     cr_assert_null(find(m, "c1_prequant"));
-    cr_assert_null(node_named(m, "c1_QuantizeLinear"));
+    cr_assert_null(tu_find_node(m, "c1_QuantizeLinear"));
     assert_qdq_pair(m, "r1");
     float s;
     int zp;
@@ -162,7 +154,7 @@ Test(insert_qdq, placement_rules_and_names)
     cr_assert_str_eq(m->graph->outputs[0]->value->name, "probs");
     cr_assert_str_eq(m->graph->outputs[0]->value->producer->op_type, "DequantizeLinear");
     /* weights: int8 symmetric per channel, Conv axis 0, Gemm (transB=0) axis 1 */
-    oq_node *wdq = node_named(m, "w1_DequantizeLinear");
+    oq_node *wdq = tu_find_node(m, "w1_DequantizeLinear");
     cr_assert(wdq);
     cr_assert_str_eq(wdq->outputs[0]->name, "w1");
     cr_assert_eq(oq_node_attr_int(wdq, "axis", -99), 0);
@@ -174,7 +166,7 @@ Test(insert_qdq, placement_rules_and_names)
     /* channel 2 holds values up to |5 * 0.3| = 1.5: symmetric scale 1.5 / 127 */
     cr_assert_float_eq(((const float *)oq_tensor_data(ws, NULL))[2], 1.5f / 127.0f, 1e-7f);
     cr_assert_null(find(m, "w1")->initializer, "float weight kept");
-    oq_node *w2dq = node_named(m, "w2_DequantizeLinear");
+    oq_node *w2dq = tu_find_node(m, "w2_DequantizeLinear");
     cr_assert_eq(oq_node_attr_int(w2dq, "axis", -99), 1);
     cr_assert_eq(oq_value_const_tensor(find(m, "w2_scale"))->dims[0], 5);
     /* bias int32, scale = s_x * s_w per channel */
@@ -225,12 +217,12 @@ Test(insert_qdq, one_qdq_per_tensor_shared_by_consumers)
     tp_run(m, "insert-qdq");
     cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 4);
     /* weights of MatMul: per channel along the last axis, 3 scales */
-    cr_assert_eq(oq_node_attr_int(node_named(m, "wa_DequantizeLinear"), "axis", -99), 1);
+    cr_assert_eq(oq_node_attr_int(tu_find_node(m, "wa_DequantizeLinear"), "axis", -99), 1);
     cr_assert_eq(oq_value_const_tensor(find(m, "wa_scale"))->dims[0], 3);
-    cr_assert_str_eq(node_named(m, "mm_a")->inputs[0]->name, "x_dequant");
-    cr_assert_str_eq(node_named(m, "mm_b")->inputs[0]->name, "x_dequant");
-    cr_assert_str_eq(node_named(m, "mm_c")->inputs[1]->name, "b");
-    cr_assert_str_eq(node_named(m, "mm_c")->inputs[1]->producer->op_type, "DequantizeLinear");
+    cr_assert_str_eq(tu_find_node(m, "mm_a")->inputs[0]->name, "x_dequant");
+    cr_assert_str_eq(tu_find_node(m, "mm_b")->inputs[0]->name, "x_dequant");
+    cr_assert_str_eq(tu_find_node(m, "mm_c")->inputs[1]->name, "b");
+    cr_assert_str_eq(tu_find_node(m, "mm_c")->inputs[1]->producer->op_type, "DequantizeLinear");
     oq_model_free(m);
 }
 
@@ -292,9 +284,9 @@ Test(insert_qdq, conv_transpose_axis_1_gemm_transb)
     static const float ranges[][2] = {{-1, 1}, {-5, 5}, {-5, 5}, {-2, 2}};
     set_table(m, names, ranges, 4);
     tp_run(m, "insert-qdq");
-    cr_assert_eq(oq_node_attr_int(node_named(m, "wt_DequantizeLinear"), "axis", -99), 1);
+    cr_assert_eq(oq_node_attr_int(tu_find_node(m, "wt_DequantizeLinear"), "axis", -99), 1);
     cr_assert_eq(oq_value_const_tensor(find(m, "wt_scale"))->dims[0], 3);
-    cr_assert_eq(oq_node_attr_int(node_named(m, "wg_DequantizeLinear"), "axis", -99), 0);
+    cr_assert_eq(oq_node_attr_int(tu_find_node(m, "wg_DequantizeLinear"), "axis", -99), 0);
     cr_assert_eq(oq_value_const_tensor(find(m, "wg_scale"))->dims[0], 4);
     oq_model_free(m);
 }
@@ -347,7 +339,7 @@ Test(insert_qdq, blocked_weights)
     oq_model *m = cnn(21);
     tp_run(m, "insert-qdq{weight-block-size=4}");
     /* Gemm w2 [12, 5], transB=0: blocks along axis 0 (the reduction axis) */
-    oq_node *dq = node_named(m, "w2_DequantizeLinear");
+    oq_node *dq = tu_find_node(m, "w2_DequantizeLinear");
     cr_assert_eq(oq_node_attr_int(dq, "block_size", 0), 4);
     cr_assert_eq(oq_node_attr_int(dq, "axis", -99), 0);
     oq_tensor *s = oq_value_const_tensor(find(m, "w2_scale"));
@@ -374,7 +366,7 @@ Test(insert_qdq, reduce_range_and_per_tensor)
         cr_assert(q[i] >= -64 && q[i] <= 63);
     float sr = scalar_f(m, "r1_scale");
     cr_assert_float_eq(sr, 4.0f / 127.0f, 1e-7f);
-    cr_assert_null(oq_node_attr(node_named(m, "w1_DequantizeLinear"), "axis"));
+    cr_assert_null(oq_node_attr(tu_find_node(m, "w1_DequantizeLinear"), "axis"));
     oq_model_free(m);
 }
 

@@ -9,6 +9,7 @@
 
 #include "onnxq/onnxq.h"
 #include "onnxq/verify.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------------ error sums ---- */
 
@@ -56,135 +57,8 @@ Test(verify, sqnr_guards)
     cr_assert_float_eq(oq_err_sqnr_db(&a), 10 * log10(25.0), 1e-12);
 }
 
-/* ------------------------------------------------------------ models -------- */
-
-#define SX 0.03125f    /* x: uint8, zp 128, range [-4, 3.97] (coarse) */
-#define SW 0.01f       /* weights: int8 symmetric per tensor */
-#define SY1 0.02f      /* y1: uint8, zp 128 */
-#define SY2 0.01f      /* y2: uint8, zp 100: clips below -1.0 */
-#define ZY2 100
-
-static const int8_t W1Q[4 * 3] = {50, -20, 10, 30, 40, -60, -70, 15, 25, 5, -35, 80};
-static const int8_t W2Q[3 * 2] = {60, -40, -25, 70, 45, 30};
-static float W1[4 * 3], W2[3 * 2];
-
-static void make_weights(void)
-{
-    /* float weights near the grid so that weight quantization shows */
-    for (int i = 0; i < 12; i++)
-        W1[i] = (float)W1Q[i] * SW + 0.0045f * (float)((i % 3) - 1);
-    for (int i = 0; i < 6; i++)
-        W2[i] = (float)W2Q[i] * SW - 0.0027f * (float)((i % 2) ? 1 : -1);
-}
-
-static oq_value *input(oq_model *m, const char *name, int64_t c)
-{
-    int64_t d[2] = {1, c};
-    oq_value *v = oq_graph_new_value(m->graph, name);
-    oq_graph_add_input(m->graph, v, oq_type_tensor(m, OQ_DTYPE_FLOAT, d, NULL, 2));
-    return v;
-}
-
-static oq_value *node(oq_model *m, const char *op, const char *name, oq_value *a, oq_value *b,
-                      oq_value *c, const char *out)
-{
-    oq_value *ins[3] = {a, b, c};
-    size_t n = c ? 3 : b ? 2 : 1;
-    oq_value *o = oq_graph_new_value(m->graph, out);
-    oq_graph_append(m->graph, oq_node_new(m->graph, op, NULL, name, ins, n, &o, 1));
-    return o;
-}
-
-static oq_model *float_model(void)
-{
-    oq_model *m = oq_model_new();
-    oq_model_set_opset(m, "", 13);
-    oq_value *x = input(m, "x", 4);
-    int64_t d1[2] = {4, 3}, d2[2] = {3, 2};
-    oq_value *w1 = oq_graph_add_initializer(m->graph, "w1", OQ_DTYPE_FLOAT, d1, 2, W1, sizeof W1);
-    oq_value *w2 = oq_graph_add_initializer(m->graph, "w2", OQ_DTYPE_FLOAT, d2, 2, W2, sizeof W2);
-    oq_value *y1 = node(m, "MatMul", "mm1", x, w1, NULL, "y1");
-    oq_value *y2 = node(m, "MatMul", "mm2", y1, w2, NULL, "y2");
-    oq_graph_add_output(m->graph, y2, NULL);
-    return m;
-}
-
-/* rank 0: oq_tensor_set_data reads one dim even then, so never pass NULL */
-static const int64_t NO_DIMS[1] = {1};
-
-static oq_value *scalar_f(oq_model *m, const char *name, float v)
-{
-    return oq_graph_add_initializer(m->graph, name, OQ_DTYPE_FLOAT, NO_DIMS, 0, &v, 4);
-}
-
-static oq_value *scalar_u8(oq_model *m, const char *name, uint8_t v)
-{
-    return oq_graph_add_initializer(m->graph, name, OQ_DTYPE_UINT8, NO_DIMS, 0, &v, 1);
-}
-
-/* activation T_prequant -> Q -> DQ -> out (the conventions) */
-static oq_value *qdq(oq_model *m, oq_value *pre, const char *t, const char *out, float s,
-                     uint8_t zp)
-{
-    char b1[64], b2[64], b3[64], b4[64], b5[64];
-    snprintf(b1, sizeof b1, "%s_scale", t);
-    snprintf(b2, sizeof b2, "%s_zero_point", t);
-    snprintf(b3, sizeof b3, "%s_quantized", t);
-    snprintf(b4, sizeof b4, "%s_QuantizeLinear", t);
-    snprintf(b5, sizeof b5, "%s_DequantizeLinear", t);
-    oq_value *sv = scalar_f(m, b1, s), *zv = scalar_u8(m, b2, zp);
-    oq_value *q = node(m, "QuantizeLinear", b4, pre, sv, zv, b3);
-    return node(m, "DequantizeLinear", b5, q, sv, zv, out);
-}
-
-static oq_value *weight(oq_model *m, const char *name, const int8_t *q, const int64_t *dims)
-{
-    char b1[64], b2[64], b3[64], b4[64];
-    snprintf(b1, sizeof b1, "%s_quantized", name);
-    snprintf(b2, sizeof b2, "%s_scale", name);
-    snprintf(b3, sizeof b3, "%s_zero_point", name);
-    snprintf(b4, sizeof b4, "%s_DequantizeLinear", name);
-    oq_value *qv = oq_graph_add_initializer(m->graph, b1, OQ_DTYPE_INT8, dims, 2, q,
-                                            dims[0] * dims[1]);
-    int8_t z = 0;
-    oq_value *zv = oq_graph_add_initializer(m->graph, b3, OQ_DTYPE_INT8, NO_DIMS, 0, &z, 1);
-    return node(m, "DequantizeLinear", b4, qv, scalar_f(m, b2, SW), zv, name);
-}
-
-static oq_model *quant_model(void)
-{
-    oq_model *m = oq_model_new();
-    oq_model_set_opset(m, "", 13);
-    oq_value *x = input(m, "x", 4);
-    int64_t d1[2] = {4, 3}, d2[2] = {3, 2};
-    oq_value *w1 = weight(m, "w1", W1Q, d1), *w2 = weight(m, "w2", W2Q, d2);
-    oq_value *xd = qdq(m, x, "x", "x_dequant", SX, 128);
-    oq_value *p1 = node(m, "MatMul", "mm1", xd, w1, NULL, "y1_prequant");
-    oq_value *y1 = qdq(m, p1, "y1", "y1", SY1, 128);
-    oq_value *p2 = node(m, "MatMul", "mm2", y1, w2, NULL, "y2_prequant");
-    oq_value *y2 = qdq(m, p2, "y2", "y2", SY2, ZY2);
-    oq_graph_add_output(m->graph, y2, NULL);
-    return m;
-}
-
 /* ------------------------------------------------------------ by hand ------- */
-
-static float hq(float v, float s, int zp)
-{
-    float q = rintf(v / s) + (float)zp; /* float32 division, round half to even */
-    q = q < 0 ? 0 : q > 255 ? 255 : q;
-    return (q - (float)zp) * s;
-}
-
-static void matmul(const float *a, const float *w, int k, int n, float *out)
-{
-    for (int j = 0; j < n; j++) {
-        float s = 0;
-        for (int i = 0; i < k; i++)
-            s += a[i] * w[i * n + j];
-        out[j] = s;
-    }
-}
+/* The models are tu_mm_float_model / tu_mm_quant_model (tests/testutil.c). */
 
 typedef struct sums {
     double xx, dd;
@@ -216,36 +90,36 @@ static void portable_gemm(void)
 
 Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
 {
-    make_weights();
+    tu_mm_make_weights();
     float w1d[12], w2d[6];
     for (int i = 0; i < 12; i++)
-        w1d[i] = (float)W1Q[i] * SW;
+        w1d[i] = (float)tu_mm_w1q[i] * TU_MM_SW;
     for (int i = 0; i < 6; i++)
-        w2d[i] = (float)W2Q[i] * SW;
+        w2d[i] = (float)tu_mm_w2q[i] * TU_MM_SW;
     sums acc1 = {0, 0}, acc2 = {0, 0}, iso2 = {0, 0}, own2 = {0, 0}, xq = {0, 0}, out = {0, 0};
     sums wt1 = {0, 0};
-    add(&wt1, W1, w1d, 12);
+    add(&wt1, tu_mm_w1, w1d, 12);
     uint64_t top1 = 0;
     for (int s = 0; s < 3; s++) {
         float x[4], y1f[3], y2f[2], y1q[3], y2q[2], y2i[2], y1qf[3], own[2];
         for (int i = 0; i < 4; i++)
-            x[i] = hq(XS[s][i], SX, 128);
+            x[i] = tu_hq_u8(XS[s][i], TU_MM_SX, 128);
         add(&xq, XS[s], x, 4);
-        matmul(XS[s], W1, 4, 3, y1f);
-        matmul(y1f, W2, 3, 2, y2f);
-        matmul(x, w1d, 4, 3, y1q);
+        tu_matmul(XS[s], tu_mm_w1, 4, 3, y1f);
+        tu_matmul(y1f, tu_mm_w2, 3, 2, y2f);
+        tu_matmul(x, w1d, 4, 3, y1q);
         for (int i = 0; i < 3; i++)
-            y1q[i] = hq(y1q[i], SY1, 128);
-        matmul(y1q, w2d, 3, 2, y2q);
+            y1q[i] = tu_hq_u8(y1q[i], TU_MM_SY1, 128);
+        tu_matmul(y1q, w2d, 3, 2, y2q);
         for (int i = 0; i < 2; i++)
-            y2q[i] = hq(y2q[i], SY2, ZY2);
+            y2q[i] = tu_hq_u8(y2q[i], TU_MM_SY2, TU_MM_ZY2);
         /* isolated: mm2 on QDQ(float y1) */
         for (int i = 0; i < 3; i++)
-            y1qf[i] = hq(y1f[i], SY1, 128);
-        matmul(y1qf, w2d, 3, 2, y2i);
+            y1qf[i] = tu_hq_u8(y1f[i], TU_MM_SY1, 128);
+        tu_matmul(y1qf, w2d, 3, 2, y2i);
         for (int i = 0; i < 2; i++) {
-            y2i[i] = hq(y2i[i], SY2, ZY2);
-            own[i] = hq(y2f[i], SY2, ZY2);
+            y2i[i] = tu_hq_u8(y2i[i], TU_MM_SY2, TU_MM_ZY2);
+            own[i] = tu_hq_u8(y2f[i], TU_MM_SY2, TU_MM_ZY2);
         }
         add(&acc1, y1f, y1q, 3);
         add(&acc2, y2f, y2q, 2);
@@ -258,7 +132,7 @@ Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
     cr_assert(fabs(db(&acc2) - db(&iso2)) > 0.1, "acc %g iso %g", db(&acc2), db(&iso2));
     cr_assert(fabs(db(&iso2) - db(&own2)) > 0.1, "iso %g own %g", db(&iso2), db(&own2));
 
-    oq_model *fm = float_model(), *qm = quant_model();
+    oq_model *fm = tu_mm_float_model(), *qm = tu_mm_quant_model();
     oq_diag d;
     oq_diag_init(&d);
     oq_verify *v;
@@ -304,9 +178,9 @@ Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
     cr_assert_float_eq(oq_err_sqnr_db(&l2->own), db(&own2), 1e-6);
     /* the quantizer's range: uint8, zp 100, scale 0.01 -> [-1.00, 1.55] */
     cr_assert(l2->has_qrange);
-    cr_assert_eq(l2->zero_point, ZY2);
-    cr_assert_float_eq(l2->qmin, -100.0 * (double)SY2, 1e-9);
-    cr_assert_float_eq(l2->qmax, 155.0 * (double)SY2, 1e-9);
+    cr_assert_eq(l2->zero_point, TU_MM_ZY2);
+    cr_assert_float_eq(l2->qmin, -100.0 * (double)TU_MM_SY2, 1e-9);
+    cr_assert_float_eq(l2->qmax, 155.0 * (double)TU_MM_SY2, 1e-9);
     cr_assert_eq(l2->obs.count, 6);
 
     /* weights: float initializer vs DequantizeLinear output */
@@ -324,8 +198,8 @@ Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
 
 Test(verify, missing_output_is_refused)
 {
-    make_weights();
-    oq_model *fm = float_model(), *qm = float_model();
+    tu_mm_make_weights();
+    oq_model *fm = tu_mm_float_model(), *qm = tu_mm_float_model();
     oq_value *y1 = oq_graph_find_local(qm->graph, "y1");
     oq_value *y2 = oq_graph_find_local(qm->graph, "y2");
     oq_graph_replace_output(qm->graph, y2, y1);

@@ -23,5 +23,9 @@ if ! diff -r "$OUT/a" "$OUT/b" >/dev/null; then
 fi
 n=$(find "$OUT/a/cls/tensors" -name x.npy | wc -l)
 [ "$n" = 40 ] || { echo "FAIL: $n cls tensors, expected 40"; exit 1; }
-node "$SRC/models/check_text_images.js" "$OUT/a"
+rc=0
+node "$SRC/models/check_text_images.js" "$OUT/a" || rc=$?
 rm -rf "$OUT"
+# 77: onnxruntime-node is missing (tests/ortlib.js printed SKIP)
+[ $rc = 77 ] && exit 0
+exit $rc

@@ -504,12 +504,7 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
         dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}};
-        memcpy(j.in, i3, sizeof i3);
-        memcpy(j.k, k3, sizeof k3);
-        memcpy(j.out, o3, sizeof o3);
-        memcpy(j.st, s3, sizeof s3);
-        memcpy(j.dl, d3, sizeof d3);
-        memcpy(j.pb, p3, sizeof p3);
+        geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);
         /* at least ~32k multiply-adds per range: smaller ones cost more to dispatch */
         int64_t per = osz * ksz > 0 ? osz * ksz : 1;
         oq_k_parallel_for(k, g.N * g.C, per >= 32768 ? 1 : 32768 / per, dw_items, &j);
@@ -523,12 +518,7 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
             const float *xg = x + (n * g.C + gr * Cg) * isz;
             float *yg = y + (n * g.M + gr * Mg) * osz;
             im2col_ctx j = {xg, Cg, {0}, {0}, {0}, {0}, {0}, {0}};
-            memcpy(j.in, i3, sizeof i3);
-            memcpy(j.k, k3, sizeof k3);
-            memcpy(j.out, o3, sizeof o3);
-            memcpy(j.st, s3, sizeof s3);
-            memcpy(j.dl, d3, sizeof d3);
-            memcpy(j.pb, p3, sizeof p3);
+            geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);
             oq_sgemm_ex ge;
             memset(&ge, 0, sizeof ge);
             ge.M = Mg;
@@ -623,12 +613,7 @@ static oq_status run_convt(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
                 for (int64_t p = 0; p < osz; p++)
                     yg[m * osz + p] = bias ? bias[gr * Mg + m] : 0.0f;
             col2im_job j = {col, yg, {0}, {0}, {0}, {0}, {0}, {0}};
-            memcpy(j.in, i3, sizeof i3);
-            memcpy(j.k, k3, sizeof k3);
-            memcpy(j.out, o3, sizeof o3);
-            memcpy(j.st, s3, sizeof s3);
-            memcpy(j.dl, d3, sizeof d3);
-            memcpy(j.pb, p3, sizeof p3);
+            geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);
             oq_k_parallel_for(k, Mg, 1, col2im_channels, &j);
         }
     return OQ_OK;

@@ -340,6 +340,31 @@ static oq_status run_gn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 /* ------------------------------------------------------------------ MVN ---------- */
 
+/* Element e moved by idx along the reduced axes (strides st). */
+static int64_t mvn_offset(int64_t e, const int64_t *idx, const int64_t *st, const bool *red,
+                          size_t r)
+{
+    int64_t off = e;
+    for (size_t i = 0; i < r; i++)
+        if (red[i])
+            off += idx[i] * st[i];
+    return off;
+}
+
+/* Steps idx over the reduced axes (last fastest); false once past the last index. */
+static bool mvn_next(int64_t *idx, const int64_t *dims, const bool *red, size_t r)
+{
+    size_t i = r;
+    while (i-- > 0) {
+        if (!red[i])
+            continue;
+        if (++idx[i] < dims[i])
+            return true;
+        idx[i] = 0;
+    }
+    return false;
+}
+
 /* MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) over axes */
 static oq_status run_mvn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                          oq_rt_tensor *out, size_t n_out)
@@ -378,46 +403,20 @@ static oq_status run_mvn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
             continue;
         double m = 0, m2 = 0;
         int64_t cnt = 0, idx[OQ_RT_MAX_RANK] = {0};
-        for (;;) {
-            int64_t off = e;
-            for (size_t i = 0; i < r; i++)
-                if (red[i])
-                    off += idx[i] * st[i];
+        do {
+            int64_t off = mvn_offset(e, idx, st, red, r);
             m += xd[off];
             m2 += (double)xd[off] * xd[off];
             cnt++;
-            size_t i = r;
-            while (i-- > 0) {
-                if (!red[i])
-                    continue;
-                if (++idx[i] < x->dims[i])
-                    break;
-                idx[i] = 0;
-            }
-            if (i == (size_t)-1)
-                break;
-        }
+        } while (mvn_next(idx, x->dims, red, r));
         m /= (double)cnt;
         m2 /= (double)cnt;
         double sd = sqrt(m2 - m * m);
         memset(idx, 0, sizeof idx);
-        for (;;) {
-            int64_t off = e;
-            for (size_t i = 0; i < r; i++)
-                if (red[i])
-                    off += idx[i] * st[i];
+        do {
+            int64_t off = mvn_offset(e, idx, st, red, r);
             y[off] = (float)((xd[off] - m) / (sd + 1e-9));
-            size_t i = r;
-            while (i-- > 0) {
-                if (!red[i])
-                    continue;
-                if (++idx[i] < x->dims[i])
-                    break;
-                idx[i] = 0;
-            }
-            if (i == (size_t)-1)
-                break;
-        }
+        } while (mvn_next(idx, x->dims, red, r));
     }
     return OQ_OK;
 }
