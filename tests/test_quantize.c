@@ -526,8 +526,8 @@ static float gen_laplace(int64_t i, int s)
     return (float)v;
 }
 
-static oq_calib_entry calib_one(const char *dir, oq_model *m, const char *method, const char *extra,
-                                const char *tensor)
+static oq_calib_entry calib_one_n(const char *dir, oq_model *m, const char *method, const char *extra,
+                                  const char *tensor, uint64_t samples)
 {
     char pl[1024];
     snprintf(pl, sizeof pl, "calibrate{data=\"%s\",method=%s%s,threads=1}", dir, method, extra);
@@ -545,10 +545,16 @@ static oq_calib_entry calib_one(const char *dir, oq_model *m, const char *method
     cr_assert(e, "no entry for %s", tensor);
     oq_calib_entry r = *e;
     r.name = NULL;
-    cr_assert_eq(t.samples, 4);
+    cr_assert_eq(t.samples, samples);
     oq_calib_table_free(&t);
     oq_diag_free(&d);
     return r;
+}
+
+static oq_calib_entry calib_one(const char *dir, oq_model *m, const char *method, const char *extra,
+                                const char *tensor)
+{
+    return calib_one_n(dir, m, method, extra, tensor, 4);
 }
 
 Test(calibrate, minmax_and_percentile_on_a_ramp_with_an_outlier)
@@ -858,4 +864,42 @@ Test(insert_qdq, weight_in_constant_node)
     cr_assert_float_eq(s[0], 1.0f / 127.0f, 1e-8f);  /* column 0: 1, 0.5 */
     cr_assert_float_eq(s[1], 4.0f / 127.0f, 1e-8f);  /* column 1: -2, 4 */
     oq_model_free(m);
+}
+
+/* A folder in the ONNX test-data layout (input_0.npy, output_0.npy) is one sample: the
+ * output file is not calibrated on. Here the output holds -100, which minmax would see. */
+Test(calibrate, test_data_set_folder_is_one_sample)
+{
+    char *dir = tu_tmpdir();
+    float in[8], outv[8];
+    for (int i = 0; i < 8; i++) {
+        in[i] = -(float)i / 8.0f;
+        outv[i] = -100.0f;
+    }
+    int64_t dims[2] = {1, 8};
+    const char *names[2] = {"input_0.npy", "output_0.npy"};
+    float *data[2] = {in, outv};
+    for (int k = 0; k < 2; k++) {
+        oq_rt_tensor t;
+        oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, 2, data[k]);
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        oq_diag d;
+        oq_diag_init(&d);
+        cr_assert_eq(oq_tensor_file_write_npy(p, &t, &d), OQ_OK);
+        oq_diag_free(&d);
+    }
+    oq_calib_source *src = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+    cr_assert_eq(oq_calib_source_count(src), 1);
+    oq_calib_source_free(src);
+    oq_diag_free(&d);
+    oq_model *m = relu_model(8);
+    oq_calib_entry e = calib_one_n(dir, m, "minmax", "", "x", 1);
+    cr_assert_eq(e.min, -7.0f / 8.0f);
+    cr_assert_eq(e.max, 0.0f);
+    oq_model_free(m);
+    free(dir);
 }

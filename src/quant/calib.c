@@ -122,6 +122,35 @@ oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    /* a folder holding input_0.pb (or .npy) is one sample in the ONNX test-data layout
+     * (test_data_set_N/input_*.pb, output_*.pb): its output_*.pb are not samples */
+    bool test_set = false;
+    for (size_t i = 0; ns == 0 && i < nf && !test_set; i++) {
+        const char *b = strrchr(files[i], '/');
+        b = b ? b + 1 : files[i];
+        test_set = strcmp(b, "input_0.pb") == 0 || strcmp(b, "input_0.npy") == 0;
+    }
+    if (test_set) {
+        char *self = strdup(dir);
+        if (!self) {
+            free(s);
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        free_paths(files, nf);
+        files = NULL;
+        nf = 0;
+        if (!subs)
+            subs = malloc(sizeof(char *));
+        if (!subs) {
+            free(self);
+            free(s);
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        subs[0] = self;
+        ns = 1;
+    }
     if (ns > 0) {
         s->kind = SRC_DIR_SUB;
         s->paths = subs;
