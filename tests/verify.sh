@@ -11,7 +11,10 @@
 # - --min-sqnr exit codes 0 / 1, bad input exit 2, input_N.pb sample folders, PNG images
 #   (--calib-images), --random;
 # - peak RSS at 150 samples is within 1 MiB of that at 5;
-# - the HTML report is one self-contained file (no script, no external reference).
+# - the HTML report is one self-contained file (no script, no external reference);
+# - weights that onnxq quantize folded (Conv + BatchNormalization -> W_bnfold, absent from
+#   the float model) are compared with the float model folded the same way: the weight
+#   SQNR verify reports equals numpy's on `onnxq opt --passes fold-batchnorm` output.
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
@@ -174,6 +177,45 @@ grep -qi '<script\|<link\|<img\|@import\|url(' "$TMP/r.html" && bad "HTML refers
 grep -o 'https\?://[^"]*' "$TMP/r.html" | grep -v '^http://www.w3.org/2000/svg$' | grep -q . &&
     bad "HTML has a network address"
 grep -q '<svg' "$TMP/r.html" && grep -q 'stroke="#d62728"' "$TMP/r.html" || bad "HTML lacks the charts"
+
+# folded weights
+$PY - "$TMP/bn.onnx" "$TMP/bncal" <<'PYEOF' || bad "making the Conv+BN model"
+import sys, os, numpy as np, onnx
+from onnx import helper, numpy_helper as nh, TensorProto
+rng = np.random.default_rng(5)
+W = rng.normal(0, 0.5, (4, 3, 3, 3)).astype(np.float32)
+inits = [nh.from_array(W, "W"), nh.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "B"),
+         nh.from_array(rng.uniform(0.5, 2, 4).astype(np.float32), "gamma"),
+         nh.from_array(rng.normal(0, 0.2, 4).astype(np.float32), "beta"),
+         nh.from_array(rng.normal(0, 0.3, 4).astype(np.float32), "mean"),
+         nh.from_array(rng.uniform(0.2, 3, 4).astype(np.float32), "var")]
+nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["y"], name="bn")]
+g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+for i in range(4):
+    os.makedirs(os.path.join(sys.argv[2], "s%d" % i), exist_ok=True)
+    np.save(os.path.join(sys.argv[2], "s%d" % i, "x.npy"), rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32))
+PYEOF
+"$EXE" quantize "$TMP/bn.onnx" -o "$TMP/bnq.onnx" --calib "$TMP/bncal" --quiet || bad "quantize Conv+BN"
+"$EXE" opt "$TMP/bn.onnx" -o "$TMP/bnf.onnx" --passes constant-to-initializer,fold-batchnorm || bad "opt fold-batchnorm"
+"$EXE" verify "$TMP/bn.onnx" "$TMP/bnq.onnx" --data "$TMP/bncal" --json "$TMP/bn.json" --quiet || bad "verify Conv+BN"
+$PY - "$TMP/bn.json" "$TMP/bnf.onnx" "$TMP/bnq.onnx" <<'PYEOF' || bad "folded weight SQNR"
+import sys, json, numpy as np, onnx
+from onnx import numpy_helper as nh
+v = json.load(open(sys.argv[1]))
+f = {i.name: nh.to_array(i) for i in onnx.load(sys.argv[2]).graph.initializer}
+q = {i.name: nh.to_array(i) for i in onnx.load(sys.argv[3]).graph.initializer}
+w = {x["name"]: x for x in v["weights"]}
+assert "W_bnfold" in w, sorted(w)
+x = f["W_bnfold"].astype(np.float64)
+y = q["W_bnfold_quantized"].astype(np.float64) * q["W_bnfold_scale"].astype(np.float64).reshape(-1, 1, 1, 1)
+want = 10 * np.log10((x ** 2).sum() / ((x - y) ** 2).sum())
+got = w["W_bnfold"]["error"]["sqnr_db"]
+print("verify.sh: folded weight W_bnfold: verify %.4f dB, numpy %.4f dB" % (got, want))
+assert abs(got - want) < 1e-3, (got, want)
+PYEOF
 
 [ $fail = 0 ] && note "ok"
 exit $fail

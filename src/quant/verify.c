@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnxq/pass.h"
 #include "onnxq/stats.h"
 #include "onnxq/verify.h"
 
@@ -133,6 +134,11 @@ struct oq_verify {
     oq_verify_weight *weights;
     size_t n_weights;
     uint32_t *weight_fid;     /* float initializer value id */
+    oq_tensor **weight_ref;   /* the float weight each is compared with */
+    oq_model *wref;           /* the float model after constant-to-initializer and
+                               * fold-batchnorm (as onnxq quantize prepares it), for weights
+                               * that only exist there (folded: W_bnfold); NULL until needed */
+    bool wref_tried;
     /* side tables by value id */
     uint32_t n_fids, n_qids, n_iids;
     int32_t *f_layer;         /* float value -> layer, -1 */
@@ -249,6 +255,37 @@ static const oq_node *qdq_dequant(const oq_value *qv)
     return dq;
 }
 
+/* The float model prepared as onnxq quantize prepares it before quantizing (a copy),
+ * so that folded weights have a float counterpart. Failure leaves v->wref NULL: those
+ * weights are then not compared. */
+static void prepare_wref(oq_verify *v)
+{
+    v->wref_tried = true;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_registry *reg = NULL;
+    oq_model *m = NULL;
+    if (oq_model_write_buffer(v->fm, &buf, &len, &d) != OQ_OK)
+        goto done;
+    if (oq_model_read_buffer(buf, len, "verify: float model copy", NULL, &m, &d) != OQ_OK)
+        goto done;
+    if (oq_registry_new(&reg, &d) != OQ_OK)
+        goto done;
+    oq_pass_result res;
+    memset(&res, 0, sizeof res);
+    res.struct_size = sizeof res;
+    if (oq_pass_run_simple(reg, "constant-to-initializer,fold-batchnorm", m, &res, &d) != OQ_OK)
+        goto done;
+    v->wref = m;
+    m = NULL;
+done:
+    oq_model_free(m);
+    oq_registry_free(reg);
+    free(buf);
+    oq_diag_free(&d);
+}
 static oq_status find_layers(oq_verify *v, oq_diag *d)
 {
     oq_graph *fg = v->fm->graph, *qg = v->qm->graph;
@@ -303,13 +340,20 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
             v->q_layer[qv->id] = (int32_t)(v->n_layers - 1);
         }
     }
-    /* weights: DequantizeLinear of a constant whose output names a float initializer */
+    /* weights: DequantizeLinear of a constant whose output names a float initializer, in
+     * the float model or, for weights onnxq quantize prepared (Constant nodes turned into
+     * initializers, BatchNorm folded into W_bnfold), in a copy of it prepared the same way */
     size_t wcap = 0;
     for (oq_node *n = qg->first; n; n = n->next) {
         if (!op_is(n, "DequantizeLinear") || !n->n_inputs || !n->inputs[0] ||
             !oq_value_const_tensor(n->inputs[0]) || !n->n_outputs || !n->outputs[0])
             continue;
         oq_value *fv = oq_graph_find_local(fg, n->outputs[0]->name);
+        if (!fv || !fv->initializer) {
+            if (!v->wref_tried)
+                prepare_wref(v);
+            fv = v->wref ? oq_graph_find_local(v->wref->graph, n->outputs[0]->name) : NULL;
+        }
         if (!fv || !fv->initializer)
             continue;
         if (v->n_weights == wcap) {
@@ -320,7 +364,10 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
             uint32_t *ni = realloc(v->weight_fid, nc * sizeof *ni);
             if (ni)
                 v->weight_fid = ni;
-            if (!nw || !ni)
+            oq_tensor **nr = realloc(v->weight_ref, nc * sizeof *nr);
+            if (nr)
+                v->weight_ref = nr;
+            if (!nw || !ni || !nr)
                 return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
             wcap = nc;
         }
@@ -332,6 +379,7 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
         W->channels = st ? oq_tensor_numel(st) : 1;
         W->per_channel = W->channels > 1;
         v->weight_fid[v->n_weights] = fv->id;
+        v->weight_ref[v->n_weights] = fv->initializer;
         v->q_weight[n->outputs[0]->id] = (int32_t)v->n_weights;
         v->n_weights++;
     }
@@ -427,9 +475,7 @@ static void on_quant(const oq_node *node, size_t idx, const oq_rt_tensor *t, voi
     int32_t wi = v->q_weight[val->id];
     if (wi >= 0 && v->samples == 0) {
         oq_verify_weight *W = &v->weights[wi];
-        oq_tensor *ft = v->fm->graph ? oq_value_const_tensor(
-                                           oq_graph_find_local(v->fm->graph, W->name))
-                                     : NULL;
+        oq_tensor *ft = v->weight_ref[wi];
         const void *fd = ft ? oq_tensor_data(ft, NULL) : NULL;
         int64_t n = ft ? oq_tensor_numel(ft) : -1;
         if (fd && n == oq_rt_tensor_numel(t) && W->err.n == 0)
@@ -915,6 +961,8 @@ void oq_verify_free(oq_verify *v)
     free(v->layer_fid);
     free(v->weights);
     free(v->weight_fid);
+    free(v->weight_ref);
+    oq_model_free(v->wref);
     free(v->f_layer);
     free(v->f_store);
     free(v->q_layer);
