@@ -984,7 +984,11 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
             break;
         }
         if ((int)res->n_steps - 1 >= o->max_fallback) {
-            logf_(o, "stopping: --max-fallback %d reached", o->max_fallback);
+            logf_(o, "stopping: --max-fallback %d reached%s", o->max_fallback,
+                  o->search == OQ_FALLBACK_GREEDY && o->max_fallback > 0
+                      ? " (for a model that needs many layers back: --fallback-search bisect with a larger "
+                        "--max-fallback)"
+                      : "");
             break;
         }
         if (o->search == OQ_FALLBACK_BISECT) {
