@@ -906,24 +906,10 @@ static oq_status bisect(oq_model *fm, oq_model *qm, oq_calib_source *src, const 
         logf_(o, "stopping: the target is not met with all %zu candidate layer(s) in float (--max-fallback %d)", ng,
               o->max_fallback);
     }
-    /* leave qm with the first hi candidates in float */
-    for (size_t g = 0; g < hi && st == OQ_OK; g++)
-        for (size_t j = 0; j < groups[g].n && st == OQ_OK; j++) {
-            bool changed = false;
-            st = oq_fallback_node(qm, fm, groups[g].nodes[j], &changed, d);
-        }
+    /* leave qm (unedited so far: the positions hold) with the first hi candidates in float */
+    st = apply_groups(qm, fm, idx, groups, hi, d);
     if (st != OQ_OK)
         goto done;
-    {
-        oq_diag cd;
-        oq_diag_init(&cd);
-        if (oq_model_check(qm, &cd) != OQ_OK)
-            st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: the model is invalid after returning %zu layers to float: %s",
-                               hi, cd.count ? cd.entries[0].message : "?");
-        oq_diag_free(&cd);
-        if (st != OQ_OK)
-            goto done;
-    }
     res->met = met;
     res->layers = hi;
     res->sqnr_db = db_hi;
