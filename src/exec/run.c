@@ -191,6 +191,19 @@ oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, 
     return run_plan(sp, inputs, n_inputs, k->implicit, outputs, n_outputs, k->diag);
 }
 
+/* Call a kernel entry (infer or run) with the plan's scratch buffer lent to it; the
+ * kernel may grow it, and the plan keeps whatever it ends up with. */
+static oq_status with_scratch(oq_plan *p, step *s, oq_kernel_run_fn fn)
+{
+    s->k.scratch = p->scratch;
+    s->k.scratch_size = p->scratch_size;
+    oq_status st = fn(&s->k, s->in, s->n_in, s->out, s->n_out);
+    p->scratch = s->k.scratch;
+    p->scratch_size = s->k.scratch_size;
+    s->k.scratch = NULL;
+    s->k.scratch_size = 0;
+    return st;
+}
 static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
                          const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
                          size_t n_outputs, oq_diag *d)
@@ -226,13 +239,7 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
         s->k.diag = d;
         s->k.compile_time = false;
         s->k.deferred = false;
-        s->k.scratch = p->scratch;
-        s->k.scratch_size = p->scratch_size;
-        st = kr->infer(&s->k, s->in, s->n_in, s->out, s->n_out);
-        p->scratch = s->k.scratch;
-        p->scratch_size = s->k.scratch_size;
-        s->k.scratch = NULL;
-        s->k.scratch_size = 0;
+        st = with_scratch(p, s, kr->infer);
         if (st != OQ_OK)
             goto fail;
         for (size_t o = 0; o < s->n_out; o++) {
@@ -258,13 +265,7 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             }
             s->tmp_buf[o] = tmp.buf; /* discarded output: freed right after the run */
         }
-        s->k.scratch = p->scratch;
-        s->k.scratch_size = p->scratch_size;
-        st = kr->run(&s->k, s->in, s->n_in, s->out, s->n_out);
-        p->scratch = s->k.scratch;
-        p->scratch_size = s->k.scratch_size;
-        s->k.scratch = NULL;
-        s->k.scratch_size = 0;
+        st = with_scratch(p, s, kr->run);
         if (st != OQ_OK)
             goto fail;
         for (size_t o = 0; o < s->n_out; o++) {

@@ -140,15 +140,7 @@ oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d
         free_paths(files, nf);
         files = NULL;
         nf = 0;
-        if (!subs)
-            subs = malloc(sizeof(char *));
-        if (!subs) {
-            free(self);
-            free(s);
-            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        subs[0] = self;
+        subs[0] = self; /* subs and files grow together: subs has room */
         ns = 1;
     }
     if (ns > 0) {

@@ -694,8 +694,8 @@ static oq_status apply_groups(oq_model *m, oq_model *fm, size_t *const *idx, con
     size_t total = 0;
     for (size_t g = 0; g < k; g++)
         total += groups[g].n;
-    oq_node **todo = malloc((total ? total : 1) * sizeof *todo);
-    if (!todo) {
+    oq_node **chosen = malloc((total ? total : 1) * sizeof *chosen);
+    if (!chosen) {
         free(all);
         return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
     }
@@ -707,11 +707,11 @@ static oq_status apply_groups(oq_model *m, oq_model *fm, size_t *const *idx, con
                 st = oq_diag_error(d, OQ_ERR_INTERNAL, "fallback: node position out of range");
                 goto done;
             }
-            todo[t++] = all[i];
+            chosen[t++] = all[i];
         }
     for (size_t i = 0; i < t && st == OQ_OK; i++) {
         bool changed = false;
-        st = oq_fallback_node(m, fm, todo[i], &changed, d);
+        st = oq_fallback_node(m, fm, chosen[i], &changed, d);
     }
     if (st == OQ_OK) {
         oq_diag cd;
@@ -722,7 +722,7 @@ static oq_status apply_groups(oq_model *m, oq_model *fm, size_t *const *idx, con
         oq_diag_free(&cd);
     }
 done:
-    free(todo);
+    free(chosen);
     free(all);
     return st;
 }
