@@ -76,10 +76,22 @@ const char *oq_rt_tensor_describe(const oq_rt_tensor *t, char *buf, size_t size)
 typedef void (*oq_tensor_observer)(const oq_node *node, size_t out_index,
                                    const oq_rt_tensor *t, void *user);
 
+/* The integer arithmetic a plan uses for quantized (QDQ) groups. The deployment targets
+ * of include/onnxq/target.h name one each; docs/run.md says what each computes. */
+typedef enum oq_arith {
+    OQ_ARITH_REFERENCE = 0, /* ONNX QDQ semantics: float math between DequantizeLinear and
+                             * QuantizeLinear (the spec; onnxruntime without optimizations) */
+    OQ_ARITH_EXACT = 1,     /* integer kernels, exact int32 accumulation (onnxruntime's fused
+                             * kernels on AVX-512 VNNI / AVX-VNNI / AMX CPUs) */
+    OQ_ARITH_AVX2 = 2       /* OQ_ARITH_EXACT plus the int16 saturation of adjacent u8 x s8
+                             * product pairs (vpmaddubsw) of onnxruntime's AVX2 kernels */
+} oq_arith;
+
 typedef struct oq_plan_options {
     int threads;                    /* <= 0: one per online CPU; 1: no worker threads */
     oq_tensor_observer on_tensor;   /* may be NULL */
     void *user;                     /* passed to on_tensor */
+    oq_arith arith;                 /* default OQ_ARITH_REFERENCE */
 } oq_plan_options;
 
 oq_plan_options oq_plan_options_default(void);
