@@ -40,6 +40,7 @@ typedef struct qctx {
     /* options */
     int32_t act_dtype, w_dtype;
     bool act_sym, w_sym, per_channel, reduce_range, quant_bias;
+    bool ort_cpu;             /* placement=ort-cpu: onnxruntime CPU fusion rules */
     int64_t block;
     char **op_types;
     size_t n_op_types;
@@ -73,12 +74,15 @@ static bool is_weight_op(const oq_node *n)
            oq_pass_is_op(n, "Gemm") || oq_pass_is_op(n, "MatMul");
 }
 
-static bool is_value_preserving(const oq_node *n)
+/* ort_cpu: onnxruntime runs a uint8 Resize between a DQ and a Q with equal parameters as an
+ * integer Resize, which is slower than the float one on the CPU (docs/quantize.md): Resize
+ * keeps its own range there, so onnxruntime leaves it in float. */
+static bool is_value_preserving(const oq_node *n, bool ort_cpu)
 {
     for (size_t i = 0; i < sizeof value_preserving / sizeof value_preserving[0]; i++)
         if (oq_pass_is_op(n, value_preserving[i])) {
             if (strcmp(value_preserving[i], "Resize") == 0)
-                return strcmp(oq_node_attr_string(n, "mode", "nearest"), "nearest") == 0;
+                return !ort_cpu && strcmp(oq_node_attr_string(n, "mode", "nearest"), "nearest") == 0;
             if (strcmp(value_preserving[i], "MaxPool") == 0)
                 return n->n_outputs < 2 || !n->outputs[1]; /* Indices output: int64 */
             return true;
@@ -149,12 +153,36 @@ static bool act_consumer(const oq_node *n)
     return oq_pass_is_op(n, "Relu") || oq_pass_is_op(n, "Clip");
 }
 
+/* placement=ort-cpu: an op onnxruntime's CPU provider fuses into an integer kernel when
+ * every input comes from a DequantizeLinear and its output goes to a QuantizeLinear
+ * (qdq_selector_action_transformer.cc: BinaryOpQDQRules Add/Mul -> QLinearAdd/QLinearMul,
+ * UnaryOpQDQRules AveragePool/GlobalAveragePool/LeakyRelu -> QLinear*). When all of its
+ * activation inputs are quantized already, quantizing its output too turns DQ+DQ+float op
+ * into one integer op, and the op's consumers read a quantized tensor. Ops with a constant
+ * input are left alone (that input would need quantizing as well). Sigmoid and Softmax are
+ * handled by the fixed-range rule below, Concat by its group rule. */
+static void mark_ort_fusable(qctx *c, const oq_node *n)
+{
+    static const char *const fusable[] = {"Add", "Mul", "AveragePool", "GlobalAveragePool", "LeakyRelu"};
+    bool fuse = false;
+    for (size_t i = 0; i < sizeof fusable / sizeof fusable[0]; i++)
+        fuse = fuse || oq_pass_is_op(n, fusable[i]);
+    if (!fuse || n->n_outputs < 1 || !n->outputs[0] || n->n_inputs < 1)
+        return;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        const vinfo_q *q = vq(c, n->inputs[i]);
+        if (!n->inputs[i] || is_const(n->inputs[i]) || !q || !q->mark)
+            return;
+    }
+    mark(c, n->outputs[0]);
+}
+
 /* ------------------------------------------------------------ params */
 
 static oq_status params_from_range(qctx *c, float lo, float hi, float *scale, int32_t *zp,
                                    const char *what)
 {
-    oq_status st = oq_qparams_compute(lo, hi, c->act_dtype, c->act_sym, c->reduce_range, scale, zp, c->d);
+    oq_status st = oq_qparams_compute(lo, hi, c->act_dtype, c->act_sym, false, scale, zp, c->d);
     if (st != OQ_OK)
         oq_diag_error(c->d, st, "tensor \"%s\": cannot compute quantization parameters for [%g, %g]", what,
                       (double)lo, (double)hi);
@@ -194,7 +222,7 @@ static int override_params(qctx *c, const char *name, float *scale, int32_t *zp,
         }
     }
     int32_t qmin, qmax;
-    oq_qrange(dt, c->reduce_range, &qmin, &qmax);
+    oq_qrange(dt, false, &qmin, &qmax);
     if (js) {
         if (js->type != OQ_JSON_NUMBER || !(js->num > 0) || !isfinite((float)js->num)) {
             oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": scale must be a positive number", name);
@@ -236,7 +264,7 @@ static int override_params(qctx *c, const char *name, float *scale, int32_t *zp,
         oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": no scale, no min/max and no calibration range", name);
         return -1;
     }
-    if (oq_qparams_compute(lo, hi, dt, c->act_sym, c->reduce_range, scale, zp, c->d) != OQ_OK)
+    if (oq_qparams_compute(lo, hi, dt, c->act_sym, false, scale, zp, c->d) != OQ_OK)
         return -1;
     *dtype = dt;
     return 1;
@@ -736,6 +764,11 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.per_channel = oq_pass_opt_bool(opts, "per-channel", true);
     c.reduce_range = oq_pass_opt_bool(opts, "reduce-range", false);
     c.quant_bias = oq_pass_opt_bool(opts, "quantize-bias", false);
+    const char *placement = oq_pass_opt_string(opts, "placement", "plain");
+    if (strcmp(placement, "ort-cpu") == 0)
+        c.ort_cpu = true;
+    else if (strcmp(placement, "plain") != 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: placement \"%s\": plain or ort-cpu", placement);
     c.block = oq_pass_opt_int(opts, "weight-block-size", 0);
     if (c.block < 0 || (c.block > 0 && (c.block < 2 || (c.block & (c.block - 1)) != 0 || c.block > 65536)))
         return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: weight-block-size must be a power of two >= 2 (got %lld)",
@@ -823,7 +856,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     }
     /* 2. the ops around them, in graph (topological) order */
     for (oq_node *n = c.g->first; n; n = n->next) {
-        if (is_value_preserving(n) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
+        if (c.ort_cpu)
+            mark_ort_fusable(&c, n);
+        if (is_value_preserving(n, c.ort_cpu) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
             vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
             if (qi && qi->mark && qo && float_value_c(&c, n->outputs[0]) && !already_quantized(n->outputs[0])) {
                 qo->mark = MK_LINK;
@@ -951,7 +986,8 @@ static const oq_pass_option_def options[] = {
     {"weight-symmetric", OQ_OPT_BOOL, "true", "symmetric weights"},
     {"per-channel", OQ_OPT_BOOL, "true", "one weight scale per output channel"},
     {"weight-block-size", OQ_OPT_INT, "0", "blocked weights along the reduction axis (opset 21); 0: off"},
-    {"reduce-range", OQ_OPT_BOOL, "false", "one bit less for activations and weights"},
+    {"reduce-range", OQ_OPT_BOOL, "false", "one bit less for weights (7-bit int8/uint8), as onnxruntime's reduce_range"},
+    {"placement", OQ_OPT_STRING, "plain", "QDQ placement rules: plain, or ort-cpu (what onnxruntime's CPU provider fuses)"},
     {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
     {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches this POSIX extended regex"},
     {"exclude-nodes", OQ_OPT_STRING, "", "skip nodes whose name matches this POSIX extended regex"},

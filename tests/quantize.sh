@@ -71,17 +71,25 @@ run_q exclude --exclude-nodes '^fc$'
 # opset went to 21 for the 16-bit run, stays 13 otherwise
 if [ $have_onnx = 1 ]; then
   /usr/bin/python3 - "$T/int16_int4.onnx" "$T/default.onnx" <<'PY' || bad "opsets / metadata"
-import json, sys, onnx
+import json, sys, onnx, onnx.numpy_helper
 a = onnx.load(sys.argv[1]); b = onnx.load(sys.argv[2])
 op = lambda m: [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
 assert op(a) == 21 and op(b) == 13, (op(a), op(b))
 meta = {p.key: p.value for p in b.metadata_props}
 cfg = json.loads(meta["onnxq.quantize.config"])
-assert cfg["act_dtype"] == "uint8" and cfg["weight_dtype"] == "int8" and cfg["method"] == "percentile", cfg
+# the default target ort-x86 chose the dtypes: null at the top, the values under "resolved"
+r = cfg["resolved"]
+assert cfg["act_dtype"] is None and cfg["weight_dtype"] is None and cfg["method"] == "percentile", cfg
+assert cfg["target"] == "ort-x86" and r["target"] == "ort-x86" and r["placement"] == "ort-cpu", r
+assert r["act_dtype"] == "uint8" and r["weight_dtype"] == "uint8" and r["weight_symmetric"] is True, r
+assert r["sources"]["weight_dtype"] == "target", r
 assert "onnxq.calibration" not in meta
 names = {t.name: t for t in b.graph.initializer}
 assert "w1_quantized" in names and "w1" not in names, "float weight kept"
-assert names["w1_quantized"].data_type == onnx.TensorProto.INT8
+# U8U8: uint8 symmetric weights, zero point 128 (onnxruntime's kernels cannot saturate)
+assert names["w1_quantized"].data_type == onnx.TensorProto.UINT8
+zp = onnx.numpy_helper.to_array(names["w1_zero_point"])
+assert (zp == 128).all(), zp
 print("ok: opsets and metadata")
 PY
 fi
@@ -89,7 +97,37 @@ fi
 # --print-config / --config round trip
 "$EXE" quantize "$MODEL" --calib "$CALIB" --method mse --act-dtype int8 --print-config > "$T/cfg.json" || bad "print-config"
 "$EXE" quantize "$MODEL" --config "$T/cfg.json" --print-config > "$T/cfg2.json" || bad "config load"
-cmp -s "$T/cfg.json" "$T/cfg2.json" || { diff "$T/cfg.json" "$T/cfg2.json"; bad "config round trip differs"; }
+# the same configuration; only where --act-dtype came from changes (an option, then the file)
+/usr/bin/python3 - "$T/cfg.json" "$T/cfg2.json" <<'PY' || bad "config round trip differs"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+sa, sb = a["resolved"].pop("sources"), b["resolved"].pop("sources")
+assert a == b, (a, b)
+assert sa["act_dtype"] == "option" and sb["act_dtype"] == "config", (sa, sb)
+assert sa["weight_dtype"] == sb["weight_dtype"] == "target", (sa, sb)
+PY
+# a file written for one target, loaded with another: the target-driven fields follow
+"$EXE" quantize "$MODEL" --config "$T/cfg.json" --target ort-x86-vnni --print-config > "$T/cfg3.json" || bad "config + target"
+/usr/bin/python3 - "$T/cfg3.json" <<'PY' || bad "config with --target ort-x86-vnni"
+import json, sys
+r = json.load(open(sys.argv[1]))["resolved"]
+assert r["target"] == "ort-x86-vnni" and r["weight_dtype"] == "int8" and r["act_dtype"] == "int8", r
+assert r["arithmetic"] == "exact", r
+PY
+# --target host names what it detected; ONNXQ_HOST_CPU forces either answer
+for cpu in avx2:ort-x86 vnni:ort-x86-vnni; do
+  got=$(ONNXQ_HOST_CPU=${cpu%%:*} "$EXE" quantize "$MODEL" --calib "$CALIB" --target host --print-config |
+        /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["target"], r["host_cpu"])')
+  [ "$got" = "${cpu#*:} forced by ONNXQ_HOST_CPU=${cpu%%:*}" ] || bad "--target host with ONNXQ_HOST_CPU=${cpu%%:*}: $got"
+done
+# without the override it follows /proc/cpuinfo (VNNI: avx512_vnni with avx512bw, or avx_vnni)
+want=ort-x86; grep -qwE 'avx_vnni' /proc/cpuinfo && want=ort-x86-vnni
+grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && want=ort-x86-vnni
+got=$("$EXE" quantize "$MODEL" --calib "$CALIB" --target host --print-config |
+      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["target"])')
+[ "$got" = "$want" ] || bad "--target host picked $got, /proc/cpuinfo says $want"
+"$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --target nosuch 2> "$T/tgt.err"; rc=$?
+[ $rc = 2 ] && grep -q 'unknown target' "$T/tgt.err" || bad "--target nosuch: rc $rc, $(cat "$T/tgt.err")"
 grep -q '"method": "mse"' "$T/cfg2.json" || bad "config: method not loaded"
 # command line wins over the file
 "$EXE" quantize "$MODEL" --config "$T/cfg.json" --method minmax --print-config | grep -q '"method": "minmax"' || bad "command line does not override --config"

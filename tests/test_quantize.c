@@ -364,8 +364,9 @@ Test(insert_qdq, reduce_range_and_per_tensor)
     const int8_t *q = oq_tensor_data(oq_value_const_tensor(find(m, "w1_quantized")), NULL);
     for (int i = 0; i < 54; i++)
         cr_assert(q[i] >= -64 && q[i] <= 63);
+    /* reduce-range is onnxruntime's: 7-bit weights only, activations keep 8 bits */
     float sr = scalar_f(m, "r1_scale");
-    cr_assert_float_eq(sr, 4.0f / 127.0f, 1e-7f);
+    cr_assert_float_eq(sr, 4.0f / 255.0f, 1e-7f);
     cr_assert_null(oq_node_attr(tu_find_node(m, "w1_DequantizeLinear"), "axis"));
     oq_model_free(m);
 }
@@ -380,6 +381,92 @@ Test(insert_qdq, asymmetric_uint8_weights_symmetric_activations)
     cr_assert_float_eq(scalar_f(m, "g_scale"), 9.0f / 127.0f, 1e-7f);
     oq_tensor *z = oq_value_const_tensor(find(m, "w1_zero_point"));
     cr_assert_eq(z->dtype, OQ_DTYPE_UINT8);
+    oq_model_free(m);
+}
+
+/* x -> Conv(wa) -> a -> Conv(wb) -> b; Add(a, b) -> s -> Resize(nearest, x2) -> r
+ *   -> ConvTranspose(wt, stride 2) -> t -> Conv(wc) -> y; and Add(t, 1.0) -> u (a constant
+ * operand). Ranges are hand-picked. */
+static oq_model *residual(void)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {2, 2, 1, 1}, td[4] = {2, 2, 2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    float wa[4] = {0.5f, -0.25f, 0.75f, 1.0f}, wb[4] = {-1.0f, 0.5f, 0.25f, 0.5f}, wc[4] = {1, 2, -1, 0.5f};
+    float wt[16];
+    for (int i = 0; i < 16; i++)
+        wt[i] = (float)(i % 5 - 2) * 0.25f;
+    tp_init_f(m, "wa", wd, 4, wa);
+    tp_init_f(m, "wb", wd, 4, wb);
+    tp_init_f(m, "wc", wd, 4, wc);
+    tp_init_f(m, "wt", td, 4, wt);
+    int64_t sd[1] = {4}, one[1] = {1};
+    float sc[4] = {1, 1, 2, 2}, c1[1] = {1.0f};
+    tp_init_f(m, "scales", sd, 1, sc);
+    tp_init_f(m, "one", one, 1, c1);
+    tp_node(m, "Conv", "conv_a", "x,wa", "a");
+    tp_node(m, "Conv", "conv_b", "a,wb", "b");
+    tp_node(m, "Add", "add", "a,b", "s");
+    tp_node(m, "Resize", "up", "s,,scales", "r");
+    oq_node *ct = tp_node(m, "ConvTranspose", "deconv", "r,wt", "t");
+    int64_t st[2] = {2, 2};
+    oq_node_set_attr_ints(ct, "strides", st, 2);
+    tp_node(m, "Conv", "conv_c", "t,wc", "y");
+    tp_node(m, "Add", "add_const", "t,one", "u");
+    tp_output(m, "y");
+    tp_output(m, "u");
+    static const char *const names[] = {"x", "a", "b", "s", "r", "t", "y", "u"};
+    static const float ranges[][2] = {{-1, 1}, {-2, 2}, {-3, 1}, {-4, 2}, {-4, 2}, {-5, 5}, {-8, 8}, {-4, 6}};
+    set_table(m, names, ranges, 8);
+    return m;
+}
+
+Test(insert_qdq, ort_cpu_placement)
+{
+    oq_model *m = residual();
+    tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\",weight-dtype=uint8}");
+    /* both inputs of the residual Add are quantized, so its output is too: onnxruntime
+     * turns DQ, DQ -> Add -> Q into QLinearAdd */
+    assert_qdq_pair(m, "s");
+    float sc;
+    int zp, z;
+    int32_t dt;
+    ref_u8(-4, 2, &sc, &zp);
+    cr_assert_float_eq(scalar_f(m, "s_scale"), sc, 1e-7f);
+    cr_assert_eq(zp_of(m, "s_zero_point", &dt), zp);
+    /* Resize keeps float: no Q/DQ on its output (the plain rules would link it to s) */
+    cr_assert_null(tu_find_node(m, "r_QuantizeLinear"));
+    /* no integer ConvTranspose in onnxruntime's CPU provider: its weight stays float */
+    oq_node *ct = tu_find_node(m, "deconv");
+    cr_assert_eq(ct->inputs[1]->kind, OQ_VALUE_INITIALIZER);
+    cr_assert_str_eq(ct->inputs[1]->name, "wt");
+    /* the ConvTranspose output feeds a Conv: quantized there, with its own range */
+    assert_qdq_pair(m, "t");
+    ref_u8(-5, 5, &sc, &z);
+    cr_assert_float_eq(scalar_f(m, "t_scale"), sc, 1e-7f);
+    /* an Add with a constant operand is left in float */
+    cr_assert_null(tu_find_node(m, "u_QuantizeLinear"));
+    /* uint8 symmetric weights: zero point 128, scale max|w| / 127 */
+    cr_assert_eq(zp_of(m, "wa_zero_point", &dt), 128);
+    cr_assert_eq(dt, OQ_DTYPE_UINT8);
+    oq_model_free(m);
+
+    /* the plain rules on the same graph: the Add is not touched, Resize's output shares
+     * its input's parameters when the input is quantized (here it is not) */
+    m = residual();
+    tp_run(m, "insert-qdq{op-types=\"Conv,ConvTranspose,Gemm,MatMul\"}");
+    cr_assert_null(tu_find_node(m, "s_QuantizeLinear"));
+    assert_qdq_pair(m, "r"); /* ConvTranspose input */
+    cr_assert_neq(tu_find_node(m, "deconv")->inputs[1]->kind, OQ_VALUE_INITIALIZER);
+    oq_model_free(m);
+}
+
+Test(insert_qdq, unknown_placement_refused)
+{
+    oq_model *m = residual();
+    char msg[512];
+    cr_assert_eq(tp_run_fail(m, "insert-qdq{placement=tensorrt}", msg, sizeof msg), OQ_ERR_USAGE);
+    cr_assert(strstr(msg, "placement"), "%s", msg);
     oq_model_free(m);
 }
 

@@ -210,7 +210,8 @@ q = {i.name: nh.to_array(i) for i in onnx.load(sys.argv[3]).graph.initializer}
 w = {x["name"]: x for x in v["weights"]}
 assert "W_bnfold" in w, sorted(w)
 x = f["W_bnfold"].astype(np.float64)
-y = q["W_bnfold_quantized"].astype(np.float64) * q["W_bnfold_scale"].astype(np.float64).reshape(-1, 1, 1, 1)
+zp = q["W_bnfold_zero_point"].astype(np.float64).reshape(-1, 1, 1, 1)
+y = (q["W_bnfold_quantized"].astype(np.float64) - zp) * q["W_bnfold_scale"].astype(np.float64).reshape(-1, 1, 1, 1)
 want = 10 * np.log10((x ** 2).sum() / ((x - y) ** 2).sum())
 got = w["W_bnfold"]["error"]["sqnr_db"]
 print("verify.sh: folded weight W_bnfold: verify %.4f dB, numpy %.4f dB" % (got, want))

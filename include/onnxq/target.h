@@ -41,6 +41,7 @@ typedef struct oq_target {
     int32_t act_dtype;        /* OQ_DTYPE_*: activations */
     int32_t weight_dtype;     /* OQ_DTYPE_*: weights */
     bool weight_symmetric;    /* uint8 symmetric weights have zero point 128 */
+    const char *op_types;     /* the op types quantize selects by default */
     uint32_t placement;       /* OQ_PLACE_* */
     oq_arith arith;           /* what its runtime computes for a fused QDQ group */
     const char *alias_of;     /* NULL, or the row this name stands for */

@@ -15,6 +15,7 @@
 #include "cli/json.h"
 #include "onnxq/calib.h"
 #include "onnxq/pass.h"
+#include "onnxq/target.h"
 #include "cli/quantize_fallback.h"
 
 typedef struct qconfig {
@@ -34,7 +35,13 @@ typedef struct qconfig {
     int64_t weight_block_size;
     const char *op_types, *include_nodes, *exclude_nodes, *overrides;
     int64_t threads;
+    const char *target;         /* deployment target (include/onnxq/target.h) */
     /* resolved */
+    const oq_target *tgt;       /* the row --target named ("host" resolved) */
+    const char *placement;      /* insert-qdq placement rules, from the target */
+    /* where each target-driven choice came from: "target", "option" or "config" */
+    const char *src_act_dtype, *src_weight_dtype, *src_weight_symmetric, *src_op_types;
+    bool weight_symmetric_set;
     int64_t opset_in, opset_target;
     bool fold_bias, qdq_cleanup;
     char *pipeline;
@@ -52,11 +59,11 @@ static void config_default(qconfig *c)
     c->method = "percentile";
     c->percentile = 99.999;
     c->nan_policy = "error";
-    c->act_dtype = "uint8";
-    c->weight_dtype = "int8";
+    /* act_dtype, weight_dtype, weight_symmetric and op_types come from the target unless
+     * an option or the config file sets them (resolve_target) */
     c->weight_symmetric = true;
     c->per_channel = true;
-    c->op_types = "Conv,ConvTranspose,Gemm,MatMul";
+    c->target = "ort-x86";
     c->include_nodes = "";
     c->exclude_nodes = "";
     c->overrides = "";
@@ -68,8 +75,17 @@ static void help(FILE *f)
             "usage: onnxq quantize IN -o OUT [--calib DIR | --calib-images DIR --size HxW ... |\n"
             "                       --calib-random N] [options]\n\n"
             "Static post-training quantization to a QDQ model (onnxruntime, TensorRT-style).\n"
-            "Defaults: activations uint8 asymmetric per tensor, weights int8 symmetric per\n"
-            "channel, bias int32, percentile 99.999 calibration, Conv/ConvTranspose/Gemm/MatMul.\n\n"
+            "Defaults (target ort-x86): activations uint8 asymmetric per tensor, weights uint8\n"
+            "symmetric (zero point 128) per channel, bias int32, percentile 99.999 calibration,\n"
+            "Conv/Gemm/MatMul and the ops onnxruntime fuses around them.\n\n"
+            "deployment target:\n"
+            "  --target T             where the model will run (default ort-x86):\n"
+            "                         ort-x86       onnxruntime on any x86-64 CPU: U8U8, cannot saturate\n"
+            "                         ort-x86-vnni  onnxruntime on AVX-512 VNNI/AVX-VNNI/AMX CPUs: U8S8\n"
+            "                         generic       plain QDQ (uint8/int8) for other consumers\n"
+            "                         host          ort-x86-vnni or ort-x86 from this CPU\n"
+            "                         --act-dtype, --weight-dtype, --weight-asymmetric, --op-types\n"
+            "                         override what the target chose (--print-config shows both)\n\n"
             "calibration data:\n"
             "  --calib DIR            one subfolder per sample with <input>.pb/.npy or input_N.pb,\n"
             "                         or a flat folder of .npy/.pb files (one-input models)\n"
@@ -83,14 +99,17 @@ static void help(FILE *f)
             "  --averaging C          minmax moving-average constant in (0,1]\n"
             "  --nan-policy P         error (default) | ignore (exclude NaN/Inf, report counts)\n"
             "quantization:\n"
-            "  --act-dtype T          uint8 (default) | int8 | uint16 | int16 (16-bit: opset 21)\n"
+            "  --act-dtype T          uint8 (targets' default) | int8 | uint16 | int16 (16-bit: opset 21)\n"
             "  --act-symmetric        symmetric activations\n"
-            "  --weight-dtype T       int8 (default) | uint8 | int16 | uint16 | int4 | uint4\n"
+            "  --weight-dtype T       uint8 (ort-x86) | int8 (ort-x86-vnni, generic) | int16 | uint16 |\n"
+            "                         int4 | uint4\n"
             "  --weight-asymmetric    asymmetric weights (default symmetric)\n"
             "  --per-tensor           one weight scale per tensor (default per channel)\n"
             "  --weight-block-size N  blocked weights along the reduction axis (opset 21)\n"
-            "  --reduce-range         one bit less (int8 [-64,63], uint8 [0,127], ...)\n"
-            "  --op-types A,B,..      op types to quantize (default Conv,ConvTranspose,Gemm,MatMul)\n"
+            "  --reduce-range         7-bit weights (int8 [-64,63], uint8 [0,127]), activations unchanged:\n"
+            "                         onnxruntime's reduce_range\n"
+            "  --op-types A,B,..      op types to quantize (default: the target's; ort-x86: Conv,Gemm,MatMul;\n"
+            "                         generic: Conv,ConvTranspose,Gemm,MatMul)\n"
             "  --include-nodes REGEX  only nodes whose name matches (POSIX extended regex)\n"
             "  --exclude-nodes REGEX  skip nodes whose name matches\n"
             "  --overrides FILE       JSON {tensor: {scale, zero_point, dtype, min, max}}\n"
@@ -217,7 +236,6 @@ static char *build_pipeline(qconfig *c, bool progress)
             soptf(&b, &f, "averaging", "%.17g", c->averaging);
         sopt(&b, &f, "dtype", c->act_dtype);
         soptb(&b, &f, "symmetric", c->act_symmetric);
-        soptb(&b, &f, "reduce-range", c->reduce_range);
         sopt(&b, &f, "nan-policy", c->nan_policy);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
         /* observe what insert-qdq may quantize: the selected ops and the ops around them */
@@ -225,6 +243,8 @@ static char *build_pipeline(qconfig *c, bool progress)
         sadd(&ot, c->op_types);
         sadd(&ot, ",Relu,Clip,Concat,Softmax,Sigmoid,Reshape,Transpose,Flatten,Squeeze,Unsqueeze,MaxPool,Slice,"
                   "Gather,Resize");
+        if (strcmp(c->placement, "ort-cpu") == 0) /* the ops insert-qdq's ort-cpu rules may quantize */
+            sadd(&ot, ",Add,Mul,AveragePool,GlobalAveragePool,LeakyRelu");
         if (ot.p)
             sopt(&b, &f, "op-types", ot.p);
         free(ot.p);
@@ -240,6 +260,7 @@ static char *build_pipeline(qconfig *c, bool progress)
     soptb(&b, &f, "per-channel", c->per_channel);
     soptf(&b, &f, "weight-block-size", "%.0f", (double)c->weight_block_size);
     soptb(&b, &f, "reduce-range", c->reduce_range);
+    sopt(&b, &f, "placement", c->placement);
     sopt(&b, &f, "op-types", c->op_types);
     sopt(&b, &f, "include-nodes", c->include_nodes);
     sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
@@ -273,20 +294,44 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_double(w, "percentile", c->percentile);
     json_kv_double(w, "averaging", c->averaging);
     json_kv_string(w, "nan_policy", c->nan_policy);
-    json_kv_string(w, "act_dtype", c->act_dtype);
+    /* a choice the target made is written as null ("the target's"), so that the file
+     * with another --target gives that target's choice; "resolved" has the values */
+    bool tw = !strcmp(c->src_weight_symmetric, "target");
+    json_kv_string(w, "act_dtype", strcmp(c->src_act_dtype, "target") ? c->act_dtype : NULL);
     json_kv_bool(w, "act_symmetric", c->act_symmetric);
-    json_kv_string(w, "weight_dtype", c->weight_dtype);
-    json_kv_bool(w, "weight_symmetric", c->weight_symmetric);
+    json_kv_string(w, "weight_dtype", strcmp(c->src_weight_dtype, "target") ? c->weight_dtype : NULL);
+    json_key(w, "weight_symmetric");
+    if (tw)
+        json_null(w);
+    else
+        json_bool(w, c->weight_symmetric);
     json_kv_bool(w, "per_channel", c->per_channel);
     json_kv_int(w, "weight_block_size", c->weight_block_size);
     json_kv_bool(w, "reduce_range", c->reduce_range);
-    json_kv_string(w, "op_types", c->op_types);
+    json_kv_string(w, "op_types", strcmp(c->src_op_types, "target") ? c->op_types : NULL);
     json_kv_string(w, "include_nodes", c->include_nodes);
     json_kv_string(w, "exclude_nodes", c->exclude_nodes);
     json_kv_string(w, "overrides", c->overrides);
     json_kv_int(w, "threads", c->threads);
+    json_kv_string(w, "target", c->target);
     json_key(w, "resolved");
     json_begin_object(w);
+    json_kv_string(w, "target", c->tgt->name);
+    if (strcmp(c->target, "host") == 0)
+        json_kv_string(w, "host_cpu", oq_target_host_reason());
+    json_kv_string(w, "arithmetic", oq_arith_name(c->tgt->arith));
+    json_kv_string(w, "placement", c->placement);
+    json_kv_string(w, "act_dtype", c->act_dtype);
+    json_kv_string(w, "weight_dtype", c->weight_dtype);
+    json_kv_bool(w, "weight_symmetric", c->weight_symmetric);
+    json_kv_string(w, "op_types", c->op_types);
+    json_key(w, "sources");
+    json_begin_object(w);
+    json_kv_string(w, "act_dtype", c->src_act_dtype);
+    json_kv_string(w, "weight_dtype", c->src_weight_dtype);
+    json_kv_string(w, "weight_symmetric", c->src_weight_symmetric);
+    json_kv_string(w, "op_types", c->src_op_types);
+    json_end_object(w);
     json_kv_int(w, "opset_in", c->opset_in);
     json_kv_int(w, "opset_out", c->opset_target > c->opset_in ? c->opset_target : c->opset_in);
     json_kv_bool(w, "bias_by_fold_bias", c->fold_bias);
@@ -328,7 +373,13 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         else if (!strcmp(k, "act_dtype")) sp = &c->act_dtype;
         else if (!strcmp(k, "act_symmetric")) bp = &c->act_symmetric;
         else if (!strcmp(k, "weight_dtype")) sp = &c->weight_dtype;
-        else if (!strcmp(k, "weight_symmetric")) bp = &c->weight_symmetric;
+        else if (!strcmp(k, "weight_symmetric")) {
+            if (v->type == OQ_JSON_NULL) /* the target's */
+                continue;
+            bp = &c->weight_symmetric;
+            c->weight_symmetric_set = true;
+        }
+        else if (!strcmp(k, "target")) sp = &c->target;
         else if (!strcmp(k, "per_channel")) bp = &c->per_channel;
         else if (!strcmp(k, "weight_block_size")) ip = &c->weight_block_size;
         else if (!strcmp(k, "reduce_range")) bp = &c->reduce_range;
@@ -348,9 +399,8 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
             if (ok)
                 *sp = v->type == OQ_JSON_STRING ? v->str : NULL;
             if (ok && !*sp && (sp == &c->size || sp == &c->mean || sp == &c->std || sp == &c->layout ||
-                               sp == &c->method || sp == &c->nan_policy || sp == &c->act_dtype ||
-                               sp == &c->weight_dtype || sp == &c->op_types || sp == &c->include_nodes ||
-                               sp == &c->exclude_nodes || sp == &c->overrides))
+                               sp == &c->method || sp == &c->nan_policy || sp == &c->include_nodes ||
+                               sp == &c->exclude_nodes || sp == &c->overrides || sp == &c->target))
                 ok = false;
         } else if (bp) {
             ok = v->type == OQ_JSON_BOOL;
@@ -370,6 +420,39 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
             return -1;
         }
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------ target */
+
+static const char *source_of(const char *now, const char *after_config)
+{
+    return !now ? "target" : now != after_config ? "option" : "config";
+}
+
+/* Fill what neither an option nor the config file chose from the target's row, and say
+ * where each choice came from (--print-config "resolved"). */
+static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, const char *cfg_ops,
+                          bool wsym_option)
+{
+    c->tgt = oq_target_find(c->target);
+    if (!c->tgt) {
+        cli_error("quantize", "--target \"%s\": unknown target (one of: %s)", c->target, oq_target_names());
+        return -1;
+    }
+    c->src_act_dtype = source_of(c->act_dtype, cfg_act);
+    c->src_weight_dtype = source_of(c->weight_dtype, cfg_wdt);
+    c->src_op_types = source_of(c->op_types, cfg_ops);
+    c->src_weight_symmetric = wsym_option ? "option" : c->weight_symmetric_set ? "config" : "target";
+    if (!c->act_dtype)
+        c->act_dtype = oq_dtype_name(c->tgt->act_dtype);
+    if (!c->weight_dtype)
+        c->weight_dtype = oq_dtype_name(c->tgt->weight_dtype);
+    if (!c->op_types)
+        c->op_types = c->tgt->op_types;
+    if (!wsym_option && !c->weight_symmetric_set)
+        c->weight_symmetric = c->tgt->weight_symmetric;
+    c->placement = c->tgt->placement == OQ_PLACE_ORT_CPU ? "ort-cpu" : "plain";
     return 0;
 }
 
@@ -429,6 +512,8 @@ int cmd_quantize(int argc, char **argv)
             goto done;
         }
     }
+    const char *cfg_act = c.act_dtype, *cfg_wdt = c.weight_dtype, *cfg_ops = c.op_types;
+    bool wsym_option = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -466,7 +551,8 @@ int cmd_quantize(int argc, char **argv)
         STR("--act-dtype", act_dtype)
         FLAG("--act-symmetric", act_symmetric, true)
         STR("--weight-dtype", weight_dtype)
-        FLAG("--weight-asymmetric", weight_symmetric, false)
+        else if (strcmp(a, "--weight-asymmetric") == 0) { c.weight_symmetric = false; wsym_option = true; }
+        STR("--target", target)
         FLAG("--per-tensor", per_channel, false)
         I64("--weight-block-size", weight_block_size)
         FLAG("--reduce-range", reduce_range, true)
@@ -501,6 +587,10 @@ int cmd_quantize(int argc, char **argv)
             rc = CLI_BAD;
             goto done;
         }
+    }
+    if (resolve_target(&c, cfg_act, cfg_wdt, cfg_ops, wsym_option) != 0) {
+        rc = CLI_BAD;
+        goto done;
     }
     if (!in || (!out && !print_config)) {
         cli_error("quantize", "%s", !in ? "missing input model" : "missing -o OUT");
@@ -555,6 +645,8 @@ int cmd_quantize(int argc, char **argv)
         }
         oq_json_free(ov);
     }
+    if (strcmp(c.target, "host") == 0 && !quiet && !print_config)
+        fprintf(stderr, "onnxq quantize: --target host: %s (%s)\n", c.tgt->name, oq_target_host_reason());
     c.pipeline = build_pipeline(&c, !quiet);
     if (!c.pipeline) {
         rc = CLI_FAIL;
