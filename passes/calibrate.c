@@ -85,11 +85,11 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         return oq_diag_error(d, OQ_ERR_USAGE,
                              "calibrate: method \"%s\" unknown (minmax, percentile, entropy, mse)", method);
     o.range.method = (oq_calib_method)mi;
-    o.range.percentile = oq_pass_opt_float(opts, "percentile", 99.999);
-    if (!(o.range.percentile > 0 && o.range.percentile <= 100))
-        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: percentile must be in (0, 100]");
     const char *dt = oq_pass_opt_string(opts, "dtype", "uint8");
     o.range.dtype = oq_dtype_from_name(dt);
+    o.range.percentile = oq_pass_opt_float(opts, "percentile", oq_default_percentile(o.range.dtype));
+    if (!(o.range.percentile > 0 && o.range.percentile <= 100))
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: percentile must be in (0, 100]");
     int32_t qmin, qmax;
     if (oq_qrange(o.range.dtype, false, &qmin, &qmax) != OQ_OK || o.range.dtype == OQ_DTYPE_INT32)
         return oq_diag_error(d, OQ_ERR_USAGE,
@@ -194,7 +194,7 @@ static const oq_pass_option_def options[] = {
     {"scale", OQ_OPT_FLOAT, "255", "images: pixels are divided by this first"},
     {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},
     {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy or mse"},
-    {"percentile", OQ_OPT_FLOAT, "99.999", "for method=percentile"},
+    {"percentile", OQ_OPT_FLOAT, "99.99", "for method=percentile (default 99.99 for 8-bit dtypes, 99.999 for 16-bit)"},
     {"averaging", OQ_OPT_FLOAT, "0", "minmax moving-average constant in (0,1] (0: exact min/max)"},
     {"dtype", OQ_OPT_STRING, "uint8", "activation type the range is chosen for"},
     {"symmetric", OQ_OPT_BOOL, "false", "symmetric activation ranges"},

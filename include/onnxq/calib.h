@@ -3,7 +3,7 @@
  *
  *   oq_calib_source *src;
  *   oq_calib_source_dir("calib/", &src, &d);            // or _images / _random
- *   oq_calib_options o; oq_calib_options_default(&o);    // percentile 99.999, uint8 asym
+ *   oq_calib_options o; oq_calib_options_default(&o);    // percentile 99.99, uint8 asym
  *   oq_calib_table t;
  *   oq_calibrate(model, src, &o, &t, &d);
  *   ... t.items[i].name, .min, .max, .lo, .hi

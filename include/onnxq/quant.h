@@ -124,13 +124,18 @@ int oq_calib_method_from_name(const char *s);
 
 typedef struct oq_range_request {
     oq_calib_method method;
-    double percentile;     /* for OQ_CALIB_PERCENTILE, in (0, 100]; default 99.999 */
+    double percentile;     /* for OQ_CALIB_PERCENTILE, in (0, 100]; default 99.99 */
     int32_t dtype;         /* target integer type: the number of levels it gives */
     bool symmetric;        /* symmetric: choose a threshold T, range [-T, T] */
     bool reduce_range;
 } oq_range_request;
 
-void oq_range_request_default(oq_range_request *r); /* percentile 99.999, uint8, asym */
+void oq_range_request_default(oq_range_request *r); /* percentile 99.99, uint8, asym */
+
+/* The default percentile for activations of this type: 99.99 for 8-bit (and narrower)
+ * types, 99.999 for 16-bit ones, whose finer steps make clipping the costlier error
+ * (docs/calibration.md has the measurements). */
+double oq_default_percentile(int32_t dtype);
 
 /* What a range search looked at (for reports and tests). */
 typedef struct oq_range_info {

@@ -57,7 +57,7 @@ static void config_default(qconfig *c)
     c->layout = "nchw";
     c->scale = 255.0;
     c->method = "percentile";
-    c->percentile = 99.999;
+    c->percentile = 0; /* 0: the activation type's default (oq_default_percentile) */
     c->nan_policy = "error";
     /* act_dtype, weight_dtype, weight_symmetric and op_types come from the target unless
      * an option or the config file sets them (resolve_target) */
@@ -76,7 +76,8 @@ static void help(FILE *f)
             "                       --calib-random N] [options]\n\n"
             "Static post-training quantization to a QDQ model (onnxruntime, TensorRT-style).\n"
             "Defaults (target ort-x86): activations uint8 asymmetric per tensor, weights uint8\n"
-            "symmetric (zero point 128) per channel, bias int32, percentile 99.999 calibration,\n"
+            "symmetric (zero point 128) per channel, bias int32, percentile 99.99 calibration (99.999\n"
+            "for 16-bit activations),\n"
             "Conv/Gemm/MatMul and the ops onnxruntime fuses around them.\n\n"
             "deployment target:\n"
             "  --target T             where the model will run (default ort-x86):\n"
@@ -95,7 +96,7 @@ static void help(FILE *f)
             "  --seed S               seed for --calib-random (default 1)\n"
             "  --max-samples N        use at most N samples\n"
             "  --method M             minmax | percentile | entropy | mse (default percentile)\n"
-            "  --percentile P         for percentile (default 99.999)\n"
+            "  --percentile P         for percentile (default 99.99; 99.999 for 16-bit activations)\n"
             "  --averaging C          minmax moving-average constant in (0,1]\n"
             "  --nan-policy P         error (default) | ignore (exclude NaN/Inf, report counts)\n"
             "quantization:\n"
@@ -231,7 +232,8 @@ static char *build_pipeline(qconfig *c, bool progress)
         if (c->max_samples > 0)
             soptf(&b, &f, "max-samples", "%.0f", (double)c->max_samples);
         sopt(&b, &f, "method", c->method);
-        soptf(&b, &f, "percentile", "%.17g", c->percentile);
+        soptf(&b, &f, "percentile", "%.17g",
+              c->percentile > 0 ? c->percentile : oq_default_percentile(oq_dtype_from_name(c->act_dtype)));
         if (c->averaging > 0)
             soptf(&b, &f, "averaging", "%.17g", c->averaging);
         sopt(&b, &f, "dtype", c->act_dtype);
@@ -291,7 +293,11 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "layout", c->layout);
     json_kv_double(w, "scale", c->scale);
     json_kv_string(w, "method", c->method);
-    json_kv_double(w, "percentile", c->percentile);
+    json_key(w, "percentile"); /* null: the activation type's default ("resolved") */
+    if (c->percentile > 0)
+        json_double(w, c->percentile);
+    else
+        json_null(w);
     json_kv_double(w, "averaging", c->averaging);
     json_kv_string(w, "nan_policy", c->nan_policy);
     /* a choice the target made is written as null ("the target's"), so that the file
@@ -321,6 +327,8 @@ static void write_config(json_writer *w, const qconfig *c)
         json_kv_string(w, "host_cpu", oq_target_host_reason());
     json_kv_string(w, "arithmetic", oq_arith_name(c->tgt->arith));
     json_kv_string(w, "placement", c->placement);
+    json_kv_double(w, "percentile",
+                   c->percentile > 0 ? c->percentile : oq_default_percentile(oq_dtype_from_name(c->act_dtype)));
     json_kv_string(w, "act_dtype", c->act_dtype);
     json_kv_string(w, "weight_dtype", c->weight_dtype);
     json_kv_bool(w, "weight_symmetric", c->weight_symmetric);
@@ -367,7 +375,11 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         else if (!strcmp(k, "layout")) sp = &c->layout;
         else if (!strcmp(k, "scale")) dp = &c->scale;
         else if (!strcmp(k, "method")) sp = &c->method;
-        else if (!strcmp(k, "percentile")) dp = &c->percentile;
+        else if (!strcmp(k, "percentile")) {
+            if (v->type == OQ_JSON_NULL) /* the activation type's default */
+                continue;
+            dp = &c->percentile;
+        }
         else if (!strcmp(k, "averaging")) dp = &c->averaging;
         else if (!strcmp(k, "nan_policy")) sp = &c->nan_policy;
         else if (!strcmp(k, "act_dtype")) sp = &c->act_dtype;
@@ -545,7 +557,15 @@ int cmd_quantize(int argc, char **argv)
         F64("--scale", scale)
         FLAG("--bgr", bgr, true)
         STR("--method", method)
-        F64("--percentile", percentile)
+        else if (strcmp(a, "--percentile") == 0 && has) {
+            bad = parse_f64(v, &c.percentile);
+            i++;
+            if (!bad && !(c.percentile > 0 && c.percentile <= 100)) {
+                cli_error("quantize", "--percentile %s: must be in (0, 100]", v);
+                rc = CLI_BAD;
+                goto done;
+            }
+        }
         F64("--averaging", averaging)
         STR("--nan-policy", nan_policy)
         STR("--act-dtype", act_dtype)

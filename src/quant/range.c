@@ -45,11 +45,16 @@ int oq_calib_method_from_name(const char *s)
     return -1;
 }
 
+double oq_default_percentile(int32_t dtype)
+{
+    return dtype == OQ_DTYPE_INT16 || dtype == OQ_DTYPE_UINT16 ? 99.999 : 99.99;
+}
+
 void oq_range_request_default(oq_range_request *r)
 {
     memset(r, 0, sizeof(*r));
     r->method = OQ_CALIB_PERCENTILE;
-    r->percentile = 99.999;
+    r->percentile = 99.99;
     r->dtype = OQ_DTYPE_UINT8;
     r->symmetric = false;
     r->reduce_range = false;
