@@ -655,7 +655,6 @@ done:
 static int sweep(ctx *c, oq_graph *g, bool before)
 {
     int folded = 0;
-    c->skipped_broadcast = c->skipped_padding = c->skipped_dtype = c->skipped_matmul_shift = 0;
     for (oq_node *n = g->first; n;) {
         oq_node *next = n->next;
         if (is_linear_op(n)) {
@@ -675,6 +674,7 @@ static oq_status run_graph(oq_graph *g, void *vc)
     /* Folds into the producer first, to a fixed point; then one sweep of folds into
      * the next Convs; again until nothing changes. */
     for (int round = 0; round < 64; round++) {
+        c->skipped_broadcast = c->skipped_padding = c->skipped_dtype = c->skipped_matmul_shift = 0;
         int k = sweep(c, g, false);
         if (k < 0)
             return new_errors(c) ? OQ_ERR_INVALID : OQ_ERR_NOMEM;
