@@ -4,8 +4,9 @@
  * bit for the structural passes and the opset upgrades to 13 and 17, within 1e-5
  * relative (plus 1e-6 absolute) where fold-batchnorm reassociates float math, and for
  * opset 21 (onnxruntime's AveragePool-19 kernel sums in another order than its
- * AveragePool-11 kernel; the node itself is unchanged by the upgrade), and for the
- * graph preparation passes fold-linear and fuse-activations.
+ * AveragePool-11 kernel; the node itself is unchanged by the upgrade); within 1e-4
+ * relative for the graph preparation passes fold-linear and fuse-activations (see
+ * the comment at their rows).
  * The preparation pipeline also has to find every HardSwish chain of the three models
  * (counted by hand in `onnxq dump`: det 24, rec 28, cls 18).
  * Skipped when the models or the tools are not installed. */
@@ -79,9 +80,12 @@ static const pass_case passes[] = {
     {"upgrade-opset{to=21}", "1e-5", false},
     {"constant-to-initializer,eliminate-identity,dedupe-initializers,fold-batchnorm,eliminate-dead,upgrade-opset{to=17}",
      "1e-5", true},
-    {"fuse-activations", "1e-5", true},
-    {"constant-to-initializer,fold-linear", "1e-5", true},
-    {PREP, "1e-5", true},
+    /* 1e-4: rec's softmax moves by up to 1.04e-5 on this input when its 28 HardSwish
+     * chains are fused; onnxruntime's own graph optimizations move it by up to 6.6e-6
+     * (5.7e-5 relative) on real text crops — the float rounding level of this network */
+    {"fuse-activations", "1e-4", true},
+    {"constant-to-initializer,fold-linear", "1e-4", true},
+    {PREP, "1e-4", true},
 };
 
 Test(ocr, every_pass_keeps_the_models_valid_and_equivalent, .timeout = 900)
