@@ -47,6 +47,17 @@ static bool float_type(int32_t t)
            t == OQ_DTYPE_BFLOAT16;
 }
 
+/* A weight with at least one element in every dimension (the folds divide by dims). */
+static bool usable_weight(const oq_tensor *w)
+{
+    if (!w || !float_type(w->dtype) || w->rank < 1)
+        return false;
+    for (size_t i = 0; i < w->rank; i++)
+        if (w->dims[i] < 1)
+            return false;
+    return oq_tensor_numel(w) >= 1;
+}
+
 static bool is_linear_op(const oq_node *n)
 {
     return oq_pass_is_op(n, "Mul") || oq_pass_is_op(n, "Add") || oq_pass_is_op(n, "Sub") ||
@@ -191,7 +202,7 @@ static bool producer_info(oq_node *p, producer *pi)
     if (p->n_inputs < 2 || p->n_outputs != 1 || !p->inputs[1])
         return false;
     oq_tensor *w = oq_value_const_tensor(p->inputs[1]);
-    if (!w || !float_type(w->dtype))
+    if (!usable_weight(w))
         return false;
     bool has_bias = p->n_inputs >= 3 && p->inputs[2];
     oq_tensor *bias = has_bias ? oq_value_const_tensor(p->inputs[2]) : NULL;
@@ -585,7 +596,7 @@ static int fold_before(ctx *c, oq_node *n)
             conv->n_inputs < 2 || !conv->inputs[1] || conv->inputs[1] == y)
             return 0;
         oq_tensor *w = oq_value_const_tensor(conv->inputs[1]);
-        if (!w || !float_type(w->dtype) || w->dtype != k->dtype || w->rank < 3)
+        if (!usable_weight(w) || w->dtype != k->dtype || w->rank < 3)
             return 0;
         bool has_bias = conv->n_inputs >= 3 && conv->inputs[2];
         oq_tensor *bias = has_bias ? oq_value_const_tensor(conv->inputs[2]) : NULL;

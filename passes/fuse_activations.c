@@ -339,6 +339,21 @@ static int try_hardswish(oq_node *n, chain *ch, oq_value **xo, bool *as_mul)
     return 0;
 }
 
+/* A rank-0 x with a [1] constant in the chain makes the chain's result [1]: the fused
+ * node would change the output's shape. */
+static bool shape_kept(const chain *ch, const oq_value *x)
+{
+    if (oq_pass_value_rank(x) != 0)
+        return true;
+    for (int i = 0; i < ch->k; i++)
+        for (size_t j = 0; j < ch->n[i]->n_inputs; j++) {
+            oq_tensor *t = ch->n[i]->inputs[j] ? oq_value_const_tensor(ch->n[i]->inputs[j]) : NULL;
+            if (t && t->rank > 0)
+                return false;
+        }
+    return true;
+}
+
 static oq_status run_graph(oq_graph *g, void *vc)
 {
     ctx *c = vc;
@@ -359,7 +374,7 @@ static oq_status run_graph(oq_graph *g, void *vc)
             oq_status st = OQ_OK;
             if (c->hardswish && try_hardswish(n, &ch, &x, &long_form)) {
                 int32_t et = oq_pass_value_elem_type(x);
-                if (et > 0 && !float_type(et)) {
+                if ((et > 0 && !float_type(et)) || !shape_kept(&ch, x)) {
                     n = next;
                     continue;
                 }
@@ -413,7 +428,7 @@ static oq_status run_graph(oq_graph *g, void *vc)
                 }
             } else if (c->hardsigmoid && try_hardsigmoid(n, &ch, &x, &alpha, &beta)) {
                 int32_t et = oq_pass_value_elem_type(x);
-                if (et > 0 && !float_type(et)) {
+                if ((et > 0 && !float_type(et)) || !shape_kept(&ch, x)) {
                     n = next;
                     continue;
                 }

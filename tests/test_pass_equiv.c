@@ -240,6 +240,8 @@ static const pass_case backend_passes[] = {
     {"fold-batchnorm", 1e-5},
     {"infer-shapes", 0},
     {FULL, 1e-5},
+    {"fuse-activations", 1e-5},
+    {"constant-to-initializer,fold-linear", 1e-5},
 };
 
 /* test_data_set_0 inputs of dir; count, or -1 when unreadable */
