@@ -16,6 +16,8 @@
     X(dedupe_initializers)          \
     X(fold_constants)               \
     X(fold_batchnorm)               \
+    X(fold_linear)                  \
+    X(fuse_activations)             \
     X(fold_bias)                    \
     X(infer_shapes)                 \
     X(qdq_cleanup)                  \

@@ -3,7 +3,9 @@
  * fixed pseudo-random input) and on every ONNX backend test model the executor runs
  * (inputs from test_data_set_0). Bit for bit for every pass, the executor-backed
  * fold-constants included (it runs the very kernels the plan runs); within 1e-5
- * relative (plus 1e-6 absolute) where fold-batchnorm reassociates float math.
+ * relative (plus 1e-6 absolute) where fold-batchnorm, fold-linear and fuse-activations
+ * reassociate float math (HardSwish computes x * (x/6 + 1/2), the chain it replaces
+ * x * (x + 3) / 6).
  * Skipped (with a warning) when the models or the data are not installed. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -139,6 +141,9 @@ typedef struct pass_case {
 #define FULL "constant-to-initializer,fold-constants,eliminate-identity,eliminate-dead," \
              "dedupe-initializers,fold-batchnorm,infer-shapes"
 
+#define PREP "constant-to-initializer,upgrade-opset{to=14},fold-batchnorm,fuse-activations," \
+             "fold-linear,eliminate-dead"
+
 static const pass_case ocr_passes[] = {
     {"constant-to-initializer", 0},
     {"fold-constants", 0},
@@ -151,6 +156,9 @@ static const pass_case ocr_passes[] = {
     {FULL, 1e-5},
     {"upgrade-opset{to=13}", 0},
     {"upgrade-opset{to=21}", 0},
+    {"fuse-activations", 1e-5},
+    {"constant-to-initializer,fold-linear", 1e-5},
+    {PREP, 1e-5},
 };
 
 static const struct {
@@ -232,6 +240,8 @@ static const pass_case backend_passes[] = {
     {"fold-batchnorm", 1e-5},
     {"infer-shapes", 0},
     {FULL, 1e-5},
+    {"fuse-activations", 1e-5},
+    {"constant-to-initializer,fold-linear", 1e-5},
 };
 
 /* test_data_set_0 inputs of dir; count, or -1 when unreadable */

@@ -38,7 +38,8 @@ Test(registry, has_every_builtin_pass)
     oq_registry *reg = NULL;
     cr_assert_eq(oq_registry_new(&reg, NULL), OQ_OK);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-constants", "fold-batchnorm", "fold-bias",
+                           "dedupe-initializers", "fold-constants", "fold-batchnorm",
+                           "fold-linear", "fuse-activations", "fold-bias",
                            "infer-shapes", "qdq-cleanup", "upgrade-opset", "calibrate", "insert-qdq"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const oq_pass *p = oq_registry_find(reg, names[i]);
