@@ -52,18 +52,37 @@ typedef struct oq_calib_source oq_calib_source;
  *     file X.pb or X.npy, or input_N.pb / input_N.npy (N = position among the model's
  *     inputs, as in the ONNX backend test data test_data_set_*); a single-input model
  *     also accepts a subfolder holding exactly one .pb/.npy file, whatever its name;
- *  b) a flat folder of .npy / .pb files, one sample per file (single-input models).
- * Other files are ignored. An empty folder is an error naming it. */
+ *  b) a flat folder of .npy / .pb files, one sample per file (single-input models);
+ *  c) one ONNX test-data folder (input_0.pb, input_1.pb, ... beside output_*.pb): one
+ *     sample.
+ * Other files are ignored. An empty folder, a file, or a missing path is an error
+ * naming it (OQ_ERR_USAGE). docs/data.md */
 oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d);
 /* PNG / JPEG images of a folder (oq_image_dir_list), converted with `o`; the model must
- * have one float input, fed [1, C, H, W] (or NHWC). */
+ * have one float input, fed [1, C, H, W] (or NHWC). o->height/width 0: the model
+ * input's fixed H and W. */
 oq_status oq_calib_source_images(const char *dir, const oq_image_opts *o,
                                  oq_calib_source **out, oq_diag *d);
-/* n samples of uniform random floats in [0, 1) (deterministic for a seed). Symbolic or
- * unknown dims are 1, except the last two of a rank-4 input, which are height/width
- * (32 when 0). */
+/* n samples of random data (deterministic for a seed; sample k depends on seed and k
+ * only), for every input dtype the executor runs: floating types uniform in [0, 1),
+ * integer types uniform in {0, ..., 9}, bool 0/1. Symbolic or unknown dims are 1,
+ * except the last two of a rank-4 input, which are height/width (32 when 0), unless
+ * oq_calib_source_set_dim names them. */
 oq_status oq_calib_source_random(uint64_t n, uint64_t seed, int64_t height, int64_t width,
                                  oq_calib_source **out, oq_diag *d);
+/* Generated data (random sources): the symbolic dimension `name` has this size. */
+oq_status oq_calib_source_set_dim(oq_calib_source *s, const char *name, int64_t size, oq_diag *d);
+/* Input `input` is filled with v (every element, converted to its dtype) instead of
+ * random data; in a folder source, it also stands in for a missing file of that input
+ * (e.g. silero VAD's int64 sample rate "sr" = 16000). */
+oq_status oq_calib_source_set_value(oq_calib_source *s, const char *input, double v, oq_diag *d);
+/* Generated data: a symbolic dimension without oq_calib_source_set_dim is an error
+ * naming it (instead of 1). */
+void oq_calib_source_require_dims(oq_calib_source *s, bool on);
+/* Generated data for input i of sample k alone (what a random source puts there): for
+ * a command that reads some inputs from files and generates the others. */
+oq_status oq_calib_source_generate(const oq_calib_source *s, const oq_plan *p, uint64_t k, size_t i,
+                                   oq_rt_tensor *t, oq_diag *d);
 /* Use at most n samples of the source (0: all). */
 void oq_calib_source_limit(oq_calib_source *s, uint64_t n);
 uint64_t oq_calib_source_count(const oq_calib_source *s);

@@ -19,12 +19,10 @@ typedef struct run_opts {
     const char *model;
     kv_arg inputs[MAX_ARGS];
     size_t n_inputs;
-    kv_arg dims[MAX_ARGS];
-    size_t n_dims;
+    cli_data_opts data;
     const char *out_dir;
     const char *dump_dir;
     bool npy, random, check_finite;
-    uint64_t seed;
     int time_runs;
     int threads;
 } run_opts;
@@ -33,40 +31,42 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: onnxq run MODEL [--input NAME=FILE]... [--output-dir DIR] [--npy]\n"
-            "                 [--random [--seed S] [--dim NAME=N]...] [--time N] [--threads N]\n"
+            "                 [--random [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
+            "                 [--time N] [--threads N]\n"
             "                 [--check-finite] [--dump-all DIR]\n\n"
             "Run MODEL with the onnxq reference executor and print each output's shape,\n"
             "dtype, min, max and mean.\n\n"
             "  --input NAME=FILE  input tensor: ONNX TensorProto (.pb) or NumPy (.npy)\n"
             "  --output-dir DIR   write every output as DIR/<name>.pb (and .npy with --npy)\n"
             "  --random           random data for inputs not given with --input\n"
-            "                     (floats uniform in [0,1), ints in [0,10), bools 0/1)\n"
-            "  --seed S           seed for --random (default 1)\n"
-            "  --dim NAME=N       size of symbolic dimension NAME for --random\n"
+            "                     (floats uniform in [0,1), ints in [0,10), bools 0/1;\n"
+            "                     docs/data.md)\n"
+            "%s"
             "  --time N           run N times and print the median latency\n"
             "  --threads N        worker threads (default: one per CPU)\n"
             "  --check-finite     stop at the first node producing NaN or Inf\n"
-            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n");
+            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n",
+            cli_data_options_help);
 }
 
 static int parse(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->seed = 1;
+    cli_data_opts_init(&o->data);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
+        int r = cli_data_option("run", argc, argv, &i, &o->data);
+        if (r < 0)
+            return CLI_BAD;
+        if (r > 0)
+            continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return -1;
         } else if (strcmp(a, "--input") == 0 && has_next) {
             if (o->n_inputs == MAX_ARGS || !cli_split_kv(argv[++i], &o->inputs[o->n_inputs++])) {
                 cli_error("run", "--input wants NAME=FILE, got \"%s\"", argv[i]);
-                return CLI_BAD;
-            }
-        } else if (strcmp(a, "--dim") == 0 && has_next) {
-            if (o->n_dims == MAX_ARGS || !cli_split_kv(argv[++i], &o->dims[o->n_dims++])) {
-                cli_error("run", "--dim wants NAME=N, got \"%s\"", argv[i]);
                 return CLI_BAD;
             }
         } else if (strcmp(a, "--output-dir") == 0 && has_next) {
@@ -79,8 +79,6 @@ static int parse(int argc, char **argv, run_opts *o)
             o->random = true;
         } else if (strcmp(a, "--check-finite") == 0) {
             o->check_finite = true;
-        } else if (strcmp(a, "--seed") == 0 && has_next) {
-            o->seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(a, "--time") == 0 && has_next) {
             o->time_runs = atoi(argv[++i]);
             if (o->time_runs < 1) {
@@ -264,8 +262,12 @@ int cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc != CLI_OK)
+    if (rc != CLI_OK) {
+        for (size_t k = 0; k < o.n_inputs; k++)
+            free((char *)o.inputs[k].name);
+        cli_data_opts_free(&o.data);
         return rc < 0 ? CLI_OK : rc;
+    }
     oq_status st;
     oq_diag d;
     oq_diag_init(&d);
@@ -276,6 +278,8 @@ int cmd_run(int argc, char **argv)
     double *times = NULL;
     watch w;
     memset(&w, 0, sizeof w);
+    cli_samples gen; /* --random */
+    memset(&gen, 0, sizeof gen);
     w.o = &o;
     w.d = &d;
     rc = CLI_FAIL;
@@ -291,13 +295,11 @@ int cmd_run(int argc, char **argv)
         po.user = &w;
     }
     /* --dump-all and --output-dir create their folder (one level), as a user expects */
-    const char *dirs[2] = {o.dump_dir, o.out_dir};
-    for (int k = 0; k < 2; k++)
-        if (dirs[k] && mkdir(dirs[k], 0777) != 0 && errno != EEXIST) {
-            cli_error("run", "cannot create %s: %s", dirs[k], strerror(errno));
-            rc = CLI_BAD;
-            goto done;
-        }
+    if ((o.dump_dir && cli_check_output_dir("run", "--dump-all", o.dump_dir) != CLI_OK) ||
+        (o.out_dir && cli_check_output_dir("run", "--output-dir", o.out_dir) != CLI_OK)) {
+        rc = CLI_BAD;
+        goto done;
+    }
     st = oq_plan_compile(m, &po, &plan, &d);
     if (st != OQ_OK) {
         cli_print_diag(&d);
@@ -328,7 +330,10 @@ int cmd_run(int argc, char **argv)
         }
     }
     w.inputs = in;
-    uint64_t rng = cli_rng_seed(o.seed);
+    if (o.random && cli_samples_open_random("run", &gen, 1, &o.data, true) != OQ_OK) {
+        rc = CLI_BAD;
+        goto done;
+    }
     for (size_t i = 0; i < n_in; i++) {
         const char *name = oq_plan_input_name(plan, i);
         const char *file = NULL;
@@ -343,9 +348,10 @@ int cmd_run(int argc, char **argv)
                 goto done;
             }
         } else if (o.random) {
-            st = cli_random_input("run", plan, i, o.dims, o.n_dims, &rng, &in[i]);
+            st = oq_calib_source_generate(gen.src, plan, 0, i, &in[i], &d);
             if (st != OQ_OK) {
-                rc = CLI_BAD;
+                cli_print_diag(&d);
+                rc = cli_exit_code(st);
                 goto done;
             }
         } else {
@@ -355,6 +361,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
+    cli_samples_free(&gen);
     int runs = o.time_runs > 0 ? o.time_runs : 1;
     times = calloc((size_t)runs, sizeof(double));
     if (!times)
@@ -432,8 +439,8 @@ done:
     free(w.ranges);
     for (size_t k = 0; k < o.n_inputs; k++)
         free((char *)o.inputs[k].name);
-    for (size_t k = 0; k < o.n_dims; k++)
-        free((char *)o.dims[k].name);
+    cli_data_opts_free(&o.data);
+    cli_samples_free(&gen);
     oq_plan_free(plan);
     oq_model_free(m);
     oq_diag_free(&d);

@@ -17,9 +17,7 @@ typedef struct verify_opts {
     const char *fmodel, *qmodel;
     const char *data_dir, *images_dir;
     long random_n;
-    uint64_t seed;
-    cli_kv dims[MAX_DIMS];
-    size_t n_dims;
+    cli_data_opts data;
     oq_image_opts img;
     const char *json, *html;
     bool has_min;
@@ -61,13 +59,15 @@ static void usage(FILE *f)
 static int parse(int argc, char **argv, verify_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->seed = 1;
+    cli_data_opts_init(&o->data);
     o->top = 10;
     oq_image_opts_default(&o->img, 0, 0);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
         int r = cli_image_option("verify", argc, argv, &i, &o->img);
+        if (r == 0)
+            r = cli_data_option("verify", argc, argv, &i, &o->data);
         if (r < 0)
             return CLI_BAD;
         if (r > 0)
@@ -85,13 +85,6 @@ static int parse(int argc, char **argv, verify_opts *o)
             o->random_n = strtol(argv[++i], &end, 10);
             if (*end || o->random_n < 1) {
                 cli_error("verify", "--random wants a positive count, got \"%s\"", argv[i]);
-                return CLI_BAD;
-            }
-        } else if (strcmp(a, "--seed") == 0 && has_next) {
-            o->seed = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(a, "--dim") == 0 && has_next) {
-            if (o->n_dims == MAX_DIMS || !cli_split_kv(argv[++i], &o->dims[o->n_dims++])) {
-                cli_error("verify", "--dim wants NAME=N, got \"%s\"", argv[i]);
                 return CLI_BAD;
             }
         } else if (strcmp(a, "--json") == 0 && has_next) {
@@ -750,8 +743,7 @@ int cmd_verify(int argc, char **argv)
     verify_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != CLI_OK) {
-        for (size_t k = 0; k < o.n_dims; k++)
-            free((char *)o.dims[k].name);
+        cli_data_opts_free(&o.data);
         return rc < 0 ? CLI_OK : rc;
     }
     oq_status st;
@@ -785,18 +777,17 @@ int cmd_verify(int argc, char **argv)
         goto done;
     }
     if (o.data_dir) {
-        st = cli_samples_open_dir("verify", &src, o.data_dir);
+        st = cli_samples_open_dir("verify", &src, o.data_dir, &o.data);
         snprintf(source, sizeof source, "%s", o.data_dir);
     } else if (o.images_dir) {
-        st = cli_samples_open_images("verify", &src, o.images_dir, &o.img);
+        st = cli_samples_open_images("verify", &src, o.images_dir, &o.img, &o.data);
         snprintf(source, sizeof source, "images in %s", o.images_dir);
     } else {
-        cli_samples_open_random(&src, (size_t)o.random_n, o.seed, o.dims, o.n_dims);
-        st = OQ_OK;
-        snprintf(source, sizeof source, "random data, seed %llu", (unsigned long long)o.seed);
+        st = cli_samples_open_random("verify", &src, (uint64_t)o.random_n, &o.data, true);
+        snprintf(source, sizeof source, "random data, seed %llu", (unsigned long long)o.data.seed);
     }
     if (st != OQ_OK) {
-        rc = CLI_BAD;
+        rc = cli_exit_code(st);
         goto done;
     }
     const oq_plan *fp = oq_verify_float_plan(v);
@@ -804,12 +795,11 @@ int cmd_verify(int argc, char **argv)
     in = calloc(n_in + 1, sizeof *in);
     if (!in)
         goto done;
-    for (size_t k = 0; k < src.count; k++) {
+    for (uint64_t k = 0; k < src.count; k++) {
         char name[4200];
-        cli_samples_name(&src, k, name, sizeof name);
-        st = cli_samples_load("verify", &src, k, fp, in);
+        st = cli_samples_load("verify", &src, k, fp, in, name, sizeof name);
         if (st != OQ_OK) {
-            rc = CLI_BAD;
+            rc = cli_exit_code(st);
             goto done;
         }
         st = oq_verify_sample(v, in, n_in, name, &d);
@@ -859,8 +849,7 @@ done:
     oq_verify_free(v);
     oq_model_free(fm);
     oq_model_free(qm);
-    for (size_t k = 0; k < o.n_dims; k++)
-        free((char *)o.dims[k].name);
+    cli_data_opts_free(&o.data);
     oq_diag_free(&d);
     return rc;
 }

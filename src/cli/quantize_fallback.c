@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/samples.h"
 #include "onnxq/calib.h"
 #include "onnxq/fallback.h"
 
@@ -42,14 +43,20 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
         io.bgr = a->bgr;
         io.layout = strcmp(a->layout, "nhwc") == 0 ? OQ_LAYOUT_NHWC : OQ_LAYOUT_NCHW;
         io.scale = (float)a->scale;
+        if (a->grey)
+            io.channels = 1;
         st = oq_calib_source_images(a->calib_images, &io, &src, d);
     } else if (a->calib_random > 0) {
         st = oq_calib_source_random((uint64_t)a->calib_random, (uint64_t)a->seed, h, w, &src, d);
     } else {
         return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr needs data: --eval DIR or calibration data");
     }
-    if (st != OQ_OK)
+    if (st == OQ_OK && a->data)
+        st = cli_data_apply(a->data, src, d);
+    if (st != OQ_OK) {
+        oq_calib_source_free(src);
         return st;
+    }
     if (a->max_samples > 0 && !a->eval)
         oq_calib_source_limit(src, (uint64_t)a->max_samples);
     fm = cli_load_model(a->in, &st);
