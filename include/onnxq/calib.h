@@ -136,16 +136,21 @@ const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *n
 char *oq_calib_table_to_json(const oq_calib_table *t);
 oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_diag *d);
 
-/* A progress reporter for oq_calib_options.progress writing to stderr: on a terminal
- * one self-updating bar (samples done, rate, time left), otherwise a plain line every
- * 10 % (and at the end). user: an oq_calib_progress_state, zero-initialized. */
+/* A progress reporter for oq_calib_options.progress (and verify, the fallback search,
+ * conformance) writing to stderr: on a terminal one self-updating line (done/total,
+ * rate, time left), otherwise a plain line every 10 % (and at the end). done == 0
+ * starts a new round. user: an oq_calib_progress_state, zero-initialized; `what` names
+ * the work ("calibrating" when NULL). */
 typedef struct oq_calib_progress_state {
     double start;
     double last_print;
     int last_decile;
     int tty;                  /* 0 unknown, 1 terminal, 2 not a terminal */
+    const char *what;
 } oq_calib_progress_state;
 void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user);
+/* Erase the terminal line before other output is printed (nothing when not a terminal). */
+void oq_calib_progress_clear(oq_calib_progress_state *s);
 
 /* ------------------------------------------------------------------ JSON reader -- */
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "onnxq/pass.h"
 
 static void help(FILE *f)
@@ -12,7 +13,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: onnxq opt IN -o OUT --passes PIPELINE [--verify-each] [--time-passes]\n"
             "                 [--print-before NAME] [--print-after NAME] [--stats]\n"
-            "                 [--plugin FILE.so]... [--max-iterations N]\n\n"
+            "                 [--plugin FILE.so]... [--max-iterations N] [--json FILE|-]\n\n"
             "Run a pipeline of passes on IN and write the result to OUT.\n"
             "PIPELINE is a comma-separated list of passes with options in braces:\n"
             "  fold-batchnorm,eliminate-identity,upgrade-opset{to=17}\n"
@@ -23,6 +24,8 @@ static void help(FILE *f)
             "  --print-after NAME  print the graph after pass NAME ('all': after each pass)\n"
             "  --print-before NAME print the graph before pass NAME ('all': before each pass)\n"
             "  --stats             print the statistics every pass reports\n"
+            "  --json FILE         passes, statistics and times as JSON (docs/opt.md);\n"
+            "                      '-': standard output (then --stats/--time-passes text is not printed)\n"
             "  --plugin FILE.so    load passes from a plugin (repeatable); a name without '/'\n"
             "                      is searched in ONNXQ_PLUGIN_PATH (colon-separated dirs)\n"
             "  --max-iterations N  cap on reruns of iterative passes (default: per pass)\n"
@@ -208,11 +211,53 @@ static void print_caret(const char *pipeline, size_t pos)
     fprintf(stderr, "  %s\n  %*s^\n", pipeline, (int)pos, "");
 }
 
+/* --json: one object, schema version 1 (docs/opt.md) */
+static int write_json(const char *path, const char *in, const char *out, const char *pipeline,
+                      const opt_ctx *c, const oq_pipeline *pl, oq_status st)
+{
+    cli_output dst;
+    if (cli_output_open("opt", &dst, path) != CLI_OK)
+        return CLI_FAIL;
+    json_writer w;
+    json_init(&w, dst.f, 2);
+    json_begin_object(&w);
+    json_kv_int(&w, "version", 1);
+    json_kv_string(&w, "input", in);
+    json_kv_string(&w, "output", st == OQ_OK ? out : NULL);
+    json_kv_string(&w, "pipeline", pipeline);
+    json_kv_string(&w, "status", oq_status_name(st));
+    double total = 0;
+    json_key(&w, "passes");
+    json_begin_array(&w);
+    for (size_t i = 0; i < c->ran; i++) {
+        const oq_pass_result *r = &c->results[i];
+        total += c->secs[i];
+        json_begin_object(&w);
+        json_kv_string(&w, "name", oq_pipeline_pass(pl, i)->name);
+        json_kv_bool(&w, "changed", r->changed);
+        json_kv_int(&w, "iterations", c->iters[i]);
+        json_kv_double(&w, "seconds", c->secs[i]);
+        json_key(&w, "stats");
+        json_begin_object(&w);
+        for (size_t k = 0; k < r->n_stats; k++)
+            json_kv_int(&w, r->stats[k].name, r->stats[k].value);
+        json_end_object(&w);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_kv_double(&w, "seconds", total);
+    json_end_object(&w);
+    int jr = json_finish(&w);
+    int rc = cli_output_close("opt", &dst);
+    return jr == 0 ? rc : CLI_FAIL;
+}
+
 int cmd_opt(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *pipeline = NULL;
     opt_ctx c = {0};
     bool verify_each = false;
+    const char *json = NULL;
     long max_iter = 0;
     int rc = CLI_OK;
     char **plugins = calloc((size_t)argc, sizeof(char *));
@@ -234,6 +279,8 @@ int cmd_opt(int argc, char **argv)
             out = argv[++i];
         } else if (strcmp(a, "--passes") == 0 && has_arg) {
             pipeline = argv[++i];
+        } else if (strcmp(a, "--json") == 0 && has_arg) {
+            json = argv[++i];
         } else if (strcmp(a, "--plugin") == 0 && has_arg) {
             plugins[np++] = argv[++i];
         } else if (strcmp(a, "--print-after") == 0 && has_arg) {
@@ -269,6 +316,16 @@ int cmd_opt(int argc, char **argv)
         help(stderr);
         rc = CLI_BAD;
         goto done;
+    }
+    {
+        const char *inputs[1] = {in};
+        if (cli_check_output("opt", "-o", out, false, inputs, 1) != CLI_OK ||
+            (json && cli_check_output("opt", "--json", json, true, inputs, 1) != CLI_OK)) {
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (cli_is_stdout(json)) /* the JSON is the whole of standard output */
+            c.stats = c.time = false;
     }
     reg = cli_registry("opt", plugins, np, &rc);
     if (!reg)
@@ -360,6 +417,8 @@ int cmd_opt(int argc, char **argv)
         rc = st == OQ_ERR_USAGE || st == OQ_ERR_UNSUPPORTED ? CLI_BAD : CLI_FAIL;
     }
     cli_print_diag(&d);
+    if (json && write_json(json, in, out, pipeline, &c, pl, st) != CLI_OK && rc == CLI_OK)
+        rc = CLI_FAIL;
 done:
     oq_diag_free(&d);
     oq_model_free(m);

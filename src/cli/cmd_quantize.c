@@ -17,6 +17,7 @@
 #include "onnxq/calib.h"
 #include "onnxq/pass.h"
 #include "cli/quantize_fallback.h"
+#include "cli/quantize_report.h"
 
 typedef struct qconfig {
     const char *calib, *calib_images;
@@ -105,6 +106,8 @@ static void help(FILE *f)
             "other:\n"
             "  --config FILE          load a configuration (JSON as printed by --print-config)\n"
             "  --print-config         print the resolved configuration as JSON and exit\n"
+            "  --json FILE            summary (configuration, passes, statistics) as JSON;\n"
+            "                         '-': standard output (docs/quantize.md)\n"
             "  --threads N            executor threads for calibration (default: all CPUs)\n"
             "  --quiet                no progress output\n"
             "accuracy-driven fallback (docs/verify.md):\n"
@@ -313,6 +316,11 @@ static void write_config(json_writer *w, const qconfig *c)
     json_end_object(w);
 }
 
+static void write_config_cb(json_writer *w, const void *c)
+{
+    write_config(w, c);
+}
+
 /* Apply a JSON config object; strings point into j (kept alive by the caller). */
 static int load_config(qconfig *c, const oq_json *j, const char *path)
 {
@@ -436,6 +444,8 @@ int cmd_quantize(int argc, char **argv)
     config_default(&c);
     const char *in = NULL, *out = NULL, *config_file = NULL;
     bool print_config = false, quiet = false;
+    const char *json_out = NULL; /* --json: src/cli/quantize_report.c */
+    static cli_qreport report;
     cli_fallback_args fb = {.max_fallback = 10}; /* --target-sqnr hook: src/cli/quantize_fallback.c */
     bool fallback = false, fallback_met = true;
     int rc = CLI_OK;
@@ -524,6 +534,7 @@ int cmd_quantize(int argc, char **argv)
         else if (strcmp(a, "--eval") == 0 && has) { fb.eval = v; i++; }
         else if (strcmp(a, "--fallback-search") == 0 && has) { fb.search = v; i++; }
         else if (strcmp(a, "--print-config") == 0) print_config = true;
+        else if (strcmp(a, "--json") == 0 && has) { json_out = v; i++; }
         else if (strcmp(a, "--quiet") == 0) quiet = true;
         else if (a[0] == '-' && a[1]) {
             cli_error("quantize", "unknown option \"%s\" (or missing its value)", a);
@@ -580,6 +591,7 @@ int cmd_quantize(int argc, char **argv)
     {
         const char *inputs[1] = {in};
         if ((!print_config && cli_check_output("quantize", "-o", out, false, inputs, 1) != CLI_OK) ||
+            (json_out && cli_check_output("quantize", "--json", json_out, true, inputs, 1) != CLI_OK) ||
             (c.calib && cli_check_input_dir("quantize", "--calib", c.calib) != CLI_OK) ||
             (c.calib_images && cli_check_input_dir("quantize", "--calib-images", c.calib_images) != CLI_OK) ||
             (fb.eval && cli_check_input_dir("quantize", "--eval", fb.eval) != CLI_OK)) {
@@ -648,6 +660,9 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     }
     oq_pipeline_run_options ro = {0};
+    memset(&report, 0, sizeof report);
+    ro.after_pass = cli_qreport_after_pass;
+    ro.user = &report;
     st = oq_pipeline_run(pl, m, &ro, &d);
     if (st == OQ_OK) {
         oq_diag cd;
@@ -685,6 +700,10 @@ int cmd_quantize(int argc, char **argv)
         st = oq_model_write(m, out, &wo, &d);
     }
     cli_print_diag(&d);
+    report.fallback = fallback;
+    report.fallback_met = fallback_met;
+    if (json_out && cli_qreport_write(&report, json_out, in, out, st, write_config_cb, &c) != CLI_OK && st == OQ_OK)
+        rc = CLI_FAIL;
     if (st != OQ_OK)
         rc = st == OQ_ERR_USAGE || st == OQ_ERR_UNSUPPORTED || st == OQ_ERR_NUMERIC || st == OQ_ERR_PARSE ||
                      st == OQ_ERR_INVALID

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/samples.h"
 #include "onnxq/exec.h"
 #include "onnxq/tensor_io.h"
@@ -22,6 +23,7 @@ typedef struct run_opts {
     cli_data_opts data;
     const char *out_dir;
     const char *dump_dir;
+    const char *json;
     bool npy, random, check_finite;
     int time_runs;
     int threads;
@@ -33,7 +35,7 @@ static void usage(FILE *f)
             "usage: onnxq run MODEL [--input NAME=FILE]... [--output-dir DIR] [--npy]\n"
             "                 [--random [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
             "                 [--time N] [--threads N]\n"
-            "                 [--check-finite] [--dump-all DIR]\n\n"
+            "                 [--check-finite] [--dump-all DIR] [--json FILE|-]\n\n"
             "Run MODEL with the onnxq reference executor and print each output's shape,\n"
             "dtype, min, max and mean.\n\n"
             "  --input NAME=FILE  input tensor: ONNX TensorProto (.pb) or NumPy (.npy)\n"
@@ -45,7 +47,9 @@ static void usage(FILE *f)
             "  --time N           run N times and print the median latency\n"
             "  --threads N        worker threads (default: one per CPU)\n"
             "  --check-finite     stop at the first node producing NaN or Inf\n"
-            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n",
+            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n"
+            "  --json FILE        outputs (shape, dtype, min, max, mean), time and memory as\n"
+            "                     JSON ('-': standard output, instead of the text); docs/run.md\n",
             cli_data_options_help);
 }
 
@@ -71,6 +75,8 @@ static int parse(int argc, char **argv, run_opts *o)
             }
         } else if (strcmp(a, "--output-dir") == 0 && has_next) {
             o->out_dir = argv[++i];
+        } else if (strcmp(a, "--json") == 0 && has_next) {
+            o->json = argv[++i];
         } else if (strcmp(a, "--dump-all") == 0 && has_next) {
             o->dump_dir = argv[++i];
         } else if (strcmp(a, "--npy") == 0) {
@@ -258,6 +264,62 @@ static void on_tensor(const oq_node *node, size_t idx, const oq_rt_tensor *t, vo
     }
 }
 
+/* --json: schema version 1 (docs/run.md) */
+static int write_json(const run_opts *o, const oq_plan *plan, const oq_rt_tensor *out, size_t n_out,
+                      const double *times, int runs)
+{
+    cli_output dst;
+    if (cli_output_open("run", &dst, o->json) != CLI_OK)
+        return CLI_FAIL;
+    json_writer w;
+    json_init(&w, dst.f, 2);
+    json_begin_object(&w);
+    json_kv_int(&w, "version", 1);
+    json_kv_string(&w, "model", o->model);
+    json_kv_int(&w, "threads", oq_plan_threads(plan));
+    json_key(&w, "outputs");
+    json_begin_array(&w);
+    for (size_t i = 0; i < n_out; i++) {
+        double mn, mx, mean;
+        int64_t nf = 0;
+        json_begin_object(&w);
+        json_kv_string(&w, "name", oq_plan_output_name(plan, i));
+        json_kv_string(&w, "dtype", oq_dtype_name(out[i].dtype));
+        json_key(&w, "shape");
+        json_begin_array_inline(&w);
+        for (size_t j = 0; j < out[i].rank && out[i].rank <= OQ_RT_MAX_RANK; j++)
+            json_int(&w, out[i].dims[j]);
+        json_end_array(&w);
+        if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
+            json_kv_double(&w, "min", mn);
+            json_kv_double(&w, "max", mx);
+            json_kv_double(&w, "mean", mean);
+        }
+        json_kv_int(&w, "nonfinite", nf);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    if (o->time_runs > 0) {
+        double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+        json_key(&w, "time_ms");
+        json_begin_object(&w);
+        json_kv_int(&w, "runs", runs);
+        json_kv_double(&w, "median", med);
+        json_kv_double(&w, "min", times[0]);
+        json_kv_double(&w, "max", times[runs - 1]);
+        json_end_object(&w);
+    }
+    json_key(&w, "memory");
+    json_begin_object(&w);
+    json_kv_int(&w, "peak_bytes", oq_plan_peak_bytes(plan));
+    json_kv_int(&w, "total_bytes", oq_plan_total_bytes(plan));
+    json_end_object(&w);
+    json_end_object(&w);
+    int jr = json_finish(&w);
+    int rc = cli_output_close("run", &dst);
+    return jr == 0 ? rc : CLI_FAIL;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
@@ -282,6 +344,12 @@ int cmd_run(int argc, char **argv)
     memset(&gen, 0, sizeof gen);
     w.o = &o;
     w.d = &d;
+    const char *models[1] = {o.model};
+    if (o.json && cli_check_output("run", "--json", o.json, true, models, 1) != CLI_OK) {
+        rc = CLI_BAD;
+        goto done;
+    }
+    bool text = !cli_is_stdout(o.json); /* --json - : the JSON is the whole of stdout */
     rc = CLI_FAIL;
     m = cli_load_model(o.model, &st);
     if (!m) {
@@ -392,13 +460,15 @@ int cmd_run(int argc, char **argv)
         double mn, mx, mean;
         int64_t nf;
         const char *name = oq_plan_output_name(plan, i);
-        printf("%s: %s", name, oq_rt_tensor_describe(&out[i], desc, sizeof desc));
-        if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
-            printf(" min=%.6g max=%.6g mean=%.6g", mn, mx, mean);
-            if (nf)
-                printf(" nonfinite=%lld", (long long)nf);
+        if (text) {
+            printf("%s: %s", name, oq_rt_tensor_describe(&out[i], desc, sizeof desc));
+            if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
+                printf(" min=%.6g max=%.6g mean=%.6g", mn, mx, mean);
+                if (nf)
+                    printf(" nonfinite=%lld", (long long)nf);
+            }
+            printf("\n");
         }
-        printf("\n");
         if (o.out_dir) {
             char fn[512], path[4096];
             if (!safe_file_name(name, fn, sizeof fn)) {
@@ -419,14 +489,17 @@ int cmd_run(int argc, char **argv)
             }
         }
     }
-    if (o.time_runs > 0) {
-        qsort(times, (size_t)runs, sizeof(double), cmp_double);
+    qsort(times, (size_t)runs, sizeof(double), cmp_double);
+    if (o.json && write_json(&o, plan, out, n_out, times, runs) != CLI_OK)
+        goto done;
+    if (o.time_runs > 0 && text) {
         double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
         printf("time: median %.3f ms over %d runs (min %.3f, max %.3f), %d threads\n", med, runs,
                times[0], times[runs - 1], oq_plan_threads(plan));
     }
-    printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",
-           (long long)oq_plan_peak_bytes(plan), (long long)oq_plan_total_bytes(plan));
+    if (text)
+        printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",
+               (long long)oq_plan_peak_bytes(plan), (long long)oq_plan_total_bytes(plan));
     rc = CLI_OK;
 done:
     for (size_t i = 0; in && i < n_in; i++)

@@ -46,11 +46,13 @@ static void usage(FILE *f)
             "  --random N         N samples of random data (floats uniform in [0,1))\n"
             "  --seed S, --dim NAME=N   seed and symbolic sizes for --random\n"
             "  --json FILE        every number as JSON   --html FILE  one self-contained page\n"
+            "                     (FILE - : standard output, instead of the table)\n"
             "  --min-sqnr DB      exit 1 unless every output reaches DB\n"
             "  --top K            layers listed (worst first; default 10)\n"
             "  --threads N        worker threads per model (default: one per CPU)\n"
             "  --no-isolation     skip the isolated per-layer error (faster)\n"
-            "  --quiet            no table on the terminal\n\n"
+            "  --quiet            no table and no progress (progress: a self-updating line on\n"
+            "                     a terminal, a line every 10%% otherwise, on stderr)\n\n"
             "Exit: 0 ok (and --min-sqnr met), 1 --min-sqnr missed or the run failed, 2 bad\n"
             "input.\n",
             cli_image_options_help);
@@ -350,14 +352,14 @@ static bool rebin(const oq_verify_layer *L, double *lo, double *hi, uint64_t *ou
 static int write_json(const verify_opts *o, const oq_verify *v, const char *source,
                       const size_t *worst, size_t n_worst, int64_t rss, bool pass)
 {
-    FILE *f = fopen(o->json, "w");
-    if (!f) {
-        cli_error("verify", "cannot write %s", o->json);
+    cli_output dst;
+    if (cli_output_open("verify", &dst, o->json) != CLI_OK)
         return CLI_FAIL;
-    }
+    FILE *f = dst.f;
     json_writer w;
     json_init(&w, f, 1);
     json_begin_object(&w);
+    json_kv_int(&w, "version", 1);
     json_kv_string(&w, "float_model", o->fmodel);
     json_kv_string(&w, "quant_model", o->qmodel);
     json_kv_string(&w, "source", source);
@@ -476,7 +478,9 @@ static int write_json(const verify_opts *o, const oq_verify *v, const char *sour
     }
     json_end_object(&w);
     int jr = json_finish(&w);
-    if (fclose(f) != 0 || jr != 0) {
+    if (cli_output_close("verify", &dst) != CLI_OK)
+        return CLI_FAIL;
+    if (jr != 0) {
         cli_error("verify", "error writing %s", o->json);
         return CLI_FAIL;
     }
@@ -639,17 +643,16 @@ static void html_histogram(FILE *f, const oq_verify_layer *L)
 static int write_html(const verify_opts *o, const oq_verify *v, const char *source,
                       const size_t *worst, size_t n_worst, bool pass)
 {
-    FILE *f = fopen(o->html, "w");
-    if (!f) {
-        cli_error("verify", "cannot write %s", o->html);
-        return CLI_FAIL;
-    }
     size_t total = oq_verify_n_layers(v);
     bool *is_worst = calloc(total + 1, sizeof *is_worst);
-    if (!is_worst) {
-        fclose(f);
+    if (!is_worst)
+        return CLI_FAIL;
+    cli_output dst;
+    if (cli_output_open("verify", &dst, o->html) != CLI_OK) {
+        free(is_worst);
         return CLI_FAIL;
     }
+    FILE *f = dst.f;
     size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
     /* highlighted in the chart: the worst fifth of the layers, at most --top */
     size_t hl = n_worst / 5 ? n_worst / 5 : 1;
@@ -729,11 +732,7 @@ static int write_html(const verify_opts *o, const oq_verify *v, const char *sour
     }
     fputs("</div>\n</body></html>\n", f);
     free(is_worst);
-    if (fclose(f) != 0) {
-        cli_error("verify", "error writing %s", o->html);
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    return cli_output_close("verify", &dst);
 }
 
 /* ------------------------------------------------------------ main ---------- */
@@ -756,6 +755,22 @@ int cmd_verify(int argc, char **argv)
     cli_samples src;
     memset(&src, 0, sizeof src);
     char source[4200];
+    /* outputs checked before any work; "-" is standard output, and then the table
+     * stays off it (the JSON or HTML is the whole of standard output) */
+    const char *models[2] = {o.fmodel, o.qmodel};
+    if ((o.json && cli_check_output("verify", "--json", o.json, true, models, 2) != CLI_OK) ||
+        (o.html && cli_check_output("verify", "--html", o.html, true, models, 2) != CLI_OK) ||
+        (o.data_dir && cli_check_input_dir("verify", "--data", o.data_dir) != CLI_OK) ||
+        (o.images_dir && cli_check_input_dir("verify", "--calib-images", o.images_dir) != CLI_OK)) {
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (cli_is_stdout(o.json) && cli_is_stdout(o.html)) {
+        cli_error("verify", "--json - and --html - cannot both go to standard output");
+        rc = CLI_BAD;
+        goto done;
+    }
+    bool table_to_stdout = !o.quiet && !cli_is_stdout(o.json) && !cli_is_stdout(o.html);
     rc = CLI_FAIL;
     fm = cli_load_model(o.fmodel, &st);
     if (!fm) {
@@ -795,10 +810,17 @@ int cmd_verify(int argc, char **argv)
     in = calloc(n_in + 1, sizeof *in);
     if (!in)
         goto done;
+    oq_calib_progress_state ps; /* done/total, rate, time left on stderr (--quiet: none) */
+    memset(&ps, 0, sizeof ps);
+    ps.what = "verify";
+    if (!o.quiet)
+        oq_calib_progress_stderr(0, src.count, "", &ps);
     for (uint64_t k = 0; k < src.count; k++) {
         char name[4200];
-        st = cli_samples_load("verify", &src, k, fp, in, name, sizeof name);
+        st = cli_samples_load(&src, k, fp, in, name, sizeof name, &d);
         if (st != OQ_OK) {
+            oq_calib_progress_clear(&ps);
+            cli_print_diag(&d);
             rc = cli_exit_code(st);
             goto done;
         }
@@ -806,11 +828,14 @@ int cmd_verify(int argc, char **argv)
         for (size_t i = 0; i < n_in; i++)
             oq_rt_tensor_release(&in[i]);
         if (st != OQ_OK) {
+            oq_calib_progress_clear(&ps);
             fprintf(stderr, "onnxq verify: sample %s:\n", name);
             cli_print_diag(&d);
             rc = cli_exit_code(st);
             goto done;
         }
+        if (!o.quiet)
+            oq_calib_progress_stderr(k + 1, src.count, name, &ps);
     }
     cli_print_diag(&d); /* warnings */
     worst = worst_layers(v, &n_worst);
@@ -821,7 +846,7 @@ int cmd_verify(int argc, char **argv)
         for (size_t i = 0; i < oq_verify_n_outputs(v); i++)
             pass &= output_pass(oq_verify_output_at(v, i), o.min_sqnr);
     int64_t rss = peak_rss_bytes();
-    if (!o.quiet)
+    if (table_to_stdout)
         print_table(&o, v, source, worst, n_worst, rss);
     if (o.json && write_json(&o, v, source, worst, n_worst, rss, pass) != CLI_OK)
         goto done;
@@ -836,7 +861,7 @@ int cmd_verify(int argc, char **argv)
                                 "%.2f\n", out->name, fmt_db(oq_err_sqnr_db(&out->err), b, sizeof b),
                         o.min_sqnr);
         }
-        if (!o.quiet)
+        if (table_to_stdout)
             printf("min-sqnr %.2f dB: %s\n", o.min_sqnr, pass ? "met" : "NOT met");
     }
     rc = pass ? CLI_OK : CLI_FAIL;

@@ -15,7 +15,7 @@
 
 static void print_line(const char *line, void *user)
 {
-    (void)user;
+    oq_calib_progress_clear(user);
     fprintf(stderr, "onnxq quantize: fallback: %s\n", line);
 }
 
@@ -74,8 +74,15 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
         st = oq_diag_error(d, OQ_ERR_USAGE, "--fallback-search must be greedy or bisect (got \"%s\")", a->search);
         goto done;
     }
-    if (!a->quiet)
+    oq_calib_progress_state ps;
+    memset(&ps, 0, sizeof ps);
+    ps.what = "fallback: measuring";
+    if (!a->quiet) {
         o.log = print_line;
+        o.log_user = &ps;
+        o.progress = oq_calib_progress_stderr;
+        o.progress_user = &ps;
+    }
     st = oq_fallback_run(fm, m, src, &o, &r, d);
     if (st == OQ_OK) {
         *met = r.met;

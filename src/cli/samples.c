@@ -248,22 +248,19 @@ oq_status cli_samples_open_random(const char *cmd, cli_samples *s, uint64_t coun
     return opened(s, st, &d);
 }
 
-oq_status cli_samples_load(const char *cmd, cli_samples *s, uint64_t k, const oq_plan *p,
-                           oq_rt_tensor *in, char *name, size_t name_size)
+oq_status cli_samples_load(cli_samples *s, uint64_t k, const oq_plan *p, oq_rt_tensor *in,
+                           char *name, size_t name_size, oq_diag *d)
 {
     size_t n = oq_plan_n_inputs(p);
     memset(in, 0, n * sizeof *in);
-    oq_diag d;
-    oq_diag_init(&d);
-    oq_status st = oq_calib_source_sample(s->src, p, k, in, n, name, name_size, &d);
+    size_t before = d->count;
+    oq_status st = oq_calib_source_sample(s->src, p, k, in, n, name, name_size, d);
     if (st != OQ_OK) {
         for (size_t i = 0; i < n; i++)
             oq_rt_tensor_release(&in[i]);
-        if (d.count == 0)
-            cli_error(cmd, "sample %s: %s", name, oq_status_name(st));
-        cli_print_diag(&d);
+        if (d->count == before)
+            oq_diag_error(d, st, "sample %s: %s", name, oq_status_name(st));
     }
-    oq_diag_free(&d);
     return st == OQ_OK || st == OQ_ERR_NOMEM ? st : OQ_ERR_USAGE;
 }
 

@@ -64,8 +64,8 @@ oq_status cli_samples_open_images(const char *cmd, cli_samples *s, const char *d
 oq_status cli_samples_open_random(const char *cmd, cli_samples *s, uint64_t count,
                                   const cli_data_opts *o, bool require_dims);
 /* Fill in[0 .. n_inputs(p)) with sample k (owned tensors; release them) and its name.
- * Errors are printed (one line naming the file and the problem). */
-oq_status cli_samples_load(const char *cmd, cli_samples *s, uint64_t k, const oq_plan *p,
-                           oq_rt_tensor *in, char *name, size_t name_size);
+ * Errors go to d (one line naming the file and the problem); OQ_ERR_USAGE for bad data. */
+oq_status cli_samples_load(cli_samples *s, uint64_t k, const oq_plan *p, oq_rt_tensor *in,
+                           char *name, size_t name_size, oq_diag *d);
 void cli_samples_free(cli_samples *s);
 #endif

@@ -975,18 +975,20 @@ void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, 
 {
     oq_calib_progress_state *s = user;
     double t = now_s();
-    if (s->tty == 0) {
+    const char *what = s->what ? s->what : "calibrating";
+    if (s->tty == 0)
         s->tty = isatty(fileno(stderr)) ? 1 : 2;
+    (void)label;
+    if (done == 0 || s->start == 0) { /* a new round (calibration, one measurement) */
         s->start = t;
         s->last_print = 0;
         s->last_decile = -1;
+        if (done == 0)
+            return;
     }
     double el = t - s->start;
     double rate = el > 0 ? (double)done / el : 0;
-    double eta = rate > 0 ? (double)(total - done) / rate : 0;
-    (void)label;
-    if (done == 0)
-        return;
+    double eta = rate > 0 && total >= done ? (double)(total - done) / rate : 0;
     if (s->tty == 1) {
         if (done < total && t - s->last_print < 0.1)
             return;
@@ -997,19 +999,25 @@ void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, 
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = 0;
-        fprintf(stderr, "\rcalibrating [%s] %llu/%llu  %.1f samples/s  ETA %.0fs   ", bar,
+        fprintf(stderr, "\r%s [%s] %llu/%llu  %.1f/s  ETA %.0fs\033[K", what, bar,
                 (unsigned long long)done, (unsigned long long)total, rate, eta);
         if (done == total)
             fputc('\n', stderr);
         fflush(stderr);
     } else {
         int dec = total ? (int)(10 * done / total) : 10;
-        if (dec == s->last_decile && done != total)
-            return;
         if (dec == s->last_decile)
             return;
         s->last_decile = dec;
-        fprintf(stderr, "calibrating: %llu/%llu samples, %.1f samples/s, %.0fs left\n",
-                (unsigned long long)done, (unsigned long long)total, rate, eta);
+        fprintf(stderr, "%s: %llu/%llu, %.1f/s, %.0fs left\n", what, (unsigned long long)done,
+                (unsigned long long)total, rate, eta);
+    }
+}
+
+void oq_calib_progress_clear(oq_calib_progress_state *s)
+{
+    if (s->tty == 1 && s->last_print > 0) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
     }
 }
