@@ -520,19 +520,41 @@ static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
     return OQ_OK;
 }
 
+/* A random source left a symbolic dimension at its default (1, or height/width). */
+static bool defaulted_dims(const oq_calib_source *s, const oq_plan *p)
+{
+    if (s->kind != SRC_RANDOM)
+        return false;
+    for (size_t i = 0; i < oq_plan_n_inputs(p); i++) {
+        size_t rank = 0;
+        int64_t dims[OQ_RT_MAX_RANK];
+        bool has = false;
+        oq_plan_input_info(p, i, &rank, dims, &has);
+        for (size_t j = 0; has && j < rank; j++) {
+            const char *sym = dims[j] < 0 ? oq_plan_input_dim_name(p, i, j) : NULL;
+            bool set = false;
+            for (size_t k = 0; sym && k < s->n_dims && !set; k++)
+                set = strcmp(s->dim_names[k], sym) == 0;
+            if (dims[j] < 0 && !set)
+                return true;
+        }
+    }
+    return false;
+}
+
 /* The executor's error names the tensor, not the sample: put "sample X: " in front of
  * the last error recorded since entry `from` (one line that says both, not two). */
-static void name_sample(oq_diag *d, size_t from, const char *label)
+static void name_sample(oq_diag *d, size_t from, const char *label, const char *hint)
 {
     for (size_t i = d ? d->count : 0; i-- > from;) {
         oq_diag_entry *e = &d->entries[i];
         if (e->severity != OQ_SEV_ERROR)
             continue;
-        size_t n = strlen(label) + strlen(e->message) + 16;
+        size_t n = strlen(label) + strlen(e->message) + strlen(hint) + 16;
         char *m = malloc(n);
         if (!m)
             return;
-        snprintf(m, n, "sample %s: %s", label, e->message);
+        snprintf(m, n, "%s%s: %s%s", strncmp(label, "random", 6) == 0 ? "" : "sample ", label, e->message, hint);
         free(e->message);
         e->message = m;
         return;
@@ -722,7 +744,8 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
         for (size_t i = 0; i < n_out; i++)
             oq_rt_tensor_release(&outs[i]);
         if (rs != OQ_OK) {
-            name_sample(d, errs_before, label);
+            name_sample(d, errs_before, label, defaulted_dims(src, plan) ? " (generated data: symbolic "
+                                                   "dimensions without --dim NAME=N are 1)" : "");
             st = rs;
             goto done;
         }
