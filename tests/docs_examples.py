@@ -34,7 +34,7 @@ EXAMPLES = [
     ("docs/quantize.md", "-o r.onnx --calib-random 8 --quiet"),
     ("docs/quantize.md", "--calib models/calib --print-config\n"),
     ("docs/quantize.md", "-o nodir/q.onnx"),
-    ("docs/quantize.md", "grep -A6 '\"name\": \"insert-qdq\"'"),
+    ("docs/quantize.md", "grep -A7 '\"name\": \"insert-qdq\"'"),
     ("docs/data.md", "--calib models/calib/sample_000/image.npy"),
     ("docs/data.md", "mkdir flat"),
     ("docs/data.md", "onnxq run ints.onnx"),

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "cli/report.h"
 
 static void usage(FILE *f)
 {
@@ -24,34 +24,28 @@ static const char *sev_name(oq_severity s)
 static int write_json(const char *json, const char *path, const oq_model *m, oq_status st,
                       const oq_diag *d)
 {
-    cli_output dst;
-    if (cli_output_open("check", &dst, json) != CLI_OK)
+    cli_report rep;
+    if (cli_report_open(&rep, "check", json, 2) != CLI_OK)
         return CLI_FAIL;
-    json_writer w;
-    json_init(&w, dst.f, 2);
-    json_begin_object(&w);
-    json_kv_int(&w, "version", 1);
-    json_kv_string(&w, "file", path);
-    json_kv_bool(&w, "ok", st == OQ_OK);
-    json_kv_string(&w, "status", oq_status_name(st));
+    json_writer *w = &rep.w;
+    json_kv_string(w, "file", path);
+    json_kv_bool(w, "ok", st == OQ_OK);
+    json_kv_string(w, "status", oq_status_name(st));
     if (m && m->graph)
-        json_kv_int(&w, "nodes", (int64_t)m->graph->n_nodes);
-    json_key(&w, "problems");
-    json_begin_array(&w);
+        json_kv_int(w, "nodes", (int64_t)m->graph->n_nodes);
+    json_key(w, "problems");
+    json_begin_array(w);
     for (size_t i = 0; i < d->count; i++) {
         const oq_diag_entry *e = &d->entries[i];
-        json_begin_object(&w);
-        json_kv_string(&w, "severity", sev_name(e->severity));
-        json_kv_string(&w, "node", e->node);
-        json_kv_string(&w, "op", e->op);
-        json_kv_string(&w, "message", e->message);
-        json_end_object(&w);
+        json_begin_object(w);
+        json_kv_string(w, "severity", sev_name(e->severity));
+        json_kv_string(w, "node", e->node);
+        json_kv_string(w, "op", e->op);
+        json_kv_string(w, "message", e->message);
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_end_object(&w);
-    int jr = json_finish(&w);
-    int rc = cli_output_close("check", &dst);
-    return jr == 0 ? rc : CLI_FAIL;
+    json_end_array(w);
+    return cli_report_close(&rep);
 }
 
 int cmd_check(int argc, char **argv)

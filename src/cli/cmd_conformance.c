@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "cli/report.h"
 #include "onnxq/calib.h"
 #include "onnxq/exec.h"
 #include "onnxq/tensor_io.h"
@@ -420,42 +420,13 @@ int cmd_conformance(int argc, char **argv)
     }
     if (json && cli_check_output("conformance", "--json", json, true, NULL, 0) != CLI_OK)
         return CLI_BAD;
+    /* the folders (options and their values skipped), counted first for the progress */
+    const char **dirs = calloc((size_t)argc, sizeof *dirs);
+    size_t n_dirs = 0;
+    if (!dirs)
+        return CLI_FAIL;
     conf_count c;
     memset(&c, 0, sizeof c);
-    c.text = !cli_is_stdout(json);
-    c.ps.what = "conformance";
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = first; i < argc; i++) {
-            if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--json") == 0) {
-                i++;
-                continue;
-            }
-            if (argv[i][0] == '-')
-                continue;
-            if (!is_dir(argv[i])) {
-                cli_error("conformance", "%s is not a folder", argv[i]);
-                return CLI_BAD;
-            }
-            if (pass == 0)
-                c.total += count_cases(argv[i], 0);
-        }
-    c.progress = !no_progress;
-    cli_output dst;
-    json_writer w;
-    if (json) {
-        if (cli_output_open("conformance", &dst, json) != CLI_OK)
-            return CLI_FAIL;
-        json_init(&w, dst.f, 1);
-        json_begin_object(&w);
-        json_kv_int(&w, "version", 1);
-        json_kv_double(&w, "rtol", o.rtol);
-        json_kv_double(&w, "atol", o.atol);
-        json_key(&w, "cases");
-        json_begin_array(&w);
-        c.json = &w;
-    }
-    if (c.progress)
-        oq_calib_progress_stderr(0, c.total, "", &c.ps);
     for (int i = first; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--json") == 0) {
             i++;
@@ -463,21 +434,45 @@ int cmd_conformance(int argc, char **argv)
         }
         if (argv[i][0] == '-')
             continue;
-        visit(argv[i], &o, &c);
+        if (!is_dir(argv[i])) {
+            cli_error("conformance", "%s is not a folder", argv[i]);
+            free(dirs);
+            return CLI_BAD;
+        }
+        dirs[n_dirs++] = argv[i];
+        c.total += count_cases(argv[i], 0);
     }
+    c.text = !cli_is_stdout(json);
+    c.ps.what = "conformance";
+    c.progress = !no_progress;
+    cli_report rep;
+    if (json) {
+        if (cli_report_open(&rep, "conformance", json, 1) != CLI_OK) {
+            free(dirs);
+            return CLI_FAIL;
+        }
+        json_kv_double(&rep.w, "rtol", o.rtol);
+        json_kv_double(&rep.w, "atol", o.atol);
+        json_key(&rep.w, "cases");
+        json_begin_array(&rep.w);
+        c.json = &rep.w;
+    }
+    if (c.progress)
+        oq_calib_progress_stderr(0, c.total, "", &c.ps);
+    for (size_t k = 0; k < n_dirs; k++)
+        visit(dirs[k], &o, &c);
+    free(dirs);
     if (c.text)
         printf("%zu passed, %zu failed, %zu unsupported\n", c.pass, c.fail, c.unsupported);
     if (json) {
-        json_end_array(&w);
-        json_key(&w, "passed");
-        json_uint(&w, c.pass);
-        json_key(&w, "failed");
-        json_uint(&w, c.fail);
-        json_key(&w, "unsupported");
-        json_uint(&w, c.unsupported);
-        json_end_object(&w);
-        int jr = json_finish(&w);
-        if (cli_output_close("conformance", &dst) != CLI_OK || jr != 0)
+        json_end_array(&rep.w);
+        json_key(&rep.w, "passed");
+        json_uint(&rep.w, c.pass);
+        json_key(&rep.w, "failed");
+        json_uint(&rep.w, c.fail);
+        json_key(&rep.w, "unsupported");
+        json_uint(&rep.w, c.unsupported);
+        if (cli_report_close(&rep) != CLI_OK)
             return CLI_FAIL;
     }
     return c.fail ? CLI_FAIL : CLI_OK;

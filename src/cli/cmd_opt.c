@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "cli/report.h"
 #include "onnxq/pass.h"
 
 static void help(FILE *f)
@@ -161,6 +161,7 @@ typedef struct opt_ctx {
     oq_pass_result *results;
     char **labels;
     size_t ran;
+    cli_pass_log log;         /* --json */
 } opt_ctx;
 
 static bool name_matches(const char *want, const char *name)
@@ -187,6 +188,7 @@ static void after_pass(const oq_pass_event *ev, oq_model *m, void *user)
         c->results[ev->index] = *ev->result;
         c->ran = ev->index + 1;
     }
+    cli_pass_log_after_pass(ev, m, &c->log);
     if (ev->status == OQ_OK && name_matches(c->print_after, ev->pass->name)) {
         printf("; ---- after pass #%zu %s (%s) ----\n", ev->index + 1, ev->pass->name,
                ev->result->changed ? "changed" : "unchanged");
@@ -213,43 +215,17 @@ static void print_caret(const char *pipeline, size_t pos)
 
 /* --json: one object, schema version 1 (docs/opt.md) */
 static int write_json(const char *path, const char *in, const char *out, const char *pipeline,
-                      const opt_ctx *c, const oq_pipeline *pl, oq_status st)
+                      const cli_pass_log *log, oq_status st)
 {
-    cli_output dst;
-    if (cli_output_open("opt", &dst, path) != CLI_OK)
+    cli_report rep;
+    if (cli_report_open(&rep, "opt", path, 2) != CLI_OK)
         return CLI_FAIL;
-    json_writer w;
-    json_init(&w, dst.f, 2);
-    json_begin_object(&w);
-    json_kv_int(&w, "version", 1);
-    json_kv_string(&w, "input", in);
-    json_kv_string(&w, "output", st == OQ_OK ? out : NULL);
-    json_kv_string(&w, "pipeline", pipeline);
-    json_kv_string(&w, "status", oq_status_name(st));
-    double total = 0;
-    json_key(&w, "passes");
-    json_begin_array(&w);
-    for (size_t i = 0; i < c->ran; i++) {
-        const oq_pass_result *r = &c->results[i];
-        total += c->secs[i];
-        json_begin_object(&w);
-        json_kv_string(&w, "name", oq_pipeline_pass(pl, i)->name);
-        json_kv_bool(&w, "changed", r->changed);
-        json_kv_int(&w, "iterations", c->iters[i]);
-        json_kv_double(&w, "seconds", c->secs[i]);
-        json_key(&w, "stats");
-        json_begin_object(&w);
-        for (size_t k = 0; k < r->n_stats; k++)
-            json_kv_int(&w, r->stats[k].name, r->stats[k].value);
-        json_end_object(&w);
-        json_end_object(&w);
-    }
-    json_end_array(&w);
-    json_kv_double(&w, "seconds", total);
-    json_end_object(&w);
-    int jr = json_finish(&w);
-    int rc = cli_output_close("opt", &dst);
-    return jr == 0 ? rc : CLI_FAIL;
+    json_kv_string(&rep.w, "input", in);
+    json_kv_string(&rep.w, "output", st == OQ_OK ? out : NULL);
+    json_kv_string(&rep.w, "pipeline", pipeline);
+    json_kv_string(&rep.w, "status", oq_status_name(st));
+    cli_report_passes(&rep.w, log);
+    return cli_report_close(&rep);
 }
 
 int cmd_opt(int argc, char **argv)
@@ -417,7 +393,7 @@ int cmd_opt(int argc, char **argv)
         rc = st == OQ_ERR_USAGE || st == OQ_ERR_UNSUPPORTED ? CLI_BAD : CLI_FAIL;
     }
     cli_print_diag(&d);
-    if (json && write_json(json, in, out, pipeline, &c, pl, st) != CLI_OK && rc == CLI_OK)
+    if (json && write_json(json, in, out, pipeline, &c.log, st) != CLI_OK && rc == CLI_OK)
         rc = CLI_FAIL;
 done:
     oq_diag_free(&d);

@@ -661,8 +661,8 @@ int cmd_quantize(int argc, char **argv)
     }
     oq_pipeline_run_options ro = {0};
     memset(&report, 0, sizeof report);
-    ro.after_pass = cli_qreport_after_pass;
-    ro.user = &report;
+    ro.after_pass = cli_pass_log_after_pass;
+    ro.user = &report.passes;
     st = oq_pipeline_run(pl, m, &ro, &d);
     if (st == OQ_OK) {
         oq_diag cd;

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "cli/report.h"
 #include "cli/samples.h"
 #include "onnxq/exec.h"
 #include "onnxq/tensor_io.h"
@@ -268,56 +268,50 @@ static void on_tensor(const oq_node *node, size_t idx, const oq_rt_tensor *t, vo
 static int write_json(const run_opts *o, const oq_plan *plan, const oq_rt_tensor *out, size_t n_out,
                       const double *times, int runs)
 {
-    cli_output dst;
-    if (cli_output_open("run", &dst, o->json) != CLI_OK)
+    cli_report rep;
+    if (cli_report_open(&rep, "run", o->json, 2) != CLI_OK)
         return CLI_FAIL;
-    json_writer w;
-    json_init(&w, dst.f, 2);
-    json_begin_object(&w);
-    json_kv_int(&w, "version", 1);
-    json_kv_string(&w, "model", o->model);
-    json_kv_int(&w, "threads", oq_plan_threads(plan));
-    json_key(&w, "outputs");
-    json_begin_array(&w);
+    json_writer *w = &rep.w;
+    json_kv_string(w, "model", o->model);
+    json_kv_int(w, "threads", oq_plan_threads(plan));
+    json_key(w, "outputs");
+    json_begin_array(w);
     for (size_t i = 0; i < n_out; i++) {
         double mn, mx, mean;
         int64_t nf = 0;
-        json_begin_object(&w);
-        json_kv_string(&w, "name", oq_plan_output_name(plan, i));
-        json_kv_string(&w, "dtype", oq_dtype_name(out[i].dtype));
-        json_key(&w, "shape");
-        json_begin_array_inline(&w);
+        json_begin_object(w);
+        json_kv_string(w, "name", oq_plan_output_name(plan, i));
+        json_kv_string(w, "dtype", oq_dtype_name(out[i].dtype));
+        json_key(w, "shape");
+        json_begin_array_inline(w);
         for (size_t j = 0; j < out[i].rank && out[i].rank <= OQ_RT_MAX_RANK; j++)
-            json_int(&w, out[i].dims[j]);
-        json_end_array(&w);
+            json_int(w, out[i].dims[j]);
+        json_end_array(w);
         if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
-            json_kv_double(&w, "min", mn);
-            json_kv_double(&w, "max", mx);
-            json_kv_double(&w, "mean", mean);
+            json_kv_double(w, "min", mn);
+            json_kv_double(w, "max", mx);
+            json_kv_double(w, "mean", mean);
         }
-        json_kv_int(&w, "nonfinite", nf);
-        json_end_object(&w);
+        json_kv_int(w, "nonfinite", nf);
+        json_end_object(w);
     }
-    json_end_array(&w);
+    json_end_array(w);
     if (o->time_runs > 0) {
         double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
-        json_key(&w, "time_ms");
-        json_begin_object(&w);
-        json_kv_int(&w, "runs", runs);
-        json_kv_double(&w, "median", med);
-        json_kv_double(&w, "min", times[0]);
-        json_kv_double(&w, "max", times[runs - 1]);
-        json_end_object(&w);
+        json_key(w, "time_ms");
+        json_begin_object(w);
+        json_kv_int(w, "runs", runs);
+        json_kv_double(w, "median", med);
+        json_kv_double(w, "min", times[0]);
+        json_kv_double(w, "max", times[runs - 1]);
+        json_end_object(w);
     }
-    json_key(&w, "memory");
-    json_begin_object(&w);
-    json_kv_int(&w, "peak_bytes", oq_plan_peak_bytes(plan));
-    json_kv_int(&w, "total_bytes", oq_plan_total_bytes(plan));
-    json_end_object(&w);
-    json_end_object(&w);
-    int jr = json_finish(&w);
-    int rc = cli_output_close("run", &dst);
-    return jr == 0 ? rc : CLI_FAIL;
+    json_key(w, "memory");
+    json_begin_object(w);
+    json_kv_int(w, "peak_bytes", oq_plan_peak_bytes(plan));
+    json_kv_int(w, "total_bytes", oq_plan_total_bytes(plan));
+    json_end_object(w);
+    return cli_report_close(&rep);
 }
 
 int cmd_run(int argc, char **argv)

@@ -6,7 +6,7 @@
 #include <sys/resource.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "cli/report.h"
 #include "cli/samples.h"
 #include "onnxq/verify.h"
 
@@ -352,139 +352,127 @@ static bool rebin(const oq_verify_layer *L, double *lo, double *hi, uint64_t *ou
 static int write_json(const verify_opts *o, const oq_verify *v, const char *source,
                       const size_t *worst, size_t n_worst, int64_t rss, bool pass)
 {
-    cli_output dst;
-    if (cli_output_open("verify", &dst, o->json) != CLI_OK)
+    cli_report rep;
+    if (cli_report_open(&rep, "verify", o->json, 1) != CLI_OK)
         return CLI_FAIL;
-    FILE *f = dst.f;
-    json_writer w;
-    json_init(&w, f, 1);
-    json_begin_object(&w);
-    json_kv_int(&w, "version", 1);
-    json_kv_string(&w, "float_model", o->fmodel);
-    json_kv_string(&w, "quant_model", o->qmodel);
-    json_kv_string(&w, "source", source);
-    json_key(&w, "samples");
-    json_uint(&w, oq_verify_n_samples(v));
-    json_kv_bool(&w, "isolation", oq_verify_has_isolation(v));
-    json_key(&w, "outputs");
-    json_begin_array(&w);
+    json_writer *w = &rep.w;
+    json_kv_string(w, "float_model", o->fmodel);
+    json_kv_string(w, "quant_model", o->qmodel);
+    json_kv_string(w, "source", source);
+    json_key(w, "samples");
+    json_uint(w, oq_verify_n_samples(v));
+    json_kv_bool(w, "isolation", oq_verify_has_isolation(v));
+    json_key(w, "outputs");
+    json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
         const oq_verify_output *out = oq_verify_output_at(v, i);
-        json_begin_object(&w);
-        json_kv_string(&w, "name", out->name);
-        json_key(&w, "shape");
-        json_begin_array_inline(&w);
+        json_begin_object(w);
+        json_kv_string(w, "name", out->name);
+        json_key(w, "shape");
+        json_begin_array_inline(w);
         for (size_t j = 0; j < out->rank; j++)
-            json_int(&w, out->dims[j]);
-        json_end_array(&w);
-        json_err(&w, "error", &out->err);
-        json_kv_bool(&w, "class_scores", out->class_scores);
+            json_int(w, out->dims[j]);
+        json_end_array(w);
+        json_err(w, "error", &out->err);
+        json_kv_bool(w, "class_scores", out->class_scores);
         if (out->class_scores) {
-            json_key(&w, "rows");
-            json_uint(&w, out->rows);
-            json_kv_int(&w, "k", out->topk);
-            json_kv_double(&w, "top1_agreement",
+            json_key(w, "rows");
+            json_uint(w, out->rows);
+            json_kv_int(w, "k", out->topk);
+            json_kv_double(w, "top1_agreement",
                            out->rows ? (double)out->top1_agree / (double)out->rows : NAN);
-            json_kv_double(&w, "topk_agreement",
+            json_kv_double(w, "topk_agreement",
                            out->rows ? (double)out->topk_agree / (double)out->rows : NAN);
         }
         if (o->has_min)
-            json_kv_bool(&w, "meets_min_sqnr", output_pass(out, o->min_sqnr));
-        json_end_object(&w);
+            json_kv_bool(w, "meets_min_sqnr", output_pass(out, o->min_sqnr));
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_key(&w, "layers");
-    json_begin_array(&w);
+    json_end_array(w);
+    json_key(w, "layers");
+    json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
         const oq_verify_layer *L = oq_verify_layer_at(v, i);
         if (!layer_compared(L))
             continue;
-        json_begin_object(&w);
-        json_kv_string(&w, "tensor", L->name);
-        json_kv_string(&w, "node", L->node);
-        json_kv_string(&w, "op_type", L->op_type);
-        json_kv_int(&w, "graph_order", (int64_t)L->order);
-        json_kv_bool(&w, "quantized", L->quantized);
+        json_begin_object(w);
+        json_kv_string(w, "tensor", L->name);
+        json_kv_string(w, "node", L->node);
+        json_kv_string(w, "op_type", L->op_type);
+        json_kv_int(w, "graph_order", (int64_t)L->order);
+        json_kv_bool(w, "quantized", L->quantized);
         if (L->has_qrange) {
-            json_key(&w, "scale");
-            json_float(&w, L->scale);
-            json_kv_int(&w, "zero_point", L->zero_point);
-            json_kv_string(&w, "qtype", oq_dtype_name(L->qdtype));
-            json_key(&w, "quant_range");
-            json_begin_array_inline(&w);
-            json_double(&w, L->qmin);
-            json_double(&w, L->qmax);
-            json_end_array(&w);
-            json_kv_double(&w, "clipped_fraction",
+            json_key(w, "scale");
+            json_float(w, L->scale);
+            json_kv_int(w, "zero_point", L->zero_point);
+            json_kv_string(w, "qtype", oq_dtype_name(L->qdtype));
+            json_key(w, "quant_range");
+            json_begin_array_inline(w);
+            json_double(w, L->qmin);
+            json_double(w, L->qmax);
+            json_end_array(w);
+            json_kv_double(w, "clipped_fraction",
                            L->obs.count ? L->clipped / (double)L->obs.count : NAN);
         }
         float mn, mx;
         if (oq_observer_minmax(&L->obs, &mn, &mx)) {
-            json_key(&w, "float_range");
-            json_begin_array_inline(&w);
-            json_float(&w, mn);
-            json_float(&w, mx);
-            json_end_array(&w);
+            json_key(w, "float_range");
+            json_begin_array_inline(w);
+            json_float(w, mn);
+            json_float(w, mx);
+            json_end_array(w);
         }
         if (L->has_qrange)
-            json_err(&w, "output_qdq", &L->own);
-        json_err(&w, "accumulated", &L->acc);
+            json_err(w, "output_qdq", &L->own);
+        json_err(w, "accumulated", &L->acc);
         if (L->has_iso)
-            json_err(&w, "isolated", &L->iso);
-        json_kv_bool(&w, "shape_mismatch", L->shape_mismatch);
+            json_err(w, "isolated", &L->iso);
+        json_kv_bool(w, "shape_mismatch", L->shape_mismatch);
         uint64_t counts[HTML_BINS];
         double lo, hi;
         if (rebin(L, &lo, &hi, counts, HTML_BINS)) {
-            json_key(&w, "histogram");
-            json_begin_object(&w);
-            json_kv_double(&w, "lo", lo);
-            json_kv_double(&w, "hi", hi);
-            json_key(&w, "counts");
-            json_begin_array_inline(&w);
+            json_key(w, "histogram");
+            json_begin_object(w);
+            json_kv_double(w, "lo", lo);
+            json_kv_double(w, "hi", hi);
+            json_key(w, "counts");
+            json_begin_array_inline(w);
             for (int k = 0; k < HTML_BINS; k++)
-                json_uint(&w, counts[k]);
-            json_end_array(&w);
-            json_end_object(&w);
+                json_uint(w, counts[k]);
+            json_end_array(w);
+            json_end_object(w);
         }
-        json_end_object(&w);
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_key(&w, "worst_layers");
-    json_begin_array(&w);
+    json_end_array(w);
+    json_key(w, "worst_layers");
+    json_begin_array(w);
     for (size_t r = 0; r < n_worst && r < (size_t)o->top; r++)
-        json_string(&w, oq_verify_layer_at(v, worst[r])->name);
-    json_end_array(&w);
-    json_key(&w, "weights");
-    json_begin_array(&w);
+        json_string(w, oq_verify_layer_at(v, worst[r])->name);
+    json_end_array(w);
+    json_key(w, "weights");
+    json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_weights(v); i++) {
         const oq_verify_weight *wt = oq_verify_weight_at(v, i);
-        json_begin_object(&w);
-        json_kv_string(&w, "name", wt->name);
-        json_kv_string(&w, "consumer_op", wt->consumer_op);
-        json_kv_bool(&w, "per_channel", wt->per_channel);
-        json_kv_int(&w, "channels", wt->channels);
-        json_err(&w, "error", &wt->err);
-        json_end_object(&w);
+        json_begin_object(w);
+        json_kv_string(w, "name", wt->name);
+        json_kv_string(w, "consumer_op", wt->consumer_op);
+        json_kv_bool(w, "per_channel", wt->per_channel);
+        json_kv_int(w, "channels", wt->channels);
+        json_err(w, "error", &wt->err);
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_key(&w, "memory");
-    json_begin_object(&w);
-    json_kv_int(&w, "peak_rss_bytes", rss);
-    json_kv_int(&w, "float_tensors_held_bytes", oq_verify_peak_store_bytes(v));
-    json_end_object(&w);
+    json_end_array(w);
+    json_key(w, "memory");
+    json_begin_object(w);
+    json_kv_int(w, "peak_rss_bytes", rss);
+    json_kv_int(w, "float_tensors_held_bytes", oq_verify_peak_store_bytes(v));
+    json_end_object(w);
     if (o->has_min) {
-        json_kv_double(&w, "min_sqnr_db", o->min_sqnr);
-        json_kv_bool(&w, "pass", pass);
+        json_kv_double(w, "min_sqnr_db", o->min_sqnr);
+        json_kv_bool(w, "pass", pass);
     }
-    json_end_object(&w);
-    int jr = json_finish(&w);
-    if (cli_output_close("verify", &dst) != CLI_OK)
-        return CLI_FAIL;
-    if (jr != 0) {
-        cli_error("verify", "error writing %s", o->json);
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    return cli_report_close(&rep);
 }
 
 /* ------------------------------------------------------------ HTML ---------- */
