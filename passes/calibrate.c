@@ -68,36 +68,6 @@ static bool want_value(const oq_value *v, void *user)
     return false;
 }
 
-/* "NAME=N,NAME=N": symbolic dimension sizes (dims) or fixed input values (values) */
-static oq_status apply_names(oq_calib_source *src, const char *list, bool dims, oq_diag *d)
-{
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        char item[512];
-        const char *eq = memchr(p, '=', n);
-        if (!eq || eq == p || n >= sizeof item)
-            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: %s wants NAME=%s,..., got \"%s\"",
-                                 dims ? "dims" : "values", dims ? "N" : "V", list);
-        memcpy(item, p, n);
-        item[n] = 0;
-        item[eq - p] = 0;
-        char *end;
-        double v = strtod(item + (eq - p) + 1, &end);
-        if (*end || end == item + (eq - p) + 1)
-            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: %s: \"%s\" is not a number", item,
-                                 item + (eq - p) + 1);
-        oq_status st = dims ? oq_calib_source_set_dim(src, item, (int64_t)v, d)
-                            : oq_calib_source_set_value(src, item, v, d);
-        if (st != OQ_OK)
-            return st;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return OQ_OK;
-}
-
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
     const char *data = oq_pass_opt_string(opts, "data", "");
@@ -185,9 +155,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         st = oq_calib_source_random((uint64_t)nrand, (uint64_t)oq_pass_opt_int(opts, "seed", 1), h, w, &src, d);
     }
     if (st == OQ_OK)
-        st = apply_names(src, oq_pass_opt_string(opts, "dims", ""), true, d);
+        st = oq_calib_source_set_dims(src, oq_pass_opt_string(opts, "dims", ""), d);
     if (st == OQ_OK)
-        st = apply_names(src, oq_pass_opt_string(opts, "values", ""), false, d);
+        st = oq_calib_source_set_values(src, oq_pass_opt_string(opts, "values", ""), d);
     if (st != OQ_OK) {
         oq_calib_source_free(src);
         return st;

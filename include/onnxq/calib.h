@@ -76,6 +76,10 @@ oq_status oq_calib_source_set_dim(oq_calib_source *s, const char *name, int64_t 
  * random data; in a folder source, it also stands in for a missing file of that input
  * (e.g. silero VAD's int64 sample rate "sr" = 16000). */
 oq_status oq_calib_source_set_value(oq_calib_source *s, const char *input, double v, oq_diag *d);
+/* The same from text: "NAME=N,NAME=N" (sizes) and "NAME=V,NAME=V" (values); "" sets
+ * nothing. A malformed list is OQ_ERR_USAGE naming the item. */
+oq_status oq_calib_source_set_dims(oq_calib_source *s, const char *list, oq_diag *d);
+oq_status oq_calib_source_set_values(oq_calib_source *s, const char *list, oq_diag *d);
 /* Generated data: a symbolic dimension without oq_calib_source_set_dim is an error
  * naming it (instead of 1). */
 void oq_calib_source_require_dims(oq_calib_source *s, bool on);

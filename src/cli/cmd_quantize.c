@@ -679,7 +679,7 @@ int cmd_quantize(int argc, char **argv)
     if (st == OQ_OK && fallback) {
         cli_fallback_args fa = {in, fb.target_sqnr_db, fb.max_fallback, fb.eval, c.calib, c.calib_images, c.size,
                                 c.mean, c.std, c.layout, c.bgr, c.scale, c.calib_random, c.seed, c.max_samples,
-                                c.threads, quiet, fb.search, c.grey, &data};
+                                c.threads, quiet, fb.search, c.grey, c.dims, c.input_values};
         st = cli_quantize_fallback(&fa, m, &fallback_met, &d);
     }
     if (st == OQ_OK) {

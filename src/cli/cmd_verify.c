@@ -32,7 +32,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: onnxq verify FLOAT QUANT [--data DIR | --calib-images DIR [image options]\n"
-            "                    | --random N [--seed S] [--dim NAME=N]...] [--json FILE]\n"
+            "                    | --random N [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
+            "                    [--json FILE|-]\n"
             "                    [--html FILE] [--min-sqnr DB] [--top K] [--threads N]\n\n"
             "Run the float model and its quantized version on the same samples and report,\n"
             "per graph output, SQNR (dB), cosine similarity, max and mean absolute error and\n"
@@ -40,11 +41,12 @@ static void usage(FILE *f)
             "accumulated error and the isolated error of the layer alone, with the range\n"
             "the quantizer chose against the range seen in the float model.\n\n"
             "  --data DIR         one sub-folder per sample with <input name>.npy|.pb or\n"
-            "                     input_N.pb (a folder without sub-folders is one sample)\n"
+            "                     input_N.pb, one test_data_set folder, or a flat folder of\n"
+            "                     .npy/.pb files (one sample each); docs/data.md\n"
             "  --calib-images DIR PNG/JPEG files, one sample each (single-input models):\n"
             "%s"
-            "  --random N         N samples of random data (floats uniform in [0,1))\n"
-            "  --seed S, --dim NAME=N   seed and symbolic sizes for --random\n"
+            "  --random N         N samples of generated data (any dtype; docs/data.md)\n"
+            "%s"
             "  --json FILE        every number as JSON   --html FILE  one self-contained page\n"
             "                     (FILE - : standard output, instead of the table)\n"
             "  --min-sqnr DB      exit 1 unless every output reaches DB\n"
@@ -55,7 +57,7 @@ static void usage(FILE *f)
             "                     a terminal, a line every 10%% otherwise, on stderr)\n\n"
             "Exit: 0 ok (and --min-sqnr met), 1 --min-sqnr missed or the run failed, 2 bad\n"
             "input.\n",
-            cli_image_options_help);
+            cli_image_options_help, cli_data_options_help);
 }
 
 static int parse(int argc, char **argv, verify_opts *o)

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/samples.h"
 #include "onnxq/calib.h"
 #include "onnxq/fallback.h"
 
@@ -51,8 +50,10 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
     } else {
         return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr needs data: --eval DIR or calibration data");
     }
-    if (st == OQ_OK && a->data)
-        st = cli_data_apply(a->data, src, d);
+    if (st == OQ_OK)
+        st = oq_calib_source_set_dims(src, a->dims, d);
+    if (st == OQ_OK)
+        st = oq_calib_source_set_values(src, a->values, d);
     if (st != OQ_OK) {
         oq_calib_source_free(src);
         return st;

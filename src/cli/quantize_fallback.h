@@ -19,7 +19,7 @@ typedef struct cli_fallback_args {
     bool quiet;
     const char *search;                /* --fallback-search greedy|bisect (NULL: greedy) */
     bool grey;                         /* --grey */
-    const struct cli_data_opts *data;  /* --dim, --input-value (may be NULL) */
+    const char *dims, *values;         /* --dim, --input-value as NAME=N,... (may be NULL) */
 } cli_fallback_args;
 
 /* Run the fallback on the quantized model m (edited in place); prints the steps; *met: target reached. */

@@ -287,6 +287,46 @@ oq_status oq_calib_source_set_value(oq_calib_source *s, const char *input, doubl
     return OQ_OK;
 }
 
+/* "NAME=N,NAME=N": symbolic dimension sizes (dims) or fixed input values (values) */
+static oq_status set_list(oq_calib_source *src, const char *list, bool dims, oq_diag *d)
+{
+    for (const char *p = list ? list : ""; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char item[512];
+        const char *eq = memchr(p, '=', n);
+        if (!eq || eq == p || n >= sizeof item)
+            return oq_diag_error(d, OQ_ERR_USAGE, "%s wants NAME=%s,..., got \"%s\"", dims ? "dims" : "values",
+                                 dims ? "N" : "V", list);
+        memcpy(item, p, n);
+        item[n] = 0;
+        item[eq - p] = 0;
+        const char *num = item + (eq - p) + 1;
+        char *end;
+        double v = strtod(num, &end);
+        if (*end || end == num || (dims && (v < 0 || v != (double)(int64_t)v)))
+            return oq_diag_error(d, OQ_ERR_USAGE, "%s %s: \"%s\" is not a %s", dims ? "dimension" : "input", item,
+                                 num, dims ? "size" : "number");
+        oq_status st = dims ? oq_calib_source_set_dim(src, item, (int64_t)v, d) : oq_calib_source_set_value(src, item, v, d);
+        if (st != OQ_OK)
+            return st;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_set_dims(oq_calib_source *s, const char *list, oq_diag *d)
+{
+    return set_list(s, list, true, d);
+}
+
+oq_status oq_calib_source_set_values(oq_calib_source *s, const char *list, oq_diag *d)
+{
+    return set_list(s, list, false, d);
+}
+
 void oq_calib_source_require_dims(oq_calib_source *s, bool on)
 {
     s->require_dims = on;
