@@ -51,14 +51,14 @@ expect 2 "quantize -o somedir" "$EXE" quantize "$M" -o somedir --calib "$CALIB"
 one_line "quantize -o somedir" "somedir: is a folder"
 cp "$M" in.onnx; ln -sf in.onnx link.onnx
 expect 2 "quantize -o IN" "$EXE" quantize in.onnx -o in.onnx --calib "$CALIB"
-one_line "quantize -o IN" "refusing to overwrite an input"
+one_line "quantize -o IN" "refusing to overwrite the input model"
 expect 2 "quantize -o IN via a link" "$EXE" quantize link.onnx -o in.onnx --calib "$CALIB"
-one_line "quantize -o IN via a link" "refusing to overwrite an input"
+one_line "quantize -o IN via a link" "refusing to overwrite the input model"
 cmp -s in.onnx "$M" || bad "the input was modified"
 expect 2 "opt -o nodir" "$EXE" opt "$M" -o nodir/o.onnx --passes eliminate-dead
 one_line "opt -o nodir" "nodir/o.onnx"
 expect 2 "opt -o IN" "$EXE" opt in.onnx -o link.onnx --passes eliminate-dead
-one_line "opt -o IN" "refusing to overwrite an input"
+one_line "opt -o IN" "refusing to overwrite the input model"
 expect 2 "convert to nodir" "$EXE" convert "$M" nodir/c.onnx
 one_line "convert to nodir" "nodir/c.onnx"
 expect 2 "convert to a folder" "$EXE" convert "$M" somedir

@@ -175,8 +175,8 @@ int cli_check_output(const char *cmd, const char *what, const char *path, bool a
         struct stat si;
         if (inputs[i] && stat(path, &sb) == 0 && stat(inputs[i], &si) == 0 &&
             sb.st_dev == si.st_dev && sb.st_ino == si.st_ino) {
-            cli_error(cmd, "%s %s: is the input %s; refusing to overwrite an input", what, path,
-                      inputs[i]);
+            cli_error(cmd, "%s %s: refusing to overwrite the input model (%s); write to another file",
+                      what, path, inputs[i]);
             return CLI_BAD;
         }
     }
