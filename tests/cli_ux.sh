@@ -187,6 +187,19 @@ assert v == int(v) and 0 <= v <= 9, v   # integers: uniform in {0..9}
 ' "$T/out" || bad "run --random: int64 not in 0..9"
 expect 2 "run --random without --dim" "$EXE" run ints.onnx --random
 one_line "run --random without --dim" "give --dim batch=N"
+$PY - <<'EOF' || bad "making the unnamed-dim model"
+import onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "unnamed.onnx")
+EOF
+expect 2 "run --random, unnamed dim" "$EXE" run unnamed.onnx --random
+one_line "run --random, unnamed dim" "give --dim x\\[0\\]=N"
+expect 0 "run --random --dim x[0]=4" "$EXE" run unnamed.onnx --random --dim 'x[0]=4' --json -
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["outputs"][0]["shape"] == [4, 3], d' "$T/out" ||
+    bad "--dim x[0]=4: shape"
 expect 2 "--input-value not a number" "$EXE" run ints.onnx --random --input-value sr=abc
 one_line "--input-value not a number" "sr"
 

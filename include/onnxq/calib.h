@@ -70,7 +70,8 @@ oq_status oq_calib_source_images(const char *dir, const oq_image_opts *o,
  * oq_calib_source_set_dim names them. */
 oq_status oq_calib_source_random(uint64_t n, uint64_t seed, int64_t height, int64_t width,
                                  oq_calib_source **out, oq_diag *d);
-/* Generated data (random sources): the symbolic dimension `name` has this size. */
+/* Generated data (random sources): the symbolic dimension `name` has this size; an
+ * unnamed dimension is named INPUT[j] (input name, position), e.g. "input[1]". */
 oq_status oq_calib_source_set_dim(oq_calib_source *s, const char *name, int64_t size, oq_diag *d);
 /* Input `input` is filled with v (every element, converted to its dtype) instead of
  * random data; in a folder source, it also stands in for a missing file of that input

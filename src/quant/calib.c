@@ -393,10 +393,13 @@ static oq_status generated_shape(const oq_calib_source *s, const oq_plan *p, siz
     for (size_t j = 0; j < *rank; j++) {
         if (dims[j] >= 0)
             continue;
+        /* a named dimension by its name; an unnamed one as INPUT[j] */
+        char pos[300];
+        snprintf(pos, sizeof pos, "%s[%zu]", name, j);
         const char *sym = oq_plan_input_dim_name(p, i, j);
         bool found = false;
-        for (size_t k = s->n_dims; sym && !found && k-- > 0;)
-            if (strcmp(s->dim_names[k], sym) == 0) {
+        for (size_t k = s->n_dims; !found && k-- > 0;)
+            if (strcmp(s->dim_names[k], sym ? sym : pos) == 0) {
                 dims[j] = s->dim_sizes[k];
                 found = true;
             }
@@ -404,7 +407,7 @@ static oq_status generated_shape(const oq_calib_source *s, const oq_plan *p, siz
             continue;
         if (s->require_dims)
             return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\" dim %zu is symbolic (%s); give --dim %s=N", name, j,
-                                 sym ? sym : "unnamed", sym ? sym : "NAME");
+                                 sym ? sym : "unnamed", sym ? sym : pos);
         dims[j] = *rank == 4 && j == 2 && s->height > 0 ? s->height : *rank == 4 && j == 3 && s->width > 0 ? s->width : 1;
     }
     return OQ_OK;
@@ -571,10 +574,12 @@ static bool defaulted_dims(const oq_calib_source *s, const oq_plan *p)
         bool has = false;
         oq_plan_input_info(p, i, &rank, dims, &has);
         for (size_t j = 0; has && j < rank; j++) {
+            char pos[300];
+            snprintf(pos, sizeof pos, "%s[%zu]", oq_plan_input_name(p, i), j);
             const char *sym = dims[j] < 0 ? oq_plan_input_dim_name(p, i, j) : NULL;
             bool set = false;
-            for (size_t k = 0; sym && k < s->n_dims && !set; k++)
-                set = strcmp(s->dim_names[k], sym) == 0;
+            for (size_t k = 0; dims[j] < 0 && k < s->n_dims && !set; k++)
+                set = strcmp(s->dim_names[k], sym ? sym : pos) == 0;
             if (dims[j] < 0 && !set)
                 return true;
         }
