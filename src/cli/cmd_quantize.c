@@ -699,6 +699,8 @@ int cmd_quantize(int argc, char **argv)
         oq_write_options wo = {0};
         st = oq_model_write(m, out, &wo, &d);
     }
+    if (st != OQ_OK && !quiet && isatty(fileno(stderr)))
+        fputs("\r\033[K", stderr); /* a progress line cut short: the error starts on a clean line */
     cli_print_diag(&d);
     report.fallback = fallback;
     report.fallback_met = fallback_met;
