@@ -1,13 +1,12 @@
-/* Input data for run / verify: tensor files, sample folders, images, random data. */
-#include <dirent.h>
+/* Sample data for run, verify and quantize: the shared options (image, generated data)
+ * and the CLI side of the library's sample sources (oq_calib_source). docs/data.md */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/samples.h"
-#include "onnxq/tensor_io.h"
 
 bool cli_split_kv(const char *s, cli_kv *kv)
 {
