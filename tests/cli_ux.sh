@@ -225,6 +225,8 @@ g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv")]
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "grey.onnx")
 EOF
 expect 0 "quantize --calib-images --grey" "$EXE" quantize grey.onnx -o qgrey.onnx --calib-images grey --grey --quiet
+expect 0 "quantize --calib-images --grey --target-sqnr (the fallback reads the images too)" \
+    "$EXE" quantize grey.onnx -o qgrey2.onnx --calib-images grey --grey --target-sqnr 20 --quiet
 expect 0 "verify --calib-images --grey" "$EXE" verify grey.onnx qgrey.onnx --calib-images grey --grey --quiet
 expect 2 "quantize --size bad" "$EXE" quantize "$M" -o qimg.onnx --calib-images img --size 24by24
 one_line "quantize --size bad" "--size wants HxW"
