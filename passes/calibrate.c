@@ -129,10 +129,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     if (*data) {
         st = oq_calib_source_dir(data, &src, d);
     } else if (*images) {
-        if (h <= 0)
-            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: images=DIR needs size=HxW");
         oq_image_opts io;
-        oq_image_opts_default(&io, h, w);
+        oq_image_opts_default(&io, h, w); /* 0x0: the model input's fixed H, W */
+        if (oq_pass_opt_bool(opts, "grey", false))
+            io.channels = 1;
         if (!oq_image_parse_triple(oq_pass_opt_string(opts, "mean", "0,0,0"), io.mean) ||
             !oq_image_parse_triple(oq_pass_opt_string(opts, "std", "1,1,1"), io.std))
             return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: mean and std are three numbers a,b,c");
@@ -154,8 +154,14 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     } else {
         st = oq_calib_source_random((uint64_t)nrand, (uint64_t)oq_pass_opt_int(opts, "seed", 1), h, w, &src, d);
     }
-    if (st != OQ_OK)
+    if (st == OQ_OK)
+        st = oq_calib_source_set_dims(src, oq_pass_opt_string(opts, "dims", ""), d);
+    if (st == OQ_OK)
+        st = oq_calib_source_set_values(src, oq_pass_opt_string(opts, "values", ""), d);
+    if (st != OQ_OK) {
+        oq_calib_source_free(src);
         return st;
+    }
     int64_t lim = oq_pass_opt_int(opts, "max-samples", 0);
     if (lim > 0)
         oq_calib_source_limit(src, (uint64_t)lim);
@@ -183,7 +189,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
 
 static const oq_pass_option_def options[] = {
     {"data", OQ_OPT_STRING, "", "folder of samples (one subfolder per sample, or .npy/.pb files)"},
-    {"images", OQ_OPT_STRING, "", "folder of PNG/JPEG images (needs size)"},
+    {"images", OQ_OPT_STRING, "", "folder of PNG/JPEG images (size: from the model input unless given)"},
     {"random", OQ_OPT_INT, "0", "N random samples (smoke runs only: ranges are not meaningful)"},
     {"seed", OQ_OPT_INT, "1", "seed for random"},
     {"size", OQ_OPT_STRING, "", "HxW: image size; for random, the last two dims of a 4-D input"},
@@ -192,6 +198,9 @@ static const oq_pass_option_def options[] = {
     {"bgr", OQ_OPT_BOOL, "false", "images: channels in B,G,R order"},
     {"layout", OQ_OPT_STRING, "nchw", "images: nchw or nhwc"},
     {"scale", OQ_OPT_FLOAT, "255", "images: pixels are divided by this first"},
+    {"grey", OQ_OPT_BOOL, "false", "images: one channel (luma)"},
+    {"dims", OQ_OPT_STRING, "", "random: NAME=N,...: sizes of symbolic dimensions"},
+    {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"},
     {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},
     {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy or mse"},
     {"percentile", OQ_OPT_FLOAT, "99.99", "for method=percentile (default 99.99 for 8-bit dtypes, 99.999 for 16-bit)"},

@@ -108,9 +108,11 @@ grep -q 'output "logits": SQNR .* below --min-sqnr' "$TMP/err" || bad "no messag
 "$EXE" verify "$F" "$TMP/q.onnx" 2>/dev/null; [ $? = 2 ] || bad "no data source"
 "$EXE" verify "$F" "$TMP/q.onnx" --random 1 2>/dev/null; [ $? = 2 ] || bad "--random without --dim N"
 mkdir -p "$TMP/wrong/s0"
+# two files, neither named after the input (one file of any name is the sample: docs/data.md)
 cp "$SRC/models/calib/sample_000/image.npy" "$TMP/wrong/s0/other.npy"
+cp "$SRC/models/calib/sample_000/image.npy" "$TMP/wrong/s0/another.npy"
 "$EXE" verify "$F" "$TMP/q.onnx" --data "$TMP/wrong" 2>"$TMP/err"; [ $? = 2 ] || bad "sample without input"
-grep -q 'no data for input "image"' "$TMP/err" || bad "message for a sample without input"
+grep -q 'no file for input "image"' "$TMP/err" || bad "message for a sample without input"
 
 # input_N.pb folders give the same numbers as <name>.npy
 mkdir -p "$TMP/pb"

@@ -52,18 +52,42 @@ typedef struct oq_calib_source oq_calib_source;
  *     file X.pb or X.npy, or input_N.pb / input_N.npy (N = position among the model's
  *     inputs, as in the ONNX backend test data test_data_set_*); a single-input model
  *     also accepts a subfolder holding exactly one .pb/.npy file, whatever its name;
- *  b) a flat folder of .npy / .pb files, one sample per file (single-input models).
- * Other files are ignored. An empty folder is an error naming it. */
+ *  b) a flat folder of .npy / .pb files, one sample per file (single-input models);
+ *  c) one ONNX test-data folder (input_0.pb, input_1.pb, ... beside output_*.pb): one
+ *     sample.
+ * Other files are ignored. An empty folder, a file, or a missing path is an error
+ * naming it (OQ_ERR_USAGE). docs/data.md */
 oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d);
 /* PNG / JPEG images of a folder (oq_image_dir_list), converted with `o`; the model must
- * have one float input, fed [1, C, H, W] (or NHWC). */
+ * have one float input, fed [1, C, H, W] (or NHWC). o->height/width 0: the model
+ * input's fixed H and W. */
 oq_status oq_calib_source_images(const char *dir, const oq_image_opts *o,
                                  oq_calib_source **out, oq_diag *d);
-/* n samples of uniform random floats in [0, 1) (deterministic for a seed). Symbolic or
- * unknown dims are 1, except the last two of a rank-4 input, which are height/width
- * (32 when 0). */
+/* n samples of random data (deterministic for a seed; sample k depends on seed and k
+ * only), for every input dtype the executor runs: floating types uniform in [0, 1),
+ * integer types uniform in {0, ..., 9}, bool 0/1. Symbolic or unknown dims are 1,
+ * except the last two of a rank-4 input, which are height/width (32 when 0), unless
+ * oq_calib_source_set_dim names them. */
 oq_status oq_calib_source_random(uint64_t n, uint64_t seed, int64_t height, int64_t width,
                                  oq_calib_source **out, oq_diag *d);
+/* Generated data (random sources): the symbolic dimension `name` has this size; an
+ * unnamed dimension is named INPUT[j] (input name, position), e.g. "input[1]". */
+oq_status oq_calib_source_set_dim(oq_calib_source *s, const char *name, int64_t size, oq_diag *d);
+/* Input `input` is filled with v (every element, converted to its dtype) instead of
+ * random data; in a folder source, it also stands in for a missing file of that input
+ * (e.g. silero VAD's int64 sample rate "sr" = 16000). */
+oq_status oq_calib_source_set_value(oq_calib_source *s, const char *input, double v, oq_diag *d);
+/* The same from text: "NAME=N,NAME=N" (sizes) and "NAME=V,NAME=V" (values); "" sets
+ * nothing. A malformed list is OQ_ERR_USAGE naming the item. */
+oq_status oq_calib_source_set_dims(oq_calib_source *s, const char *list, oq_diag *d);
+oq_status oq_calib_source_set_values(oq_calib_source *s, const char *list, oq_diag *d);
+/* Generated data: a symbolic dimension without oq_calib_source_set_dim is an error
+ * naming it (instead of 1). */
+void oq_calib_source_require_dims(oq_calib_source *s, bool on);
+/* Generated data for input i of sample k alone (what a random source puts there): for
+ * a command that reads some inputs from files and generates the others. */
+oq_status oq_calib_source_generate(const oq_calib_source *s, const oq_plan *p, uint64_t k, size_t i,
+                                   oq_rt_tensor *t, oq_diag *d);
 /* Use at most n samples of the source (0: all). */
 void oq_calib_source_limit(oq_calib_source *s, uint64_t n);
 uint64_t oq_calib_source_count(const oq_calib_source *s);
@@ -117,16 +141,21 @@ const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *n
 char *oq_calib_table_to_json(const oq_calib_table *t);
 oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_diag *d);
 
-/* A progress reporter for oq_calib_options.progress writing to stderr: on a terminal
- * one self-updating bar (samples done, rate, time left), otherwise a plain line every
- * 10 % (and at the end). user: an oq_calib_progress_state, zero-initialized. */
+/* A progress reporter for oq_calib_options.progress (and verify, the fallback search,
+ * conformance) writing to stderr: on a terminal one self-updating line (done/total,
+ * rate, time left), otherwise a plain line every 10 % (and at the end). done == 0
+ * starts a new round. user: an oq_calib_progress_state, zero-initialized; `what` names
+ * the work ("calibrating" when NULL). */
 typedef struct oq_calib_progress_state {
     double start;
     double last_print;
     int last_decile;
     int tty;                  /* 0 unknown, 1 terminal, 2 not a terminal */
+    const char *what;
 } oq_calib_progress_state;
 void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user);
+/* Erase the terminal line before other output is printed (nothing when not a terminal). */
+void oq_calib_progress_clear(oq_calib_progress_state *s);
 
 /* ------------------------------------------------------------------ JSON reader -- */
 

@@ -60,6 +60,10 @@ typedef struct oq_fallback_options {
     /* Called with one line of progress text per step (may be NULL). */
     void (*log)(const char *line, void *user);
     void *log_user;
+    /* Called after each sample of each measurement (may be NULL); done == 0 starts a
+     * measurement (e.g. oq_calib_progress_stderr). */
+    void (*progress)(uint64_t done, uint64_t total, const char *label, void *user);
+    void *progress_user;
 } oq_fallback_options;
 
 oq_fallback_options oq_fallback_options_default(void);

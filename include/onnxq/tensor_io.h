@@ -28,6 +28,9 @@ oq_status oq_tensor_file_write_pb(const char *path, const oq_rt_tensor *t, const
 /* Write t as .npy version 1.0 (refused for dtypes NumPy has no code for: bfloat16,
  * 4-bit, float8). Atomic. */
 oq_status oq_tensor_file_write_npy(const char *path, const oq_rt_tensor *t, oq_diag *d);
+/* Write n bytes to path atomically (temporary file beside it, fsync, rename): a
+ * failure leaves the previous file as it was. For reports (JSON, HTML). */
+oq_status oq_file_write_atomic(const char *path, const void *data, size_t n, oq_diag *d);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,33 @@ void cli_error(const char *cmd, const char *fmt, ...)
     ;
 bool cli_is_help(const char *arg);
 
+/* Paths checked before any work (exit 2, one line naming the path):
+ * cli_check_output: OUT will be written as a file. "-" is standard output when
+ * allow_stdout (else refused); OUT must not be a folder, its folder must exist and be
+ * writable, and OUT must not be one of inputs[0..n_inputs) (also through links).
+ * what names the option in the message ("-o", "--json"). */
+int cli_check_output(const char *cmd, const char *what, const char *path, bool allow_stdout,
+                     const char *const *inputs, size_t n_inputs);
+/* OUT is a folder to write files into: created (one level) when missing; its parent
+ * must exist; refused when it is a file or not writable. */
+int cli_check_output_dir(const char *cmd, const char *what, const char *dir);
+/* DIR is a folder to read (sample data): exists and is a folder. */
+int cli_check_input_dir(const char *cmd, const char *what, const char *dir);
+
+/* A text output (--json, --html): "-" is standard output; a file is written
+ * atomically when cli_output_close succeeds (temporary file, rename). */
+typedef struct cli_output {
+    const char *path;
+    FILE *f;                  /* write here */
+    char *buf;                /* memstream buffer for a file */
+    size_t len;
+} cli_output;
+int cli_output_open(const char *cmd, cli_output *o, const char *path);
+/* Returns CLI_OK, or CLI_FAIL after printing why the file could not be written. */
+int cli_output_close(const char *cmd, cli_output *o);
+/* True when path is "-" (standard output). */
+bool cli_is_stdout(const char *path);
+
 /* Commands (src/cli/cmd_*.c). */
 int cmd_convert(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/report.h"
+#include "onnxq/calib.h"
 #include "onnxq/exec.h"
 #include "onnxq/tensor_io.h"
 
@@ -18,6 +20,11 @@ typedef struct conf_opts {
 
 typedef struct conf_count {
     size_t pass, fail, unsupported;
+    uint64_t total;           /* cases found (for progress) */
+    bool text;                /* one line per case on stdout (not with --json -) */
+    bool progress;
+    oq_calib_progress_state ps;
+    json_writer *json;        /* --json: the "cases" array */
 } conf_count;
 
 static int cmp_str(const void *a, const void *b)
@@ -297,6 +304,27 @@ done:
     return r;
 }
 
+/* cases under dir (folders holding model.onnx), counted before running for progress */
+static uint64_t count_cases(const char *dir, int depth)
+{
+    char path[4096];
+    join(path, sizeof path, dir, "model.onnx");
+    if (is_file(path))
+        return 1;
+    if (depth > 32)
+        return 0;
+    uint64_t n = 0;
+    size_t ns = 0;
+    char **subs = list_dir(dir, "", &ns);
+    for (size_t i = 0; i < ns; i++) {
+        join(path, sizeof path, dir, subs[i]);
+        if (is_dir(path))
+            n += count_cases(path, depth + 1);
+    }
+    free_list(subs, ns);
+    return n;
+}
+
 static void visit(const char *dir, const conf_opts *o, conf_count *c)
 {
     char path[4096];
@@ -313,19 +341,32 @@ static void visit(const char *dir, const conf_opts *o, conf_count *c)
                 p--;
             name = p;
         }
+        bool show = c->text && (r == R_FAIL || !o->quiet);
+        if (show && c->progress)
+            oq_calib_progress_clear(&c->ps);
         if (r == R_PASS) {
             c->pass++;
-            if (!o->quiet)
+            if (show)
                 printf("pass        %s\n", name);
         } else if (r == R_FAIL) {
             c->fail++;
-            printf("fail        %s: %s\n", name, why);
+            if (show)
+                printf("fail        %s: %s\n", name, why);
         } else {
             c->unsupported++;
-            if (!o->quiet)
+            if (show)
                 printf("unsupported %s: %s\n", name, why);
         }
         fflush(stdout);
+        if (c->json) {
+            json_begin_object(c->json);
+            json_kv_string(c->json, "name", name);
+            json_kv_string(c->json, "result", r == R_PASS ? "pass" : r == R_FAIL ? "fail" : "unsupported");
+            json_kv_string(c->json, "reason", r == R_PASS ? NULL : why);
+            json_end_object(c->json);
+        }
+        if (c->progress)
+            oq_calib_progress_stderr(c->pass + c->fail + c->unsupported, c->total, name, &c->ps);
         return;
     }
     size_t n = 0;
@@ -342,21 +383,30 @@ int cmd_conformance(int argc, char **argv)
 {
     conf_opts o = {1, false, 1e-3, 1e-7};
     int first = 0;
+    const char *json = NULL;
+    bool no_progress = false;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            printf("usage: onnxq conformance [--threads N] [--quiet] DIR...\n\n"
+            printf("usage: onnxq conformance [--threads N] [--quiet] [--no-progress] [--json FILE|-] DIR...\n\n"
                    "Run every ONNX backend test case under DIR (folders holding model.onnx and\n"
                    "test_data_set_*/input_*.pb, output_*.pb). Prints one line per case:\n"
                    "pass, fail (with the worst element) or unsupported (with the reason), then\n"
                    "\"N passed, N failed, N unsupported\". Floats: |got-expected| <= 1e-7 +\n"
                    "1e-3*|expected|; integers and bools exact; shapes and dtypes exact.\n"
-                   "Exit code 0 when nothing failed, 1 otherwise.\n");
+                   "Progress (cases done, rate, time left) goes to stderr unless --no-progress.\n"
+                   "--json FILE: every case and the counts as JSON ('-': standard output,\n"
+                   "instead of the lines); docs/conformance.md.\n"
+                   "Exit code 0 when nothing failed, 1 otherwise, 2 bad usage.\n");
             return CLI_OK;
         }
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             o.threads = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--quiet") == 0) {
             o.quiet = true;
+        } else if (strcmp(argv[i], "--no-progress") == 0) {
+            no_progress = true;
+        } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+            json = argv[++i];
         } else if (argv[i][0] == '-') {
             cli_error("conformance", "unknown option %s", argv[i]);
             return CLI_BAD;
@@ -368,9 +418,17 @@ int cmd_conformance(int argc, char **argv)
         cli_error("conformance", "no test folder given (try --help)");
         return CLI_BAD;
     }
-    conf_count c = {0, 0, 0};
+    if (json && cli_check_output("conformance", "--json", json, true, NULL, 0) != CLI_OK)
+        return CLI_BAD;
+    /* the folders (options and their values skipped), counted first for the progress */
+    const char **dirs = calloc((size_t)argc, sizeof *dirs);
+    size_t n_dirs = 0;
+    if (!dirs)
+        return CLI_FAIL;
+    conf_count c;
+    memset(&c, 0, sizeof c);
     for (int i = first; i < argc; i++) {
-        if (strcmp(argv[i], "--threads") == 0) {
+        if (strcmp(argv[i], "--threads") == 0 || strcmp(argv[i], "--json") == 0) {
             i++;
             continue;
         }
@@ -378,10 +436,44 @@ int cmd_conformance(int argc, char **argv)
             continue;
         if (!is_dir(argv[i])) {
             cli_error("conformance", "%s is not a folder", argv[i]);
+            free(dirs);
             return CLI_BAD;
         }
-        visit(argv[i], &o, &c);
+        dirs[n_dirs++] = argv[i];
+        c.total += count_cases(argv[i], 0);
     }
-    printf("%zu passed, %zu failed, %zu unsupported\n", c.pass, c.fail, c.unsupported);
+    c.text = !cli_is_stdout(json);
+    c.ps.what = "conformance";
+    c.progress = !no_progress;
+    cli_report rep;
+    if (json) {
+        if (cli_report_open(&rep, "conformance", json, 1) != CLI_OK) {
+            free(dirs);
+            return CLI_FAIL;
+        }
+        json_kv_double(&rep.w, "rtol", o.rtol);
+        json_kv_double(&rep.w, "atol", o.atol);
+        json_key(&rep.w, "cases");
+        json_begin_array(&rep.w);
+        c.json = &rep.w;
+    }
+    if (c.progress)
+        oq_calib_progress_stderr(0, c.total, "", &c.ps);
+    for (size_t k = 0; k < n_dirs; k++)
+        visit(dirs[k], &o, &c);
+    free(dirs);
+    if (c.text)
+        printf("%zu passed, %zu failed, %zu unsupported\n", c.pass, c.fail, c.unsupported);
+    if (json) {
+        json_end_array(&rep.w);
+        json_key(&rep.w, "passed");
+        json_uint(&rep.w, c.pass);
+        json_key(&rep.w, "failed");
+        json_uint(&rep.w, c.fail);
+        json_key(&rep.w, "unsupported");
+        json_uint(&rep.w, c.unsupported);
+        if (cli_report_close(&rep) != CLI_OK)
+            return CLI_FAIL;
+    }
     return c.fail ? CLI_FAIL : CLI_OK;
 }

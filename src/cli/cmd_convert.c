@@ -60,6 +60,9 @@ int cmd_convert(int argc, char **argv)
         help(stderr);
         return CLI_BAD;
     }
+    const char *inputs[1] = {in};
+    if (cli_check_output("convert", "OUT", out, false, inputs, 1) != CLI_OK)
+        return CLI_BAD;
     oq_status st;
     oq_model *m = cli_load_model(in, &st);
     if (!m)

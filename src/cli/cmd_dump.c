@@ -1418,6 +1418,7 @@ static int json_model(dump_ctx *c)
     json_writer w;
     json_init(&w, c->out, 2);
     json_begin_object(&w);
+    json_kv_int(&w, "version", 1);
     json_kv_string(&w, "schema", "onnxq.dump/1");
     json_kv_string(&w, "file", c->path);
     json_key(&w, "producer");
@@ -1737,7 +1738,8 @@ static void usage(FILE *f)
             "counts and bytes by dtype (initializers and Constant-node tensors), then every\n"
             "node with its inputs, outputs and attributes (subgraphs indented).\n"
             "\n"
-            "  --json    one JSON document instead of text (schema: docs/dump.md)\n"
+            "  --json    one JSON document instead of text (schema: docs/dump.md); '--json -'\n"
+            "            is the same (standard output, as with the other commands)\n"
             "  --stats   add min/max/mean/std/zero/NaN/Inf per initializer and Constant\n"
             "            tensor, and per-output-channel min/max of Conv/ConvTranspose/\n"
             "            Gemm/MatMul weights (text or JSON)\n"
@@ -1758,6 +1760,8 @@ int cmd_dump(int argc, char **argv)
                 return CLI_OK;
             } else if (strcmp(a, "--json") == 0) {
                 json = true;
+                if (i + 1 < argc && cli_is_stdout(argv[i + 1]))
+                    i++; /* --json - : standard output, as for every command */
             } else if (strcmp(a, "--stats") == 0) {
                 stats = true;
             } else if (strcmp(a, "--dot") == 0) {

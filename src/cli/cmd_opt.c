@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "onnxq/pass.h"
 
 static void help(FILE *f)
@@ -12,7 +13,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: onnxq opt IN -o OUT --passes PIPELINE [--verify-each] [--time-passes]\n"
             "                 [--print-before NAME] [--print-after NAME] [--stats]\n"
-            "                 [--plugin FILE.so]... [--max-iterations N]\n\n"
+            "                 [--plugin FILE.so]... [--max-iterations N] [--json FILE|-]\n\n"
             "Run a pipeline of passes on IN and write the result to OUT.\n"
             "PIPELINE is a comma-separated list of passes with options in braces:\n"
             "  fold-batchnorm,eliminate-identity,upgrade-opset{to=17}\n"
@@ -23,6 +24,8 @@ static void help(FILE *f)
             "  --print-after NAME  print the graph after pass NAME ('all': after each pass)\n"
             "  --print-before NAME print the graph before pass NAME ('all': before each pass)\n"
             "  --stats             print the statistics every pass reports\n"
+            "  --json FILE         passes, statistics and times as JSON (docs/opt.md);\n"
+            "                      '-': standard output (then --stats/--time-passes text is not printed)\n"
             "  --plugin FILE.so    load passes from a plugin (repeatable); a name without '/'\n"
             "                      is searched in ONNXQ_PLUGIN_PATH (colon-separated dirs)\n"
             "  --max-iterations N  cap on reruns of iterative passes (default: per pass)\n"
@@ -158,6 +161,7 @@ typedef struct opt_ctx {
     oq_pass_result *results;
     char **labels;
     size_t ran;
+    cli_pass_log log;         /* --json */
 } opt_ctx;
 
 static bool name_matches(const char *want, const char *name)
@@ -184,6 +188,7 @@ static void after_pass(const oq_pass_event *ev, oq_model *m, void *user)
         c->results[ev->index] = *ev->result;
         c->ran = ev->index + 1;
     }
+    cli_pass_log_after_pass(ev, m, &c->log);
     if (ev->status == OQ_OK && name_matches(c->print_after, ev->pass->name)) {
         printf("; ---- after pass #%zu %s (%s) ----\n", ev->index + 1, ev->pass->name,
                ev->result->changed ? "changed" : "unchanged");
@@ -208,11 +213,27 @@ static void print_caret(const char *pipeline, size_t pos)
     fprintf(stderr, "  %s\n  %*s^\n", pipeline, (int)pos, "");
 }
 
+/* --json: one object, schema version 1 (docs/opt.md) */
+static int write_json(const char *path, const char *in, const char *out, const char *pipeline,
+                      const cli_pass_log *log, oq_status st)
+{
+    cli_report rep;
+    if (cli_report_open(&rep, "opt", path, 2) != CLI_OK)
+        return CLI_FAIL;
+    json_kv_string(&rep.w, "input", in);
+    json_kv_string(&rep.w, "output", st == OQ_OK ? out : NULL);
+    json_kv_string(&rep.w, "pipeline", pipeline);
+    json_kv_string(&rep.w, "status", oq_status_name(st));
+    cli_report_passes(&rep.w, log);
+    return cli_report_close(&rep);
+}
+
 int cmd_opt(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *pipeline = NULL;
     opt_ctx c = {0};
     bool verify_each = false;
+    const char *json = NULL;
     long max_iter = 0;
     int rc = CLI_OK;
     char **plugins = calloc((size_t)argc, sizeof(char *));
@@ -234,6 +255,8 @@ int cmd_opt(int argc, char **argv)
             out = argv[++i];
         } else if (strcmp(a, "--passes") == 0 && has_arg) {
             pipeline = argv[++i];
+        } else if (strcmp(a, "--json") == 0 && has_arg) {
+            json = argv[++i];
         } else if (strcmp(a, "--plugin") == 0 && has_arg) {
             plugins[np++] = argv[++i];
         } else if (strcmp(a, "--print-after") == 0 && has_arg) {
@@ -269,6 +292,16 @@ int cmd_opt(int argc, char **argv)
         help(stderr);
         rc = CLI_BAD;
         goto done;
+    }
+    {
+        const char *inputs[1] = {in};
+        if (cli_check_output("opt", "-o", out, false, inputs, 1) != CLI_OK ||
+            (json && cli_check_output("opt", "--json", json, true, inputs, 1) != CLI_OK)) {
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (cli_is_stdout(json)) /* the JSON is the whole of standard output */
+            c.stats = c.time = false;
     }
     reg = cli_registry("opt", plugins, np, &rc);
     if (!reg)
@@ -360,6 +393,8 @@ int cmd_opt(int argc, char **argv)
         rc = st == OQ_ERR_USAGE || st == OQ_ERR_UNSUPPORTED ? CLI_BAD : CLI_FAIL;
     }
     cli_print_diag(&d);
+    if (json && write_json(json, in, out, pipeline, &c.log, st) != CLI_OK && rc == CLI_OK)
+        rc = CLI_FAIL;
 done:
     oq_diag_free(&d);
     oq_model_free(m);

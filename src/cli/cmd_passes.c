@@ -76,6 +76,8 @@ int cmd_passes(int argc, char **argv)
             goto done;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
+            if (i + 1 < argc && cli_is_stdout(argv[i + 1]))
+                i++; /* --json - : standard output, as for every command */
         } else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc) {
             plugins[np++] = argv[++i];
         } else {

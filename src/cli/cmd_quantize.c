@@ -13,10 +13,12 @@
 
 #include "cli/cli.h"
 #include "cli/json.h"
+#include "cli/samples.h"
 #include "onnxq/calib.h"
 #include "onnxq/pass.h"
 #include "onnxq/target.h"
 #include "cli/quantize_fallback.h"
+#include "cli/quantize_report.h"
 
 typedef struct qconfig {
     const char *calib, *calib_images;
@@ -24,7 +26,8 @@ typedef struct qconfig {
     int64_t seed;
     int64_t max_samples;
     const char *size, *mean, *std, *layout;
-    bool bgr;
+    bool bgr, grey;
+    const char *dims, *input_values; /* NAME=N,... for generated data */
     double scale;
     const char *method;
     double percentile;
@@ -67,12 +70,14 @@ static void config_default(qconfig *c)
     c->include_nodes = "";
     c->exclude_nodes = "";
     c->overrides = "";
+    c->dims = "";
+    c->input_values = "";
 }
 
 static void help(FILE *f)
 {
     fprintf(f,
-            "usage: onnxq quantize IN -o OUT [--calib DIR | --calib-images DIR --size HxW ... |\n"
+            "usage: onnxq quantize IN -o OUT [--calib DIR | --calib-images DIR ... |\n"
             "                       --calib-random N] [options]\n\n"
             "Static post-training quantization to a QDQ model (onnxruntime, TensorRT-style).\n"
             "Defaults (target ort-x86): activations uint8 asymmetric per tensor, weights uint8\n"
@@ -90,10 +95,14 @@ static void help(FILE *f)
             "calibration data:\n"
             "  --calib DIR            one subfolder per sample with <input>.pb/.npy or input_N.pb,\n"
             "                         or a flat folder of .npy/.pb files (one-input models)\n"
-            "  --calib-images DIR     PNG/JPEG images, with --size HxW [--mean a,b,c] [--std a,b,c]\n"
-            "                         [--bgr] [--layout nchw|nhwc] [--scale 255]\n"
+            "  --calib-images DIR     PNG/JPEG images, with [--size HxW] [--mean a,b,c] [--std a,b,c]\n"
+            "                         [--bgr] [--grey] [--layout nchw|nhwc] [--scale 255]\n"
+            "                         (--size default: the model input's fixed H, W)\n"
             "  --calib-random N       N random samples (smoke test: ranges are meaningless)\n"
             "  --seed S               seed for --calib-random (default 1)\n"
+            "  --dim NAME=N           size of a symbolic dimension for --calib-random\n"
+            "  --input-value NAME=V   fill input NAME with V (random data, or a sample without\n"
+            "                         that input's file), e.g. sr=16000; docs/data.md\n"
             "  --max-samples N        use at most N samples\n"
             "  --method M             minmax | percentile | entropy | mse (default percentile)\n"
             "  --percentile P         for percentile (default 99.99; 99.999 for 16-bit activations)\n"
@@ -117,6 +126,8 @@ static void help(FILE *f)
             "other:\n"
             "  --config FILE          load a configuration (JSON as printed by --print-config)\n"
             "  --print-config         print the resolved configuration as JSON and exit\n"
+            "  --json FILE            summary (configuration, passes, statistics) as JSON;\n"
+            "                         '-': standard output (docs/quantize.md)\n"
             "  --threads N            executor threads for calibration (default: all CPUs)\n"
             "  --quiet                no progress output\n"
             "accuracy-driven fallback (docs/verify.md):\n"
@@ -222,7 +233,13 @@ static char *build_pipeline(qconfig *c, bool progress)
             soptb(&b, &f, "bgr", c->bgr);
             sopt(&b, &f, "layout", c->layout);
             soptf(&b, &f, "scale", "%.17g", c->scale);
+            if (c->grey)
+                soptb(&b, &f, "grey", true);
         }
+        if (*c->dims)
+            sopt(&b, &f, "dims", c->dims);
+        if (*c->input_values)
+            sopt(&b, &f, "values", c->input_values);
         if (c->calib_random > 0) {
             soptf(&b, &f, "random", "%.0f", (double)c->calib_random);
             soptf(&b, &f, "seed", "%.0f", (double)c->seed);
@@ -290,6 +307,9 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "mean", c->mean);
     json_kv_string(w, "std", c->std);
     json_kv_bool(w, "bgr", c->bgr);
+    json_kv_bool(w, "grey", c->grey);
+    json_kv_string(w, "dims", c->dims);
+    json_kv_string(w, "input_values", c->input_values);
     json_kv_string(w, "layout", c->layout);
     json_kv_double(w, "scale", c->scale);
     json_kv_string(w, "method", c->method);
@@ -349,6 +369,11 @@ static void write_config(json_writer *w, const qconfig *c)
     json_end_object(w);
 }
 
+static void write_config_cb(json_writer *w, const void *c)
+{
+    write_config(w, c);
+}
+
 /* Apply a JSON config object; strings point into j (kept alive by the caller). */
 static int load_config(qconfig *c, const oq_json *j, const char *path)
 {
@@ -372,6 +397,9 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         else if (!strcmp(k, "mean")) sp = &c->mean;
         else if (!strcmp(k, "std")) sp = &c->std;
         else if (!strcmp(k, "bgr")) bp = &c->bgr;
+        else if (!strcmp(k, "grey")) bp = &c->grey;
+        else if (!strcmp(k, "dims")) sp = &c->dims;
+        else if (!strcmp(k, "input_values")) sp = &c->input_values;
         else if (!strcmp(k, "layout")) sp = &c->layout;
         else if (!strcmp(k, "scale")) dp = &c->scale;
         else if (!strcmp(k, "method")) sp = &c->method;
@@ -412,7 +440,8 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
                 *sp = v->type == OQ_JSON_STRING ? v->str : NULL;
             if (ok && !*sp && (sp == &c->size || sp == &c->mean || sp == &c->std || sp == &c->layout ||
                                sp == &c->method || sp == &c->nan_policy || sp == &c->include_nodes ||
-                               sp == &c->exclude_nodes || sp == &c->overrides || sp == &c->target))
+                               sp == &c->exclude_nodes || sp == &c->overrides || sp == &c->target ||
+                               sp == &c->dims || sp == &c->input_values))
                 ok = false;
         } else if (bp) {
             ok = v->type == OQ_JSON_BOOL;
@@ -470,6 +499,18 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
 
 /* ------------------------------------------------------------ main */
 
+/* An image option the shared parser (cli_image_option) accepted: keep its text. */
+static void image_option_text(qconfig *c, const char *opt, const char *val, const oq_image_opts *img)
+{
+    if (!strcmp(opt, "--size")) c->size = val;
+    else if (!strcmp(opt, "--mean")) c->mean = val;
+    else if (!strcmp(opt, "--std")) c->std = val;
+    else if (!strcmp(opt, "--layout")) c->layout = val;
+    else if (!strcmp(opt, "--scale")) c->scale = img->scale;
+    else if (!strcmp(opt, "--bgr")) c->bgr = true;
+    else c->grey = img->channels == 1;
+}
+
 static int parse_i64(const char *s, int64_t *out)
 {
     char *e;
@@ -498,6 +539,8 @@ int cmd_quantize(int argc, char **argv)
     config_default(&c);
     const char *in = NULL, *out = NULL, *config_file = NULL;
     bool print_config = false, quiet = false;
+    const char *json_out = NULL; /* --json: src/cli/quantize_report.c */
+    static cli_qreport report;
     cli_fallback_args fb = {.max_fallback = 10}; /* --target-sqnr hook: src/cli/quantize_fallback.c */
     bool fallback = false, fallback_met = true;
     int rc = CLI_OK;
@@ -509,6 +552,11 @@ int cmd_quantize(int argc, char **argv)
     size_t meta_len = 0;
     oq_diag d;
     oq_diag_init(&d);
+    oq_image_opts img; /* validated by the shared parser; the pipeline gets the text */
+    oq_image_opts_default(&img, 0, 0);
+    cli_data_opts data;
+    cli_data_opts_init(&data);
+    char *dims_text = NULL, *values_text = NULL;
 
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
@@ -535,6 +583,18 @@ int cmd_quantize(int argc, char **argv)
             help(stdout);
             goto done;
         }
+        int shared = strcmp(a, "--seed") != 0 ? cli_data_option("quantize", argc, argv, &i, &data) : 0;
+        if (shared == 0) {
+            shared = cli_image_option("quantize", argc, argv, &i, &img);
+            if (shared > 0) /* keep the text for the config (the pass parses it again) */
+                image_option_text(&c, a, argv[i], &img);
+        }
+        if (shared < 0) {
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (shared > 0)
+            continue;
 #define STR(flag, field) else if (strcmp(a, flag) == 0 && has) { c.field = v; i++; }
 #define I64(flag, field) else if (strcmp(a, flag) == 0 && has) { bad = parse_i64(v, &c.field); i++; }
 #define F64(flag, field) else if (strcmp(a, flag) == 0 && has) { bad = parse_f64(v, &c.field); i++; }
@@ -550,12 +610,6 @@ int cmd_quantize(int argc, char **argv)
         I64("--calib-random", calib_random)
         I64("--seed", seed)
         I64("--max-samples", max_samples)
-        STR("--size", size)
-        STR("--mean", mean)
-        STR("--std", std)
-        STR("--layout", layout)
-        F64("--scale", scale)
-        FLAG("--bgr", bgr, true)
         STR("--method", method)
         else if (strcmp(a, "--percentile") == 0 && has) {
             bad = parse_f64(v, &c.percentile);
@@ -586,6 +640,7 @@ int cmd_quantize(int argc, char **argv)
         else if (strcmp(a, "--eval") == 0 && has) { fb.eval = v; i++; }
         else if (strcmp(a, "--fallback-search") == 0 && has) { fb.search = v; i++; }
         else if (strcmp(a, "--print-config") == 0) print_config = true;
+        else if (strcmp(a, "--json") == 0 && has) { json_out = v; i++; }
         else if (strcmp(a, "--quiet") == 0) quiet = true;
         else if (a[0] == '-' && a[1]) {
             cli_error("quantize", "unknown option \"%s\" (or missing its value)", a);
@@ -629,10 +684,30 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
-    if (c.calib_images && !*c.size) {
-        cli_error("quantize", "--calib-images needs --size HxW");
-        rc = CLI_BAD;
-        goto done;
+    if (data.n_dims || data.n_values) {
+        dims_text = cli_kv_join(data.dims, data.n_dims);
+        values_text = cli_kv_join(data.values, data.n_values);
+        if (!dims_text || !values_text) {
+            rc = CLI_FAIL;
+            goto done;
+        }
+        if (data.n_dims)
+            c.dims = dims_text;
+        if (data.n_values)
+            c.input_values = values_text;
+    }
+    /* paths checked before any work (exit 2): an output that cannot be written, or data
+     * that is not a folder, is known now rather than after calibration */
+    {
+        const char *inputs[1] = {in};
+        if ((!print_config && cli_check_output("quantize", "-o", out, false, inputs, 1) != CLI_OK) ||
+            (json_out && cli_check_output("quantize", "--json", json_out, true, inputs, 1) != CLI_OK) ||
+            (c.calib && cli_check_input_dir("quantize", "--calib", c.calib) != CLI_OK) ||
+            (c.calib_images && cli_check_input_dir("quantize", "--calib-images", c.calib_images) != CLI_OK) ||
+            (fb.eval && cli_check_input_dir("quantize", "--eval", fb.eval) != CLI_OK)) {
+            rc = CLI_BAD;
+            goto done;
+        }
     }
     reg = cli_registry("quantize", NULL, 0, &rc);
     if (!reg)
@@ -697,6 +772,9 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     }
     oq_pipeline_run_options ro = {0};
+    memset(&report, 0, sizeof report);
+    ro.after_pass = cli_pass_log_after_pass;
+    ro.user = &report.passes;
     st = oq_pipeline_run(pl, m, &ro, &d);
     if (st == OQ_OK) {
         oq_diag cd;
@@ -713,7 +791,7 @@ int cmd_quantize(int argc, char **argv)
     if (st == OQ_OK && fallback) {
         cli_fallback_args fa = {in, fb.target_sqnr_db, fb.max_fallback, fb.eval, c.calib, c.calib_images, c.size,
                                 c.mean, c.std, c.layout, c.bgr, c.scale, c.calib_random, c.seed, c.max_samples,
-                                c.threads, quiet, fb.search};
+                                c.threads, quiet, fb.search, c.grey, c.dims, c.input_values};
         st = cli_quantize_fallback(&fa, m, &fallback_met, &d);
     }
     if (st == OQ_OK) {
@@ -733,7 +811,13 @@ int cmd_quantize(int argc, char **argv)
         oq_write_options wo = {0};
         st = oq_model_write(m, out, &wo, &d);
     }
+    if (st != OQ_OK && !quiet && isatty(fileno(stderr)))
+        fputs("\r\033[K", stderr); /* a progress line cut short: the error starts on a clean line */
     cli_print_diag(&d);
+    report.fallback = fallback;
+    report.fallback_met = fallback_met;
+    if (json_out && cli_qreport_write(&report, json_out, in, out, st, write_config_cb, &c) != CLI_OK && st == OQ_OK)
+        rc = CLI_FAIL;
     if (st != OQ_OK)
         rc = st == OQ_ERR_USAGE || st == OQ_ERR_UNSUPPORTED || st == OQ_ERR_NUMERIC || st == OQ_ERR_PARSE ||
                      st == OQ_ERR_INVALID
@@ -748,6 +832,9 @@ int cmd_quantize(int argc, char **argv)
         }
     }
 done:
+    free(dims_text);
+    free(values_text);
+    cli_data_opts_free(&data);
     free(meta);
     free(c.pipeline);
     oq_json_free(cj);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "cli/samples.h"
 #include "onnxq/exec.h"
 #include "onnxq/tensor_io.h"
@@ -19,12 +20,11 @@ typedef struct run_opts {
     const char *model;
     kv_arg inputs[MAX_ARGS];
     size_t n_inputs;
-    kv_arg dims[MAX_ARGS];
-    size_t n_dims;
+    cli_data_opts data;
     const char *out_dir;
     const char *dump_dir;
+    const char *json;
     bool npy, random, check_finite;
-    uint64_t seed;
     int time_runs;
     int threads;
 } run_opts;
@@ -33,29 +33,38 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: onnxq run MODEL [--input NAME=FILE]... [--output-dir DIR] [--npy]\n"
-            "                 [--random [--seed S] [--dim NAME=N]...] [--time N] [--threads N]\n"
-            "                 [--check-finite] [--dump-all DIR]\n\n"
+            "                 [--random [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
+            "                 [--time N] [--threads N]\n"
+            "                 [--check-finite] [--dump-all DIR] [--json FILE|-]\n\n"
             "Run MODEL with the onnxq reference executor and print each output's shape,\n"
             "dtype, min, max and mean.\n\n"
             "  --input NAME=FILE  input tensor: ONNX TensorProto (.pb) or NumPy (.npy)\n"
             "  --output-dir DIR   write every output as DIR/<name>.pb (and .npy with --npy)\n"
             "  --random           random data for inputs not given with --input\n"
-            "                     (floats uniform in [0,1), ints in [0,10), bools 0/1)\n"
-            "  --seed S           seed for --random (default 1)\n"
-            "  --dim NAME=N       size of symbolic dimension NAME for --random\n"
+            "                     (floats uniform in [0,1), ints in [0,10), bools 0/1;\n"
+            "                     docs/data.md)\n"
+            "%s"
             "  --time N           run N times and print the median latency\n"
             "  --threads N        worker threads (default: one per CPU)\n"
             "  --check-finite     stop at the first node producing NaN or Inf\n"
-            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n");
+            "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n"
+            "  --json FILE        outputs (shape, dtype, min, max, mean), time and memory as\n"
+            "                     JSON ('-': standard output, instead of the text); docs/run.md\n",
+            cli_data_options_help);
 }
 
 static int parse(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->seed = 1;
+    cli_data_opts_init(&o->data);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
+        int r = cli_data_option("run", argc, argv, &i, &o->data);
+        if (r < 0)
+            return CLI_BAD;
+        if (r > 0)
+            continue;
         if (cli_is_help(a)) {
             usage(stdout);
             return -1;
@@ -64,13 +73,10 @@ static int parse(int argc, char **argv, run_opts *o)
                 cli_error("run", "--input wants NAME=FILE, got \"%s\"", argv[i]);
                 return CLI_BAD;
             }
-        } else if (strcmp(a, "--dim") == 0 && has_next) {
-            if (o->n_dims == MAX_ARGS || !cli_split_kv(argv[++i], &o->dims[o->n_dims++])) {
-                cli_error("run", "--dim wants NAME=N, got \"%s\"", argv[i]);
-                return CLI_BAD;
-            }
         } else if (strcmp(a, "--output-dir") == 0 && has_next) {
             o->out_dir = argv[++i];
+        } else if (strcmp(a, "--json") == 0 && has_next) {
+            o->json = argv[++i];
         } else if (strcmp(a, "--dump-all") == 0 && has_next) {
             o->dump_dir = argv[++i];
         } else if (strcmp(a, "--npy") == 0) {
@@ -79,8 +85,6 @@ static int parse(int argc, char **argv, run_opts *o)
             o->random = true;
         } else if (strcmp(a, "--check-finite") == 0) {
             o->check_finite = true;
-        } else if (strcmp(a, "--seed") == 0 && has_next) {
-            o->seed = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(a, "--time") == 0 && has_next) {
             o->time_runs = atoi(argv[++i]);
             if (o->time_runs < 1) {
@@ -260,12 +264,66 @@ static void on_tensor(const oq_node *node, size_t idx, const oq_rt_tensor *t, vo
     }
 }
 
+/* --json: schema version 1 (docs/run.md) */
+static int write_json(const run_opts *o, const oq_plan *plan, const oq_rt_tensor *out, size_t n_out,
+                      const double *times, int runs)
+{
+    cli_report rep;
+    if (cli_report_open(&rep, "run", o->json, 2) != CLI_OK)
+        return CLI_FAIL;
+    json_writer *w = &rep.w;
+    json_kv_string(w, "model", o->model);
+    json_kv_int(w, "threads", oq_plan_threads(plan));
+    json_key(w, "outputs");
+    json_begin_array(w);
+    for (size_t i = 0; i < n_out; i++) {
+        double mn, mx, mean;
+        int64_t nf = 0;
+        json_begin_object(w);
+        json_kv_string(w, "name", oq_plan_output_name(plan, i));
+        json_kv_string(w, "dtype", oq_dtype_name(out[i].dtype));
+        json_key(w, "shape");
+        json_begin_array_inline(w);
+        for (size_t j = 0; j < out[i].rank && out[i].rank <= OQ_RT_MAX_RANK; j++)
+            json_int(w, out[i].dims[j]);
+        json_end_array(w);
+        if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
+            json_kv_double(w, "min", mn);
+            json_kv_double(w, "max", mx);
+            json_kv_double(w, "mean", mean);
+        }
+        json_kv_int(w, "nonfinite", nf);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    if (o->time_runs > 0) {
+        double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+        json_key(w, "time_ms");
+        json_begin_object(w);
+        json_kv_int(w, "runs", runs);
+        json_kv_double(w, "median", med);
+        json_kv_double(w, "min", times[0]);
+        json_kv_double(w, "max", times[runs - 1]);
+        json_end_object(w);
+    }
+    json_key(w, "memory");
+    json_begin_object(w);
+    json_kv_int(w, "peak_bytes", oq_plan_peak_bytes(plan));
+    json_kv_int(w, "total_bytes", oq_plan_total_bytes(plan));
+    json_end_object(w);
+    return cli_report_close(&rep);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc != CLI_OK)
+    if (rc != CLI_OK) {
+        for (size_t k = 0; k < o.n_inputs; k++)
+            free((char *)o.inputs[k].name);
+        cli_data_opts_free(&o.data);
         return rc < 0 ? CLI_OK : rc;
+    }
     oq_status st;
     oq_diag d;
     oq_diag_init(&d);
@@ -276,8 +334,16 @@ int cmd_run(int argc, char **argv)
     double *times = NULL;
     watch w;
     memset(&w, 0, sizeof w);
+    cli_samples gen; /* --random */
+    memset(&gen, 0, sizeof gen);
     w.o = &o;
     w.d = &d;
+    const char *models[1] = {o.model};
+    if (o.json && cli_check_output("run", "--json", o.json, true, models, 1) != CLI_OK) {
+        rc = CLI_BAD;
+        goto done;
+    }
+    bool text = !cli_is_stdout(o.json); /* --json - : the JSON is the whole of stdout */
     rc = CLI_FAIL;
     m = cli_load_model(o.model, &st);
     if (!m) {
@@ -291,13 +357,11 @@ int cmd_run(int argc, char **argv)
         po.user = &w;
     }
     /* --dump-all and --output-dir create their folder (one level), as a user expects */
-    const char *dirs[2] = {o.dump_dir, o.out_dir};
-    for (int k = 0; k < 2; k++)
-        if (dirs[k] && mkdir(dirs[k], 0777) != 0 && errno != EEXIST) {
-            cli_error("run", "cannot create %s: %s", dirs[k], strerror(errno));
-            rc = CLI_BAD;
-            goto done;
-        }
+    if ((o.dump_dir && cli_check_output_dir("run", "--dump-all", o.dump_dir) != CLI_OK) ||
+        (o.out_dir && cli_check_output_dir("run", "--output-dir", o.out_dir) != CLI_OK)) {
+        rc = CLI_BAD;
+        goto done;
+    }
     st = oq_plan_compile(m, &po, &plan, &d);
     if (st != OQ_OK) {
         cli_print_diag(&d);
@@ -328,7 +392,10 @@ int cmd_run(int argc, char **argv)
         }
     }
     w.inputs = in;
-    uint64_t rng = cli_rng_seed(o.seed);
+    if (o.random && cli_samples_open_random("run", &gen, 1, &o.data, true) != OQ_OK) {
+        rc = CLI_BAD;
+        goto done;
+    }
     for (size_t i = 0; i < n_in; i++) {
         const char *name = oq_plan_input_name(plan, i);
         const char *file = NULL;
@@ -343,9 +410,10 @@ int cmd_run(int argc, char **argv)
                 goto done;
             }
         } else if (o.random) {
-            st = cli_random_input("run", plan, i, o.dims, o.n_dims, &rng, &in[i]);
+            st = oq_calib_source_generate(gen.src, plan, 0, i, &in[i], &d);
             if (st != OQ_OK) {
-                rc = CLI_BAD;
+                cli_print_diag(&d);
+                rc = cli_exit_code(st);
                 goto done;
             }
         } else {
@@ -355,6 +423,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
+    cli_samples_free(&gen);
     int runs = o.time_runs > 0 ? o.time_runs : 1;
     times = calloc((size_t)runs, sizeof(double));
     if (!times)
@@ -385,13 +454,15 @@ int cmd_run(int argc, char **argv)
         double mn, mx, mean;
         int64_t nf;
         const char *name = oq_plan_output_name(plan, i);
-        printf("%s: %s", name, oq_rt_tensor_describe(&out[i], desc, sizeof desc));
-        if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
-            printf(" min=%.6g max=%.6g mean=%.6g", mn, mx, mean);
-            if (nf)
-                printf(" nonfinite=%lld", (long long)nf);
+        if (text) {
+            printf("%s: %s", name, oq_rt_tensor_describe(&out[i], desc, sizeof desc));
+            if (oq_rt_tensor_numel(&out[i]) > 0 && stats(&out[i], &mn, &mx, &mean, &nf)) {
+                printf(" min=%.6g max=%.6g mean=%.6g", mn, mx, mean);
+                if (nf)
+                    printf(" nonfinite=%lld", (long long)nf);
+            }
+            printf("\n");
         }
-        printf("\n");
         if (o.out_dir) {
             char fn[512], path[4096];
             if (!safe_file_name(name, fn, sizeof fn)) {
@@ -412,14 +483,17 @@ int cmd_run(int argc, char **argv)
             }
         }
     }
-    if (o.time_runs > 0) {
-        qsort(times, (size_t)runs, sizeof(double), cmp_double);
+    qsort(times, (size_t)runs, sizeof(double), cmp_double);
+    if (o.json && write_json(&o, plan, out, n_out, times, runs) != CLI_OK)
+        goto done;
+    if (o.time_runs > 0 && text) {
         double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
         printf("time: median %.3f ms over %d runs (min %.3f, max %.3f), %d threads\n", med, runs,
                times[0], times[runs - 1], oq_plan_threads(plan));
     }
-    printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",
-           (long long)oq_plan_peak_bytes(plan), (long long)oq_plan_total_bytes(plan));
+    if (text)
+        printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",
+               (long long)oq_plan_peak_bytes(plan), (long long)oq_plan_total_bytes(plan));
     rc = CLI_OK;
 done:
     for (size_t i = 0; in && i < n_in; i++)
@@ -432,8 +506,8 @@ done:
     free(w.ranges);
     for (size_t k = 0; k < o.n_inputs; k++)
         free((char *)o.inputs[k].name);
-    for (size_t k = 0; k < o.n_dims; k++)
-        free((char *)o.dims[k].name);
+    cli_data_opts_free(&o.data);
+    cli_samples_free(&gen);
     oq_plan_free(plan);
     oq_model_free(m);
     oq_diag_free(&d);

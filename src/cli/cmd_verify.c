@@ -6,7 +6,7 @@
 #include <sys/resource.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "cli/report.h"
 #include "cli/samples.h"
 #include "onnxq/verify.h"
 
@@ -17,9 +17,7 @@ typedef struct verify_opts {
     const char *fmodel, *qmodel;
     const char *data_dir, *images_dir;
     long random_n;
-    uint64_t seed;
-    cli_kv dims[MAX_DIMS];
-    size_t n_dims;
+    cli_data_opts data;
     oq_image_opts img;
     const char *json, *html;
     bool has_min;
@@ -34,7 +32,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: onnxq verify FLOAT QUANT [--data DIR | --calib-images DIR [image options]\n"
-            "                    | --random N [--seed S] [--dim NAME=N]...] [--json FILE]\n"
+            "                    | --random N [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
+            "                    [--json FILE|-]\n"
             "                    [--html FILE] [--min-sqnr DB] [--top K] [--threads N]\n\n"
             "Run the float model and its quantized version on the same samples and report,\n"
             "per graph output, SQNR (dB), cosine similarity, max and mean absolute error and\n"
@@ -42,32 +41,37 @@ static void usage(FILE *f)
             "accumulated error and the isolated error of the layer alone, with the range\n"
             "the quantizer chose against the range seen in the float model.\n\n"
             "  --data DIR         one sub-folder per sample with <input name>.npy|.pb or\n"
-            "                     input_N.pb (a folder without sub-folders is one sample)\n"
+            "                     input_N.pb, one test_data_set folder, or a flat folder of\n"
+            "                     .npy/.pb files (one sample each); docs/data.md\n"
             "  --calib-images DIR PNG/JPEG files, one sample each (single-input models):\n"
             "%s"
-            "  --random N         N samples of random data (floats uniform in [0,1))\n"
-            "  --seed S, --dim NAME=N   seed and symbolic sizes for --random\n"
+            "  --random N         N samples of generated data (any dtype; docs/data.md)\n"
+            "%s"
             "  --json FILE        every number as JSON   --html FILE  one self-contained page\n"
+            "                     (FILE - : standard output, instead of the table)\n"
             "  --min-sqnr DB      exit 1 unless every output reaches DB\n"
             "  --top K            layers listed (worst first; default 10)\n"
             "  --threads N        worker threads per model (default: one per CPU)\n"
             "  --no-isolation     skip the isolated per-layer error (faster)\n"
-            "  --quiet            no table on the terminal\n\n"
+            "  --quiet            no table and no progress (progress: a self-updating line on\n"
+            "                     a terminal, a line every 10%% otherwise, on stderr)\n\n"
             "Exit: 0 ok (and --min-sqnr met), 1 --min-sqnr missed or the run failed, 2 bad\n"
             "input.\n",
-            cli_image_options_help);
+            cli_image_options_help, cli_data_options_help);
 }
 
 static int parse(int argc, char **argv, verify_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->seed = 1;
+    cli_data_opts_init(&o->data);
     o->top = 10;
     oq_image_opts_default(&o->img, 0, 0);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
         int r = cli_image_option("verify", argc, argv, &i, &o->img);
+        if (r == 0)
+            r = cli_data_option("verify", argc, argv, &i, &o->data);
         if (r < 0)
             return CLI_BAD;
         if (r > 0)
@@ -85,13 +89,6 @@ static int parse(int argc, char **argv, verify_opts *o)
             o->random_n = strtol(argv[++i], &end, 10);
             if (*end || o->random_n < 1) {
                 cli_error("verify", "--random wants a positive count, got \"%s\"", argv[i]);
-                return CLI_BAD;
-            }
-        } else if (strcmp(a, "--seed") == 0 && has_next) {
-            o->seed = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(a, "--dim") == 0 && has_next) {
-            if (o->n_dims == MAX_DIMS || !cli_split_kv(argv[++i], &o->dims[o->n_dims++])) {
-                cli_error("verify", "--dim wants NAME=N, got \"%s\"", argv[i]);
                 return CLI_BAD;
             }
         } else if (strcmp(a, "--json") == 0 && has_next) {
@@ -357,137 +354,127 @@ static bool rebin(const oq_verify_layer *L, double *lo, double *hi, uint64_t *ou
 static int write_json(const verify_opts *o, const oq_verify *v, const char *source,
                       const size_t *worst, size_t n_worst, int64_t rss, bool pass)
 {
-    FILE *f = fopen(o->json, "w");
-    if (!f) {
-        cli_error("verify", "cannot write %s", o->json);
+    cli_report rep;
+    if (cli_report_open(&rep, "verify", o->json, 1) != CLI_OK)
         return CLI_FAIL;
-    }
-    json_writer w;
-    json_init(&w, f, 1);
-    json_begin_object(&w);
-    json_kv_string(&w, "float_model", o->fmodel);
-    json_kv_string(&w, "quant_model", o->qmodel);
-    json_kv_string(&w, "source", source);
-    json_key(&w, "samples");
-    json_uint(&w, oq_verify_n_samples(v));
-    json_kv_bool(&w, "isolation", oq_verify_has_isolation(v));
-    json_key(&w, "outputs");
-    json_begin_array(&w);
+    json_writer *w = &rep.w;
+    json_kv_string(w, "float_model", o->fmodel);
+    json_kv_string(w, "quant_model", o->qmodel);
+    json_kv_string(w, "source", source);
+    json_key(w, "samples");
+    json_uint(w, oq_verify_n_samples(v));
+    json_kv_bool(w, "isolation", oq_verify_has_isolation(v));
+    json_key(w, "outputs");
+    json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
         const oq_verify_output *out = oq_verify_output_at(v, i);
-        json_begin_object(&w);
-        json_kv_string(&w, "name", out->name);
-        json_key(&w, "shape");
-        json_begin_array_inline(&w);
+        json_begin_object(w);
+        json_kv_string(w, "name", out->name);
+        json_key(w, "shape");
+        json_begin_array_inline(w);
         for (size_t j = 0; j < out->rank; j++)
-            json_int(&w, out->dims[j]);
-        json_end_array(&w);
-        json_err(&w, "error", &out->err);
-        json_kv_bool(&w, "class_scores", out->class_scores);
+            json_int(w, out->dims[j]);
+        json_end_array(w);
+        json_err(w, "error", &out->err);
+        json_kv_bool(w, "class_scores", out->class_scores);
         if (out->class_scores) {
-            json_key(&w, "rows");
-            json_uint(&w, out->rows);
-            json_kv_int(&w, "k", out->topk);
-            json_kv_double(&w, "top1_agreement",
+            json_key(w, "rows");
+            json_uint(w, out->rows);
+            json_kv_int(w, "k", out->topk);
+            json_kv_double(w, "top1_agreement",
                            out->rows ? (double)out->top1_agree / (double)out->rows : NAN);
-            json_kv_double(&w, "topk_agreement",
+            json_kv_double(w, "topk_agreement",
                            out->rows ? (double)out->topk_agree / (double)out->rows : NAN);
         }
         if (o->has_min)
-            json_kv_bool(&w, "meets_min_sqnr", output_pass(out, o->min_sqnr));
-        json_end_object(&w);
+            json_kv_bool(w, "meets_min_sqnr", output_pass(out, o->min_sqnr));
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_key(&w, "layers");
-    json_begin_array(&w);
+    json_end_array(w);
+    json_key(w, "layers");
+    json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
         const oq_verify_layer *L = oq_verify_layer_at(v, i);
         if (!layer_compared(L))
             continue;
-        json_begin_object(&w);
-        json_kv_string(&w, "tensor", L->name);
-        json_kv_string(&w, "node", L->node);
-        json_kv_string(&w, "op_type", L->op_type);
-        json_kv_int(&w, "graph_order", (int64_t)L->order);
-        json_kv_bool(&w, "quantized", L->quantized);
+        json_begin_object(w);
+        json_kv_string(w, "tensor", L->name);
+        json_kv_string(w, "node", L->node);
+        json_kv_string(w, "op_type", L->op_type);
+        json_kv_int(w, "graph_order", (int64_t)L->order);
+        json_kv_bool(w, "quantized", L->quantized);
         if (L->has_qrange) {
-            json_key(&w, "scale");
-            json_float(&w, L->scale);
-            json_kv_int(&w, "zero_point", L->zero_point);
-            json_kv_string(&w, "qtype", oq_dtype_name(L->qdtype));
-            json_key(&w, "quant_range");
-            json_begin_array_inline(&w);
-            json_double(&w, L->qmin);
-            json_double(&w, L->qmax);
-            json_end_array(&w);
-            json_kv_double(&w, "clipped_fraction",
+            json_key(w, "scale");
+            json_float(w, L->scale);
+            json_kv_int(w, "zero_point", L->zero_point);
+            json_kv_string(w, "qtype", oq_dtype_name(L->qdtype));
+            json_key(w, "quant_range");
+            json_begin_array_inline(w);
+            json_double(w, L->qmin);
+            json_double(w, L->qmax);
+            json_end_array(w);
+            json_kv_double(w, "clipped_fraction",
                            L->obs.count ? L->clipped / (double)L->obs.count : NAN);
         }
         float mn, mx;
         if (oq_observer_minmax(&L->obs, &mn, &mx)) {
-            json_key(&w, "float_range");
-            json_begin_array_inline(&w);
-            json_float(&w, mn);
-            json_float(&w, mx);
-            json_end_array(&w);
+            json_key(w, "float_range");
+            json_begin_array_inline(w);
+            json_float(w, mn);
+            json_float(w, mx);
+            json_end_array(w);
         }
         if (L->has_qrange)
-            json_err(&w, "output_qdq", &L->own);
-        json_err(&w, "accumulated", &L->acc);
+            json_err(w, "output_qdq", &L->own);
+        json_err(w, "accumulated", &L->acc);
         if (L->has_iso)
-            json_err(&w, "isolated", &L->iso);
-        json_kv_bool(&w, "shape_mismatch", L->shape_mismatch);
+            json_err(w, "isolated", &L->iso);
+        json_kv_bool(w, "shape_mismatch", L->shape_mismatch);
         uint64_t counts[HTML_BINS];
         double lo, hi;
         if (rebin(L, &lo, &hi, counts, HTML_BINS)) {
-            json_key(&w, "histogram");
-            json_begin_object(&w);
-            json_kv_double(&w, "lo", lo);
-            json_kv_double(&w, "hi", hi);
-            json_key(&w, "counts");
-            json_begin_array_inline(&w);
+            json_key(w, "histogram");
+            json_begin_object(w);
+            json_kv_double(w, "lo", lo);
+            json_kv_double(w, "hi", hi);
+            json_key(w, "counts");
+            json_begin_array_inline(w);
             for (int k = 0; k < HTML_BINS; k++)
-                json_uint(&w, counts[k]);
-            json_end_array(&w);
-            json_end_object(&w);
+                json_uint(w, counts[k]);
+            json_end_array(w);
+            json_end_object(w);
         }
-        json_end_object(&w);
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_key(&w, "worst_layers");
-    json_begin_array(&w);
+    json_end_array(w);
+    json_key(w, "worst_layers");
+    json_begin_array(w);
     for (size_t r = 0; r < n_worst && r < (size_t)o->top; r++)
-        json_string(&w, oq_verify_layer_at(v, worst[r])->name);
-    json_end_array(&w);
-    json_key(&w, "weights");
-    json_begin_array(&w);
+        json_string(w, oq_verify_layer_at(v, worst[r])->name);
+    json_end_array(w);
+    json_key(w, "weights");
+    json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_weights(v); i++) {
         const oq_verify_weight *wt = oq_verify_weight_at(v, i);
-        json_begin_object(&w);
-        json_kv_string(&w, "name", wt->name);
-        json_kv_string(&w, "consumer_op", wt->consumer_op);
-        json_kv_bool(&w, "per_channel", wt->per_channel);
-        json_kv_int(&w, "channels", wt->channels);
-        json_err(&w, "error", &wt->err);
-        json_end_object(&w);
+        json_begin_object(w);
+        json_kv_string(w, "name", wt->name);
+        json_kv_string(w, "consumer_op", wt->consumer_op);
+        json_kv_bool(w, "per_channel", wt->per_channel);
+        json_kv_int(w, "channels", wt->channels);
+        json_err(w, "error", &wt->err);
+        json_end_object(w);
     }
-    json_end_array(&w);
-    json_key(&w, "memory");
-    json_begin_object(&w);
-    json_kv_int(&w, "peak_rss_bytes", rss);
-    json_kv_int(&w, "float_tensors_held_bytes", oq_verify_peak_store_bytes(v));
-    json_end_object(&w);
+    json_end_array(w);
+    json_key(w, "memory");
+    json_begin_object(w);
+    json_kv_int(w, "peak_rss_bytes", rss);
+    json_kv_int(w, "float_tensors_held_bytes", oq_verify_peak_store_bytes(v));
+    json_end_object(w);
     if (o->has_min) {
-        json_kv_double(&w, "min_sqnr_db", o->min_sqnr);
-        json_kv_bool(&w, "pass", pass);
+        json_kv_double(w, "min_sqnr_db", o->min_sqnr);
+        json_kv_bool(w, "pass", pass);
     }
-    json_end_object(&w);
-    int jr = json_finish(&w);
-    if (fclose(f) != 0 || jr != 0) {
-        cli_error("verify", "error writing %s", o->json);
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    return cli_report_close(&rep);
 }
 
 /* ------------------------------------------------------------ HTML ---------- */
@@ -646,17 +633,16 @@ static void html_histogram(FILE *f, const oq_verify_layer *L)
 static int write_html(const verify_opts *o, const oq_verify *v, const char *source,
                       const size_t *worst, size_t n_worst, bool pass)
 {
-    FILE *f = fopen(o->html, "w");
-    if (!f) {
-        cli_error("verify", "cannot write %s", o->html);
-        return CLI_FAIL;
-    }
     size_t total = oq_verify_n_layers(v);
     bool *is_worst = calloc(total + 1, sizeof *is_worst);
-    if (!is_worst) {
-        fclose(f);
+    if (!is_worst)
+        return CLI_FAIL;
+    cli_output dst;
+    if (cli_output_open("verify", &dst, o->html) != CLI_OK) {
+        free(is_worst);
         return CLI_FAIL;
     }
+    FILE *f = dst.f;
     size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
     /* highlighted in the chart: the worst fifth of the layers, at most --top */
     size_t hl = n_worst / 5 ? n_worst / 5 : 1;
@@ -736,11 +722,7 @@ static int write_html(const verify_opts *o, const oq_verify *v, const char *sour
     }
     fputs("</div>\n</body></html>\n", f);
     free(is_worst);
-    if (fclose(f) != 0) {
-        cli_error("verify", "error writing %s", o->html);
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    return cli_output_close("verify", &dst);
 }
 
 /* ------------------------------------------------------------ main ---------- */
@@ -750,8 +732,7 @@ int cmd_verify(int argc, char **argv)
     verify_opts o;
     int rc = parse(argc, argv, &o);
     if (rc != CLI_OK) {
-        for (size_t k = 0; k < o.n_dims; k++)
-            free((char *)o.dims[k].name);
+        cli_data_opts_free(&o.data);
         return rc < 0 ? CLI_OK : rc;
     }
     oq_status st;
@@ -764,6 +745,22 @@ int cmd_verify(int argc, char **argv)
     cli_samples src;
     memset(&src, 0, sizeof src);
     char source[4200];
+    /* outputs checked before any work; "-" is standard output, and then the table
+     * stays off it (the JSON or HTML is the whole of standard output) */
+    const char *models[2] = {o.fmodel, o.qmodel};
+    if ((o.json && cli_check_output("verify", "--json", o.json, true, models, 2) != CLI_OK) ||
+        (o.html && cli_check_output("verify", "--html", o.html, true, models, 2) != CLI_OK) ||
+        (o.data_dir && cli_check_input_dir("verify", "--data", o.data_dir) != CLI_OK) ||
+        (o.images_dir && cli_check_input_dir("verify", "--calib-images", o.images_dir) != CLI_OK)) {
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (cli_is_stdout(o.json) && cli_is_stdout(o.html)) {
+        cli_error("verify", "--json - and --html - cannot both go to standard output");
+        rc = CLI_BAD;
+        goto done;
+    }
+    bool table_to_stdout = !o.quiet && !cli_is_stdout(o.json) && !cli_is_stdout(o.html);
     rc = CLI_FAIL;
     fm = cli_load_model(o.fmodel, &st);
     if (!fm) {
@@ -785,18 +782,17 @@ int cmd_verify(int argc, char **argv)
         goto done;
     }
     if (o.data_dir) {
-        st = cli_samples_open_dir("verify", &src, o.data_dir);
+        st = cli_samples_open_dir("verify", &src, o.data_dir, &o.data);
         snprintf(source, sizeof source, "%s", o.data_dir);
     } else if (o.images_dir) {
-        st = cli_samples_open_images("verify", &src, o.images_dir, &o.img);
+        st = cli_samples_open_images("verify", &src, o.images_dir, &o.img, &o.data);
         snprintf(source, sizeof source, "images in %s", o.images_dir);
     } else {
-        cli_samples_open_random(&src, (size_t)o.random_n, o.seed, o.dims, o.n_dims);
-        st = OQ_OK;
-        snprintf(source, sizeof source, "random data, seed %llu", (unsigned long long)o.seed);
+        st = cli_samples_open_random("verify", &src, (uint64_t)o.random_n, &o.data, true);
+        snprintf(source, sizeof source, "random data, seed %llu", (unsigned long long)o.data.seed);
     }
     if (st != OQ_OK) {
-        rc = CLI_BAD;
+        rc = cli_exit_code(st);
         goto done;
     }
     const oq_plan *fp = oq_verify_float_plan(v);
@@ -804,23 +800,32 @@ int cmd_verify(int argc, char **argv)
     in = calloc(n_in + 1, sizeof *in);
     if (!in)
         goto done;
-    for (size_t k = 0; k < src.count; k++) {
+    oq_calib_progress_state ps; /* done/total, rate, time left on stderr (--quiet: none) */
+    memset(&ps, 0, sizeof ps);
+    ps.what = "verify";
+    if (!o.quiet)
+        oq_calib_progress_stderr(0, src.count, "", &ps);
+    for (uint64_t k = 0; k < src.count; k++) {
         char name[4200];
-        cli_samples_name(&src, k, name, sizeof name);
-        st = cli_samples_load("verify", &src, k, fp, in);
+        st = cli_samples_load(&src, k, fp, in, name, sizeof name, &d);
         if (st != OQ_OK) {
-            rc = CLI_BAD;
+            oq_calib_progress_clear(&ps);
+            cli_print_diag(&d);
+            rc = cli_exit_code(st);
             goto done;
         }
         st = oq_verify_sample(v, in, n_in, name, &d);
         for (size_t i = 0; i < n_in; i++)
             oq_rt_tensor_release(&in[i]);
         if (st != OQ_OK) {
+            oq_calib_progress_clear(&ps);
             fprintf(stderr, "onnxq verify: sample %s:\n", name);
             cli_print_diag(&d);
             rc = cli_exit_code(st);
             goto done;
         }
+        if (!o.quiet)
+            oq_calib_progress_stderr(k + 1, src.count, name, &ps);
     }
     cli_print_diag(&d); /* warnings */
     worst = worst_layers(v, &n_worst);
@@ -831,7 +836,7 @@ int cmd_verify(int argc, char **argv)
         for (size_t i = 0; i < oq_verify_n_outputs(v); i++)
             pass &= output_pass(oq_verify_output_at(v, i), o.min_sqnr);
     int64_t rss = peak_rss_bytes();
-    if (!o.quiet)
+    if (table_to_stdout)
         print_table(&o, v, source, worst, n_worst, rss);
     if (o.json && write_json(&o, v, source, worst, n_worst, rss, pass) != CLI_OK)
         goto done;
@@ -846,7 +851,7 @@ int cmd_verify(int argc, char **argv)
                                 "%.2f\n", out->name, fmt_db(oq_err_sqnr_db(&out->err), b, sizeof b),
                         o.min_sqnr);
         }
-        if (!o.quiet)
+        if (table_to_stdout)
             printf("min-sqnr %.2f dB: %s\n", o.min_sqnr, pass ? "met" : "NOT met");
     }
     rc = pass ? CLI_OK : CLI_FAIL;
@@ -859,8 +864,7 @@ done:
     oq_verify_free(v);
     oq_model_free(fm);
     oq_model_free(qm);
-    for (size_t k = 0; k < o.n_dims; k++)
-        free((char *)o.dims[k].name);
+    cli_data_opts_free(&o.data);
     oq_diag_free(&d);
     return rc;
 }

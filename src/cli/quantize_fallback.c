@@ -14,7 +14,7 @@
 
 static void print_line(const char *line, void *user)
 {
-    (void)user;
+    oq_calib_progress_clear(user);
     fprintf(stderr, "onnxq quantize: fallback: %s\n", line);
 }
 
@@ -42,14 +42,22 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
         io.bgr = a->bgr;
         io.layout = strcmp(a->layout, "nhwc") == 0 ? OQ_LAYOUT_NHWC : OQ_LAYOUT_NCHW;
         io.scale = (float)a->scale;
+        if (a->grey)
+            io.channels = 1;
         st = oq_calib_source_images(a->calib_images, &io, &src, d);
     } else if (a->calib_random > 0) {
         st = oq_calib_source_random((uint64_t)a->calib_random, (uint64_t)a->seed, h, w, &src, d);
     } else {
         return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr needs data: --eval DIR or calibration data");
     }
-    if (st != OQ_OK)
+    if (st == OQ_OK)
+        st = oq_calib_source_set_dims(src, a->dims, d);
+    if (st == OQ_OK)
+        st = oq_calib_source_set_values(src, a->values, d);
+    if (st != OQ_OK) {
+        oq_calib_source_free(src);
         return st;
+    }
     if (a->max_samples > 0 && !a->eval)
         oq_calib_source_limit(src, (uint64_t)a->max_samples);
     fm = cli_load_model(a->in, &st);
@@ -67,8 +75,15 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
         st = oq_diag_error(d, OQ_ERR_USAGE, "--fallback-search must be greedy or bisect (got \"%s\")", a->search);
         goto done;
     }
-    if (!a->quiet)
+    oq_calib_progress_state ps;
+    memset(&ps, 0, sizeof ps);
+    ps.what = "fallback: measuring";
+    if (!a->quiet) {
         o.log = print_line;
+        o.log_user = &ps;
+        o.progress = oq_calib_progress_stderr;
+        o.progress_user = &ps;
+    }
     st = oq_fallback_run(fm, m, src, &o, &r, d);
     if (st == OQ_OK) {
         *met = r.met;

@@ -18,6 +18,8 @@ typedef struct cli_fallback_args {
     int64_t calib_random, seed, max_samples, threads;
     bool quiet;
     const char *search;                /* --fallback-search greedy|bisect (NULL: greedy) */
+    bool grey;                         /* --grey */
+    const char *dims, *values;         /* --dim, --input-value as NAME=N,... (may be NULL) */
 } cli_fallback_args;
 
 /* Run the fallback on the quantized model m (edited in place); prints the steps; *met: target reached. */

@@ -1,13 +1,12 @@
-/* Input data for run / verify: tensor files, sample folders, images, random data. */
-#include <dirent.h>
+/* Sample data for run, verify and quantize: the shared options (image, generated data)
+ * and the CLI side of the library's sample sources (oq_calib_source). docs/data.md */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/samples.h"
-#include "onnxq/tensor_io.h"
 
 bool cli_split_kv(const char *s, cli_kv *kv)
 {
@@ -25,81 +24,97 @@ bool cli_split_kv(const char *s, cli_kv *kv)
     return true;
 }
 
-uint64_t cli_rng_next(uint64_t *s)
+/* ------------------------------------------------------------ data options -- */
+
+const char cli_data_options_help[] =
+    "  --dim NAME=N       size of the symbolic dimension NAME for generated data\n"
+    "  --input-value NAME=V  fill input NAME with V instead of random data (e.g. sr=16000)\n"
+    "  --seed S           seed for random data (default 1)\n";
+
+void cli_data_opts_init(cli_data_opts *o)
 {
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
 }
 
-uint64_t cli_rng_seed(uint64_t seed)
+void cli_data_opts_free(cli_data_opts *o)
 {
-    return seed * 0x9E3779B97F4A7C15ULL + 0x1234567ULL;
+    for (size_t k = 0; k < o->n_dims; k++)
+        free((char *)o->dims[k].name);
+    for (size_t k = 0; k < o->n_values; k++)
+        free((char *)o->values[k].name);
+    o->n_dims = o->n_values = 0;
 }
 
-oq_status cli_random_input(const char *cmd, const oq_plan *p, size_t i, const cli_kv *kdims,
-                           size_t n_dims, uint64_t *rng, oq_rt_tensor *t)
+int cli_data_option(const char *cmd, int argc, char **argv, int *i, cli_data_opts *o)
 {
-    size_t rank;
-    int64_t dims[OQ_RT_MAX_RANK];
-    bool has_shape;
-    int32_t dt = oq_plan_input_info(p, i, &rank, dims, &has_shape);
-    const char *name = oq_plan_input_name(p, i);
-    if (!has_shape) {
-        cli_error(cmd, "input \"%s\" has no declared shape; give it with --input", name);
-        return OQ_ERR_USAGE;
+    const char *a = argv[*i];
+    bool dim = strcmp(a, "--dim") == 0, val = strcmp(a, "--input-value") == 0;
+    bool seed = strcmp(a, "--seed") == 0;
+    if (!dim && !val && !seed)
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_error(cmd, "%s wants a value", a);
+        return -1;
     }
-    for (size_t j = 0; j < rank; j++) {
-        if (dims[j] >= 0)
-            continue;
-        const char *sym = oq_plan_input_dim_name(p, i, j);
-        bool found = false;
-        for (size_t k = 0; sym && k < n_dims; k++)
-            if (strcmp(kdims[k].name, sym) == 0) {
-                char *end;
-                errno = 0;
-                long long v = strtoll(kdims[k].value, &end, 10);
-                if (errno || *end || v < 0) {
-                    cli_error(cmd, "--dim %s: bad size \"%s\"", sym, kdims[k].value);
-                    return OQ_ERR_USAGE;
-                }
-                dims[j] = v;
-                found = true;
-            }
-        if (!found) {
-            cli_error(cmd, "input \"%s\" dim %zu is symbolic (%s); give --dim %s=N", name, j,
-                      sym ? sym : "unnamed", sym ? sym : "NAME");
-            return OQ_ERR_USAGE;
+    const char *v = argv[++*i];
+    char *end;
+    errno = 0;
+    if (seed) {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || *end || end == v || v[0] == '-') {
+            cli_error(cmd, "--seed wants a non-negative integer, got \"%s\"", v);
+            return -1;
+        }
+        o->seed = x;
+        return 1;
+    }
+    cli_kv *kv = dim ? &o->dims[o->n_dims] : &o->values[o->n_values];
+    size_t *n = dim ? &o->n_dims : &o->n_values;
+    if (*n == CLI_MAX_KV || !cli_split_kv(v, kv)) {
+        cli_error(cmd, "%s wants NAME=%s, got \"%s\"", a, dim ? "N" : "VALUE", v);
+        return -1;
+    }
+    (*n)++;
+    errno = 0;
+    if (dim) {
+        long long x = strtoll(kv->value, &end, 10);
+        if (errno || *end || end == kv->value || x < 0) {
+            cli_error(cmd, "--dim %s: bad size \"%s\"", kv->name, kv->value);
+            return -1;
+        }
+    } else {
+        (void)strtod(kv->value, &end);
+        if (errno || *end || end == kv->value) {
+            cli_error(cmd, "--input-value %s: \"%s\" is not a number", kv->name, kv->value);
+            return -1;
         }
     }
-    oq_status st = oq_rt_tensor_alloc(t, dt, dims, rank);
-    if (st != OQ_OK) {
-        cli_error(cmd, "input \"%s\": cannot allocate %s tensor", name, oq_dtype_name(dt));
-        return st;
-    }
-    int64_t n = oq_rt_tensor_numel(t);
-    for (int64_t k = 0; k < n; k++) {
-        uint64_t r = cli_rng_next(rng);
-        double u = (double)(r >> 11) / 9007199254740992.0;
-        switch (dt) {
-        case OQ_DTYPE_FLOAT: ((float *)t->data)[k] = (float)u; break;
-        case OQ_DTYPE_DOUBLE: ((double *)t->data)[k] = u; break;
-        case OQ_DTYPE_FLOAT16: ((uint16_t *)t->data)[k] = oq_float_to_half((float)u); break;
-        case OQ_DTYPE_BOOL: ((uint8_t *)t->data)[k] = (uint8_t)(r >> 63); break;
-        case OQ_DTYPE_INT8: case OQ_DTYPE_UINT8: ((uint8_t *)t->data)[k] = (uint8_t)(r % 10); break;
-        case OQ_DTYPE_INT16: case OQ_DTYPE_UINT16: ((uint16_t *)t->data)[k] = (uint16_t)(r % 10); break;
-        case OQ_DTYPE_INT32: case OQ_DTYPE_UINT32: ((uint32_t *)t->data)[k] = (uint32_t)(r % 10); break;
-        case OQ_DTYPE_INT64: case OQ_DTYPE_UINT64: ((uint64_t *)t->data)[k] = r % 10; break;
-        default:
-            oq_rt_tensor_release(t);
-            cli_error(cmd, "input \"%s\": no random data for %s", name, oq_dtype_name(dt));
-            return OQ_ERR_UNSUPPORTED;
-        }
-    }
-    return OQ_OK;
+    return 1;
+}
+
+oq_status cli_data_apply(const cli_data_opts *o, oq_calib_source *src, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    for (size_t k = 0; k < o->n_dims && st == OQ_OK; k++)
+        st = oq_calib_source_set_dim(src, o->dims[k].name, strtoll(o->dims[k].value, NULL, 10), d);
+    for (size_t k = 0; k < o->n_values && st == OQ_OK; k++)
+        st = oq_calib_source_set_value(src, o->values[k].name, strtod(o->values[k].value, NULL), d);
+    return st;
+}
+
+char *cli_kv_join(const cli_kv *kv, size_t n)
+{
+    size_t len = 1;
+    for (size_t k = 0; k < n; k++)
+        len += strlen(kv[k].name) + strlen(kv[k].value) + 2;
+    char *s = malloc(len), *p = s;
+    if (!s)
+        return NULL;
+    *p = 0;
+    for (size_t k = 0; k < n; k++)
+        p += sprintf(p, "%s%s=%s", k ? "," : "", kv[k].name, kv[k].value);
+    return s;
 }
 
 /* ------------------------------------------------------------ image options -- */
@@ -177,244 +192,80 @@ int cli_image_option(const char *cmd, int argc, char **argv, int *i, oq_image_op
 
 /* ------------------------------------------------------------ sources ------- */
 
-static int cmp_str(const void *a, const void *b)
+/* print d (the source's errors) and map a missing path to bad input */
+static oq_status opened(cli_samples *s, oq_status st, oq_diag *d)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p)
-        return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
-oq_status cli_samples_open_dir(const char *cmd, cli_samples *s, const char *dir)
-{
-    memset(s, 0, sizeof *s);
-    s->kind = CLI_SAMPLES_DIR;
-    DIR *dp = opendir(dir);
-    if (!dp) {
-        cli_error(cmd, "cannot open data folder %s: %s", dir, strerror(errno));
-        return OQ_ERR_USAGE;
-    }
-    size_t cap = 0;
-    struct dirent *e;
-    oq_status st = OQ_OK;
-    while ((e = readdir(dp)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *p = join(dir, e->d_name);
-        struct stat sb;
-        if (!p) {
-            st = OQ_ERR_NOMEM;
-            break;
-        }
-        if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            free(p);
-            continue;
-        }
-        if (s->n_paths == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **np = realloc(s->paths, nc * sizeof *np);
-            if (!np) {
-                free(p);
-                st = OQ_ERR_NOMEM;
-                break;
-            }
-            s->paths = np;
-            cap = nc;
-        }
-        s->paths[s->n_paths++] = p;
-    }
-    closedir(dp);
+    if (st == OQ_OK)
+        s->count = oq_calib_source_count(s->src);
+    cli_print_diag(d);
+    oq_diag_free(d);
     if (st != OQ_OK) {
-        cli_error(cmd, "out of memory listing %s", dir);
         cli_samples_free(s);
-        return st;
+        return st == OQ_ERR_NOMEM ? st : OQ_ERR_USAGE;
     }
-    if (s->n_paths == 0) {
-        s->paths = malloc(sizeof *s->paths);
-        if (!s->paths || !(s->paths[0] = strdup(dir))) {
-            cli_samples_free(s);
-            return OQ_ERR_NOMEM;
-        }
-        s->n_paths = 1;
-    }
-    qsort(s->paths, s->n_paths, sizeof *s->paths, cmp_str);
-    s->count = s->n_paths;
     return OQ_OK;
 }
 
+oq_status cli_samples_open_dir(const char *cmd, cli_samples *s, const char *dir,
+                               const cli_data_opts *o)
+{
+    (void)cmd;
+    memset(s, 0, sizeof *s);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_status st = oq_calib_source_dir(dir, &s->src, &d);
+    if (st == OQ_OK)
+        st = cli_data_apply(o, s->src, &d);
+    return opened(s, st, &d);
+}
+
 oq_status cli_samples_open_images(const char *cmd, cli_samples *s, const char *dir,
-                                  const oq_image_opts *o)
+                                  const oq_image_opts *img, const cli_data_opts *o)
 {
+    (void)cmd;
     memset(s, 0, sizeof *s);
-    s->kind = CLI_SAMPLES_IMAGES;
-    s->img = *o;
     oq_diag d;
     oq_diag_init(&d);
-    oq_status st = oq_image_dir_list(dir, &s->paths, &s->n_paths, &d);
-    if (st != OQ_OK) {
-        cli_print_diag(&d);
-        (void)cmd;
-    }
-    oq_diag_free(&d);
-    s->count = s->n_paths;
-    return st == OQ_ERR_IO ? OQ_ERR_USAGE : st;
+    oq_status st = oq_calib_source_images(dir, img, &s->src, &d);
+    if (st == OQ_OK)
+        st = cli_data_apply(o, s->src, &d);
+    return opened(s, st, &d);
 }
 
-void cli_samples_open_random(cli_samples *s, size_t count, uint64_t seed, const cli_kv *dims,
-                             size_t n_dims)
+oq_status cli_samples_open_random(const char *cmd, cli_samples *s, uint64_t count,
+                                  const cli_data_opts *o, bool require_dims)
 {
+    (void)cmd;
     memset(s, 0, sizeof *s);
-    s->kind = CLI_SAMPLES_RANDOM;
-    s->count = count;
-    s->dims = dims;
-    s->n_dims = n_dims;
-    s->rng = cli_rng_seed(seed);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_status st = oq_calib_source_random(count, o->seed, 0, 0, &s->src, &d);
+    if (st == OQ_OK) {
+        oq_calib_source_require_dims(s->src, require_dims);
+        st = cli_data_apply(o, s->src, &d);
+    }
+    return opened(s, st, &d);
 }
 
-static bool file_exists(const char *p)
-{
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-static oq_status load_dir_sample(const char *cmd, const char *dir, const oq_plan *p,
-                                 oq_rt_tensor *in)
+oq_status cli_samples_load(cli_samples *s, uint64_t k, const oq_plan *p, oq_rt_tensor *in,
+                           char *name, size_t name_size, oq_diag *d)
 {
     size_t n = oq_plan_n_inputs(p);
-    oq_diag d;
-    oq_diag_init(&d);
-    oq_status st = OQ_OK;
-    for (size_t i = 0; i < n && st == OQ_OK; i++) {
-        const char *name = oq_plan_input_name(p, i);
-        char fn[512], path[4096];
-        size_t j = 0;
-        for (size_t c = 0; name[c] && j + 1 < sizeof fn; c++)
-            fn[j++] = (name[c] == '/' || name[c] == '\\') ? '_' : name[c];
-        fn[j] = 0;
-        static const char *const fmts[] = {"%s/%s.npy", "%s/%s.pb"};
-        bool found = false;
-        for (size_t f = 0; f < 2 && !found; f++) {
-            snprintf(path, sizeof path, fmts[f], dir, fn);
-            found = file_exists(path);
-        }
-        if (!found) {
-            snprintf(path, sizeof path, "%s/input_%zu.pb", dir, i);
-            found = file_exists(path);
-        }
-        if (!found) {
-            cli_error(cmd, "%s: no data for input \"%s\" (%s.npy, %s.pb or input_%zu.pb)", dir,
-                      name, fn, fn, i);
-            st = OQ_ERR_USAGE;
-            break;
-        }
-        st = oq_tensor_file_read(path, &in[i], NULL, &d);
-        if (st != OQ_OK) {
-            cli_print_diag(&d);
-            st = OQ_ERR_USAGE;
-        }
-    }
-    oq_diag_free(&d);
-    return st;
-}
-
-static oq_status load_image_sample(const char *cmd, cli_samples *s, const char *path,
-                                   const oq_plan *p, oq_rt_tensor *in)
-{
-    if (oq_plan_n_inputs(p) != 1) {
-        cli_error(cmd, "images need a model with one input; this one has %zu",
-                  oq_plan_n_inputs(p));
-        return OQ_ERR_USAGE;
-    }
-    oq_image_opts o = s->img;
-    size_t rank;
-    int64_t dims[OQ_RT_MAX_RANK];
-    bool has_shape;
-    int32_t dt = oq_plan_input_info(p, 0, &rank, dims, &has_shape);
-    if (dt != OQ_DTYPE_FLOAT) {
-        cli_error(cmd, "input \"%s\" is %s; images give float32", oq_plan_input_name(p, 0),
-                  oq_dtype_name(dt));
-        return OQ_ERR_USAGE;
-    }
-    if (o.height <= 0 || o.width <= 0) {
-        int hi = o.layout == OQ_LAYOUT_NCHW ? 2 : 1;
-        if (!has_shape || rank != 4 || dims[hi] <= 0 || dims[hi + 1] <= 0) {
-            cli_error(cmd, "input \"%s\" has no fixed height and width; give --size HxW",
-                      oq_plan_input_name(p, 0));
-            return OQ_ERR_USAGE;
-        }
-        o.height = dims[hi];
-        o.width = dims[hi + 1];
-    }
-    int64_t td[4] = {1, o.channels, o.height, o.width};
-    if (o.layout == OQ_LAYOUT_NHWC) {
-        td[1] = o.height;
-        td[2] = o.width;
-        td[3] = o.channels;
-    }
-    oq_status st = oq_rt_tensor_alloc(in, OQ_DTYPE_FLOAT, td, 4);
-    if (st != OQ_OK) {
-        cli_error(cmd, "out of memory for image %s", path);
-        return st;
-    }
-    oq_diag d;
-    oq_diag_init(&d);
-    st = oq_image_load(path, &o, in->data, &d);
-    if (st != OQ_OK) {
-        cli_print_diag(&d);
-        oq_rt_tensor_release(in);
-        st = OQ_ERR_USAGE;
-    }
-    oq_diag_free(&d);
-    return st;
-}
-
-oq_status cli_samples_load(const char *cmd, cli_samples *s, size_t k, const oq_plan *p,
-                           oq_rt_tensor *in)
-{
-    size_t n = oq_plan_n_inputs(p);
-    oq_status st = OQ_OK;
     memset(in, 0, n * sizeof *in);
-    switch (s->kind) {
-    case CLI_SAMPLES_DIR: st = load_dir_sample(cmd, s->paths[k], p, in); break;
-    case CLI_SAMPLES_IMAGES: st = load_image_sample(cmd, s, s->paths[k], p, in); break;
-    case CLI_SAMPLES_RANDOM:
-        for (size_t i = 0; i < n && st == OQ_OK; i++)
-            st = cli_random_input(cmd, p, i, s->dims, s->n_dims, &s->rng, &in[i]);
-        break;
-    }
-    if (st != OQ_OK)
+    size_t before = d->count;
+    oq_status st = oq_calib_source_sample(s->src, p, k, in, n, name, name_size, d);
+    if (st != OQ_OK) {
         for (size_t i = 0; i < n; i++)
             oq_rt_tensor_release(&in[i]);
-    return st;
-}
-
-const char *cli_samples_name(const cli_samples *s, size_t k, char *buf, size_t size)
-{
-    if (s->kind == CLI_SAMPLES_RANDOM || k >= s->n_paths)
-        snprintf(buf, size, "random #%zu", k);
-    else
-        snprintf(buf, size, "%s", s->paths[k]);
-    return buf;
+        if (d->count == before)
+            oq_diag_error(d, st, "sample %s: %s", name, oq_status_name(st));
+    }
+    return st == OQ_OK || st == OQ_ERR_NOMEM ? st : OQ_ERR_USAGE;
 }
 
 void cli_samples_free(cli_samples *s)
 {
-    if (s->kind == CLI_SAMPLES_IMAGES && s->paths) {
-        oq_image_dir_free(s->paths, s->n_paths);
-    } else {
-        for (size_t i = 0; i < s->n_paths; i++)
-            free(s->paths[i]);
-        free(s->paths);
-    }
-    s->paths = NULL;
-    s->n_paths = 0;
+    oq_calib_source_free(s->src);
+    s->src = NULL;
+    s->count = 0;
 }

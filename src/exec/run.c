@@ -3,6 +3,7 @@
 #include "exec/plan-impl.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ memory ------- */
@@ -160,10 +161,24 @@ static oq_status bind_inputs(oq_plan *p, const oq_rt_tensor *inputs, size_t n_in
                 if (c->dims[j] >= 0 && c->dims[j] != t->dims[j])
                     ok = false;
         }
-        if (!ok)
+        if (!ok) {
+            /* symbolic dims by name, as dump shows them: float32[N,3,24,24] */
+            oq_rt_tensor_describe(c, b, sizeof b);
+            if (c->rank != OQ_RT_UNKNOWN_RANK) {
+                size_t o = (size_t)snprintf(b, sizeof b, "%s[", oq_dtype_name(c->dtype));
+                for (size_t j = 0; j < c->rank && o < sizeof b; j++) {
+                    const char *sym = c->dims[j] < 0 ? oq_plan_input_dim_name(p, i, j) : NULL;
+                    if (c->dims[j] >= 0)
+                        o += (size_t)snprintf(b + o, sizeof b - o, j ? ",%lld" : "%lld", (long long)c->dims[j]);
+                    else
+                        o += (size_t)snprintf(b + o, sizeof b - o, "%s%s", j ? "," : "", sym ? sym : "?");
+                }
+                if (o < sizeof b)
+                    snprintf(b + o, sizeof b - o, "]");
+            }
             return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\": got %s, the model expects %s",
-                                 s->value->name, oq_rt_tensor_describe(t, a, sizeof a),
-                                 oq_rt_tensor_describe(c, b, sizeof b));
+                                 s->value->name, oq_rt_tensor_describe(t, a, sizeof a), b);
+        }
         int64_t nb = oq_plan_tensor_bytes(t);
         if (nb < 0 || (nb > 0 && !t->data))
             return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\": bad dims or no data",

@@ -328,6 +328,17 @@ oq_status oq_tensor_file_write_pb(const char *path, const oq_rt_tensor *t, const
     return st;
 }
 
+oq_status oq_file_write_atomic(const char *path, const void *data, size_t n, oq_diag *d)
+{
+    oq_outfile f;
+    oq_status st = oq_outfile_open(&f, path, d);
+    if (st == OQ_OK) {
+        oq_outfile_write(&f, data, n);
+        st = oq_outfile_commit(&f, d);
+    }
+    return st;
+}
+
 oq_status oq_tensor_file_write_npy(const char *path, const oq_rt_tensor *t, oq_diag *d)
 {
     const char *descr = NULL;

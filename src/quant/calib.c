@@ -27,6 +27,14 @@ struct oq_calib_source {
     oq_image_opts img;
     uint64_t seed;
     int64_t height, width;
+    /* oq_calib_source_set_dim / _set_value / _require_dims */
+    char **dim_names;
+    int64_t *dim_sizes;
+    size_t n_dims;
+    char **val_names;
+    double *vals;
+    size_t n_vals;
+    bool require_dims;
 };
 
 static char *join(const char *a, const char *b)
@@ -76,9 +84,16 @@ oq_status oq_calib_source_dir(const char *dir, oq_calib_source **out, oq_diag *d
     oq_status st = OQ_OK;
     char **subs = NULL, **files = NULL;
     size_t ns = 0, nf = 0, cap = 0;
+    struct stat dst;
+    if (stat(dir, &dst) != 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: no such sample folder", dir);
+    if (!S_ISDIR(dst.st_mode))
+        return oq_diag_error(d, OQ_ERR_USAGE,
+                             "%s: is a file; samples are a folder (one subfolder per sample, or .npy/.pb files)",
+                             dir);
     DIR *dh = opendir(dir);
     if (!dh)
-        return oq_diag_error(d, OQ_ERR_IO, "%s: cannot open calibration folder", dir);
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: cannot open the sample folder", dir);
     struct dirent *e;
     while ((e = readdir(dh)) != NULL) {
         if (e->d_name[0] == '.')
@@ -171,7 +186,8 @@ oq_status oq_calib_source_images(const char *dir, const oq_image_opts *o,
                                  oq_calib_source **out, oq_diag *d)
 {
     *out = NULL;
-    if (oq_image_tensor_numel(o) <= 0)
+    /* height/width 0: the model input's fixed H, W (found when the first sample is read) */
+    if ((o->height != 0 || o->width != 0) && oq_image_tensor_numel(o) <= 0)
         return oq_diag_error(d, OQ_ERR_USAGE, "image size must be positive (--size HxW)");
     oq_calib_source *s = calloc(1, sizeof(*s));
     if (!s)
@@ -224,18 +240,227 @@ void oq_calib_source_free(oq_calib_source *s)
         oq_image_dir_free(s->paths, s->n_paths);
     else
         free_paths(s->paths, s->n_paths);
+    free_paths(s->dim_names, s->n_dims);
+    free(s->dim_sizes);
+    free_paths(s->val_names, s->n_vals);
+    free(s->vals);
     free(s->dir);
     free(s);
 }
 
-static uint64_t xorshift(uint64_t *st)
+static oq_status add_named(char ***names, size_t n, const char *name, oq_diag *d)
+{
+    char **a = realloc(*names, (n + 1) * sizeof(char *));
+    if (!a)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    *names = a;
+    if (!(a[n] = strdup(name)))
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_set_dim(oq_calib_source *s, const char *name, int64_t size, oq_diag *d)
+{
+    if (size < 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "dimension %s: size %lld is negative", name, (long long)size);
+    int64_t *z = realloc(s->dim_sizes, (s->n_dims + 1) * sizeof(int64_t));
+    if (!z)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    s->dim_sizes = z;
+    oq_status st = add_named(&s->dim_names, s->n_dims, name, d);
+    if (st != OQ_OK)
+        return st;
+    z[s->n_dims++] = size;
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_set_value(oq_calib_source *s, const char *input, double v, oq_diag *d)
+{
+    double *z = realloc(s->vals, (s->n_vals + 1) * sizeof(double));
+    if (!z)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    s->vals = z;
+    oq_status st = add_named(&s->val_names, s->n_vals, input, d);
+    if (st != OQ_OK)
+        return st;
+    z[s->n_vals++] = v;
+    return OQ_OK;
+}
+
+/* "NAME=N,NAME=N": symbolic dimension sizes (dims) or fixed input values (values) */
+static oq_status set_list(oq_calib_source *src, const char *list, bool dims, oq_diag *d)
+{
+    for (const char *p = list ? list : ""; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char item[512];
+        const char *eq = memchr(p, '=', n);
+        if (!eq || eq == p || n >= sizeof item)
+            return oq_diag_error(d, OQ_ERR_USAGE, "%s wants NAME=%s,..., got \"%s\"", dims ? "dims" : "values",
+                                 dims ? "N" : "V", list);
+        memcpy(item, p, n);
+        item[n] = 0;
+        item[eq - p] = 0;
+        const char *num = item + (eq - p) + 1;
+        char *end;
+        double v = strtod(num, &end);
+        if (*end || end == num || (dims && (v < 0 || v != (double)(int64_t)v)))
+            return oq_diag_error(d, OQ_ERR_USAGE, "%s %s: \"%s\" is not a %s", dims ? "dimension" : "input", item,
+                                 num, dims ? "size" : "number");
+        oq_status st = dims ? oq_calib_source_set_dim(src, item, (int64_t)v, d) : oq_calib_source_set_value(src, item, v, d);
+        if (st != OQ_OK)
+            return st;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_set_dims(oq_calib_source *s, const char *list, oq_diag *d)
+{
+    return set_list(s, list, true, d);
+}
+
+oq_status oq_calib_source_set_values(oq_calib_source *s, const char *list, oq_diag *d)
+{
+    return set_list(s, list, false, d);
+}
+
+void oq_calib_source_require_dims(oq_calib_source *s, bool on)
+{
+    s->require_dims = on;
+}
+
+static const double *find_value(const oq_calib_source *s, const char *input)
+{
+    for (size_t i = s->n_vals; i-- > 0;)
+        if (strcmp(s->val_names[i], input) == 0)
+            return &s->vals[i];
+    return NULL;
+}
+
+/* xorshift64* */
+static uint64_t rng_next(uint64_t *st)
 {
     uint64_t x = *st;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
     *st = x;
-    return x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Element k of t = v (converted to t's dtype). */
+static bool put_value(oq_rt_tensor *t, int64_t k, double v)
+{
+    switch (t->dtype) {
+    case OQ_DTYPE_FLOAT: ((float *)t->data)[k] = (float)v; break;
+    case OQ_DTYPE_DOUBLE: ((double *)t->data)[k] = v; break;
+    case OQ_DTYPE_FLOAT16: ((uint16_t *)t->data)[k] = oq_float_to_half((float)v); break;
+    case OQ_DTYPE_BFLOAT16: {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t *)t->data)[k] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+        break;
+    }
+    case OQ_DTYPE_BOOL: ((uint8_t *)t->data)[k] = v != 0; break;
+    case OQ_DTYPE_INT8: ((int8_t *)t->data)[k] = (int8_t)v; break;
+    case OQ_DTYPE_UINT8: ((uint8_t *)t->data)[k] = (uint8_t)v; break;
+    case OQ_DTYPE_INT16: ((int16_t *)t->data)[k] = (int16_t)v; break;
+    case OQ_DTYPE_UINT16: ((uint16_t *)t->data)[k] = (uint16_t)v; break;
+    case OQ_DTYPE_INT32: ((int32_t *)t->data)[k] = (int32_t)v; break;
+    case OQ_DTYPE_UINT32: ((uint32_t *)t->data)[k] = (uint32_t)v; break;
+    case OQ_DTYPE_INT64: ((int64_t *)t->data)[k] = (int64_t)v; break;
+    case OQ_DTYPE_UINT64: ((uint64_t *)t->data)[k] = (uint64_t)v; break;
+    default: return false;
+    }
+    return true;
+}
+
+/* Shape of plan input i for generated data: fixed dims as declared; a symbolic dim from
+ * oq_calib_source_set_dim, else (unless require_dims) the last two of a 4-D input from
+ * height/width, else 1. */
+static oq_status generated_shape(const oq_calib_source *s, const oq_plan *p, size_t i, int64_t *dims,
+                                 size_t *rank, int32_t *dt, oq_diag *d)
+{
+    bool has = false;
+    const char *name = oq_plan_input_name(p, i);
+    *dt = oq_plan_input_info(p, i, rank, dims, &has);
+    if (!has)
+        return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\" has no declared shape; give its data in files", name);
+    for (size_t j = 0; j < *rank; j++) {
+        if (dims[j] >= 0)
+            continue;
+        /* a named dimension by its name; an unnamed one as INPUT[j] */
+        char pos[300];
+        snprintf(pos, sizeof pos, "%s[%zu]", name, j);
+        const char *sym = oq_plan_input_dim_name(p, i, j);
+        bool found = false;
+        for (size_t k = s->n_dims; !found && k-- > 0;)
+            if (strcmp(s->dim_names[k], sym ? sym : pos) == 0) {
+                dims[j] = s->dim_sizes[k];
+                found = true;
+            }
+        if (found)
+            continue;
+        if (s->require_dims)
+            return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\" dim %zu is symbolic (%s); give --dim %s=N", name, j,
+                                 sym ? sym : "unnamed", sym ? sym : pos);
+        dims[j] = *rank == 4 && j == 2 && s->height > 0 ? s->height : *rank == 4 && j == 3 && s->width > 0 ? s->width : 1;
+    }
+    return OQ_OK;
+}
+
+/* Plan input i filled with the fixed value set for it (oq_calib_source_set_value), or
+ * with random data: floats uniform in [0, 1), integers uniform in [0, 10), bools 0/1. */
+static oq_status generate_input(const oq_calib_source *s, const oq_plan *p, size_t i, uint64_t *rng,
+                                oq_rt_tensor *t, oq_diag *d)
+{
+    size_t rank = 0;
+    int64_t dims[OQ_RT_MAX_RANK];
+    int32_t dt;
+    const char *name = oq_plan_input_name(p, i);
+    oq_status st = generated_shape(s, p, i, dims, &rank, &dt, d);
+    if (st != OQ_OK)
+        return st;
+    if (dt == OQ_DTYPE_UNDEFINED)
+        dt = OQ_DTYPE_FLOAT;
+    const double *fixed = find_value(s, name);
+    st = oq_rt_tensor_alloc(t, dt, dims, rank);
+    if (st != OQ_OK)
+        return oq_diag_error(d, st, "input \"%s\": cannot allocate a %s tensor", name, oq_dtype_name(dt));
+    int64_t n = oq_rt_tensor_numel(t);
+    bool is_float = oq_dtype_is_float(dt);
+    for (int64_t k = 0; k < n; k++) {
+        double v;
+        if (fixed) {
+            v = *fixed;
+        } else {
+            uint64_t r = rng_next(rng);
+            v = dt == OQ_DTYPE_BOOL ? (double)(r >> 63)
+                : is_float          ? (double)(r >> 11) / 9007199254740992.0
+                                    : (double)(r % 10);
+        }
+        if (!put_value(t, k, v)) {
+            oq_rt_tensor_release(t);
+            return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "input \"%s\": no generated data for %s inputs", name,
+                                 oq_dtype_name(dt));
+        }
+    }
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_generate(const oq_calib_source *s, const oq_plan *p, uint64_t k, size_t i,
+                                   oq_rt_tensor *t, oq_diag *d)
+{
+    /* input i of sample k depends on (seed, k, i) only: --max-samples, the order of reads
+     * and which other inputs are generated do not change it */
+    uint64_t rs = (s->seed * 0x9E3779B97F4A7C15ull + k + 1) ^ ((uint64_t)i * 0xD1B54A32D192ED03ull);
+    if (!rs)
+        rs = 1;
+    return generate_input(s, p, i, &rs, t, d);
 }
 
 /* Fill in[0..n) for sample k; `label` receives what names the sample. */
@@ -245,55 +470,50 @@ static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
     oq_status st = OQ_OK;
     if (s->kind == SRC_RANDOM) {
         snprintf(label, lsize, "random sample %llu", (unsigned long long)k + 1);
-        uint64_t rs = s->seed * 0x9E3779B97F4A7C15ull + k + 1;
         for (size_t i = 0; i < n; i++) {
-            size_t rank = 0;
-            int64_t dims[OQ_RT_MAX_RANK];
-            bool has = false;
-            int32_t dt = oq_plan_input_info(p, i, &rank, dims, &has);
-            if (dt != OQ_DTYPE_FLOAT && dt != OQ_DTYPE_UNDEFINED)
-                return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
-                                     "random calibration: input \"%s\" is %s (only float32 inputs are generated)",
-                                     oq_plan_input_name(p, i), oq_dtype_name(dt));
-            if (!has)
-                return oq_diag_error(d, OQ_ERR_UNSUPPORTED,
-                                     "random calibration: input \"%s\" has no declared shape",
-                                     oq_plan_input_name(p, i));
-            for (size_t j = 0; j < rank; j++)
-                if (dims[j] < 0)
-                    dims[j] = rank == 4 && j == 2 ? s->height : rank == 4 && j == 3 ? s->width : 1;
-            st = oq_rt_tensor_alloc(&in[i], OQ_DTYPE_FLOAT, dims, rank);
+            st = oq_calib_source_generate(s, p, k, i, &in[i], d);
             if (st != OQ_OK)
-                return oq_diag_error(d, st, "out of memory");
-            float *f = in[i].data;
-            int64_t ne = oq_rt_tensor_numel(&in[i]);
-            for (int64_t e = 0; e < ne; e++)
-                f[e] = (float)((xorshift(&rs) >> 40) * (1.0 / 16777216.0));
+                return st;
         }
         return OQ_OK;
     }
     const char *path = s->paths[k % s->n_paths];
     snprintf(label, lsize, "%s", path);
     if (s->kind == SRC_IMAGES) {
+        const char *iname = n ? oq_plan_input_name(p, 0) : "";
         if (n != 1)
-            return oq_diag_error(d, OQ_ERR_USAGE,
-                                 "--calib-images needs a model with one input (this one has %zu)", n);
-        int64_t dims[4] = {1, s->img.channels, s->img.height, s->img.width};
-        if (s->img.layout == OQ_LAYOUT_NHWC) {
-            dims[1] = s->img.height;
-            dims[2] = s->img.width;
-            dims[3] = s->img.channels;
+            return oq_diag_error(d, OQ_ERR_USAGE, "images need a model with one input (this one has %zu)", n);
+        oq_image_opts io = s->img;
+        size_t rank = 0;
+        int64_t md[OQ_RT_MAX_RANK];
+        bool has = false;
+        int32_t dt = oq_plan_input_info(p, 0, &rank, md, &has);
+        if (dt != OQ_DTYPE_FLOAT && dt != OQ_DTYPE_UNDEFINED)
+            return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\" is %s; images give float32", iname, oq_dtype_name(dt));
+        if (io.height <= 0 || io.width <= 0) {
+            int hi = io.layout == OQ_LAYOUT_NCHW ? 2 : 1;
+            if (!has || rank != 4 || md[hi] <= 0 || md[hi + 1] <= 0)
+                return oq_diag_error(d, OQ_ERR_USAGE, "input \"%s\" has no fixed height and width; give --size HxW",
+                                     iname);
+            io.height = md[hi];
+            io.width = md[hi + 1];
+        }
+        int64_t dims[4] = {1, io.channels, io.height, io.width};
+        if (io.layout == OQ_LAYOUT_NHWC) {
+            dims[1] = io.height;
+            dims[2] = io.width;
+            dims[3] = io.channels;
         }
         st = oq_rt_tensor_alloc(&in[0], OQ_DTYPE_FLOAT, dims, 4);
         if (st != OQ_OK)
             return oq_diag_error(d, st, "out of memory");
-        return oq_image_load(path, &s->img, in[0].data, d);
+        return oq_image_load(path, &io, in[0].data, d);
     }
     if (s->kind == SRC_DIR_FLAT) {
         if (n != 1)
             return oq_diag_error(d, OQ_ERR_USAGE,
                                  "%s: a flat folder of tensor files needs a one-input model (this one has %zu); "
-                                 "use one subfolder per sample holding <input name>.pb/.npy",
+                                 "use one subfolder per sample holding <input name>.pb/.npy (docs/data.md)",
                                  s->dir, n);
         return oq_tensor_file_read(path, &in[0], NULL, d);
     }
@@ -325,6 +545,13 @@ static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
             if (cnt == 1)
                 found = single;
         }
+        if (!found && find_value(s, iname)) {
+            uint64_t rs = 1;
+            st = generate_input(s, p, i, &rs, &in[i], d);
+            if (st != OQ_OK)
+                return st;
+            continue;
+        }
         if (!found)
             return oq_diag_error(d, OQ_ERR_USAGE,
                                  "%s: no file for input \"%s\" (looked for %s.pb, %s.npy, input_%zu.pb, input_%zu.npy)",
@@ -334,6 +561,51 @@ static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
             return st;
     }
     return OQ_OK;
+}
+
+/* A random source left a symbolic dimension at its default (1, or height/width). */
+static bool defaulted_dims(const oq_calib_source *s, const oq_plan *p)
+{
+    if (s->kind != SRC_RANDOM)
+        return false;
+    for (size_t i = 0; i < oq_plan_n_inputs(p); i++) {
+        size_t rank = 0;
+        int64_t dims[OQ_RT_MAX_RANK];
+        bool has = false;
+        oq_plan_input_info(p, i, &rank, dims, &has);
+        for (size_t j = 0; has && j < rank; j++) {
+            char pos[300];
+            snprintf(pos, sizeof pos, "%s[%zu]", oq_plan_input_name(p, i), j);
+            const char *sym = dims[j] < 0 ? oq_plan_input_dim_name(p, i, j) : NULL;
+            bool set = false;
+            for (size_t k = 0; dims[j] < 0 && k < s->n_dims && !set; k++)
+                set = strcmp(s->dim_names[k], sym ? sym : pos) == 0;
+            if (dims[j] < 0 && !set)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The executor's error names the tensor, not the sample: put "sample X: " in front of
+ * the last error recorded since entry `from` (one line that says both, not two). */
+static void name_sample(oq_diag *d, size_t from, const char *label, const char *hint)
+{
+    for (size_t i = d ? d->count : 0; i-- > from;) {
+        oq_diag_entry *e = &d->entries[i];
+        if (e->severity != OQ_SEV_ERROR)
+            continue;
+        size_t n = strlen(label) + strlen(e->message) + strlen(hint) + 16;
+        char *m = malloc(n);
+        if (!m)
+            return;
+        snprintf(m, n, "%s%s: %s%s", strncmp(label, "random", 6) == 0 ? "" : "sample ", label, e->message, hint);
+        free(e->message);
+        e->message = m;
+        return;
+    }
+    if (d)
+        oq_diag_error(d, OQ_ERR_INTERNAL, "calibration stopped at sample %s", label);
 }
 
 oq_status oq_calib_source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k, oq_rt_tensor *in,
@@ -510,13 +782,16 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
             st = c.st;
             goto done;
         }
+        size_t errs_before = d ? d->count : 0;
         oq_status rs = oq_plan_run(plan, in, n_in, outs, n_out, d);
         for (size_t i = 0; i < n_in; i++)
             oq_rt_tensor_release(&in[i]);
         for (size_t i = 0; i < n_out; i++)
             oq_rt_tensor_release(&outs[i]);
         if (rs != OQ_OK) {
-            st = oq_diag_error(d, rs, "calibration stopped at sample %s", label);
+            name_sample(d, errs_before, label, defaulted_dims(src, plan) ? " (generated data: symbolic "
+                                                   "dimensions without --dim NAME=N are 1)" : "");
+            st = rs;
             goto done;
         }
         if (c.st != OQ_OK) {
@@ -768,18 +1043,20 @@ void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, 
 {
     oq_calib_progress_state *s = user;
     double t = now_s();
-    if (s->tty == 0) {
+    const char *what = s->what ? s->what : "calibrating";
+    if (s->tty == 0)
         s->tty = isatty(fileno(stderr)) ? 1 : 2;
+    (void)label;
+    if (done == 0 || s->start == 0) { /* a new round (calibration, one measurement) */
         s->start = t;
         s->last_print = 0;
         s->last_decile = -1;
+        if (done == 0)
+            return;
     }
     double el = t - s->start;
     double rate = el > 0 ? (double)done / el : 0;
-    double eta = rate > 0 ? (double)(total - done) / rate : 0;
-    (void)label;
-    if (done == 0)
-        return;
+    double eta = rate > 0 && total >= done ? (double)(total - done) / rate : 0;
     if (s->tty == 1) {
         if (done < total && t - s->last_print < 0.1)
             return;
@@ -790,19 +1067,25 @@ void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, 
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = 0;
-        fprintf(stderr, "\rcalibrating [%s] %llu/%llu  %.1f samples/s  ETA %.0fs   ", bar,
+        fprintf(stderr, "\r%s [%s] %llu/%llu  %.1f/s  ETA %.0fs\033[K", what, bar,
                 (unsigned long long)done, (unsigned long long)total, rate, eta);
         if (done == total)
             fputc('\n', stderr);
         fflush(stderr);
     } else {
         int dec = total ? (int)(10 * done / total) : 10;
-        if (dec == s->last_decile && done != total)
-            return;
         if (dec == s->last_decile)
             return;
         s->last_decile = dec;
-        fprintf(stderr, "calibrating: %llu/%llu samples, %.1f samples/s, %.0fs left\n",
-                (unsigned long long)done, (unsigned long long)total, rate, eta);
+        fprintf(stderr, "%s: %llu/%llu, %.1f/s, %.0fs left\n", what, (unsigned long long)done,
+                (unsigned long long)total, rate, eta);
+    }
+}
+
+void oq_calib_progress_clear(oq_calib_progress_state *s)
+{
+    if (s->tty == 1 && s->last_print > 0) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
     }
 }

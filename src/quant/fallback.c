@@ -456,6 +456,8 @@ static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const
         goto fail;
     }
     uint64_t ns = oq_calib_source_count(src);
+    if (o->progress)
+        o->progress(0, ns, "", o->progress_user);
     for (uint64_t k = 0; k < ns; k++) {
         char label[512];
         st = oq_calib_source_sample(src, fp, k, in, n_in, label, sizeof label, d);
@@ -465,6 +467,8 @@ static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const
             oq_rt_tensor_release(&in[i]);
         if (st != OQ_OK)
             goto fail;
+        if (o->progress)
+            o->progress(k + 1, ns, label, o->progress_user);
     }
     *min_db = INFINITY;
     *worst_out = NULL;

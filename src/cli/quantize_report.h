@@ -1,0 +1,19 @@
+/* onnxq quantize --json FILE|-: a summary of what was done (schema version 1,
+ * docs/quantize.md): the resolved configuration, every pass with its statistics and
+ * time, the fallback result, the output. src/cli/quantize_report.c */
+#ifndef ONNXQ_CLI_QUANTIZE_REPORT_H
+#define ONNXQ_CLI_QUANTIZE_REPORT_H
+#include <stdbool.h>
+
+#include "cli/report.h"
+
+typedef struct cli_qreport {
+    cli_pass_log passes;      /* ro.after_pass = cli_pass_log_after_pass, ro.user = &passes */
+    bool fallback;            /* --target-sqnr given */
+    bool fallback_met;
+} cli_qreport;
+
+/* Write the summary; config writes the configuration object (as --print-config). */
+int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, const char *out,
+                      oq_status st, void (*config)(json_writer *w, const void *cfg), const void *cfg);
+#endif

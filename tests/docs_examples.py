@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""Run the docs examples listed below and compare their output with the pages.
+
+usage: docs_examples.py SOURCE_DIR BINARY_DIR WORK_DIR
+
+An example is a fenced block of a docs page whose commands start with "$ " (a line
+ending in "\\" continues the command); the lines up to the next "$ " are the expected
+output (stdout and stderr together). WORK_DIR gets the files of docs/examples/make.py,
+`models` (the repo's) and `build` (BINARY_DIR, for the plugins), and `onnxq` is first on
+PATH. Values that vary by machine or run are masked on both sides: times (ms, s, /s,
+"seconds"), and lines the page elides with "...".
+"""
+import os
+import re
+import subprocess
+import sys
+
+# (page, a string that the first command of the block contains)
+EXAMPLES = [
+    ("docs/passes/eliminate-dead.md", "onnxq opt dead.onnx -o out.onnx --passes eliminate-dead"),
+    ("docs/passes/dedupe-initializers.md", "onnxq opt dedupe.onnx"),
+    ("docs/passes/fold-batchnorm.md", "onnxq opt bn.onnx -o out.onnx --passes fold-batchnorm"),
+    ("docs/opt.md", "upgrade-opset{to=x17}"),
+    ("docs/opt.md", "--print-after dedupe-initializers"),
+    ("docs/opt.md", "--passes eliminate-dead --json -"),
+    ("docs/opt.md", "abi-test{break=true},eliminate-identity' --verify-each"),
+    ("docs/opt.md", "abi-test{break=true},eliminate-identity'\n"),
+    ("docs/check.md", "onnxq check broken.onnx\n"),
+    ("docs/check.md", "onnxq check broken.onnx --json -"),
+    ("docs/run.md", "onnxq run nan_model.onnx"),
+    ("docs/run.md", "onnxq run models/shapes_cnn.onnx --random --dim N=2 --json -"),
+    ("docs/quantize.md", "--calib nan --quiet\n"),
+    ("docs/quantize.md", "--calib nan --quiet --nan-policy ignore"),
+    ("docs/quantize.md", "-o r.onnx --calib-random 8 --quiet"),
+    ("docs/quantize.md", "--calib models/calib --print-config\n"),
+    ("docs/quantize.md", "-o nodir/q.onnx"),
+    ("docs/quantize.md", "grep -A7 '\"name\": \"insert-qdq\"'"),
+    ("docs/data.md", "--calib models/calib/sample_000/image.npy"),
+    ("docs/data.md", "mkdir flat"),
+    ("docs/data.md", "onnxq run ints.onnx"),
+    ("docs/data.md", "--calib wrong --quiet"),
+]
+
+MASKS = [
+    (re.compile(r"[0-9.]+(e-?[0-9]+)? ?ms\b"), "<ms>"),
+    (re.compile(r"[0-9.]+(e-?[0-9]+)?/s\b"), "<rate>"),
+    (re.compile(r"[0-9.]+s left"), "<left>"),
+    (re.compile(r"ETA [0-9.]+s"), "ETA <s>"),
+    (re.compile(r'"seconds": [0-9.e+-]+'), '"seconds": <s>'),
+]
+
+
+def mask(line):
+    for rx, rep in MASKS:
+        line = rx.sub(rep, line)
+    return line.rstrip()
+
+
+def blocks(text):
+    """Fenced blocks as lists of (command, expected lines)."""
+    out, inside, cur = [], False, None
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            if inside and cur:
+                out.append(cur)
+            inside, cur = not inside, []
+            continue
+        if not inside:
+            continue
+        if line.startswith("$ "):
+            cur.append([line[2:], []])
+        elif cur and cur[-1][0].endswith("\\") and not cur[-1][1]:
+            cur[-1][0] += "\n" + line
+        elif cur:
+            cur[-1][1].append(line)
+    return out
+
+
+def same(got, want):
+    """want may elide lines with '...'."""
+    got = [mask(x) for x in got]
+    want = [mask(x) for x in want]
+    if "..." not in want:
+        return got == want
+    # each run of lines between '...' must appear in order
+    i = 0
+    parts, cur = [], []
+    for w in want:
+        if w == "...":
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(w)
+    parts.append(cur)
+    for k, part in enumerate(parts):
+        if not part:
+            continue
+        while i + len(part) <= len(got) and got[i:i + len(part)] != part:
+            if k == 0:
+                return False
+            i += 1
+        if i + len(part) > len(got):
+            return False
+        i += len(part)
+    return parts[-1] == [] or i == len(got)
+
+
+def main(src, binary, work):
+    os.makedirs(work, exist_ok=True)
+    subprocess.run(["/usr/bin/python3", os.path.join(src, "docs/examples/make.py"), work], check=True,
+                   stdout=subprocess.DEVNULL)
+    for name, target in (("models", os.path.join(src, "models")), ("build", binary)):
+        p = os.path.join(work, name)
+        if not os.path.lexists(p):
+            os.symlink(target, p)
+    bindir = os.path.join(work, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    exe = os.path.join(bindir, "onnxq")
+    if not os.path.lexists(exe):
+        os.symlink(os.path.join(binary, "onnxq"), exe)
+    env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"])
+    fails = 0
+    for page, marker in EXAMPLES:
+        text = open(os.path.join(src, page)).read()
+        found = [b for b in blocks(text) if b and marker in b[0][0] + "\n"]
+        if len(found) != 1:
+            print("FAIL: %s: %d blocks match %r" % (page, len(found), marker))
+            fails += 1
+            continue
+        last_rc = 0
+        for cmd, want in found[0]:
+            while want and want[-1] == "":
+                want.pop()
+            if cmd.strip() == "echo $?":  # the exit code of the previous command
+                got = [str(last_rc)]
+            else:
+                r = subprocess.run(["bash", "-c", cmd.replace("\\\n", " ")], cwd=work, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                got = r.stdout.rstrip("\n").split("\n") if r.stdout.strip() else []
+                last_rc = r.returncode
+            if not same(got, want):
+                fails += 1
+                print("FAIL: %s: $ %s" % (page, cmd))
+                print("  page:\n    " + "\n    ".join(want))
+                print("  got:\n    " + "\n    ".join(got))
+            else:
+                print("ok: %s: $ %s" % (page, cmd.split("\n")[0][:90]))
+    print("docs_examples: %d example(s) differ from their page" % fails if fails else "docs_examples: all ok")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
