@@ -29,11 +29,14 @@ typedef struct ctx {
     oq_pass_result *res;
     oq_diag *d;
     bool before_conv;
+    bool scalar_only; /* fold only one-element constants: the per-channel spread of the
+                       * producer's output, which per-tensor activation quantization
+                       * sees, stays what it was */
     bool changed;
     size_t errors0; /* errors in d before the pass */
     /* why nodes were left, counted in the current round only (the last round's
      * counts are the ones reported) */
-    int64_t skipped_broadcast, skipped_padding, skipped_dtype, skipped_matmul_shift;
+    int64_t skipped_broadcast, skipped_padding, skipped_dtype, skipped_matmul_shift, skipped_per_channel;
 } ctx;
 
 static bool new_errors(const ctx *c)
@@ -363,6 +366,10 @@ static int fold_after(ctx *c, oq_node *n)
     oq_tensor *k;
     if (!split_operands(n, &xi, &k))
         return 0;
+    if (c->scalar_only && oq_tensor_numel(k) != 1) {
+        c->skipped_per_channel++;
+        return 0;
+    }
     oq_value *z = n->inputs[xi];
     if (z->kind != OQ_VALUE_NODE || !z->producer || z->producer->graph != n->graph ||
         z->producer_index != 0 || z->n_uses != 1 || oq_value_is_graph_output(z))
@@ -587,6 +594,10 @@ static int fold_before(ctx *c, oq_node *n)
     oq_tensor *k;
     if (!split_operands(n, &xi, &k))
         return 0;
+    if (c->scalar_only && oq_tensor_numel(k) != 1) {
+        c->skipped_per_channel++;
+        return 0;
+    }
     oq_value *x = n->inputs[xi], *y = n->outputs[0];
     if (y->n_uses == 0 || oq_value_is_graph_output(y))
         return 0;
@@ -685,7 +696,7 @@ static oq_status run_graph(oq_graph *g, void *vc)
     /* Folds into the producer first, to a fixed point; then one sweep of folds into
      * the next Convs; again until nothing changes. */
     for (int round = 0; round < 64; round++) {
-        c->skipped_broadcast = c->skipped_padding = c->skipped_dtype = c->skipped_matmul_shift = 0;
+        c->skipped_broadcast = c->skipped_padding = c->skipped_dtype = c->skipped_matmul_shift = c->skipped_per_channel = 0;
         int k = sweep(c, g, false);
         if (k < 0)
             return new_errors(c) ? OQ_ERR_INVALID : OQ_ERR_NOMEM;
@@ -701,13 +712,16 @@ static oq_status run_graph(oq_graph *g, void *vc)
     oq_pass_stat_add(c->res, "skipped_padding", c->skipped_padding);
     oq_pass_stat_add(c->res, "skipped_dtype", c->skipped_dtype);
     oq_pass_stat_add(c->res, "skipped_matmul_shift", c->skipped_matmul_shift);
+    if (c->scalar_only)
+        oq_pass_stat_add(c->res, "skipped_per_channel", c->skipped_per_channel);
     oq_pass_prune_value_info(g);
     return OQ_OK;
 }
 
 static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res, oq_diag *d)
 {
-    ctx c = {res, d, oq_pass_opt_bool(o, "before-conv", true), false, d ? d->errors : 0, 0, 0, 0, 0};
+    ctx c = {res, d, oq_pass_opt_bool(o, "before-conv", true), oq_pass_opt_bool(o, "scalar-only", false), false,
+             d ? d->errors : 0, 0, 0, 0, 0, 0};
     oq_status s = oq_pass_for_each_graph(m, run_graph, &c);
     if (c.changed)
         res->changed = true;
@@ -717,6 +731,9 @@ static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res,
 static const oq_pass_option_def options[] = {
     {"before-conv", OQ_OPT_BOOL, "true",
      "also fold a Mul/Add that feeds only Convs into their weights (a shift only when they have no padding)"},
+    {"scalar-only", OQ_OPT_BOOL, "false",
+     "fold only one-element constants (quantize uses this: a per-channel scale folded into a layer widens "
+     "the spread of its output channels under one activation scale)"},
 };
 
 const oq_pass oq_pass_fold_linear = {

@@ -41,6 +41,7 @@ typedef struct qctx {
     int32_t act_dtype, w_dtype;
     bool act_sym, w_sym, per_channel, reduce_range, quant_bias;
     bool ort_cpu;             /* placement=ort-cpu: onnxruntime CPU fusion rules */
+    bool pair_limit;          /* int8 weights: no same-sign adjacent pair above 128 */
     int64_t block;
     char **op_types;
     size_t n_op_types;
@@ -443,6 +444,138 @@ static void weight_axes(const oq_node *n, size_t rank, int *ch_axis, int *red_ax
 static int32_t parse_qtype(const char *s, bool weight);
 static bool needs21(int32_t t);
 
+/* ---------------------------------------------------- int16 pair saturation limit
+ * onnxruntime's u8 x s8 kernels on x86 CPUs without VNNI (MLAS QgemmU8X8KernelAvx2.S,
+ * MultiplyAccumulateRowU8S8Avx2; the AVX-512BW kernels likewise) multiply with vpmaddubsw,
+ * which adds the products of two adjacent reduction elements into a saturating int16:
+ * x_a w_a + x_b w_b with x in [0, 255] overflows when w_a, w_b have the same sign and
+ * |w_a| + |w_b| > 128 (255 * 129 > 32767). pair-limit lowers such pairs (by the least
+ * total change, in units of the scale) so that |w_a| + |w_b| <= 128 for every adjacent
+ * pair in each order a kernel may reduce in: the flattened (kh, kw, cin) order of
+ * onnxruntime's channels-last convolution at even offsets, the ONNX (cin, kh, kw) order,
+ * and cin pairs within one kernel position; K order for MatMul/Gemm. The model then
+ * computes the same on every x86 CPU, with int8 weights (U8S8) that VNNI CPUs run fastest.
+ * Depthwise convolutions (one input channel per group) run in exact kernels and are
+ * left as they are. Returns how many pairs changed. */
+typedef struct pair_walk {
+    int8_t *q;
+    const float *w;
+    float *scales;
+    int64_t n_scales, ch_stride, ch_count; /* channel of element i: (i / ch_stride) % ch_count */
+    double *need;                          /* pass 1: the scale each channel needs */
+    int64_t changed;
+} pair_walk;
+
+static int64_t channel_of(const pair_walk *p, int64_t i)
+{
+    return p->n_scales > 1 ? (i / p->ch_stride) % p->ch_count : 0;
+}
+
+/* pass 1 (need != NULL): the scale the pair's channel needs so that the pair fits;
+ * pass 2: a pair that still sums to 129 (both rounded up) loses one step where rounding
+ * added the most */
+static void limit_pair(pair_walk *p, int64_t i, int64_t j)
+{
+    int64_t ci = channel_of(p, i);
+    if (p->need) {
+        double a = p->w[i], b = p->w[j];
+        if ((a > 0 && b > 0) || (a < 0 && b < 0)) {
+            double t = (fabs(a) + fabs(b)) / 128.0;
+            if (t > p->need[ci])
+                p->need[ci] = t;
+        }
+        return;
+    }
+    int a = p->q[i], b = p->q[j];
+    if ((a > 0) != (b > 0) || a == 0 || b == 0 || abs(a) + abs(b) <= 128)
+        return;
+    double ri = fabs((double)p->w[i] / p->scales[ci]), rj = fabs((double)p->w[j] / p->scales[ci]);
+    int sg = a > 0 ? 1 : -1;
+    if ((double)abs(a) - ri >= (double)abs(b) - rj)
+        p->q[i] = (int8_t)(a - sg);
+    else
+        p->q[j] = (int8_t)(b - sg);
+    p->changed++;
+}
+
+static void walk_pairs(pair_walk *p, const oq_node *n, const int64_t *dims, size_t rank)
+{
+    if (oq_pass_is_op(n, "Conv") && rank >= 3) {
+        int64_t M = dims[0], C = dims[1], S = 1;
+        for (size_t k = 2; k < rank; k++)
+            S *= dims[k];
+        if (C == 1)
+            return; /* depthwise */
+        int64_t K = C * S;
+        for (int64_t m = 0; m < M; m++) {
+            int64_t base = m * K;
+            for (int64_t k = 0; k + 1 < K; k += 2) { /* (kh, kw, cin) flattened: k = s*C + c */
+                int64_t s0 = k / C, c0 = k % C, s1 = (k + 1) / C, c1 = (k + 1) % C;
+                limit_pair(p, base + c0 * S + s0, base + c1 * S + s1);
+            }
+            for (int64_t k = 0; k + 1 < K; k += 2) /* ONNX (cin, kh, kw) order */
+                limit_pair(p, base + k, base + k + 1);
+            for (int64_t s = 0; s < S; s++) /* cin pairs within one kernel position */
+                for (int64_t c = 0; c + 1 < C; c += 2)
+                    limit_pair(p, base + c * S + s, base + (c + 1) * S + s);
+        }
+    } else if ((oq_pass_is_op(n, "MatMul") || oq_pass_is_op(n, "Gemm")) && rank >= 2) {
+        bool tb = oq_pass_is_op(n, "Gemm") && oq_node_attr_int(n, "transB", 0);
+        int64_t R = dims[rank - 2], Cc = dims[rank - 1], B = 1;
+        for (size_t k = 0; k + 2 < rank; k++)
+            B *= dims[k];
+        int64_t K = tb ? Cc : R, N = tb ? R : Cc;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t col = 0; col < N; col++)
+                for (int64_t k = 0; k + 1 < K; k += 2) {
+                    int64_t i = tb ? col * K + k : k * N + col, j = tb ? i + 1 : i + N;
+                    limit_pair(p, b * R * Cc + i, b * R * Cc + j);
+                }
+    }
+}
+
+/* Raise each channel's scale just enough that no same-sign pair exceeds 128 steps
+ * (at most one bit, only where the weights need it: onnxruntime's reduce_range takes the
+ * bit from every weight), requantize those channels, then fix pairs that rounding pushed
+ * to 129. Returns the number of channels whose scale was raised; -1 out of memory. */
+static int64_t limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank, int8_t *q, const float *w,
+                                  float *scales, int64_t n_scales, int ch_axis, int64_t *fixed)
+{
+    pair_walk p = {q, w, scales, n_scales, 1, 1, NULL, 0};
+    if (n_scales > 1 && ch_axis >= 0 && (size_t)ch_axis < rank) {
+        p.ch_count = dims[ch_axis];
+        for (size_t k = (size_t)ch_axis + 1; k < rank; k++)
+            p.ch_stride *= dims[k];
+    }
+    p.need = calloc((size_t)n_scales, sizeof(double));
+    if (!p.need)
+        return -1;
+    walk_pairs(&p, n, dims, rank);
+    int64_t raised = 0, numel = 1;
+    for (size_t k = 0; k < rank; k++)
+        numel *= dims[k];
+    for (int64_t c = 0; c < n_scales; c++) {
+        if (p.need[c] > (double)scales[c]) {
+            scales[c] = (float)p.need[c];
+            raised++;
+        } else {
+            p.need[c] = 0; /* not raised */
+        }
+    }
+    if (raised)
+        for (int64_t i = 0; i < numel; i++) {
+            int64_t ch = channel_of(&p, i);
+            if (p.need[ch] == 0)
+                continue;
+            q[i] = (int8_t)oq_quantize_value(w[i], scales[ch], 0, -127, 127);
+        }
+    free(p.need);
+    p.need = NULL;
+    walk_pairs(&p, n, dims, rank);
+    *fixed = p.changed;
+    return raised;
+}
+
 /* Quantize weight input 1 of n. Returns OQ_OK also when skipped. */
 static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *n_wscales)
 {
@@ -549,6 +682,17 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     st = oq_quantize_weight(w, t->dims, t->rank, &s, scales, zps, q, what, c->d);
     if (st != OQ_OK)
         goto done;
+    if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range && s.block_size == 0 &&
+        agree) {
+        int64_t fixed = 0;
+        int64_t raised = limit_weight_pairs(n, t->dims, t->rank, q, w, scales, np, s.per_channel ? s.axis : -1, &fixed);
+        if (raised < 0) {
+            st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        oq_pass_stat_add(c->res, "pair_limit_channels_raised", raised);
+        oq_pass_stat_add(c->res, "pair_limit_steps_removed", fixed);
+    }
     const char *base = oq_model_strdup(c->m, wv->name);
     int64_t dims[OQ_RT_MAX_RANK];
     memcpy(dims, t->dims, t->rank * sizeof(int64_t));
@@ -764,6 +908,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.per_channel = oq_pass_opt_bool(opts, "per-channel", true);
     c.reduce_range = oq_pass_opt_bool(opts, "reduce-range", false);
     c.quant_bias = oq_pass_opt_bool(opts, "quantize-bias", false);
+    c.pair_limit = oq_pass_opt_bool(opts, "pair-limit", false);
     const char *placement = oq_pass_opt_string(opts, "placement", "plain");
     if (strcmp(placement, "ort-cpu") == 0)
         c.ort_cpu = true;
@@ -987,6 +1132,8 @@ static const oq_pass_option_def options[] = {
     {"per-channel", OQ_OPT_BOOL, "true", "one weight scale per output channel"},
     {"weight-block-size", OQ_OPT_INT, "0", "blocked weights along the reduction axis (opset 21); 0: off"},
     {"reduce-range", OQ_OPT_BOOL, "false", "one bit less for weights (7-bit int8/uint8), as onnxruntime's reduce_range"},
+    {"pair-limit", OQ_OPT_BOOL, "false",
+     "int8 weights: no same-sign adjacent pair with |a|+|b| > 128, so u8 x s8 kernels without VNNI cannot saturate"},
     {"placement", OQ_OPT_STRING, "plain", "QDQ placement rules: plain, or ort-cpu (what onnxruntime's CPU provider fuses)"},
     {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
     {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches this POSIX extended regex"},

@@ -126,6 +126,12 @@ grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && want=or
 got=$("$EXE" quantize "$MODEL" --calib "$CALIB" --target host --print-config |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["target"])')
 [ "$got" = "$want" ] || bad "--target host picked $got, /proc/cpuinfo says $want"
+# int8 weights on ort-x86 (whose CPUs add u8 x s8 pairs in int16): the pairs are limited
+for args in "--weight-dtype int8:True" "--target ort-x86-vnni:False" ":False" "--weight-dtype int8 --reduce-range:False"; do
+  got=$("$EXE" quantize "$MODEL" --calib "$CALIB" ${args%%:*} --print-config |
+        /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["pair_limit"])')
+  [ "$got" = "${args#*:}" ] || bad "pair_limit with '${args%%:*}': $got"
+done
 "$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --target nosuch 2> "$T/tgt.err"; rc=$?
 [ $rc = 2 ] && grep -q 'unknown target' "$T/tgt.err" || bad "--target nosuch: rc $rc, $(cat "$T/tgt.err")"
 grep -q '"method": "mse"' "$T/cfg2.json" || bad "config: method not loaded"

@@ -470,6 +470,52 @@ Test(insert_qdq, unknown_placement_refused)
     oq_model_free(m);
 }
 
+/* x[1,2] -> MatMul(W[2,2]) -> y, W columns (1.27, 1.00) same sign and (1.27, -1.00) */
+static oq_model *pair_model(void)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[2] = {1, 2}, wd[2] = {2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    float w[4] = {1.27f, 1.27f, 1.00f, -1.00f}; /* row-major [K=2, N=2] */
+    tp_init_f(m, "W", wd, 2, w);
+    tp_node(m, "MatMul", "mm", "x,W", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "y"};
+    static const float ranges[][2] = {{0, 1}, {-3, 3}};
+    set_table(m, names, ranges, 2);
+    return m;
+}
+
+Test(insert_qdq, pair_limit_keeps_u8s8_pairs_within_int16)
+{
+    /* without the limit: scale max|w| / 127 per column, the same-sign column's pair is
+     * 127 + 100 = 227 steps: x = 255 in both rows gives 255 * 227 > 32767 in vpmaddubsw */
+    oq_model *m = pair_model();
+    tp_run(m, "insert-qdq{weight-dtype=int8}");
+    const float *sc = tp_floats(find(m, "W_scale"));
+    const int8_t *q = oq_tensor_data(oq_value_const_tensor(find(m, "W_quantized")), NULL);
+    cr_assert_float_eq(sc[0], 1.27f / 127.0f, 1e-8f);
+    cr_assert_eq(q[0], 127);
+    cr_assert_eq(q[2], 100);
+    oq_model_free(m);
+
+    m = pair_model();
+    oq_pass_result r = tp_run(m, "insert-qdq{weight-dtype=int8,pair-limit=true}");
+    sc = tp_floats(find(m, "W_scale"));
+    q = oq_tensor_data(oq_value_const_tensor(find(m, "W_quantized")), NULL);
+    /* column 0: scale raised to (1.27 + 1.00) / 128, q = round(71.6), round(56.4) */
+    cr_assert_float_eq(sc[0], (1.27f + 1.00f) / 128.0f, 1e-7f);
+    cr_assert_eq(q[0], 72);
+    cr_assert_eq(q[2], 56);
+    cr_assert_leq(q[0] + q[2], 128);
+    /* column 1 has opposite signs: its pair cannot saturate, its scale stays */
+    cr_assert_float_eq(sc[1], 1.27f / 127.0f, 1e-8f);
+    cr_assert_eq(q[1], 127);
+    cr_assert_eq(q[3], -100);
+    cr_assert_eq(tp_stat(&r, "pair_limit_channels_raised"), 1);
+    oq_model_free(m);
+}
+
 Test(insert_qdq, selection_regex_and_op_types)
 {
     oq_model *m = cnn(13);

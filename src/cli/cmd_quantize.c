@@ -45,6 +45,8 @@ typedef struct qconfig {
     /* where each target-driven choice came from: "target", "option" or "config" */
     const char *src_act_dtype, *src_weight_dtype, *src_weight_symmetric, *src_op_types;
     bool weight_symmetric_set;
+    int prepare;                /* --prepare: graph preparation before calibration */
+    bool pair_limit;            /* int8 weights for a target whose CPU saturates u8 x s8 pairs */
     int64_t opset_in, opset_target;
     bool fold_bias, qdq_cleanup;
     char *pipeline;
@@ -67,6 +69,7 @@ static void config_default(qconfig *c)
     c->weight_symmetric = true;
     c->per_channel = true;
     c->target = "ort-x86";
+    c->prepare = 0;
     c->include_nodes = "";
     c->exclude_nodes = "";
     c->overrides = "";
@@ -91,7 +94,11 @@ static void help(FILE *f)
             "                         generic       plain QDQ (uint8/int8) for other consumers\n"
             "                         host          ort-x86-vnni or ort-x86 from this CPU\n"
             "                         --act-dtype, --weight-dtype, --weight-asymmetric, --op-types\n"
-            "                         override what the target chose (--print-config shows both)\n\n"
+            "                         override what the target chose (--print-config shows both)\n"
+            "  --prepare              graph preparation before calibration (default off; faster in\n"
+            "                         onnxruntime, accuracy varies by model: docs/quantize.md):\n"
+            "                         fuse-activations (HardSwish chains; x*HardSigmoid(x) below opset 14),\n"
+            "                         fold-linear (Mul/Add by constants into Conv/Gemm weights)\n\n"
             "calibration data:\n"
             "  --calib DIR            one subfolder per sample with <input>.pb/.npy or input_N.pb,\n"
             "                         or a flat folder of .npy/.pb files (one-input models)\n"
@@ -221,6 +228,8 @@ static char *build_pipeline(qconfig *c, bool progress)
         sadd(&b, buf);
     }
     sadd(&b, "constant-to-initializer,fold-batchnorm");
+    if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
+        sadd(&b, ",fuse-activations,fold-linear,eliminate-dead");
     if (c->calib || c->calib_images || c->calib_random > 0) {
         sadd(&b, ",calibrate");
         f = true;
@@ -264,6 +273,8 @@ static char *build_pipeline(qconfig *c, bool progress)
                   "Gather,Resize");
         if (strcmp(c->placement, "ort-cpu") == 0) /* the ops insert-qdq's ort-cpu rules may quantize */
             sadd(&ot, ",Add,Mul,AveragePool,GlobalAveragePool,LeakyRelu");
+        if (c->prepare)
+            sadd(&ot, ",HardSwish,HardSigmoid");
         if (ot.p)
             sopt(&b, &f, "op-types", ot.p);
         free(ot.p);
@@ -279,6 +290,8 @@ static char *build_pipeline(qconfig *c, bool progress)
     soptb(&b, &f, "per-channel", c->per_channel);
     soptf(&b, &f, "weight-block-size", "%.0f", (double)c->weight_block_size);
     soptb(&b, &f, "reduce-range", c->reduce_range);
+    if (c->pair_limit)
+        soptb(&b, &f, "pair-limit", true);
     sopt(&b, &f, "placement", c->placement);
     sopt(&b, &f, "op-types", c->op_types);
     sopt(&b, &f, "include-nodes", c->include_nodes);
@@ -340,6 +353,7 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "overrides", c->overrides);
     json_kv_int(w, "threads", c->threads);
     json_kv_string(w, "target", c->target);
+    json_kv_bool(w, "prepare", c->prepare != 0);
     json_key(w, "resolved");
     json_begin_object(w);
     json_kv_string(w, "target", c->tgt->name);
@@ -347,6 +361,8 @@ static void write_config(json_writer *w, const qconfig *c)
         json_kv_string(w, "host_cpu", oq_target_host_reason());
     json_kv_string(w, "arithmetic", oq_arith_name(c->tgt->arith));
     json_kv_string(w, "placement", c->placement);
+    json_kv_bool(w, "prepare", c->prepare != 0);
+    json_kv_bool(w, "pair_limit", c->pair_limit);
     json_kv_double(w, "percentile",
                    c->percentile > 0 ? c->percentile : oq_default_percentile(oq_dtype_from_name(c->act_dtype)));
     json_kv_string(w, "act_dtype", c->act_dtype);
@@ -420,6 +436,14 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
             c->weight_symmetric_set = true;
         }
         else if (!strcmp(k, "target")) sp = &c->target;
+        else if (!strcmp(k, "prepare")) {
+            if (v->type != OQ_JSON_BOOL) {
+                cli_error("quantize", "%s: key \"%s\" has the wrong type", path, k);
+                return -1;
+            }
+            c->prepare = v->b;
+            continue;
+        }
         else if (!strcmp(k, "per_channel")) bp = &c->per_channel;
         else if (!strcmp(k, "weight_block_size")) ip = &c->weight_block_size;
         else if (!strcmp(k, "reduce_range")) bp = &c->reduce_range;
@@ -494,6 +518,10 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
     if (!wsym_option && !c->weight_symmetric_set)
         c->weight_symmetric = c->tgt->weight_symmetric;
     c->placement = c->tgt->placement == OQ_PLACE_ORT_CPU ? "ort-cpu" : "plain";
+    /* int8 weights asked for on a target whose kernels add u8 x s8 pairs in int16: limit
+     * the pairs so that they cannot saturate (insert-qdq pair-limit, docs/quantize.md) */
+    c->pair_limit = c->tgt->arith == OQ_ARITH_AVX2 && strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric &&
+                    !c->reduce_range;
     return 0;
 }
 
@@ -627,6 +655,9 @@ int cmd_quantize(int argc, char **argv)
         STR("--weight-dtype", weight_dtype)
         else if (strcmp(a, "--weight-asymmetric") == 0) { c.weight_symmetric = false; wsym_option = true; }
         STR("--target", target)
+        else if (strcmp(a, "--prepare") == 0 || strcmp(a, "--no-prepare") == 0) {
+            c.prepare = a[2] == 'p';
+        }
         FLAG("--per-tensor", per_channel, false)
         I64("--weight-block-size", weight_block_size)
         FLAG("--reduce-range", reduce_range, true)
