@@ -312,6 +312,76 @@ def gen_matmul3d(outdir, name, B, Mr, K, N, wdt=np.int8):
     return name
 
 
+def gen_matmul_dyn(outdir, name, shape):
+    """MatMul of two activations (QLinearMatMul with a run-time B, U8U8: exact):
+    y = x @ transpose(x), B through Transpose and its own Q/DQ pair"""
+    c = Case(name)
+    xs, xzp, yzp = F32(0.0625), 40, 60
+    xq = rand_x(shape, TensorProto.UINT8, hi_bias=False)
+    xq = np.clip(xq, 0, 200).astype(np.uint8)
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    perm = list(range(len(shape) - 2)) + [len(shape) - 1, len(shape) - 2]
+    c.init('ts', np.array(xs, F32))
+    c.init('tz', np.array(xzp, np.uint8))
+    c.nodes += [helper.make_node('Transpose', ['xd'], ['t'], perm=perm),
+                helper.make_node('QuantizeLinear', ['t', 'ts', 'tz'], ['tq']),
+                helper.make_node('DequantizeLinear', ['tq', 'ts', 'tz'], ['td']),
+                helper.make_node('MatMul', ['xd', 'td'], ['mm'])]
+    a = xq.astype(np.int64) - xzp
+    acc = a @ np.swapaxes(a, -1, -2)
+    ys = pick_out_scale(acc.astype(F32) * (xs * xs))
+    scale = F32(xs * xs) / F32(ys)
+    yq = requant(acc, np.full(acc.shape, scale, F32), yzp, TensorProto.UINT8)
+    y = (yq - yzp).astype(F32) * F32(ys)
+    c.out('mm', TensorProto.UINT8, ys, yzp)
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, list(shape), list(y.shape), x, y, y)
+    return name
+
+
+def softmax_ref(xraw, axis, xs, ys, yzp, signed):
+    """QLinearSoftmax as qlinear_softmax.cc computes it, on raw values (int8 or uint8)"""
+    xm = np.moveaxis(xraw.astype(np.int64), axis, -1)
+    D = xm.shape[-1]
+    shift = np.log(np.float64(np.float32(np.finfo(np.float32).max) / np.float32(D)))
+    shift = max(0.0, shift - 5) / np.float64(xs)
+    table = np.zeros(256, F32)
+    for i in range(256):
+        table[(i - 128) % 256 if signed else i] = F32(np.exp((i - 255 + shift) * np.float64(xs)))
+    ysc = F32(np.floor(F32(1.0) / F32(ys)))
+    flat = xm.reshape(-1, D)
+    out = np.zeros_like(flat)
+    for r in range(flat.shape[0]):
+        row = flat[r]
+        adj = (127 if signed else 255) - row.max()
+        e = table[(row + adj) % 256]
+        tot = F32(0)
+        for v in e:
+            tot = F32(tot + v)
+        q = np.rint((e * ysc).astype(F32) / tot).astype(np.int64) + yzp
+        out[r] = np.minimum(q, 255)
+    return np.moveaxis(out.reshape(xm.shape), -1, axis)
+
+
+def gen_softmax(outdir, name, shape, axis, xdt):
+    c = Case(name)
+    xs, xzp = F32(0.0625), (10 if xdt == TensorProto.INT8 else 130)
+    # 1 / y_scale = 100.9: QLinearSoftmax scales by floor(1 / y_scale) = 100
+    ys, yzp = F32(0.00991), (-128 if xdt == TensorProto.INT8 else 0)
+    xq = rand_x(shape, xdt, hi_bias=False)
+    c.qdq_in(xdt, xs, xzp)
+    c.nodes.append(helper.make_node('Softmax', ['xd'], ['sm'], axis=axis))
+    c.out('sm', xdt, ys, yzp)
+    if xdt == TensorProto.INT8:   # the Q/DQ pairs are converted to uint8 (+128)
+        yq = softmax_ref(xq.astype(np.int64) + 128, axis, xs, ys, yzp + 128, False) - 128
+    else:
+        yq = softmax_ref(xq, axis, xs, ys, yzp, False)
+    y = (yq - yzp).astype(F32) * ys
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, list(shape), list(shape), x, y, y)
+    return name
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -342,6 +412,10 @@ def main():
     cases.append(gen_gemm(outdir, 'gemm_u8u8', 2, 33, 7, True, wdt=np.uint8))
     cases.append(gen_gemm(outdir, 'gemm_s8s8', 2, 40, 6, True, xdt=TensorProto.INT8))
     cases.append(gen_matmul3d(outdir, 'matmul3d', 2, 5, 48, 20))
+    cases.append(gen_matmul_dyn(outdir, 'matmul_two_activations', (2, 3, 5, 17)))
+    cases.append(gen_softmax(outdir, 'softmax_u8_last', (3, 4, 40), -1, TensorProto.UINT8))
+    cases.append(gen_softmax(outdir, 'softmax_u8_axis1', (2, 25, 3), 1, TensorProto.UINT8))
+    cases.append(gen_softmax(outdir, 'softmax_s8', (4, 33), -1, TensorProto.INT8))
     with open(os.path.join(outdir, 'cases.txt'), 'w') as f:
         f.write('\n'.join(cases) + '\n')
 

@@ -186,6 +186,8 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
         kind = OQ_QG_GEMM;
     else if (is_op(n, "MatMul"))
         kind = OQ_QG_MATMUL;
+    else if (is_op(n, "Softmax"))
+        kind = OQ_QG_SOFTMAX;
     else
         return false;
     if (n->n_outputs != 1 || !n->outputs[0])
@@ -195,7 +197,9 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     for (size_t i = 0; i < n->n_inputs; i++)
         if (n->inputs[i])
             n_present++;
-    if (n_present < 2 || n_present != n->n_inputs || n_present > (kind == OQ_QG_MATMUL ? 2u : 3u))
+    size_t n_min = kind == OQ_QG_SOFTMAX ? 1 : 2;
+    size_t n_max = kind == OQ_QG_SOFTMAX ? 1 : kind == OQ_QG_MATMUL ? 2 : 3;
+    if (n_present < n_min || n_present != n->n_inputs || n_present > n_max)
         return false;
     oq_node *dq[3] = {NULL, NULL, NULL};
     for (size_t i = 0; i < n->n_inputs; i++)
@@ -227,15 +231,40 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     oq_node *y_dq = only_consumer(q->outputs[0]);
     bool y_conv = ydt == OQ_DTYPE_INT8 && is_op(y_dq, "DequantizeLinear") && s8_pair_converted(q, y_dq);
     int32_t xeff = x_conv ? OQ_DTYPE_UINT8 : xdt, yeff = y_conv ? OQ_DTYPE_UINT8 : ydt;
+    if (kind == OQ_QG_SOFTMAX) {
+        /* UnaryNodeGroupSelector: input and output of the same 8-bit type (int8 allowed) */
+        if (xeff != yeff || (x_conv != y_conv))
+            return false;
+        grp->kind = kind;
+        grp->arith = arith;
+        grp->anchor = n;
+        grp->dq_x = dq[0];
+        grp->post = post;
+        grp->q = q;
+        grp->x_shift = x_conv;
+        return true;
+    }
     if (xeff != OQ_DTYPE_UINT8 || yeff != OQ_DTYPE_UINT8)
         return false; /* int8 QLinearConv/QLinearMatMul are not fused on x86; int8 QGemm
                        * (S8S8) is left to the reference arithmetic (not verified) */
     if (xdt != ydt)
         return false; /* a uint8 input with a converted int8 output: keep it simple */
     oq_tensor *tw = oq_value_const_tensor(dq[1]->inputs[0]);
-    if (!tw)
-        return false;
-    switch (kind) {
+    if (!tw) {
+        /* QLinearMatMul also takes two activations: B per tensor, int8 B as uint8 when
+         * its Q/DQ pair is converted */
+        float bs;
+        int32_t bzp, bdt;
+        if (kind != OQ_QG_MATMUL || dq[1]->n_inputs != 3 || !scalar_qparams(dq[1], &bs, &bzp, &bdt))
+            return false;
+        grp->b_shift = bdt == OQ_DTYPE_INT8 &&
+                       s8_pair_converted(producer(dq[1]->inputs[0], g), dq[1]);
+        grp->dyn_b = true;
+    }
+    switch (tw ? kind : OQ_QG_DYN) {
+    case OQ_QG_DYN:
+    case OQ_QG_SOFTMAX:
+        break;
     case OQ_QG_CONV:
         if (!weight_ok(dq[1], 3, 0, true) || tw->rank > 5)
             return false;
@@ -310,8 +339,9 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         st->op_type = (char *)OQ_QGROUP_OP;
         st->domain = (char *)OQ_QGROUP_DOMAIN;
         grp->step_in[0] = tmp.dq_x->inputs[0];
+        grp->step_in[1] = tmp.dyn_b ? tmp.dq_w->inputs[0] : NULL;
         grp->step_out[0] = tmp.q->outputs[0];
-        st->n_inputs = 1;
+        st->n_inputs = tmp.dyn_b ? 2 : 1;
         st->inputs = grp->step_in;
         st->n_outputs = 1;
         st->outputs = grp->step_out;

@@ -11,8 +11,10 @@
  *   DQ(W) ─┼─▶ Conv | Gemm | MatMul [─▶ Relu | Clip made redundant by Q] ─▶ Q ─▶ y
  *   DQ(B) ─┘   (optional int32 bias)
  *
- * The plan runs the Q node as one step of the fused kernel (its only run-time input is
- * x's quantized tensor; the rest is constant), does not run the anchor and the
+ * and DQ(x) ─▶ Softmax ─▶ Q (QLinearSoftmax: a lookup table of exponentials).
+ *
+ * The plan runs the Q node as one step of the fused kernel (its run-time inputs are x's
+ * quantized tensor, and B's for a MatMul of two activations; the rest is constant), does not run the anchor and the
  * Relu/Clip, and does not run a DequantizeLinear whose output only the anchor reads.
  * Their intermediate tensors are not produced: an observer sees the Q output.
  */
@@ -25,12 +27,18 @@
 #define OQ_QGROUP_DOMAIN "onnxq.internal"
 #define OQ_QGROUP_OP "QLinearGroup"
 
-typedef enum oq_qgroup_kind { OQ_QG_CONV = 0, OQ_QG_GEMM = 1, OQ_QG_MATMUL = 2 } oq_qgroup_kind;
+typedef enum oq_qgroup_kind {
+    OQ_QG_CONV = 0,
+    OQ_QG_GEMM = 1,
+    OQ_QG_MATMUL = 2,
+    OQ_QG_SOFTMAX = 3,     /* DQ -> Softmax -> Q: QLinearSoftmax (qlinear_softmax.cc) */
+    OQ_QG_DYN = 4          /* (recognition only) */
+} oq_qgroup_kind;
 
 typedef struct oq_qgroup {
     oq_node step;          /* the node the plan compiles: must stay the first member
                             * (the kernel finds the group from k->node) */
-    oq_value *step_in[1];  /* x (quantized) */
+    oq_value *step_in[2];  /* x (quantized); MatMul with a non-constant B: B (quantized) */
     oq_value *step_out[1]; /* the Q output */
     oq_qgroup_kind kind;
     oq_arith arith;
@@ -38,6 +46,8 @@ typedef struct oq_qgroup {
     oq_node *dq_x, *dq_w, *dq_b, *post, *q;
     bool x_shift;          /* int8 activation run as uint8 x + 128 (onnxruntime's
                             * QDQS8ToU8Transformer); output likewise */
+    bool dyn_b;            /* MatMul whose B is an activation (per-tensor DQ) */
+    bool b_shift;          /* that B is int8 run as uint8 + 128 */
 } oq_qgroup;
 
 typedef struct oq_qgroups oq_qgroups;

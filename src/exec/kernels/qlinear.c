@@ -19,6 +19,7 @@
  *
  * Results do not depend on the thread count (work is split over output rows/pixels).
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,13 @@ typedef struct qstate {
     /* Gemm */
     bool trans_a;
     int32_t out_dtype;
+    /* MatMul of two activations: B [..., K, N] read at run time */
+    bool dyn_b, b_s8, b_u8w;
+    int32_t bzp;           /* raw domain (+128 when B is int8 run as uint8) */
+    int32_t b_add;         /* 128 when B's int8 values are read as uint8 */
+    /* Softmax */
+    int64_t sm_axis, sm_opset;
+    float sm_xscale, sm_yscale;
 } qstate;
 
 static void qstate_free(void *p)
@@ -88,17 +96,34 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         return OQ_ERR_NOMEM;
     k->state = s;
     s->kind = grp->kind;
-    oq_tensor *t_xs, *t_xz, *t_ys, *t_yz, *t_w, *t_ws, *t_wz = NULL, *t_b = NULL;
+    oq_tensor *t_xs, *t_xz, *t_ys, *t_yz, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
     const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
     const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
     const float *ys = tdata(grp->q->inputs[1], &t_ys);
     const void *yz = tdata(grp->q->inputs[2], &t_yz);
-    const void *w = tdata(grp->dq_w->inputs[0], &t_w);
+    if (s->kind == OQ_QG_SOFTMAX) {
+        if (!xs || !xz || !ys || !yz)
+            return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
+        /* QLinearSoftmax: the x zero point drops out (only differences to the row
+         * maximum matter); int8 whose Q/DQ pairs were converted runs as uint8 */
+        s->out_dtype = t_yz->dtype;
+        s->y_s8 = t_yz->dtype == OQ_DTYPE_INT8;
+        s->x_s8 = s->y_s8 && !grp->x_shift;   /* the int8 algorithm */
+        s->xzp = s->y_s8 && grp->x_shift ? 128 : 0; /* added to x (and to y's zero point) */
+        s->yzp = zp_at(t_yz, yz, 0) + s->xzp;
+        s->sm_opset = oq_node_opset(grp->anchor);
+        s->sm_axis = oq_node_attr_int(k->node, "axis", s->sm_opset < 13 ? 1 : -1);
+        s->sm_xscale = xs[0];
+        s->sm_yscale = floorf(1.0f / ys[0]);
+        return OQ_OK;
+    }
+    const void *w = grp->dyn_b ? NULL : tdata(grp->dq_w->inputs[0], &t_w);
     const float *ws = tdata(grp->dq_w->inputs[1], &t_ws);
     const void *wz = grp->dq_w->n_inputs > 2 && grp->dq_w->inputs[2]
                          ? tdata(grp->dq_w->inputs[2], &t_wz) : NULL;
     const int32_t *b = grp->dq_b ? tdata(grp->dq_b->inputs[0], &t_b) : NULL;
-    if (!xs || !xz || !ys || !yz || !w || !ws || (grp->dq_b && !b))
+    if (!xs || !xz || !ys || !yz || (!w && !grp->dyn_b) || !ws || (grp->dq_b && !b) ||
+        (grp->dyn_b && !wz))
         return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
     s->x_s8 = t_xz->dtype == OQ_DTYPE_INT8;
     s->y_s8 = t_yz->dtype == OQ_DTYPE_INT8;
@@ -107,6 +132,21 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     s->yzp = zp_at(t_yz, yz, 0);
     s->fmin = (float)((s->y_s8 ? -128 : 0) - s->yzp);
     s->fmax = (float)((s->y_s8 ? 127 : 255) - s->yzp);
+    if (grp->dyn_b) {
+        /* QLinearMatMul of two activations: per-tensor B, signed B saturates as weights do
+         * unless its Q/DQ pair was converted to uint8 */
+        s->dyn_b = true;
+        s->b_s8 = t_wz->dtype == OQ_DTYPE_INT8;
+        s->b_add = s->b_s8 && grp->b_shift ? 128 : 0;
+        s->b_u8w = !s->b_s8 || grp->b_shift;
+        s->bzp = zp_at(t_wz, wz, 0) + s->b_add;
+        s->sat = grp->arith == OQ_ARITH_AVX2 && !s->b_u8w;
+        s->scale = malloc(sizeof *s->scale);
+        if (!s->scale)
+            return OQ_ERR_NOMEM;
+        s->scale[0] = xs[0] * ws[0] / ys[0];
+        return OQ_OK;
+    }
     bool w_s8 = t_w->dtype == OQ_DTYPE_INT8;
     int64_t ns_scale = oq_tensor_numel(t_ws);
     float alpha = 1.0f;
@@ -236,7 +276,12 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     const oq_rt_tensor *x = in[0];
     int64_t d[OQ_RT_MAX_RANK];
     size_t r;
-    if (s->kind == OQ_QG_CONV) {
+    if (s->kind == OQ_QG_SOFTMAX) {
+        r = x->rank;
+        memcpy(d, x->dims, r * sizeof(int64_t));
+        if (oq_k_axis(s->sm_axis, r) < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "axis %lld out of range", (long long)s->sm_axis);
+    } else if (s->kind == OQ_QG_CONV) {
         int64_t o[MAXS], pb[MAXS];
         oq_status st = conv_out(k, s, x, o, pb);
         if (st)
@@ -253,6 +298,21 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         d[0] = x->dims[s->trans_a ? 1 : 0];
         d[1] = s->N;
         r = 2;
+    } else if (s->dyn_b) {
+        const oq_rt_tensor *bt = in[1];
+        if (x->rank < 2 || bt->rank < 2 || x->dims[x->rank - 1] != bt->dims[bt->rank - 2])
+            return oq_k_error(k, OQ_ERR_INVALID, "MatMul of %zu-D and %zu-D tensors: need 2-D or "
+                              "more with matching K", x->rank, bt->rank);
+        r = x->rank > bt->rank ? x->rank : bt->rank;
+        for (size_t i = 0; i + 2 < r; i++) {
+            int64_t da = i + x->rank >= r ? x->dims[i + x->rank - r] : 1;
+            int64_t db = i + bt->rank >= r ? bt->dims[i + bt->rank - r] : 1;
+            if (da != db && da != 1 && db != 1)
+                return oq_k_error(k, OQ_ERR_INVALID, "batch dims do not broadcast");
+            d[i] = da == 1 ? db : da;
+        }
+        d[r - 2] = x->dims[x->rank - 2];
+        d[r - 1] = bt->dims[bt->rank - 1];
     } else {
         if (x->rank < 1 || x->dims[x->rank - 1] != s->K)
             return oq_k_error(k, OQ_ERR_INVALID, "A's last dimension must be %lld",
@@ -285,14 +345,14 @@ static int64_t dot_raw(const uint8_t *a, const int16_t *w, int64_t K, bool sat)
 }
 
 /* one output element from the raw dot product and the row's sum of a */
-static inline int32_t requant(const qstate *s, int64_t n, int64_t dot, int64_t rowsum)
+static inline int32_t requant(const qstate *s, int64_t K, int64_t n, int64_t dot, int64_t rowsum,
+                              int32_t wzp, int32_t wsum, float scale)
 {
-    int64_t acc = dot - (int64_t)s->wzp[n] * rowsum - (int64_t)s->xzp * s->wsum[n] +
-                  s->K * (int64_t)s->xzp * s->wzp[n];
+    int64_t acc = dot - (int64_t)wzp * rowsum - (int64_t)s->xzp * wsum + K * (int64_t)s->xzp * wzp;
     if (s->bias)
         acc += s->bias[n];
     int32_t a32 = (int32_t)(uint32_t)(uint64_t)acc; /* int32 arithmetic wraps in MLAS */
-    float f = (float)a32 * s->scale[n];
+    float f = (float)a32 * scale;
     f = f < s->fmin ? s->fmin : f;
     f = f > s->fmax ? s->fmax : f;
     return (int32_t)nearbyintf(f) + s->yzp;
@@ -318,7 +378,10 @@ typedef struct job {
     void *y;
     uint8_t *scratch;      /* per worker: K bytes */
     /* matrix: rows of a, M rows */
-    int64_t M;
+    int64_t M, K, N;
+    const int16_t *w;      /* [N][K] */
+    const int32_t *wsum;   /* [N] */
+    int32_t wzp1;          /* dynamic B: its zero point */
     /* conv */
     int64_t C, in[MAXS], out[MAXS], pb[MAXS], opix;
 } job;
@@ -327,17 +390,21 @@ static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
 {
     const job *j = arg;
     const qstate *s = j->s;
-    uint8_t *a = j->scratch + (size_t)worker * (size_t)(s->K + 1);
+    int64_t K = j->K, N = j->N;
+    uint8_t *a = j->scratch + (size_t)worker * (size_t)(K + 1);
     for (int64_t m = begin; m < end; m++) {
         int64_t rowsum = 0;
-        for (int64_t kk = 0; kk < s->K; kk++) {
-            int64_t src = s->trans_a ? kk * j->M + m : m * s->K + kk;
+        for (int64_t kk = 0; kk < K; kk++) {
+            int64_t src = s->trans_a ? kk * j->M + m : m * K + kk;
             a[kk] = raw(s, j->x, src);
             rowsum += a[kk];
         }
-        for (int64_t n = 0; n < s->N; n++)
-            store(s, j->y, m * s->N + n,
-                  requant(s, n, dot_raw(a, s->w + n * s->K, s->K, s->sat), rowsum));
+        for (int64_t n = 0; n < N; n++) {
+            int64_t d = dot_raw(a, j->w + n * K, K, s->sat);
+            int32_t v = s->dyn_b ? requant(s, K, n, d, rowsum, j->wzp1, j->wsum[n], s->scale[0])
+                                 : requant(s, K, n, d, rowsum, s->wzp[n], s->wsum[n], s->scale[n]);
+            store(s, j->y, m * N + n, v);
+        }
     }
 }
 
@@ -384,9 +451,141 @@ static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
             }
             for (int64_t n = g * npg; n < (g + 1) * npg; n++)
                 store(s, j->y, (b * s->N + n) * j->opix + p,
-                      requant(s, n, dot_raw(a, s->w + n * s->K, s->K, s->sat), rowsum));
+                      requant(s, s->K, n, dot_raw(a, s->w + n * s->K, s->K, s->sat), rowsum,
+                              s->wzp[n], s->wsum[n], s->scale[n]));
         }
     }
+}
+
+/* MatMul of two activations: numpy broadcasting of the batch dims of A [..., M, K] and
+ * B [..., K, N]; each B matrix is transposed to [N][K] raw values once. */
+static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
+                         const oq_rt_tensor *bt, oq_rt_tensor *y, job *j)
+{
+    size_t r = y->rank;
+    int64_t M = x->dims[x->rank - 2], K = x->dims[x->rank - 1], N = bt->dims[bt->rank - 1];
+    int64_t nb = 1;
+    for (size_t i = 0; i + 2 < r; i++)
+        nb *= y->dims[i];
+    int16_t *w = malloc((size_t)(N * K + 1) * sizeof *w);
+    int32_t *wsum = malloc((size_t)(N + 1) * sizeof *wsum);
+    if (!w || !wsum) {
+        free(w);
+        free(wsum);
+        return OQ_ERR_NOMEM;
+    }
+    j->M = M;
+    j->K = K;
+    j->N = N;
+    j->w = w;
+    j->wsum = wsum;
+    j->wzp1 = s->bzp;
+    const void *x0 = j->x;
+    void *y0 = j->y;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        /* offsets of this batch entry in A and B (broadcast dims repeat) */
+        int64_t rem = bi, xo = 0, bo = 0, xst = 1, bst = 1;
+        for (size_t i = r - 2; i-- > 0;) {
+            int64_t idx = rem % y->dims[i];
+            rem /= y->dims[i];
+            size_t xi = i + x->rank - r, bi2 = i + bt->rank - r;
+            if (i + x->rank >= r) {
+                if (x->dims[xi] != 1)
+                    xo += idx * xst;
+                xst *= x->dims[xi];
+            }
+            if (i + bt->rank >= r) {
+                if (bt->dims[bi2] != 1)
+                    bo += idx * bst;
+                bst *= bt->dims[bi2];
+            }
+        }
+        for (int64_t n = 0; n < N; n++) {
+            int64_t sum = 0;
+            for (int64_t kk = 0; kk < K; kk++) {
+                int64_t src = bo * K * N + kk * N + n;
+                int16_t v = s->b_s8 ? (int16_t)(((const int8_t *)bt->data)[src] + s->b_add)
+                                    : ((const uint8_t *)bt->data)[src];
+                w[n * K + kk] = v;
+                sum += v;
+            }
+            wsum[n] = (int32_t)sum;
+        }
+        j->x = (const uint8_t *)x0 + xo * M * K;
+        j->y = (uint8_t *)y0 + bi * M * N;
+        int64_t work = (K * N) | 1;
+        oq_k_parallel_for(k, M, (65536 + work - 1) / work, run_rows, j);
+    }
+    free(w);
+    free(wsum);
+    return OQ_OK;
+}
+
+/* QLinearSoftmax (contrib_ops/cpu/quantization/qlinear_softmax.cc): a table of
+ * exp((i - 255 + shift) * x_scale) in float, a float sum in element order along the
+ * axis, y = nearbyint(e * floor(1 / y_scale) / sum) + y_zp. */
+static oq_status run_softmax(oq_kctx *k, const qstate *s, const oq_rt_tensor *x, oq_rt_tensor *y)
+{
+    (void)k;
+    int64_t axis = oq_k_axis(s->sm_axis, x->rank), outer = 1, D = 1, inner = 1;
+    for (size_t i = 0; i < x->rank; i++) {
+        if ((int64_t)i < axis)
+            outer *= x->dims[i];
+        else if ((int64_t)i == axis || s->sm_opset < 13)
+            D *= x->dims[i];
+        else
+            inner *= x->dims[i];
+    }
+    if (D <= 0)
+        return OQ_OK;
+    float table[256];
+    double shift = log((double)(FLT_MAX / (float)D));
+    shift = (shift - 5 > 0 ? shift - 5 : 0) / s->sm_xscale;
+    for (int i = 0; i < 256; i++) {
+        double e = exp(((double)i - 255 + shift) * (double)s->sm_xscale);
+        table[(uint8_t)(s->x_s8 ? i - 128 : i)] = (float)e;
+    }
+    const float ysc = s->sm_yscale;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in0 = 0; in0 < inner; in0++) {
+            int64_t base = o * D * inner + in0;
+            /* the raw values along the axis */
+            int32_t xmax = -1000;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = base + d * inner;
+                int32_t v = s->x_s8 ? ((const int8_t *)x->data)[i]
+                                    : (int32_t)(uint8_t)(((const uint8_t *)x->data)[i] + s->xzp);
+                xmax = v > xmax ? v : xmax;
+            }
+            int32_t adj = s->x_s8 ? 127 - xmax : 255 - xmax;
+            float sum = 0;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = base + d * inner;
+                int32_t v = s->x_s8 ? ((const int8_t *)x->data)[i]
+                                    : (int32_t)(uint8_t)(((const uint8_t *)x->data)[i] + s->xzp);
+                sum += table[(uint8_t)(v + adj)];
+            }
+            if (sum == 0)
+                return OQ_OK; /* onnxruntime returns from the whole range here */
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = base + d * inner;
+                int32_t v = s->x_s8 ? ((const int8_t *)x->data)[i]
+                                    : (int32_t)(uint8_t)(((const uint8_t *)x->data)[i] + s->xzp);
+                float t = table[(uint8_t)(v + adj)];
+                if (s->x_s8) {
+                    int32_t q = (int32_t)nearbyintf(t * ysc / sum) + s->yzp;
+                    ((int8_t *)y->data)[i] = (int8_t)(q > 255 ? 255 : q);
+                } else {
+                    uint32_t q = (uint32_t)nearbyintf(t * ysc / sum) + (uint32_t)s->yzp;
+                    uint8_t u = q > 255 ? 255 : (uint8_t)q;
+                    if (s->y_s8)
+                        ((int8_t *)y->data)[i] = (int8_t)(u - 128);
+                    else
+                        ((uint8_t *)y->data)[i] = u;
+                }
+            }
+        }
+    return OQ_OK;
 }
 
 static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
@@ -398,8 +597,11 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     const oq_rt_tensor *x = in[0];
     if (oq_rt_tensor_numel(&out[0]) == 0)
         return OQ_OK;
+    if (s->kind == OQ_QG_SOFTMAX)
+        return run_softmax(k, s, x, &out[0]);
     int threads = oq_k_threads(k);
-    uint8_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)(s->K + 1));
+    int64_t kr = s->dyn_b ? x->dims[x->rank - 1] : s->K;
+    uint8_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)(kr + 1));
     if (!scratch)
         return OQ_ERR_NOMEM;
     job j;
@@ -420,10 +622,16 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         }
         int64_t work = (s->K * s->N) | 1;
         oq_k_parallel_for(k, x->dims[0] * j.opix, (65536 + work - 1) / work, run_conv, &j);
-    } else {
+    } else if (!s->dyn_b) {
         j.M = oq_rt_tensor_numel(x) / s->K;
+        j.K = s->K;
+        j.N = s->N;
+        j.w = s->w;
+        j.wsum = s->wsum;
         int64_t work = (s->K * s->N) | 1;
         oq_k_parallel_for(k, j.M, (65536 + work - 1) / work, run_rows, &j);
+    } else {
+        return run_dyn(k, s, x, in[1], &out[0], &j);
     }
     return OQ_OK;
 }
