@@ -29,6 +29,15 @@
 #include "exec/qgroup.h"
 
 #define MAXS 3
+#define QL_KBLOCK 32 /* rows of a and w are zero padded to a multiple of this */
+
+static int64_t kpad(int64_t K)
+{
+    return (K + QL_KBLOCK - 1) / QL_KBLOCK * QL_KBLOCK;
+}
+
+typedef int64_t (*dot_fn)(const int16_t *a, const int16_t *w, int64_t Kp, bool sat);
+static dot_fn pick_dot(void);
 
 typedef struct qstate {
     oq_qgroup_kind kind;
@@ -40,7 +49,8 @@ typedef struct qstate {
     float fmin, fmax;      /* qmin - yzp, qmax - yzp */
     int64_t N;             /* output channels / columns */
     int64_t K;             /* reduction length (per group for Conv) */
-    int16_t *w;            /* [N][K] raw weights in reduction order */
+    int64_t Kp;            /* K rounded up to QL_KBLOCK (zero padded) */
+    int16_t *w;            /* [N][Kp] raw weights in reduction order */
     int32_t *wzp;          /* [N] */
     int32_t *wsum;         /* [N] sum of raw w over K */
     int32_t *bias;         /* [N] or NULL */
@@ -60,6 +70,8 @@ typedef struct qstate {
     /* Softmax */
     int64_t sm_axis, sm_opset;
     float sm_xscale, sm_yscale;
+    dot_fn dot;            /* the dot product variant (pick_dot) */
+    int16_t *wdw;          /* depthwise: [kernel position][channel] w - w_zp */
 } qstate;
 
 static void qstate_free(void *p)
@@ -68,6 +80,7 @@ static void qstate_free(void *p)
     if (!s)
         return;
     free(s->w);
+    free(s->wdw);
     free(s->wzp);
     free(s->wsum);
     free(s->bias);
@@ -96,6 +109,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         return OQ_ERR_NOMEM;
     k->state = s;
     s->kind = grp->kind;
+    s->dot = pick_dot();
     oq_tensor *t_xs, *t_xz, *t_ys, *t_yz, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
     const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
     const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
@@ -199,8 +213,9 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     }
     s->N = N;
     s->K = K;
+    s->Kp = kpad(K);
     s->sat = grp->arith == OQ_ARITH_AVX2 && w_s8 && !s->depthwise;
-    s->w = malloc((size_t)(N * K + 1) * sizeof *s->w);
+    s->w = calloc((size_t)(N * s->Kp + 1), sizeof *s->w);
     s->wzp = malloc((size_t)(N + 1) * sizeof *s->wzp);
     s->wsum = malloc((size_t)(N + 1) * sizeof *s->wsum);
     s->scale = malloc((size_t)(N + 1) * sizeof *s->scale);
@@ -220,7 +235,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
                 src = tb ? n * K + kk : kk * N + n;
             }
             int16_t v = w_s8 ? ((const int8_t *)w)[src] : ((const uint8_t *)w)[src];
-            s->w[n * K + kk] = v;
+            s->w[n * s->Kp + kk] = v;
             sum += v;
         }
         s->wsum[n] = (int32_t)sum;
@@ -232,6 +247,14 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         s->scale[n] = sc / ys[0];
         if (b)
             s->bias[n] = b[oq_tensor_numel(t_b) == 1 ? 0 : n];
+    }
+    if (s->kind == OQ_QG_CONV && s->depthwise) {
+        s->wdw = malloc((size_t)(N * K + 1) * sizeof *s->wdw);
+        if (!s->wdw)
+            return OQ_ERR_NOMEM;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t kk = 0; kk < K; kk++)
+                s->wdw[kk * N + n] = (int16_t)(s->w[n * s->Kp + kk] - s->wzp[n]);
     }
     return OQ_OK;
 }
@@ -326,23 +349,92 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 /* ---- the arithmetic ------------------------------------------------------------- */
 
-/* sum of a[k] w[k] with the int16 pair saturation when sat */
-static int64_t dot_raw(const uint8_t *a, const int16_t *w, int64_t K, bool sat)
+/* Sum of a[k] w[k] over Kp (a multiple of QL_KBLOCK, zero padded: a pad pair is 0,
+ * as MLAS pads an odd K), adjacent pairs saturated to int16 when sat. The sum wraps
+ * modulo 2^32 like MLAS's int32 accumulators (requant() only uses it modulo 2^32). */
+static int64_t dot_generic(const int16_t *a, const int16_t *w, int64_t Kp, bool sat)
 {
-    int64_t acc = 0, k = 0;
+    uint32_t acc = 0;
+    for (int64_t k = 0; k < Kp; k += 2) {
+        int32_t p = (int32_t)a[k] * w[k] + (int32_t)a[k + 1] * w[k + 1];
+        if (sat)
+            p = p > 32767 ? 32767 : p < -32768 ? -32768 : p;
+        acc += (uint32_t)p;
+    }
+    return (int32_t)acc;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define QL_HAVE_X86 1
+/* vpmaddwd gives the pair sums a[2j] w[2j] + a[2j+1] w[2j+1] exactly in int32 (|a|, |w|
+ * <= 255); the saturation is then a clamp of each lane */
+__attribute__((target("avx2"))) static int64_t dot_avx2(const int16_t *a, const int16_t *w,
+                                                        int64_t Kp, bool sat)
+{
+    __m256i acc = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
     if (sat) {
-        for (; k + 1 < K; k += 2) {
-            int32_t p = (int32_t)a[k] * w[k] + (int32_t)a[k + 1] * w[k + 1];
-            acc += p > 32767 ? 32767 : p < -32768 ? -32768 : p;
+        const __m256i lo = _mm256_set1_epi32(-32768), hi = _mm256_set1_epi32(32767);
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k)),
+                                          _mm256_loadu_si256((const __m256i *)(w + k)));
+            __m256i q = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k + 16)),
+                                          _mm256_loadu_si256((const __m256i *)(w + k + 16)));
+            acc = _mm256_add_epi32(acc, _mm256_min_epi32(_mm256_max_epi32(p, lo), hi));
+            acc2 = _mm256_add_epi32(acc2, _mm256_min_epi32(_mm256_max_epi32(q, lo), hi));
         }
     } else {
-        for (; k + 1 < K; k += 2)
-            acc += (int32_t)a[k] * w[k] + (int32_t)a[k + 1] * w[k + 1];
+        for (int64_t k = 0; k < Kp; k += 32) {
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k)),
+                                                          _mm256_loadu_si256((const __m256i *)(w + k))));
+            acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k + 16)),
+                                                            _mm256_loadu_si256((const __m256i *)(w + k + 16))));
+        }
     }
-    if (k < K)
-        acc += (int32_t)a[k] * w[k];
-    return acc;
+    acc = _mm256_add_epi32(acc, acc2);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    return _mm_cvtsi128_si32(s4);
 }
+
+/* AVX-512 VNNI: vpdpwssd adds the exact int16 pair sums; the saturating form clamps
+ * vpmaddwd's lanes first */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static int64_t
+dot_avx512(const int16_t *a, const int16_t *w, int64_t Kp, bool sat)
+{
+    __m512i acc = _mm512_setzero_si512();
+    if (sat) {
+        const __m512i lo = _mm512_set1_epi32(-32768), hi = _mm512_set1_epi32(32767);
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m512i p = _mm512_madd_epi16(_mm512_loadu_si512(a + k), _mm512_loadu_si512(w + k));
+            acc = _mm512_add_epi32(acc, _mm512_min_epi32(_mm512_max_epi32(p, lo), hi));
+        }
+    } else {
+        for (int64_t k = 0; k < Kp; k += 32)
+            acc = _mm512_dpwssd_epi32(acc, _mm512_loadu_si512(a + k), _mm512_loadu_si512(w + k));
+    }
+    return _mm512_reduce_add_epi32(acc);
+}
+#endif
+
+/* Chosen once: ONNXQ_QGEMM_ISA=generic|avx2|avx512 forces a variant (tests); every
+ * variant computes the same numbers. */
+static dot_fn pick_dot(void)
+{
+#ifdef QL_HAVE_X86
+    __builtin_cpu_init();
+    const char *env = getenv("ONNXQ_QGEMM_ISA");
+    bool want512 = !env || strcmp(env, "avx512") == 0, want2 = !env || strcmp(env, "avx2") == 0;
+    if (want512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+        return dot_avx512;
+    if ((want2 || want512) && __builtin_cpu_supports("avx2"))
+        return dot_avx2;
+#endif
+    return dot_generic;
+}
+
+static inline int32_t requant_acc(const qstate *s, int64_t acc, float scale);
 
 /* one output element from the raw dot product and the row's sum of a */
 static inline int32_t requant(const qstate *s, int64_t K, int64_t n, int64_t dot, int64_t rowsum,
@@ -351,11 +443,21 @@ static inline int32_t requant(const qstate *s, int64_t K, int64_t n, int64_t dot
     int64_t acc = dot - (int64_t)wzp * rowsum - (int64_t)s->xzp * wsum + K * (int64_t)s->xzp * wzp;
     if (s->bias)
         acc += s->bias[n];
+    return requant_acc(s, acc, scale);
+}
+
+/* the requantization of a finished accumulator (bias included) */
+static inline int32_t requant_acc(const qstate *s, int64_t acc, float scale)
+{
     int32_t a32 = (int32_t)(uint32_t)(uint64_t)acc; /* int32 arithmetic wraps in MLAS */
     float f = (float)a32 * scale;
     f = f < s->fmin ? s->fmin : f;
     f = f > s->fmax ? s->fmax : f;
+#ifdef QL_HAVE_X86
+    return _mm_cvtss_si32(_mm_set_ss(f)) + s->yzp; /* nearest even, as vcvtps2dq */
+#else
     return (int32_t)nearbyintf(f) + s->yzp;
+#endif
 }
 
 static inline void store(const qstate *s, void *y, int64_t i, int32_t v)
@@ -376,22 +478,26 @@ typedef struct job {
     const qstate *s;
     const void *x;
     void *y;
-    uint8_t *scratch;      /* per worker: K bytes */
+    int16_t *scratch;      /* per worker: Kp values */
     /* matrix: rows of a, M rows */
-    int64_t M, K, N;
-    const int16_t *w;      /* [N][K] */
+    int64_t M, K, Kp, N;
+    const int16_t *w;      /* [N][Kp] */
     const int32_t *wsum;   /* [N] */
     int32_t wzp1;          /* dynamic B: its zero point */
     /* conv */
-    int64_t C, in[MAXS], out[MAXS], pb[MAXS], opix;
+    int64_t C, in[MAXS], out[MAXS], pb[MAXS], opix, img;
+    const int16_t *xt;     /* the image, [pixel][C] raw values */
+    const int16_t *wdw;    /* depthwise: [kernel position][C] of w - w_zp */
 } job;
 
 static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
 {
     const job *j = arg;
     const qstate *s = j->s;
-    int64_t K = j->K, N = j->N;
-    uint8_t *a = j->scratch + (size_t)worker * (size_t)(K + 1);
+    int64_t K = j->K, Kp = j->Kp, N = j->N;
+    int16_t *a = j->scratch + (size_t)worker * (size_t)Kp;
+    for (int64_t kk = K; kk < Kp; kk++)
+        a[kk] = 0;
     for (int64_t m = begin; m < end; m++) {
         int64_t rowsum = 0;
         for (int64_t kk = 0; kk < K; kk++) {
@@ -400,7 +506,7 @@ static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
             rowsum += a[kk];
         }
         for (int64_t n = 0; n < N; n++) {
-            int64_t d = dot_raw(a, j->w + n * K, K, s->sat);
+            int64_t d = s->dot(a, j->w + n * Kp, Kp, s->sat);
             int32_t v = s->dyn_b ? requant(s, K, n, d, rowsum, j->wzp1, j->wsum[n], s->scale[0])
                                  : requant(s, K, n, d, rowsum, s->wzp[n], s->wsum[n], s->scale[n]);
             store(s, j->y, m * N + n, v);
@@ -408,51 +514,99 @@ static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* one range of output pixels over all images: index = b * opix + p */
+/* input position (flat, in the image) of kernel position kp at output pixel oc, or -1 in
+ * the padding */
+static inline int64_t conv_src(const qstate *s, const job *j, const int64_t *oc, int64_t kp)
+{
+    int64_t kc[MAXS], off = 0;
+    for (size_t i = s->ns; i-- > 0;) {
+        kc[i] = kp % s->kdim[i];
+        kp /= s->kdim[i];
+    }
+    for (size_t i = 0; i < s->ns; i++) {
+        int64_t pos = oc[i] * s->stride[i] - j->pb[i] + kc[i] * s->dil[i];
+        if (pos < 0 || pos >= j->in[i])
+            return -1;
+        off = off * j->in[i] + pos;
+    }
+    return off;
+}
+
+static inline void pixel_coords(const qstate *s, const job *j, int64_t p, int64_t *oc)
+{
+    for (size_t i = s->ns; i-- > 0;) {
+        oc[i] = p % j->out[i];
+        p /= j->out[i];
+    }
+}
+
+/* one range of output pixels of image j->img; j->xt is the image as [pixel][C] raw
+ * int16 values (NHWC, onnxruntime's layout), so an im2col row is cg-long copies */
 static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
 {
     const job *j = arg;
     const qstate *s = j->s;
-    uint8_t *a = j->scratch + (size_t)worker * (size_t)(s->K + 1);
-    int64_t kprod = s->K / s->cg, ipix = 1;
-    for (size_t i = 0; i < s->ns; i++)
-        ipix *= j->in[i];
+    int16_t *a = j->scratch + (size_t)worker * (size_t)s->Kp;
+    for (int64_t kk = s->K; kk < s->Kp; kk++)
+        a[kk] = 0;
+    int64_t kprod = s->K / s->cg, C = j->C, cg = s->cg;
     int64_t npg = s->N / s->group;
-    for (int64_t idx = begin; idx < end; idx++) {
-        int64_t b = idx / j->opix, p = idx % j->opix;
-        int64_t oc[MAXS], rem = p;
-        for (size_t i = s->ns; i-- > 0;) {
-            oc[i] = rem % j->out[i];
-            rem /= j->out[i];
-        }
+    for (int64_t p = begin; p < end; p++) {
+        int64_t oc[MAXS];
+        pixel_coords(s, j, p, oc);
         for (int64_t g = 0; g < s->group; g++) {
             int64_t rowsum = 0;
             for (int64_t kp = 0; kp < kprod; kp++) {
-                /* input position of kernel position kp */
-                int64_t kc[MAXS], r2 = kp, off = 0;
-                bool inside = true;
-                for (size_t i = s->ns; i-- > 0;) {
-                    kc[i] = r2 % s->kdim[i];
-                    r2 /= s->kdim[i];
-                }
-                for (size_t i = 0; i < s->ns; i++) {
-                    int64_t pos = oc[i] * s->stride[i] - j->pb[i] + kc[i] * s->dil[i];
-                    if (pos < 0 || pos >= j->in[i])
-                        inside = false;
-                    off = off * j->in[i] + pos;
-                }
-                uint8_t *ak = a + kp * s->cg;
-                for (int64_t c = 0; c < s->cg; c++) {
-                    uint8_t v = inside ? raw(s, j->x, (b * j->C + g * s->cg + c) * ipix + off)
-                                       : (uint8_t)s->xzp;
-                    ak[c] = v;
-                    rowsum += v;
+                int64_t off = conv_src(s, j, oc, kp);
+                int16_t *ak = a + kp * cg;
+                if (off < 0) {
+                    for (int64_t c = 0; c < cg; c++)
+                        ak[c] = (int16_t)s->xzp;
+                    rowsum += cg * s->xzp;
+                } else {
+                    const int16_t *src = j->xt + off * C + g * cg;
+                    for (int64_t c = 0; c < cg; c++) {
+                        ak[c] = src[c];
+                        rowsum += src[c];
+                    }
                 }
             }
             for (int64_t n = g * npg; n < (g + 1) * npg; n++)
-                store(s, j->y, (b * s->N + n) * j->opix + p,
-                      requant(s, s->K, n, dot_raw(a, s->w + n * s->K, s->K, s->sat), rowsum,
+                store(s, j->y, (j->img * s->N + n) * j->opix + p,
+                      requant(s, s->K, n, s->dot(a, s->w + n * s->Kp, s->Kp, s->sat), rowsum,
                               s->wzp[n], s->wsum[n], s->scale[n]));
+        }
+    }
+}
+
+/* depthwise (one input and one output channel per group): exact in onnxruntime, so
+ * sum (a - x_zp)(w - w_zp) directly, all channels of a pixel at once */
+static void run_depthwise(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const job *j = arg;
+    const qstate *s = j->s;
+    int64_t C = j->C, kprod = s->K;
+    int32_t *acc = (int32_t *)(void *)(j->scratch + (size_t)worker * (size_t)s->Kp);
+    for (int64_t p = begin; p < end; p++) {
+        int64_t oc[MAXS];
+        pixel_coords(s, j, p, oc);
+        for (int64_t c = 0; c < C; c++)
+            acc[c] = 0;
+        for (int64_t kp = 0; kp < kprod; kp++) {
+            int64_t off = conv_src(s, j, oc, kp);
+            if (off < 0)
+                continue; /* padding is the zero point: contributes 0 */
+            const int16_t *src = j->xt + off * C;
+            const int16_t *wk = j->wdw + kp * C;
+            int32_t xzp = s->xzp;
+            for (int64_t c = 0; c < C; c++)
+                acc[c] += (int32_t)(src[c] - xzp) * wk[c];
+        }
+        for (int64_t c = 0; c < C; c++) {
+            int64_t v = acc[c];
+            if (s->bias)
+                v += s->bias[c];
+            store(s, j->y, (j->img * s->N + c) * j->opix + p, requant_acc(s, v, s->scale[c]));
         }
     }
 }
@@ -467,7 +621,8 @@ static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
     int64_t nb = 1;
     for (size_t i = 0; i + 2 < r; i++)
         nb *= y->dims[i];
-    int16_t *w = malloc((size_t)(N * K + 1) * sizeof *w);
+    int64_t Kp = kpad(K);
+    int16_t *w = calloc((size_t)(N * Kp + 1), sizeof *w);
     int32_t *wsum = malloc((size_t)(N + 1) * sizeof *wsum);
     if (!w || !wsum) {
         free(w);
@@ -476,6 +631,7 @@ static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
     }
     j->M = M;
     j->K = K;
+    j->Kp = Kp;
     j->N = N;
     j->w = w;
     j->wsum = wsum;
@@ -506,7 +662,7 @@ static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
                 int64_t src = bo * K * N + kk * N + n;
                 int16_t v = s->b_s8 ? (int16_t)(((const int8_t *)bt->data)[src] + s->b_add)
                                     : ((const uint8_t *)bt->data)[src];
-                w[n * K + kk] = v;
+                w[n * Kp + kk] = v;
                 sum += v;
             }
             wsum[n] = (int32_t)sum;
@@ -600,8 +756,10 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     if (s->kind == OQ_QG_SOFTMAX)
         return run_softmax(k, s, x, &out[0]);
     int threads = oq_k_threads(k);
-    int64_t kr = s->dyn_b ? x->dims[x->rank - 1] : s->K;
-    uint8_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)(kr + 1));
+    int64_t kr = s->dyn_b ? kpad(x->dims[x->rank - 1]) : s->Kp;
+    if (s->kind == OQ_QG_CONV && s->depthwise && kr < 2 * x->dims[1] + 2)
+        kr = 2 * x->dims[1] + 2; /* int32 accumulators per channel */
+    int16_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)kr * sizeof(int16_t));
     if (!scratch)
         return OQ_ERR_NOMEM;
     job j;
@@ -620,11 +778,28 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
             j.in[i] = x->dims[2 + i];
             j.opix *= j.out[i];
         }
-        int64_t work = (s->K * s->N) | 1;
-        oq_k_parallel_for(k, x->dims[0] * j.opix, (65536 + work - 1) / work, run_conv, &j);
+        int64_t ipix = 1;
+        for (size_t i = 0; i < s->ns; i++)
+            ipix *= j.in[i];
+        int16_t *xt = malloc((size_t)(ipix * j.C + 1) * sizeof *xt);
+        if (!xt)
+            return OQ_ERR_NOMEM;
+        j.xt = xt;
+        j.wdw = s->wdw;
+        int64_t work = (s->K * (s->depthwise ? 1 : s->N / s->group) * (s->depthwise ? 1 : s->group)) | 1;
+        for (int64_t b = 0; b < x->dims[0]; b++) {
+            for (int64_t c = 0; c < j.C; c++)
+                for (int64_t q = 0; q < ipix; q++)
+                    xt[q * j.C + c] = raw(s, x->data, (b * j.C + c) * ipix + q);
+            j.img = b;
+            oq_k_parallel_for(k, j.opix, (65536 + work - 1) / work,
+                              s->depthwise ? run_depthwise : run_conv, &j);
+        }
+        free(xt);
     } else if (!s->dyn_b) {
         j.M = oq_rt_tensor_numel(x) / s->K;
         j.K = s->K;
+        j.Kp = s->Kp;
         j.N = s->N;
         j.w = s->w;
         j.wsum = s->wsum;
