@@ -78,7 +78,8 @@ static bool scalar_qparams(const oq_node *n, float *scale, int32_t *zp, int32_t 
 
 /* onnxruntime's QDQS8ToU8Transformer (qdq_s8_to_u8.cc): a QuantizeLinear whose only
  * consumer is a DequantizeLinear, both with constant int8 scalar zero points of equal
- * value, becomes a uint8 pair (zero point + 128). */
+ * value, becomes a uint8 pair (zero point + 128). Shared DQs were duplicated before
+ * (ensure_unique_dq_for_node_unit.cc), so the DQ must have a single consumer too. */
 static bool s8_pair_converted(const oq_node *q, const oq_node *dq)
 {
     float s;
@@ -86,6 +87,11 @@ static bool s8_pair_converted(const oq_node *q, const oq_node *dq)
     if (!q || !dq || q->n_inputs != 3 || dq->n_inputs != 3 || !q->inputs[2] || !dq->inputs[2])
         return false;
     if (only_consumer(q->outputs[0]) != dq)
+        return false;
+    /* EnsureUniqueDQForNodeUnit runs first and gives each consumer of a DQ its own copy
+     * (a graph output counts as one): the Q then has several consumers */
+    const oq_value *dv = dq->outputs[0];
+    if (!dv || dv->n_uses + (oq_value_is_graph_output(dv) ? 1u : 0u) > 1)
         return false;
     if (!scalar_qparams(q, &s, &zq, &tq) || !scalar_qparams(dq, &s, &zd, &td))
         return false;
