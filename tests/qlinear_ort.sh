@@ -2,8 +2,9 @@
 # Integer arithmetic targets (docs/run.md "Arithmetic targets") on the hand-built QDQ
 # models of tests/qlinear_models.py:
 #  1. onnxq run --target avx2 / ort-x86-vnni equal, bit for bit, an independent numpy
-#     emulation of the two arithmetics (on every machine), at 1 and 2 threads; the
-#     reference target equals a run without --target;
+#     emulation of the two arithmetics (on every machine), at 1 and 2 threads and with
+#     each dot product variant (ONNXQ_QGEMM_ISA); the reference target equals a run
+#     without --target;
 #  2. onnxq --target avx2 equals onnxruntime (graph optimizations on: its fused kernels)
 #     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
 #  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
@@ -32,6 +33,16 @@ for c in $(cat "$work/cases.txt"); do
     done
   done
 done
+# the portable scalar dot product (ONNXQ_QGEMM_ISA=generic) and AVX2 on any x86 CPU
+for isa in generic avx2; do
+  for t in avx2 ort-x86-vnni; do
+    mkdir -p "$work/isa_${isa}_$t"
+    for c in $(cat "$work/cases.txt"); do
+      ONNXQ_QGEMM_ISA=$isa "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" --target $t --threads 2 \
+        --output-dir "$work/isa_${isa}_$t/$c" --npy >/dev/null 2>"$work/err" || { echo "FAIL: $c $isa $t"; cat "$work/err"; fail=1; }
+    done
+  done
+done
 # compare A B [A B ...]: every pair equal bit for bit, per case
 cmp_sets() {
   /usr/bin/python3 - "$work" "$@" <<'PY'
@@ -54,7 +65,11 @@ cmp_sets '{w}/onnxq_avx2_1/{c}/y.npy' '{w}/{c}.avx2.npy' \
          '{w}/onnxq_avx2_2/{c}/y.npy' '{w}/{c}.avx2.npy' \
          '{w}/onnxq_ort-x86-vnni_1/{c}/y.npy' '{w}/{c}.exact.npy' \
          '{w}/onnxq_ort-x86-vnni_2/{c}/y.npy' '{w}/{c}.exact.npy' \
-         '{w}/onnxq_reference_1/{c}/y.npy' '{w}/onnxq_none_1/{c}/y.npy' || fail=1
+         '{w}/onnxq_reference_1/{c}/y.npy' '{w}/onnxq_none_1/{c}/y.npy' \
+         '{w}/isa_generic_avx2/{c}/y.npy' '{w}/{c}.avx2.npy' \
+         '{w}/isa_generic_ort-x86-vnni/{c}/y.npy' '{w}/{c}.exact.npy' \
+         '{w}/isa_avx2_avx2/{c}/y.npy' '{w}/{c}.avx2.npy' \
+         '{w}/isa_avx2_ort-x86-vnni/{c}/y.npy' '{w}/{c}.exact.npy' || fail=1
 # the hand-computed case: x = [255, 255] u8, w = [127, 127] s8, y_scale 256:
 # avx2 accumulates 32767 (-> 128 * 256), exact 64770 (-> 253 * 256)
 /usr/bin/python3 - "$work" <<'PY' || fail=1
