@@ -72,6 +72,7 @@ typedef struct qstate {
     float sm_xscale, sm_yscale;
     dot_fn dot;            /* the dot product variant (pick_dot) */
     int16_t *wdw;          /* depthwise: [kernel position][channel] w - w_zp */
+    int64_t *kofs;         /* [kernel position][spatial dim] kernel index * dilation */
 } qstate;
 
 static void qstate_free(void *p)
@@ -81,6 +82,7 @@ static void qstate_free(void *p)
         return;
     free(s->w);
     free(s->wdw);
+    free(s->kofs);
     free(s->wzp);
     free(s->wsum);
     free(s->bias);
@@ -247,6 +249,19 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         s->scale[n] = sc / ys[0];
         if (b)
             s->bias[n] = b[oq_tensor_numel(t_b) == 1 ? 0 : n];
+    }
+    if (s->kind == OQ_QG_CONV) {
+        int64_t kprod = K / s->cg;
+        s->kofs = malloc((size_t)(kprod * (int64_t)s->ns + 1) * sizeof *s->kofs);
+        if (!s->kofs)
+            return OQ_ERR_NOMEM;
+        for (int64_t kp = 0; kp < kprod; kp++) {
+            int64_t r = kp;
+            for (size_t i = s->ns; i-- > 0;) {
+                s->kofs[kp * (int64_t)s->ns + (int64_t)i] = (r % s->kdim[i]) * s->dil[i];
+                r /= s->kdim[i];
+            }
+        }
     }
     if (s->kind == OQ_QG_CONV && s->depthwise) {
         s->wdw = malloc((size_t)(N * K + 1) * sizeof *s->wdw);
@@ -488,6 +503,7 @@ typedef struct job {
     int64_t C, in[MAXS], out[MAXS], pb[MAXS], opix, img;
     const int16_t *xt;     /* the image, [pixel][C] raw values */
     const int16_t *wdw;    /* depthwise: [kernel position][C] of w - w_zp */
+    bool avx2;             /* the AVX2 depthwise loop (not with ONNXQ_QGEMM_ISA=generic) */
 } job;
 
 static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
@@ -518,13 +534,10 @@ static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
  * the padding */
 static inline int64_t conv_src(const qstate *s, const job *j, const int64_t *oc, int64_t kp)
 {
-    int64_t kc[MAXS], off = 0;
-    for (size_t i = s->ns; i-- > 0;) {
-        kc[i] = kp % s->kdim[i];
-        kp /= s->kdim[i];
-    }
+    int64_t off = 0;
+    const int64_t *ko = s->kofs + kp * (int64_t)s->ns;
     for (size_t i = 0; i < s->ns; i++) {
-        int64_t pos = oc[i] * s->stride[i] - j->pb[i] + kc[i] * s->dil[i];
+        int64_t pos = oc[i] * s->stride[i] - j->pb[i] + ko[i];
         if (pos < 0 || pos >= j->in[i])
             return -1;
         off = off * j->in[i] + pos;
@@ -541,42 +554,87 @@ static inline void pixel_coords(const qstate *s, const job *j, int64_t p, int64_
 }
 
 /* one range of output pixels of image j->img; j->xt is the image as [pixel][C] raw
- * int16 values (NHWC, onnxruntime's layout), so an im2col row is cg-long copies */
+ * int16 values (NHWC, onnxruntime's layout), so an im2col row is cg-long copies. Pixels
+ * go in blocks of QL_PBLOCK: each weight row is used for the whole block and the
+ * outputs of a channel are written contiguously. */
+#define QL_PBLOCK 16
 static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
 {
     const job *j = arg;
     const qstate *s = j->s;
-    int16_t *a = j->scratch + (size_t)worker * (size_t)s->Kp;
-    for (int64_t kk = s->K; kk < s->Kp; kk++)
-        a[kk] = 0;
+    int64_t Kp = s->Kp;
+    int16_t *rows = j->scratch + (size_t)worker * (size_t)(QL_PBLOCK * Kp);
+    int64_t rowsum[QL_PBLOCK];
+    for (int64_t i = 0; i < QL_PBLOCK; i++)
+        for (int64_t kk = s->K; kk < Kp; kk++)
+            rows[i * Kp + kk] = 0;
     int64_t kprod = s->K / s->cg, C = j->C, cg = s->cg;
     int64_t npg = s->N / s->group;
-    for (int64_t p = begin; p < end; p++) {
-        int64_t oc[MAXS];
-        pixel_coords(s, j, p, oc);
+    for (int64_t p0 = begin; p0 < end; p0 += QL_PBLOCK) {
+        int64_t nb = end - p0 < QL_PBLOCK ? end - p0 : QL_PBLOCK;
         for (int64_t g = 0; g < s->group; g++) {
-            int64_t rowsum = 0;
-            for (int64_t kp = 0; kp < kprod; kp++) {
-                int64_t off = conv_src(s, j, oc, kp);
-                int16_t *ak = a + kp * cg;
-                if (off < 0) {
-                    for (int64_t c = 0; c < cg; c++)
-                        ak[c] = (int16_t)s->xzp;
-                    rowsum += cg * s->xzp;
-                } else {
-                    const int16_t *src = j->xt + off * C + g * cg;
-                    for (int64_t c = 0; c < cg; c++) {
-                        ak[c] = src[c];
-                        rowsum += src[c];
+            for (int64_t i = 0; i < nb; i++) {
+                int64_t oc[MAXS], sum = 0;
+                pixel_coords(s, j, p0 + i, oc);
+                int16_t *a = rows + i * Kp;
+                for (int64_t kp = 0; kp < kprod; kp++) {
+                    int64_t off = conv_src(s, j, oc, kp);
+                    int16_t *ak = a + kp * cg;
+                    if (off < 0) {
+                        for (int64_t c = 0; c < cg; c++)
+                            ak[c] = (int16_t)s->xzp;
+                        sum += cg * s->xzp;
+                    } else {
+                        const int16_t *src = j->xt + off * C + g * cg;
+                        memcpy(ak, src, (size_t)cg * sizeof *ak);
+                        for (int64_t c = 0; c < cg; c++)
+                            sum += src[c];
                     }
                 }
+                rowsum[i] = sum;
             }
-            for (int64_t n = g * npg; n < (g + 1) * npg; n++)
-                store(s, j->y, (j->img * s->N + n) * j->opix + p,
-                      requant(s, s->K, n, s->dot(a, s->w + n * s->Kp, s->Kp, s->sat), rowsum,
-                              s->wzp[n], s->wsum[n], s->scale[n]));
+            for (int64_t n = g * npg; n < (g + 1) * npg; n++) {
+                const int16_t *wn = s->w + n * Kp;
+                int64_t ybase = (j->img * s->N + n) * j->opix + p0;
+                for (int64_t i = 0; i < nb; i++)
+                    store(s, j->y, ybase + i,
+                          requant(s, s->K, n, s->dot(rows + i * Kp, wn, Kp, s->sat), rowsum[i],
+                                  s->wzp[n], s->wsum[n], s->scale[n]));
+            }
         }
     }
+}
+
+/* acc[c] += (src[c] - xzp) * wk[c]: exact in int32 (|src - xzp|, |wk| <= 255) */
+#ifdef QL_HAVE_X86
+__attribute__((target("avx2"))) static void dw_acc_avx2(int32_t *acc, const int16_t *src,
+                                                        const int16_t *wk, int64_t C, int32_t xzp)
+{
+    const __m256i z = _mm256_set1_epi32(xzp);
+    int64_t c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256i x = _mm256_sub_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + c))), z);
+        __m256i w = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(wk + c)));
+        __m256i a = _mm256_loadu_si256((const __m256i *)(acc + c));
+        _mm256_storeu_si256((__m256i *)(acc + c), _mm256_add_epi32(a, _mm256_mullo_epi32(x, w)));
+    }
+    for (; c < C; c++)
+        acc[c] += (int32_t)(src[c] - xzp) * wk[c];
+}
+#endif
+
+static inline void dw_accumulate(int32_t *acc, const int16_t *src, const int16_t *wk, int64_t C,
+                                 int32_t xzp, bool avx2)
+{
+#ifdef QL_HAVE_X86
+    if (avx2) {
+        dw_acc_avx2(acc, src, wk, C, xzp);
+        return;
+    }
+#endif
+    (void)avx2;
+    for (int64_t c = 0; c < C; c++)
+        acc[c] += (int32_t)(src[c] - xzp) * wk[c];
 }
 
 /* depthwise (one input and one output channel per group): exact in onnxruntime, so
@@ -598,9 +656,7 @@ static void run_depthwise(void *arg, int64_t begin, int64_t end, int worker)
                 continue; /* padding is the zero point: contributes 0 */
             const int16_t *src = j->xt + off * C;
             const int16_t *wk = j->wdw + kp * C;
-            int32_t xzp = s->xzp;
-            for (int64_t c = 0; c < C; c++)
-                acc[c] += (int32_t)(src[c] - xzp) * wk[c];
+            dw_accumulate(acc, src, wk, C, s->xzp, j->avx2);
         }
         for (int64_t c = 0; c < C; c++) {
             int64_t v = acc[c];
@@ -757,6 +813,8 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         return run_softmax(k, s, x, &out[0]);
     int threads = oq_k_threads(k);
     int64_t kr = s->dyn_b ? kpad(x->dims[x->rank - 1]) : s->Kp;
+    if (s->kind == OQ_QG_CONV && !s->depthwise)
+        kr *= QL_PBLOCK; /* a block of im2col rows */
     if (s->kind == OQ_QG_CONV && s->depthwise && kr < 2 * x->dims[1] + 2)
         kr = 2 * x->dims[1] + 2; /* int32 accumulators per channel */
     int16_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)kr * sizeof(int16_t));
@@ -786,6 +844,7 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
             return OQ_ERR_NOMEM;
         j.xt = xt;
         j.wdw = s->wdw;
+        j.avx2 = s->dot != dot_generic;
         int64_t work = (s->K * (s->depthwise ? 1 : s->N / s->group) * (s->depthwise ? 1 : s->group)) | 1;
         for (int64_t b = 0; b < x->dims[0]; b++) {
             for (int64_t c = 0; c < j.C; c++)
