@@ -1,5 +1,6 @@
 /* The integer kernel of a fused QDQ group (src/exec/qgroup.h): QLinearConv,
- * QLinearMatMul and QGemm as onnxruntime 1.30's x86 CPU kernels compute them.
+ * QLinearMatMul (constant or run-time B), QGemm and QLinearSoftmax as onnxruntime 1.30's
+ * x86 CPU kernels compute them (docs/run.md "Arithmetic targets").
  *
  * For an output element, with raw operands a (uint8 activations; an int8 activation is
  * seen as a = x + 128, onnxruntime's QDQS8ToU8Transformer) and w (the int8 or uint8
@@ -13,7 +14,7 @@
  *          with a zero)
  *   acc -= wzp * sum(a) + xzp * sum(w) - K * xzp * wzp        (exact, int32 wrap-around)
  *   acc += bias
- *   y    = clamp(nearbyint((float)acc * scale), qmin - yzp, qmax - yzp) + yzp
+ *   y    = nearbyint(clamp((float)acc * scale, qmin - yzp, qmax - yzp)) + yzp
  *          scale = x_scale * w_scale[n] / y_scale in float (Gemm: alpha * x_scale * ...)
  *          (MlasRequantizeOutput, quantize.cpp; the ConvSym kernels' post-processing)
  *
