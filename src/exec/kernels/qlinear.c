@@ -38,7 +38,11 @@ static int64_t kpad(int64_t K)
 }
 
 typedef int64_t (*dot_fn)(const int16_t *a, const int16_t *w, int64_t Kp, bool sat);
+/* four dot products of a with the rows w, w + ldw, w + 2 ldw, w + 3 ldw */
+typedef void (*dot4_fn)(const int16_t *a, const int16_t *w, int64_t ldw, int64_t Kp, bool sat,
+                        int64_t *out);
 static dot_fn pick_dot(void);
+static dot4_fn pick_dot4(void);
 
 typedef struct qstate {
     oq_qgroup_kind kind;
@@ -72,6 +76,7 @@ typedef struct qstate {
     int64_t sm_axis, sm_opset;
     float sm_xscale, sm_yscale;
     dot_fn dot;            /* the dot product variant (pick_dot) */
+    dot4_fn dot4;
     int16_t *wdw;          /* depthwise: [kernel position][channel] w - w_zp */
     int64_t *kofs;         /* [kernel position][spatial dim] kernel index * dilation */
 } qstate;
@@ -113,6 +118,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     k->state = s;
     s->kind = grp->kind;
     s->dot = pick_dot();
+    s->dot4 = pick_dot4();
     oq_tensor *t_xs, *t_xz, *t_ys, *t_yz, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
     const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
     const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
@@ -436,6 +442,86 @@ dot_avx512(const int16_t *a, const int16_t *w, int64_t Kp, bool sat)
 
 /* Chosen once: ONNXQ_QGEMM_ISA=generic|avx2|avx512 forces a variant (tests); every
  * variant computes the same numbers. */
+static void dot4_generic(const int16_t *a, const int16_t *w, int64_t ldw, int64_t Kp, bool sat,
+                         int64_t *out)
+{
+    for (int r = 0; r < 4; r++)
+        out[r] = dot_generic(a, w + r * ldw, Kp, sat);
+}
+
+#ifdef QL_HAVE_X86
+/* four 8-lane int32 accumulators to four sums (wrapping) */
+__attribute__((target("avx2"))) static void hsum4_avx2(__m256i a0, __m256i a1, __m256i a2,
+                                                       __m256i a3, int64_t *out)
+{
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    out[0] = _mm_extract_epi32(q, 0);
+    out[1] = _mm_extract_epi32(q, 1);
+    out[2] = _mm_extract_epi32(q, 2);
+    out[3] = _mm_extract_epi32(q, 3);
+}
+
+__attribute__((target("avx2"))) static void dot4_avx2(const int16_t *a, const int16_t *w,
+                                                      int64_t ldw, int64_t Kp, bool sat,
+                                                      int64_t *out)
+{
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+    const __m256i lo = _mm256_set1_epi32(-32768), hi = _mm256_set1_epi32(32767);
+    for (int64_t k = 0; k < Kp; k += 16) {
+        __m256i av = _mm256_loadu_si256((const __m256i *)(a + k));
+        for (int r = 0; r < 4; r++) {
+            __m256i p = _mm256_madd_epi16(av, _mm256_loadu_si256((const __m256i *)(w + r * ldw + k)));
+            if (sat)
+                p = _mm256_min_epi32(_mm256_max_epi32(p, lo), hi);
+            acc[r] = _mm256_add_epi32(acc[r], p);
+        }
+    }
+    hsum4_avx2(acc[0], acc[1], acc[2], acc[3], out);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx2"))) static void
+dot4_avx512(const int16_t *a, const int16_t *w, int64_t ldw, int64_t Kp, bool sat, int64_t *out)
+{
+    __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                      _mm512_setzero_si512()};
+    if (sat) {
+        const __m512i lo = _mm512_set1_epi32(-32768), hi = _mm512_set1_epi32(32767);
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m512i av = _mm512_loadu_si512(a + k);
+            for (int r = 0; r < 4; r++) {
+                __m512i p = _mm512_madd_epi16(av, _mm512_loadu_si512(w + r * ldw + k));
+                acc[r] = _mm512_add_epi32(acc[r], _mm512_min_epi32(_mm512_max_epi32(p, lo), hi));
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m512i av = _mm512_loadu_si512(a + k);
+            for (int r = 0; r < 4; r++)
+                acc[r] = _mm512_dpwssd_epi32(acc[r], av, _mm512_loadu_si512(w + r * ldw + k));
+        }
+    }
+    __m256i h[4];
+    for (int r = 0; r < 4; r++)
+        h[r] = _mm256_add_epi32(_mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1));
+    hsum4_avx2(h[0], h[1], h[2], h[3], out);
+}
+#endif
+
+static dot4_fn pick_dot4(void)
+{
+    dot_fn d = pick_dot();
+#ifdef QL_HAVE_X86
+    if (d == dot_avx512)
+        return dot4_avx512;
+    if (d == dot_avx2)
+        return dot4_avx2;
+#endif
+    (void)d;
+    return dot4_generic;
+}
+
 static dot_fn pick_dot(void)
 {
 #ifdef QL_HAVE_X86
@@ -522,8 +608,12 @@ static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
             a[kk] = raw(s, j->x, src);
             rowsum += a[kk];
         }
-        for (int64_t n = 0; n < N; n++) {
-            int64_t d = s->dot(a, j->w + n * Kp, Kp, s->sat);
+        int64_t n = 0, d4[4];
+        for (; n < N; n++) {
+            int64_t d;
+            if (n % 4 == 0 && n + 4 <= N)
+                s->dot4(a, j->w + n * Kp, Kp, Kp, s->sat, d4);
+            d = n + 4 - n % 4 <= N ? d4[n % 4] : s->dot(a, j->w + n * Kp, Kp, s->sat);
             int32_t v = s->dyn_b ? requant(s, K, n, d, rowsum, j->wzp1, j->wsum[n], s->scale[0])
                                  : requant(s, K, n, d, rowsum, s->wzp[n], s->wsum[n], s->scale[n]);
             store(s, j->y, m * N + n, v);
@@ -594,7 +684,20 @@ static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
                 }
                 rowsum[i] = sum;
             }
-            for (int64_t n = g * npg; n < (g + 1) * npg; n++) {
+            int64_t n = g * npg, nend = (g + 1) * npg;
+            for (; n + 4 <= nend; n += 4) {
+                const int16_t *wn = s->w + n * Kp;
+                int64_t ybase = (j->img * s->N + n) * j->opix + p0;
+                for (int64_t i = 0; i < nb; i++) {
+                    int64_t d4[4];
+                    s->dot4(rows + i * Kp, wn, Kp, Kp, s->sat, d4);
+                    for (int r = 0; r < 4; r++)
+                        store(s, j->y, ybase + r * j->opix + i,
+                              requant(s, s->K, n + r, d4[r], rowsum[i], s->wzp[n + r],
+                                      s->wsum[n + r], s->scale[n + r]));
+                }
+            }
+            for (; n < nend; n++) {
                 const int16_t *wn = s->w + n * Kp;
                 int64_t ybase = (j->img * s->N + n) * j->opix + p0;
                 for (int64_t i = 0; i < nb; i++)
