@@ -279,8 +279,10 @@ def main():
     ort_f = run_ort(ort, js, src, feeds, os.path.join(work, "ort_f.json"))
     od = os.path.join(work, "onnxq_out")
     os.makedirs(od, exist_ok=True)
+    # --target host: onnxruntime runs its fused integer kernels (docs/run.md)
     r = subprocess.run([exe, "run", out, "--input", "x1=" + os.path.join(work, "x1.npy"),
-                        "--input", "x2=" + os.path.join(work, "x2.npy"), "--output-dir", od, "--npy"],
+                        "--input", "x2=" + os.path.join(work, "x2.npy"), "--output-dir", od, "--npy",
+                        "--target", "host"],
                        capture_output=True, text=True)
     if r.returncode != 0:
         print(r.stderr)

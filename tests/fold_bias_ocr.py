@@ -199,7 +199,9 @@ def main():
         res[tag] = {k: np.array(v, dtype=F32) for k, v in json.load(open(os.path.join(work, tag + ".json"))).items()}
     od = os.path.join(work, "onnxq_out")
     os.makedirs(od, exist_ok=True)
-    sh(exe, "run", out, "--input", f"{inp}={os.path.join(work, 'eval.npy')}", "--output-dir", od, "--npy")
+    # --target host: onnxruntime runs its fused integer kernels (docs/run.md)
+    sh(exe, "run", out, "--input", f"{inp}={os.path.join(work, 'eval.npy')}", "--output-dir", od, "--npy",
+       "--target", "host")
     for k in res["folded"]:
         oq = np.load(os.path.join(od, k.replace("/", "_") + ".npy")).astype(F32).ravel()
         a, b = res["folded"][k], res["pre"][k]

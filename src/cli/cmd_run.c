@@ -1,4 +1,5 @@
-/* onnxq run MODEL --input NAME=FILE ... : run a model with the reference executor. */
+/* onnxq run MODEL --input NAME=FILE ... : run a model with the executor (reference
+ * arithmetic, or a deployment target's integer arithmetic with --target). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "cli/report.h"
 #include "cli/samples.h"
 #include "onnxq/exec.h"
+#include "onnxq/target.h"
 #include "onnxq/tensor_io.h"
 
 #define MAX_ARGS 256
@@ -27,6 +29,7 @@ typedef struct run_opts {
     bool npy, random, check_finite;
     int time_runs;
     int threads;
+    const char *target;
 } run_opts;
 
 static void usage(FILE *f)
@@ -34,7 +37,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: onnxq run MODEL [--input NAME=FILE]... [--output-dir DIR] [--npy]\n"
             "                 [--random [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
-            "                 [--time N] [--threads N]\n"
+            "                 [--time N] [--threads N] [--target T]\n"
             "                 [--check-finite] [--dump-all DIR] [--json FILE|-]\n\n"
             "Run MODEL with the onnxq reference executor and print each output's shape,\n"
             "dtype, min, max and mean.\n\n"
@@ -49,7 +52,11 @@ static void usage(FILE *f)
             "  --check-finite     stop at the first node producing NaN or Inf\n"
             "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n"
             "  --json FILE        outputs (shape, dtype, min, max, mean), time and memory as\n"
-            "                     JSON ('-': standard output, instead of the text); docs/run.md\n",
+            "                     JSON ('-': standard output, instead of the text); docs/run.md\n"
+            "  --target T         arithmetic of quantized (QDQ) groups: reference (default, the\n"
+            "                     ONNX spec), avx2 / ort-x86 (onnxruntime on AVX2 without VNNI),\n"
+            "                     ort-x86-vnni (exact integer), host (from this CPU); see\n"
+            "                     docs/run.md\n",
             cli_data_options_help);
 }
 
@@ -91,6 +98,8 @@ static int parse(int argc, char **argv, run_opts *o)
                 cli_error("run", "--time wants a positive count");
                 return CLI_BAD;
             }
+        } else if (strcmp(a, "--target") == 0 && has_next) {
+            o->target = argv[++i];
         } else if (strcmp(a, "--threads") == 0 && has_next) {
             o->threads = atoi(argv[++i]);
             if (o->threads < 1) {
@@ -352,6 +361,18 @@ int cmd_run(int argc, char **argv)
     }
     oq_plan_options po = oq_plan_options_default();
     po.threads = o.threads;
+    if (o.target) {
+        const oq_target *t = oq_target_find(o.target);
+        if (!t) {
+            cli_error("run", "unknown target \"%s\" (known: %s)", o.target, oq_target_names());
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (strcmp(o.target, "host") == 0)
+            fprintf(stderr, "run: target host is %s (%s): %s arithmetic\n", t->name,
+                    oq_target_host_reason(), oq_arith_name(t->arith));
+        po.arith = t->arith;
+    }
     if (o.check_finite || o.dump_dir) {
         po.on_tensor = on_tensor;
         po.user = &w;

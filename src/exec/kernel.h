@@ -133,7 +133,8 @@ struct oq_kernel {
     X(algorithms)             \
     X(sample)                 \
     X(control_flow)           \
-    X(contrib)
+    X(contrib)                \
+    X(qlinear)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \

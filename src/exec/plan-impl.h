@@ -65,6 +65,7 @@ struct oq_plan {
     size_t n_outer;            /* subplans: slots bound from the enclosing plan */
     size_t *outer;             /* their slots */
     size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
+    struct oq_qgroups *qgroups; /* fused QDQ groups (arith != reference), exec/qgroup.h */
 };
 
 /* diagnostic naming the model file, node and op */

@@ -1,6 +1,7 @@
 /* Compile a plan: order, dtypes, shapes, one kernel per node, lifetimes, subplans;
  * and the plan queries. Running is in run.c. */
 #include "exec/plan-impl.h"
+#include "exec/qgroup.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -538,6 +539,9 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
     st = order_nodes(p, imp, n_imp, &order, &n_order, d);
     if (st != OQ_OK)
         goto fail;
+    /* integer arithmetic: the QDQ groups that run as one kernel (exec/qgroup.h) */
+    if (!outer_vals && (st = oq_qgroups_find(model, g, opt.arith, &p->qgroups)) != OQ_OK)
+        goto fail;
     p->steps = calloc(n_order + 1, sizeof(step));
     if (!p->steps) {
         st = OQ_ERR_NOMEM;
@@ -568,14 +572,18 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
             s->compiled = s->t;
             continue;
         }
+        oq_node *sn = oq_qgroups_step_node(p->qgroups, n);
+        if (!sn)
+            continue; /* part of a fused group */
         step *s = &p->steps[p->n_steps];
-        s->node = n;
+        s->node = sn;
         p->n_steps++;
         size_t ni = 0;
         for (oq_node *x = g->first; x && x != n; x = x->next)
             ni++;
         st = compile_step(p, s, p->n_steps - 1, slot_of, imp[ni], n_imp[ni], d);
         imp[ni] = NULL; /* owned by the step now */
+        s->node = n;    /* messages and observers name the graph's node */
         if (st != OQ_OK)
             goto fail;
     }
@@ -662,6 +670,7 @@ void oq_plan_free(oq_plan *p)
     free(p->scratch);
     free(p->outer);
     free(p->outer_src);
+    oq_qgroups_free(p->qgroups);
     if (p->owns_pool)
         oq_pool_free(p->pool);
     free(p);

@@ -1,0 +1,981 @@
+/* The integer kernel of a fused QDQ group (src/exec/qgroup.h): QLinearConv,
+ * QLinearMatMul (constant or run-time B), QGemm and QLinearSoftmax as onnxruntime 1.30's
+ * x86 CPU kernels compute them (docs/run.md "Arithmetic targets").
+ *
+ * For an output element, with raw operands a (uint8 activations; an int8 activation is
+ * seen as a = x + 128, onnxruntime's QDQS8ToU8Transformer) and w (the int8 or uint8
+ * weights as stored), K the reduction length in onnxruntime's order (Conv: (kh, kw, c)
+ * within the group, the NHWC im2col of qlinearconv.cc, padding = the x zero point;
+ * Gemm/MatMul: natural k):
+ *
+ *   acc  = sum over pairs (2j, 2j+1) of P_j,   P_j = a[2j] w[2j] + a[2j+1] w[2j+1]
+ *          (OQ_ARITH_AVX2 with int8 weights, not depthwise: P_j saturated to int16, the
+ *          vpmaddubsw of QgemmU8X8KernelAvx2.S / ConvSymKernelAvx2.S; an odd K is padded
+ *          with a zero)
+ *   acc -= wzp * sum(a) + xzp * sum(w) - K * xzp * wzp        (exact, int32 wrap-around)
+ *   acc += bias
+ *   y    = nearbyint(clamp((float)acc * scale, qmin - yzp, qmax - yzp)) + yzp
+ *          scale = x_scale * w_scale[n] / y_scale in float (Gemm: alpha * x_scale * ...)
+ *          (MlasRequantizeOutput, quantize.cpp; the ConvSym kernels' post-processing)
+ *
+ * Results do not depend on the thread count (work is split over output rows/pixels).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernel.h"
+#include "exec/qgroup.h"
+
+#define MAXS 3
+#define QL_KBLOCK 32 /* rows of a and w are zero padded to a multiple of this */
+
+static int64_t kpad(int64_t K)
+{
+    return (K + QL_KBLOCK - 1) / QL_KBLOCK * QL_KBLOCK;
+}
+
+typedef int64_t (*dot_fn)(const int16_t *a, const int16_t *w, int64_t Kp, bool sat);
+/* four dot products of a with the rows w, w + ldw, w + 2 ldw, w + 3 ldw */
+typedef void (*dot4_fn)(const int16_t *a, const int16_t *w, int64_t ldw, int64_t Kp, bool sat,
+                        int64_t *out);
+static dot_fn pick_dot(void);
+static dot4_fn pick_dot4(void);
+
+typedef struct qstate {
+    oq_qgroup_kind kind;
+    bool sat;              /* int16 saturation of product pairs */
+    bool x_s8;             /* x is int8 (read as x + 128) */
+    bool y_s8;
+    int32_t xzp;           /* in the raw (uint8) domain */
+    int32_t yzp;           /* in the output's own dtype */
+    float fmin, fmax;      /* qmin - yzp, qmax - yzp */
+    int64_t N;             /* output channels / columns */
+    int64_t K;             /* reduction length (per group for Conv) */
+    int64_t Kp;            /* K rounded up to QL_KBLOCK (zero padded) */
+    int16_t *w;            /* [N][Kp] raw weights in reduction order */
+    int32_t *wzp;          /* [N] */
+    int32_t *wsum;         /* [N] sum of raw w over K */
+    int32_t *bias;         /* [N] or NULL */
+    float *scale;          /* [N] */
+    /* Conv */
+    size_t ns;
+    int64_t group, cg, kdim[MAXS], stride[MAXS], dil[MAXS], pads[2 * MAXS];
+    char auto_pad[16];
+    bool depthwise;
+    /* Gemm */
+    bool trans_a;
+    int32_t out_dtype;
+    /* MatMul of two activations: B [..., K, N] read at run time */
+    bool dyn_b, b_s8, b_u8w;
+    int32_t bzp;           /* raw domain (+128 when B is int8 run as uint8) */
+    int32_t b_add;         /* 128 when B's int8 values are read as uint8 */
+    /* Softmax */
+    int64_t sm_axis, sm_opset;
+    float sm_xscale, sm_yscale;
+    dot_fn dot;            /* the dot product variant (pick_dot) */
+    dot4_fn dot4;
+    int16_t *wdw;          /* depthwise: [kernel position][channel] w - w_zp */
+    int64_t *kofs;         /* [kernel position][spatial dim] kernel index * dilation */
+} qstate;
+
+static void qstate_free(void *p)
+{
+    qstate *s = p;
+    if (!s)
+        return;
+    free(s->w);
+    free(s->wdw);
+    free(s->kofs);
+    free(s->wzp);
+    free(s->wsum);
+    free(s->bias);
+    free(s->scale);
+    free(s);
+}
+
+static const void *tdata(oq_value *v, oq_tensor **t)
+{
+    *t = oq_value_const_tensor(v);
+    return *t ? oq_tensor_data(*t, NULL) : NULL;
+}
+
+static int32_t zp_at(const oq_tensor *t, const void *d, int64_t i)
+{
+    return t->dtype == OQ_DTYPE_INT8 ? ((const int8_t *)d)[i] : ((const uint8_t *)d)[i];
+}
+
+static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
+{
+    (void)in;
+    (void)n_in;
+    const oq_qgroup *grp = (const oq_qgroup *)k->node;
+    qstate *s = calloc(1, sizeof *s);
+    if (!s)
+        return OQ_ERR_NOMEM;
+    k->state = s;
+    s->kind = grp->kind;
+    s->dot = pick_dot();
+    s->dot4 = pick_dot4();
+    oq_tensor *t_xs, *t_xz, *t_ys, *t_yz, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
+    const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
+    const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
+    const float *ys = tdata(grp->q->inputs[1], &t_ys);
+    const void *yz = tdata(grp->q->inputs[2], &t_yz);
+    if (s->kind == OQ_QG_SOFTMAX) {
+        if (!xs || !xz || !ys || !yz)
+            return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
+        /* QLinearSoftmax: the x zero point drops out (only differences to the row
+         * maximum matter); int8 whose Q/DQ pairs were converted runs as uint8 */
+        s->out_dtype = t_yz->dtype;
+        s->y_s8 = t_yz->dtype == OQ_DTYPE_INT8;
+        s->x_s8 = s->y_s8 && !grp->x_shift;   /* the int8 algorithm */
+        s->xzp = s->y_s8 && grp->x_shift ? 128 : 0; /* added to x (and to y's zero point) */
+        s->yzp = zp_at(t_yz, yz, 0) + s->xzp;
+        s->sm_opset = oq_node_opset(grp->anchor);
+        s->sm_axis = oq_node_attr_int(k->node, "axis", s->sm_opset < 13 ? 1 : -1);
+        s->sm_xscale = xs[0];
+        s->sm_yscale = floorf(1.0f / ys[0]);
+        return OQ_OK;
+    }
+    const void *w = grp->dyn_b ? NULL : tdata(grp->dq_w->inputs[0], &t_w);
+    const float *ws = tdata(grp->dq_w->inputs[1], &t_ws);
+    const void *wz = grp->dq_w->n_inputs > 2 && grp->dq_w->inputs[2]
+                         ? tdata(grp->dq_w->inputs[2], &t_wz) : NULL;
+    const int32_t *b = grp->dq_b ? tdata(grp->dq_b->inputs[0], &t_b) : NULL;
+    if (!xs || !xz || !ys || !yz || (!w && !grp->dyn_b) || !ws || (grp->dq_b && !b) ||
+        (grp->dyn_b && !wz))
+        return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
+    s->x_s8 = t_xz->dtype == OQ_DTYPE_INT8;
+    s->y_s8 = t_yz->dtype == OQ_DTYPE_INT8;
+    s->out_dtype = t_yz->dtype;
+    s->xzp = zp_at(t_xz, xz, 0) + (s->x_s8 ? 128 : 0);
+    s->yzp = zp_at(t_yz, yz, 0);
+    s->fmin = (float)((s->y_s8 ? -128 : 0) - s->yzp);
+    s->fmax = (float)((s->y_s8 ? 127 : 255) - s->yzp);
+    if (grp->dyn_b) {
+        /* QLinearMatMul of two activations: per-tensor B, signed B saturates as weights do
+         * unless its Q/DQ pair was converted to uint8 */
+        s->dyn_b = true;
+        s->b_s8 = t_wz->dtype == OQ_DTYPE_INT8;
+        s->b_add = s->b_s8 && grp->b_shift ? 128 : 0;
+        s->b_u8w = !s->b_s8 || grp->b_shift;
+        s->bzp = zp_at(t_wz, wz, 0) + s->b_add;
+        s->sat = grp->arith == OQ_ARITH_AVX2 && !s->b_u8w;
+        s->scale = malloc(sizeof *s->scale);
+        if (!s->scale)
+            return OQ_ERR_NOMEM;
+        s->scale[0] = xs[0] * ws[0] / ys[0];
+        return OQ_OK;
+    }
+    bool w_s8 = t_w->dtype == OQ_DTYPE_INT8;
+    int64_t ns_scale = oq_tensor_numel(t_ws);
+    float alpha = 1.0f;
+    int64_t N, K;
+    /* index of w[n][kk] in the stored tensor */
+    const int64_t *wd = t_w->dims;
+    if (s->kind == OQ_QG_CONV) {
+        N = wd[0];
+        s->ns = t_w->rank - 2;
+        s->group = oq_node_attr_int(k->node, "group", 1);
+        if (s->group <= 0 || N % s->group)
+            return oq_k_error(k, OQ_ERR_INVALID, "group %lld does not divide %lld output channels",
+                              (long long)s->group, (long long)N);
+        s->cg = wd[1];
+        int64_t kprod = 1;
+        for (size_t i = 0; i < s->ns; i++) {
+            s->kdim[i] = wd[2 + i];
+            kprod *= wd[2 + i];
+        }
+        K = s->cg * kprod;
+        const int64_t *a;
+        int64_t c;
+        for (size_t i = 0; i < s->ns; i++) {
+            s->stride[i] = 1;
+            s->dil[i] = 1;
+            s->pads[i] = s->pads[i + s->ns] = 0;
+        }
+        if ((c = oq_node_attr_ints(k->node, "strides", &a)) == (int64_t)s->ns)
+            memcpy(s->stride, a, s->ns * sizeof(int64_t));
+        if ((c = oq_node_attr_ints(k->node, "dilations", &a)) == (int64_t)s->ns)
+            memcpy(s->dil, a, s->ns * sizeof(int64_t));
+        if ((c = oq_node_attr_ints(k->node, "pads", &a)) == 2 * (int64_t)s->ns)
+            memcpy(s->pads, a, 2 * s->ns * sizeof(int64_t));
+        snprintf(s->auto_pad, sizeof s->auto_pad, "%s",
+                 oq_node_attr_string(k->node, "auto_pad", "NOTSET"));
+        for (size_t i = 0; i < s->ns; i++)
+            if (s->stride[i] <= 0 || s->dil[i] <= 0)
+                return oq_k_error(k, OQ_ERR_INVALID, "strides and dilations must be positive");
+        /* onnxruntime's depthwise kernels (MlasConvDepthwise, ConvSymDepthwise) widen
+         * to 16/32 bits: exact */
+        s->depthwise = s->cg == 1 && N / s->group == 1;
+    } else {
+        bool tb = s->kind == OQ_QG_GEMM && oq_node_attr_int(k->node, "transB", 0) != 0;
+        N = tb ? wd[0] : wd[1];
+        K = tb ? wd[1] : wd[0];
+        if (s->kind == OQ_QG_GEMM) {
+            s->trans_a = oq_node_attr_int(k->node, "transA", 0) != 0;
+            alpha = oq_node_attr_float(k->node, "alpha", 1.0f);
+        }
+    }
+    s->N = N;
+    s->K = K;
+    s->Kp = kpad(K);
+    s->sat = grp->arith == OQ_ARITH_AVX2 && w_s8 && !s->depthwise;
+    s->w = calloc((size_t)(N * s->Kp + 1), sizeof *s->w);
+    s->wzp = malloc((size_t)(N + 1) * sizeof *s->wzp);
+    s->wsum = malloc((size_t)(N + 1) * sizeof *s->wsum);
+    s->scale = malloc((size_t)(N + 1) * sizeof *s->scale);
+    if (b)
+        s->bias = malloc((size_t)(N + 1) * sizeof *s->bias);
+    if (!s->w || !s->wzp || !s->wsum || !s->scale || (b && !s->bias))
+        return OQ_ERR_NOMEM;
+    bool tb = s->kind == OQ_QG_GEMM && oq_node_attr_int(k->node, "transB", 0) != 0;
+    for (int64_t n = 0; n < N; n++) {
+        int64_t sum = 0;
+        for (int64_t kk = 0; kk < K; kk++) {
+            int64_t src;
+            if (s->kind == OQ_QG_CONV) {
+                int64_t kprod = K / s->cg, kpos = kk / s->cg, c = kk % s->cg;
+                src = (n * s->cg + c) * kprod + kpos;
+            } else {
+                src = tb ? n * K + kk : kk * N + n;
+            }
+            int16_t v = w_s8 ? ((const int8_t *)w)[src] : ((const uint8_t *)w)[src];
+            s->w[n * s->Kp + kk] = v;
+            sum += v;
+        }
+        s->wsum[n] = (int32_t)sum;
+        s->wzp[n] = wz ? zp_at(t_wz, wz, oq_tensor_numel(t_wz) == 1 ? 0 : n) : 0;
+        float wsn = ws[ns_scale == 1 ? 0 : n];
+        /* qlinearconv.cc / quantize_linear_matmul.cc: X_scale * W_scale / Y_scale;
+         * quant_gemm.cc: alpha * a_scale * b_scale, then / y_scale */
+        float sc = s->kind == OQ_QG_GEMM ? alpha * xs[0] * wsn : xs[0] * wsn;
+        s->scale[n] = sc / ys[0];
+        if (b)
+            s->bias[n] = b[oq_tensor_numel(t_b) == 1 ? 0 : n];
+    }
+    if (s->kind == OQ_QG_CONV) {
+        int64_t kprod = K / s->cg;
+        s->kofs = malloc((size_t)(kprod * (int64_t)s->ns + 1) * sizeof *s->kofs);
+        if (!s->kofs)
+            return OQ_ERR_NOMEM;
+        for (int64_t kp = 0; kp < kprod; kp++) {
+            int64_t r = kp;
+            for (size_t i = s->ns; i-- > 0;) {
+                s->kofs[kp * (int64_t)s->ns + (int64_t)i] = (r % s->kdim[i]) * s->dil[i];
+                r /= s->kdim[i];
+            }
+        }
+    }
+    if (s->kind == OQ_QG_CONV && s->depthwise) {
+        s->wdw = malloc((size_t)(N * K + 1) * sizeof *s->wdw);
+        if (!s->wdw)
+            return OQ_ERR_NOMEM;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t kk = 0; kk < K; kk++)
+                s->wdw[kk * N + n] = (int16_t)(s->w[n * s->Kp + kk] - s->wzp[n]);
+    }
+    return OQ_OK;
+}
+
+/* output spatial sizes and effective begin pads of the convolution of x */
+static oq_status conv_out(const oq_kctx *k, const qstate *s, const oq_rt_tensor *x, int64_t *out,
+                          int64_t *pb)
+{
+    if (x->rank != s->ns + 2 || x->dims[1] != s->cg * s->group)
+        return oq_k_error(k, OQ_ERR_INVALID, "input %zu-D with %lld channels does not match the "
+                          "weight (%lld per group, %lld groups)", x->rank, (long long)x->dims[1],
+                          (long long)s->cg, (long long)s->group);
+    for (size_t i = 0; i < s->ns; i++) {
+        int64_t in = x->dims[2 + i], ke = (s->kdim[i] - 1) * s->dil[i] + 1;
+        int64_t b = s->pads[i], e = s->pads[i + s->ns];
+        if (strcmp(s->auto_pad, "SAME_UPPER") == 0 || strcmp(s->auto_pad, "SAME_LOWER") == 0) {
+            int64_t o = (in + s->stride[i] - 1) / s->stride[i];
+            int64_t tot = (o - 1) * s->stride[i] + ke - in;
+            if (tot < 0)
+                tot = 0;
+            b = s->auto_pad[5] == 'U' ? tot / 2 : tot - tot / 2;
+            e = tot - b;
+        } else if (strcmp(s->auto_pad, "VALID") == 0) {
+            b = e = 0;
+        }
+        int64_t span = in + b + e - ke;
+        if (span < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "kernel larger than the padded input");
+        out[i] = span / s->stride[i] + 1;
+        pb[i] = b;
+    }
+    return OQ_OK;
+}
+
+static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                         oq_rt_tensor *out, size_t n_out)
+{
+    const qstate *s = k->state;
+    out[0].dtype = s->out_dtype;
+    if (!oq_k_shapes_known(in, n_in))
+        return oq_k_defer(k, out, n_out);
+    const oq_rt_tensor *x = in[0];
+    int64_t d[OQ_RT_MAX_RANK];
+    size_t r;
+    if (s->kind == OQ_QG_SOFTMAX) {
+        r = x->rank;
+        memcpy(d, x->dims, r * sizeof(int64_t));
+        if (oq_k_axis(s->sm_axis, r) < 0)
+            return oq_k_error(k, OQ_ERR_INVALID, "axis %lld out of range", (long long)s->sm_axis);
+    } else if (s->kind == OQ_QG_CONV) {
+        int64_t o[MAXS], pb[MAXS];
+        oq_status st = conv_out(k, s, x, o, pb);
+        if (st)
+            return st;
+        d[0] = x->dims[0];
+        d[1] = s->N;
+        for (size_t i = 0; i < s->ns; i++)
+            d[2 + i] = o[i];
+        r = s->ns + 2;
+    } else if (s->kind == OQ_QG_GEMM) {
+        if (x->rank != 2 || x->dims[s->trans_a ? 0 : 1] != s->K)
+            return oq_k_error(k, OQ_ERR_INVALID, "A must be 2-D with %lld columns",
+                              (long long)s->K);
+        d[0] = x->dims[s->trans_a ? 1 : 0];
+        d[1] = s->N;
+        r = 2;
+    } else if (s->dyn_b) {
+        const oq_rt_tensor *bt = in[1];
+        if (x->rank < 2 || bt->rank < 2 || x->dims[x->rank - 1] != bt->dims[bt->rank - 2])
+            return oq_k_error(k, OQ_ERR_INVALID, "MatMul of %zu-D and %zu-D tensors: need 2-D or "
+                              "more with matching K", x->rank, bt->rank);
+        r = x->rank > bt->rank ? x->rank : bt->rank;
+        for (size_t i = 0; i + 2 < r; i++) {
+            int64_t da = i + x->rank >= r ? x->dims[i + x->rank - r] : 1;
+            int64_t db = i + bt->rank >= r ? bt->dims[i + bt->rank - r] : 1;
+            if (da != db && da != 1 && db != 1)
+                return oq_k_error(k, OQ_ERR_INVALID, "batch dims do not broadcast");
+            d[i] = da == 1 ? db : da;
+        }
+        d[r - 2] = x->dims[x->rank - 2];
+        d[r - 1] = bt->dims[bt->rank - 1];
+    } else {
+        if (x->rank < 1 || x->dims[x->rank - 1] != s->K)
+            return oq_k_error(k, OQ_ERR_INVALID, "A's last dimension must be %lld",
+                              (long long)s->K);
+        r = x->rank;
+        memcpy(d, x->dims, r * sizeof(int64_t));
+        d[r - 1] = s->N;
+    }
+    return oq_k_set_out(k, &out[0], s->out_dtype, d, r);
+}
+
+/* ---- the arithmetic ------------------------------------------------------------- */
+
+/* Sum of a[k] w[k] over Kp (a multiple of QL_KBLOCK, zero padded: a pad pair is 0,
+ * as MLAS pads an odd K), adjacent pairs saturated to int16 when sat. The sum wraps
+ * modulo 2^32 like MLAS's int32 accumulators (requant() only uses it modulo 2^32). */
+static int64_t dot_generic(const int16_t *a, const int16_t *w, int64_t Kp, bool sat)
+{
+    uint32_t acc = 0;
+    for (int64_t k = 0; k < Kp; k += 2) {
+        int32_t p = (int32_t)a[k] * w[k] + (int32_t)a[k + 1] * w[k + 1];
+        if (sat)
+            p = p > 32767 ? 32767 : p < -32768 ? -32768 : p;
+        acc += (uint32_t)p;
+    }
+    return (int32_t)acc;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define QL_HAVE_X86 1
+/* vpmaddwd gives the pair sums a[2j] w[2j] + a[2j+1] w[2j+1] exactly in int32 (|a|, |w|
+ * <= 255); the saturation is then a clamp of each lane */
+__attribute__((target("avx2"))) static int64_t dot_avx2(const int16_t *a, const int16_t *w,
+                                                        int64_t Kp, bool sat)
+{
+    __m256i acc = _mm256_setzero_si256(), acc2 = _mm256_setzero_si256();
+    if (sat) {
+        const __m256i lo = _mm256_set1_epi32(-32768), hi = _mm256_set1_epi32(32767);
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k)),
+                                          _mm256_loadu_si256((const __m256i *)(w + k)));
+            __m256i q = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k + 16)),
+                                          _mm256_loadu_si256((const __m256i *)(w + k + 16)));
+            acc = _mm256_add_epi32(acc, _mm256_min_epi32(_mm256_max_epi32(p, lo), hi));
+            acc2 = _mm256_add_epi32(acc2, _mm256_min_epi32(_mm256_max_epi32(q, lo), hi));
+        }
+    } else {
+        for (int64_t k = 0; k < Kp; k += 32) {
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k)),
+                                                          _mm256_loadu_si256((const __m256i *)(w + k))));
+            acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a + k + 16)),
+                                                            _mm256_loadu_si256((const __m256i *)(w + k + 16))));
+        }
+    }
+    acc = _mm256_add_epi32(acc, acc2);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    return _mm_cvtsi128_si32(s4);
+}
+
+/* AVX-512 VNNI: vpdpwssd adds the exact int16 pair sums; the saturating form clamps
+ * vpmaddwd's lanes first */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static int64_t
+dot_avx512(const int16_t *a, const int16_t *w, int64_t Kp, bool sat)
+{
+    __m512i acc = _mm512_setzero_si512();
+    if (sat) {
+        const __m512i lo = _mm512_set1_epi32(-32768), hi = _mm512_set1_epi32(32767);
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m512i p = _mm512_madd_epi16(_mm512_loadu_si512(a + k), _mm512_loadu_si512(w + k));
+            acc = _mm512_add_epi32(acc, _mm512_min_epi32(_mm512_max_epi32(p, lo), hi));
+        }
+    } else {
+        for (int64_t k = 0; k < Kp; k += 32)
+            acc = _mm512_dpwssd_epi32(acc, _mm512_loadu_si512(a + k), _mm512_loadu_si512(w + k));
+    }
+    return _mm512_reduce_add_epi32(acc);
+}
+#endif
+
+/* Chosen once: ONNXQ_QGEMM_ISA=generic|avx2|avx512 forces a variant (tests); every
+ * variant computes the same numbers. */
+static void dot4_generic(const int16_t *a, const int16_t *w, int64_t ldw, int64_t Kp, bool sat,
+                         int64_t *out)
+{
+    for (int r = 0; r < 4; r++)
+        out[r] = dot_generic(a, w + r * ldw, Kp, sat);
+}
+
+#ifdef QL_HAVE_X86
+/* four 8-lane int32 accumulators to four sums (wrapping) */
+__attribute__((target("avx2"))) static void hsum4_avx2(__m256i a0, __m256i a1, __m256i a2,
+                                                       __m256i a3, int64_t *out)
+{
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    out[0] = _mm_extract_epi32(q, 0);
+    out[1] = _mm_extract_epi32(q, 1);
+    out[2] = _mm_extract_epi32(q, 2);
+    out[3] = _mm_extract_epi32(q, 3);
+}
+
+__attribute__((target("avx2"))) static void dot4_avx2(const int16_t *a, const int16_t *w,
+                                                      int64_t ldw, int64_t Kp, bool sat,
+                                                      int64_t *out)
+{
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+    const __m256i lo = _mm256_set1_epi32(-32768), hi = _mm256_set1_epi32(32767);
+    for (int64_t k = 0; k < Kp; k += 16) {
+        __m256i av = _mm256_loadu_si256((const __m256i *)(a + k));
+        for (int r = 0; r < 4; r++) {
+            __m256i p = _mm256_madd_epi16(av, _mm256_loadu_si256((const __m256i *)(w + r * ldw + k)));
+            if (sat)
+                p = _mm256_min_epi32(_mm256_max_epi32(p, lo), hi);
+            acc[r] = _mm256_add_epi32(acc[r], p);
+        }
+    }
+    hsum4_avx2(acc[0], acc[1], acc[2], acc[3], out);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx2"))) static void
+dot4_avx512(const int16_t *a, const int16_t *w, int64_t ldw, int64_t Kp, bool sat, int64_t *out)
+{
+    __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                      _mm512_setzero_si512()};
+    if (sat) {
+        const __m512i lo = _mm512_set1_epi32(-32768), hi = _mm512_set1_epi32(32767);
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m512i av = _mm512_loadu_si512(a + k);
+            for (int r = 0; r < 4; r++) {
+                __m512i p = _mm512_madd_epi16(av, _mm512_loadu_si512(w + r * ldw + k));
+                acc[r] = _mm512_add_epi32(acc[r], _mm512_min_epi32(_mm512_max_epi32(p, lo), hi));
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < Kp; k += 32) {
+            __m512i av = _mm512_loadu_si512(a + k);
+            for (int r = 0; r < 4; r++)
+                acc[r] = _mm512_dpwssd_epi32(acc[r], av, _mm512_loadu_si512(w + r * ldw + k));
+        }
+    }
+    __m256i h[4];
+    for (int r = 0; r < 4; r++)
+        h[r] = _mm256_add_epi32(_mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1));
+    hsum4_avx2(h[0], h[1], h[2], h[3], out);
+}
+#endif
+
+static dot4_fn pick_dot4(void)
+{
+    dot_fn d = pick_dot();
+#ifdef QL_HAVE_X86
+    if (d == dot_avx512)
+        return dot4_avx512;
+    if (d == dot_avx2)
+        return dot4_avx2;
+#endif
+    (void)d;
+    return dot4_generic;
+}
+
+static dot_fn pick_dot(void)
+{
+#ifdef QL_HAVE_X86
+    __builtin_cpu_init();
+    const char *env = getenv("ONNXQ_QGEMM_ISA");
+    bool want512 = !env || strcmp(env, "avx512") == 0, want2 = !env || strcmp(env, "avx2") == 0;
+    if (want512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+        return dot_avx512;
+    if ((want2 || want512) && __builtin_cpu_supports("avx2"))
+        return dot_avx2;
+#endif
+    return dot_generic;
+}
+
+static inline int32_t requant_acc(const qstate *s, int64_t acc, float scale);
+
+/* one output element from the raw dot product and the row's sum of a */
+static inline int32_t requant(const qstate *s, int64_t K, int64_t n, int64_t dot, int64_t rowsum,
+                              int32_t wzp, int32_t wsum, float scale)
+{
+    int64_t acc = dot - (int64_t)wzp * rowsum - (int64_t)s->xzp * wsum + K * (int64_t)s->xzp * wzp;
+    if (s->bias)
+        acc += s->bias[n];
+    return requant_acc(s, acc, scale);
+}
+
+/* the requantization of a finished accumulator (bias included) */
+static inline int32_t requant_acc(const qstate *s, int64_t acc, float scale)
+{
+    int32_t a32 = (int32_t)(uint32_t)(uint64_t)acc; /* int32 arithmetic wraps in MLAS */
+    float f = (float)a32 * scale;
+    f = f < s->fmin ? s->fmin : f;
+    f = f > s->fmax ? s->fmax : f;
+#ifdef QL_HAVE_X86
+    return _mm_cvtss_si32(_mm_set_ss(f)) + s->yzp; /* nearest even, as vcvtps2dq */
+#else
+    return (int32_t)nearbyintf(f) + s->yzp;
+#endif
+}
+
+static inline void store(const qstate *s, void *y, int64_t i, int32_t v)
+{
+    if (s->y_s8)
+        ((int8_t *)y)[i] = (int8_t)v;
+    else
+        ((uint8_t *)y)[i] = (uint8_t)v;
+}
+
+/* row of a in the raw uint8 domain */
+static inline uint8_t raw(const qstate *s, const void *x, int64_t i)
+{
+    return s->x_s8 ? (uint8_t)(((const int8_t *)x)[i] + 128) : ((const uint8_t *)x)[i];
+}
+
+typedef struct job {
+    const qstate *s;
+    const void *x;
+    void *y;
+    int16_t *scratch;      /* per worker: Kp values */
+    /* matrix: rows of a, M rows */
+    int64_t M, K, Kp, N;
+    const int16_t *w;      /* [N][Kp] */
+    const int32_t *wsum;   /* [N] */
+    int32_t wzp1;          /* dynamic B: its zero point */
+    /* conv */
+    int64_t C, in[MAXS], out[MAXS], pb[MAXS], opix, img;
+    const int16_t *xt;     /* the image, [pixel][C] raw values */
+    const int16_t *wdw;    /* depthwise: [kernel position][C] of w - w_zp */
+    bool avx2;             /* the AVX2 depthwise loop (not with ONNXQ_QGEMM_ISA=generic) */
+} job;
+
+static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const job *j = arg;
+    const qstate *s = j->s;
+    int64_t K = j->K, Kp = j->Kp, N = j->N;
+    int16_t *a = j->scratch + (size_t)worker * (size_t)Kp;
+    for (int64_t kk = K; kk < Kp; kk++)
+        a[kk] = 0;
+    for (int64_t m = begin; m < end; m++) {
+        int64_t rowsum = 0;
+        for (int64_t kk = 0; kk < K; kk++) {
+            int64_t src = s->trans_a ? kk * j->M + m : m * K + kk;
+            a[kk] = raw(s, j->x, src);
+            rowsum += a[kk];
+        }
+        int64_t n = 0, d4[4];
+        for (; n < N; n++) {
+            int64_t d;
+            if (n % 4 == 0 && n + 4 <= N)
+                s->dot4(a, j->w + n * Kp, Kp, Kp, s->sat, d4);
+            d = n + 4 - n % 4 <= N ? d4[n % 4] : s->dot(a, j->w + n * Kp, Kp, s->sat);
+            int32_t v = s->dyn_b ? requant(s, K, n, d, rowsum, j->wzp1, j->wsum[n], s->scale[0])
+                                 : requant(s, K, n, d, rowsum, s->wzp[n], s->wsum[n], s->scale[n]);
+            store(s, j->y, m * N + n, v);
+        }
+    }
+}
+
+/* input position (flat, in the image) of kernel position kp at output pixel oc, or -1 in
+ * the padding */
+static inline int64_t conv_src(const qstate *s, const job *j, const int64_t *oc, int64_t kp)
+{
+    int64_t off = 0;
+    const int64_t *ko = s->kofs + kp * (int64_t)s->ns;
+    for (size_t i = 0; i < s->ns; i++) {
+        int64_t pos = oc[i] * s->stride[i] - j->pb[i] + ko[i];
+        if (pos < 0 || pos >= j->in[i])
+            return -1;
+        off = off * j->in[i] + pos;
+    }
+    return off;
+}
+
+static inline void pixel_coords(const qstate *s, const job *j, int64_t p, int64_t *oc)
+{
+    for (size_t i = s->ns; i-- > 0;) {
+        oc[i] = p % j->out[i];
+        p /= j->out[i];
+    }
+}
+
+/* one range of output pixels of image j->img; j->xt is the image as [pixel][C] raw
+ * int16 values (NHWC, onnxruntime's layout), so an im2col row is cg-long copies. Pixels
+ * go in blocks of QL_PBLOCK: each weight row is used for the whole block and the
+ * outputs of a channel are written contiguously. */
+#define QL_PBLOCK 16
+static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const job *j = arg;
+    const qstate *s = j->s;
+    int64_t Kp = s->Kp;
+    int16_t *rows = j->scratch + (size_t)worker * (size_t)(QL_PBLOCK * Kp);
+    int64_t rowsum[QL_PBLOCK];
+    for (int64_t i = 0; i < QL_PBLOCK; i++)
+        for (int64_t kk = s->K; kk < Kp; kk++)
+            rows[i * Kp + kk] = 0;
+    int64_t kprod = s->K / s->cg, C = j->C, cg = s->cg;
+    int64_t npg = s->N / s->group;
+    for (int64_t p0 = begin; p0 < end; p0 += QL_PBLOCK) {
+        int64_t nb = end - p0 < QL_PBLOCK ? end - p0 : QL_PBLOCK;
+        for (int64_t g = 0; g < s->group; g++) {
+            for (int64_t i = 0; i < nb; i++) {
+                int64_t oc[MAXS], sum = 0;
+                pixel_coords(s, j, p0 + i, oc);
+                int16_t *a = rows + i * Kp;
+                for (int64_t kp = 0; kp < kprod; kp++) {
+                    int64_t off = conv_src(s, j, oc, kp);
+                    int16_t *ak = a + kp * cg;
+                    if (off < 0) {
+                        for (int64_t c = 0; c < cg; c++)
+                            ak[c] = (int16_t)s->xzp;
+                        sum += cg * s->xzp;
+                    } else {
+                        const int16_t *src = j->xt + off * C + g * cg;
+                        memcpy(ak, src, (size_t)cg * sizeof *ak);
+                        for (int64_t c = 0; c < cg; c++)
+                            sum += src[c];
+                    }
+                }
+                rowsum[i] = sum;
+            }
+            int64_t n = g * npg, nend = (g + 1) * npg;
+            for (; n + 4 <= nend; n += 4) {
+                const int16_t *wn = s->w + n * Kp;
+                int64_t ybase = (j->img * s->N + n) * j->opix + p0;
+                for (int64_t i = 0; i < nb; i++) {
+                    int64_t d4[4];
+                    s->dot4(rows + i * Kp, wn, Kp, Kp, s->sat, d4);
+                    for (int r = 0; r < 4; r++)
+                        store(s, j->y, ybase + r * j->opix + i,
+                              requant(s, s->K, n + r, d4[r], rowsum[i], s->wzp[n + r],
+                                      s->wsum[n + r], s->scale[n + r]));
+                }
+            }
+            for (; n < nend; n++) {
+                const int16_t *wn = s->w + n * Kp;
+                int64_t ybase = (j->img * s->N + n) * j->opix + p0;
+                for (int64_t i = 0; i < nb; i++)
+                    store(s, j->y, ybase + i,
+                          requant(s, s->K, n, s->dot(rows + i * Kp, wn, Kp, s->sat), rowsum[i],
+                                  s->wzp[n], s->wsum[n], s->scale[n]));
+            }
+        }
+    }
+}
+
+/* acc[c] += (src[c] - xzp) * wk[c]: exact in int32 (|src - xzp|, |wk| <= 255) */
+#ifdef QL_HAVE_X86
+__attribute__((target("avx2"))) static void dw_acc_avx2(int32_t *acc, const int16_t *src,
+                                                        const int16_t *wk, int64_t C, int32_t xzp)
+{
+    const __m256i z = _mm256_set1_epi32(xzp);
+    int64_t c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256i x = _mm256_sub_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + c))), z);
+        __m256i w = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(wk + c)));
+        __m256i a = _mm256_loadu_si256((const __m256i *)(acc + c));
+        _mm256_storeu_si256((__m256i *)(acc + c), _mm256_add_epi32(a, _mm256_mullo_epi32(x, w)));
+    }
+    for (; c < C; c++)
+        acc[c] += (int32_t)(src[c] - xzp) * wk[c];
+}
+#endif
+
+static inline void dw_accumulate(int32_t *acc, const int16_t *src, const int16_t *wk, int64_t C,
+                                 int32_t xzp, bool avx2)
+{
+#ifdef QL_HAVE_X86
+    if (avx2) {
+        dw_acc_avx2(acc, src, wk, C, xzp);
+        return;
+    }
+#endif
+    (void)avx2;
+    for (int64_t c = 0; c < C; c++)
+        acc[c] += (int32_t)(src[c] - xzp) * wk[c];
+}
+
+/* depthwise (one input and one output channel per group): exact in onnxruntime, so
+ * sum (a - x_zp)(w - w_zp) directly, all channels of a pixel at once */
+static void run_depthwise(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const job *j = arg;
+    const qstate *s = j->s;
+    int64_t C = j->C, kprod = s->K;
+    int32_t *acc = (int32_t *)(void *)(j->scratch + (size_t)worker * (size_t)s->Kp);
+    for (int64_t p = begin; p < end; p++) {
+        int64_t oc[MAXS];
+        pixel_coords(s, j, p, oc);
+        for (int64_t c = 0; c < C; c++)
+            acc[c] = 0;
+        for (int64_t kp = 0; kp < kprod; kp++) {
+            int64_t off = conv_src(s, j, oc, kp);
+            if (off < 0)
+                continue; /* padding is the zero point: contributes 0 */
+            const int16_t *src = j->xt + off * C;
+            const int16_t *wk = j->wdw + kp * C;
+            dw_accumulate(acc, src, wk, C, s->xzp, j->avx2);
+        }
+        for (int64_t c = 0; c < C; c++) {
+            int64_t v = acc[c];
+            if (s->bias)
+                v += s->bias[c];
+            store(s, j->y, (j->img * s->N + c) * j->opix + p, requant_acc(s, v, s->scale[c]));
+        }
+    }
+}
+
+/* MatMul of two activations: numpy broadcasting of the batch dims of A [..., M, K] and
+ * B [..., K, N]; each B matrix is transposed to [N][K] raw values once. */
+static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
+                         const oq_rt_tensor *bt, oq_rt_tensor *y, job *j)
+{
+    size_t r = y->rank;
+    int64_t M = x->dims[x->rank - 2], K = x->dims[x->rank - 1], N = bt->dims[bt->rank - 1];
+    int64_t nb = 1;
+    for (size_t i = 0; i + 2 < r; i++)
+        nb *= y->dims[i];
+    int64_t Kp = kpad(K);
+    int16_t *w = calloc((size_t)(N * Kp + 1), sizeof *w);
+    int32_t *wsum = malloc((size_t)(N + 1) * sizeof *wsum);
+    if (!w || !wsum) {
+        free(w);
+        free(wsum);
+        return OQ_ERR_NOMEM;
+    }
+    j->M = M;
+    j->K = K;
+    j->Kp = Kp;
+    j->N = N;
+    j->w = w;
+    j->wsum = wsum;
+    j->wzp1 = s->bzp;
+    const void *x0 = j->x;
+    void *y0 = j->y;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        /* offsets of this batch entry in A and B (broadcast dims repeat) */
+        int64_t rem = bi, xo = 0, bo = 0, xst = 1, bst = 1;
+        for (size_t i = r - 2; i-- > 0;) {
+            int64_t idx = rem % y->dims[i];
+            rem /= y->dims[i];
+            size_t xi = i + x->rank - r, bi2 = i + bt->rank - r;
+            if (i + x->rank >= r) {
+                if (x->dims[xi] != 1)
+                    xo += idx * xst;
+                xst *= x->dims[xi];
+            }
+            if (i + bt->rank >= r) {
+                if (bt->dims[bi2] != 1)
+                    bo += idx * bst;
+                bst *= bt->dims[bi2];
+            }
+        }
+        for (int64_t n = 0; n < N; n++) {
+            int64_t sum = 0;
+            for (int64_t kk = 0; kk < K; kk++) {
+                int64_t src = bo * K * N + kk * N + n;
+                int16_t v = s->b_s8 ? (int16_t)(((const int8_t *)bt->data)[src] + s->b_add)
+                                    : ((const uint8_t *)bt->data)[src];
+                w[n * Kp + kk] = v;
+                sum += v;
+            }
+            wsum[n] = (int32_t)sum;
+        }
+        j->x = (const uint8_t *)x0 + xo * M * K;
+        j->y = (uint8_t *)y0 + bi * M * N;
+        int64_t work = (K * N) | 1;
+        oq_k_parallel_for(k, M, (65536 + work - 1) / work, run_rows, j);
+    }
+    free(w);
+    free(wsum);
+    return OQ_OK;
+}
+
+/* QLinearSoftmax (contrib_ops/cpu/quantization/qlinear_softmax.cc): a table of
+ * exp((i - 255 + shift) * x_scale) in float, a float sum in element order along the
+ * axis, y = nearbyint(e * floor(1 / y_scale) / sum) + y_zp. */
+static oq_status run_softmax(oq_kctx *k, const qstate *s, const oq_rt_tensor *x, oq_rt_tensor *y)
+{
+    (void)k;
+    int64_t axis = oq_k_axis(s->sm_axis, x->rank), outer = 1, D = 1, inner = 1;
+    for (size_t i = 0; i < x->rank; i++) {
+        if ((int64_t)i < axis)
+            outer *= x->dims[i];
+        else if ((int64_t)i == axis || s->sm_opset < 13)
+            D *= x->dims[i];
+        else
+            inner *= x->dims[i];
+    }
+    if (D <= 0)
+        return OQ_OK;
+    float table[256];
+    double shift = log((double)(FLT_MAX / (float)D));
+    shift = (shift - 5 > 0 ? shift - 5 : 0) / s->sm_xscale;
+    for (int i = 0; i < 256; i++) {
+        double e = exp(((double)i - 255 + shift) * (double)s->sm_xscale);
+        table[(uint8_t)(s->x_s8 ? i - 128 : i)] = (float)e;
+    }
+    const float ysc = s->sm_yscale;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in0 = 0; in0 < inner; in0++) {
+            int64_t base = o * D * inner + in0;
+            /* the raw values along the axis */
+            int32_t xmax = -1000;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = base + d * inner;
+                int32_t v = s->x_s8 ? ((const int8_t *)x->data)[i]
+                                    : (int32_t)(uint8_t)(((const uint8_t *)x->data)[i] + s->xzp);
+                xmax = v > xmax ? v : xmax;
+            }
+            int32_t adj = s->x_s8 ? 127 - xmax : 255 - xmax;
+            float sum = 0;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = base + d * inner;
+                int32_t v = s->x_s8 ? ((const int8_t *)x->data)[i]
+                                    : (int32_t)(uint8_t)(((const uint8_t *)x->data)[i] + s->xzp);
+                sum += table[(uint8_t)(v + adj)];
+            }
+            if (sum == 0)
+                return OQ_OK; /* onnxruntime returns from the whole range here */
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = base + d * inner;
+                int32_t v = s->x_s8 ? ((const int8_t *)x->data)[i]
+                                    : (int32_t)(uint8_t)(((const uint8_t *)x->data)[i] + s->xzp);
+                float t = table[(uint8_t)(v + adj)];
+                if (s->x_s8) {
+                    int32_t q = (int32_t)nearbyintf(t * ysc / sum) + s->yzp;
+                    ((int8_t *)y->data)[i] = (int8_t)(q > 255 ? 255 : q);
+                } else {
+                    uint32_t q = (uint32_t)nearbyintf(t * ysc / sum) + (uint32_t)s->yzp;
+                    uint8_t u = q > 255 ? 255 : (uint8_t)q;
+                    if (s->y_s8)
+                        ((int8_t *)y->data)[i] = (int8_t)(u - 128);
+                    else
+                        ((uint8_t *)y->data)[i] = u;
+                }
+            }
+        }
+    return OQ_OK;
+}
+
+static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                       oq_rt_tensor *out, size_t n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    const qstate *s = k->state;
+    const oq_rt_tensor *x = in[0];
+    if (oq_rt_tensor_numel(&out[0]) == 0)
+        return OQ_OK;
+    if (s->kind == OQ_QG_SOFTMAX)
+        return run_softmax(k, s, x, &out[0]);
+    int threads = oq_k_threads(k);
+    int64_t kr = s->dyn_b ? kpad(x->dims[x->rank - 1]) : s->Kp;
+    if (s->kind == OQ_QG_CONV && !s->depthwise)
+        kr *= QL_PBLOCK; /* a block of im2col rows */
+    if (s->kind == OQ_QG_CONV && s->depthwise && kr < 2 * x->dims[1] + 2)
+        kr = 2 * x->dims[1] + 2; /* int32 accumulators per channel */
+    int16_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)kr * sizeof(int16_t));
+    if (!scratch)
+        return OQ_ERR_NOMEM;
+    job j;
+    memset(&j, 0, sizeof j);
+    j.s = s;
+    j.x = x->data;
+    j.y = out[0].data;
+    j.scratch = scratch;
+    if (s->kind == OQ_QG_CONV) {
+        oq_status st = conv_out(k, s, x, j.out, j.pb);
+        if (st)
+            return st;
+        j.C = x->dims[1];
+        j.opix = 1;
+        for (size_t i = 0; i < s->ns; i++) {
+            j.in[i] = x->dims[2 + i];
+            j.opix *= j.out[i];
+        }
+        int64_t ipix = 1;
+        for (size_t i = 0; i < s->ns; i++)
+            ipix *= j.in[i];
+        int16_t *xt = malloc((size_t)(ipix * j.C + 1) * sizeof *xt);
+        if (!xt)
+            return OQ_ERR_NOMEM;
+        j.xt = xt;
+        j.wdw = s->wdw;
+        j.avx2 = s->dot != dot_generic;
+        int64_t work = (s->K * (s->depthwise ? 1 : s->N / s->group) * (s->depthwise ? 1 : s->group)) | 1;
+        for (int64_t b = 0; b < x->dims[0]; b++) {
+            for (int64_t c = 0; c < j.C; c++)
+                for (int64_t q = 0; q < ipix; q++)
+                    xt[q * j.C + c] = raw(s, x->data, (b * j.C + c) * ipix + q);
+            j.img = b;
+            oq_k_parallel_for(k, j.opix, (65536 + work - 1) / work,
+                              s->depthwise ? run_depthwise : run_conv, &j);
+        }
+        free(xt);
+    } else if (!s->dyn_b) {
+        j.M = oq_rt_tensor_numel(x) / s->K;
+        j.K = s->K;
+        j.Kp = s->Kp;
+        j.N = s->N;
+        j.w = s->w;
+        j.wsum = s->wsum;
+        int64_t work = (s->K * s->N) | 1;
+        oq_k_parallel_for(k, j.M, (65536 + work - 1) / work, run_rows, &j);
+    } else {
+        return run_dyn(k, s, x, in[1], &out[0], &j);
+    }
+    return OQ_OK;
+}
+
+const oq_kernel oq_kernels_qlinear[] = {
+    {OQ_QGROUP_DOMAIN, OQ_QGROUP_OP, 0, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, q_prepare, q_infer,
+     q_run, qstate_free, 1},
+};
+OQ_KERNEL_TABLE_END(qlinear);

@@ -1,0 +1,418 @@
+/* Which QDQ groups a plan runs as integer kernels: onnxruntime's CPU fusion rules for
+ * Conv, Gemm and MatMul (see qgroup.h and docs/run.md "Arithmetic targets"). Only the
+ * recognition lives here; the arithmetic is in kernels/qlinear.c. */
+#include "exec/qgroup.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct oq_qgroups {
+    size_t n;
+    oq_qgroup **groups;
+    size_t n_ids;
+    unsigned char *role;      /* by node id: 0 run, 1 skip, 2 group output (Q) */
+    oq_qgroup **by_q;         /* by node id: the group whose Q it is */
+};
+
+static bool is_op(const oq_node *n, const char *op)
+{
+    return n && n->op_type && strcmp(n->op_type, op) == 0 && oq_domain_is_default(n->domain);
+}
+
+static oq_node *producer(const oq_value *v, const oq_graph *g)
+{
+    if (!v || v->kind != OQ_VALUE_NODE || !v->producer || v->producer->graph != g)
+        return NULL;
+    return v->producer;
+}
+
+static oq_node *only_consumer(const oq_value *v)
+{
+    if (!v || v->n_uses != 1 || oq_value_is_graph_output(v))
+        return NULL;
+    return v->uses[0].node;
+}
+
+static oq_node *producer_dq(const oq_value *v, const oq_graph *g)
+{
+    oq_node *p = producer(v, g);
+    if (!is_op(p, "DequantizeLinear") || p->n_inputs < 2 || !p->inputs[0] || !p->inputs[1])
+        return NULL;
+    if (oq_node_attr_int(p, "block_size", 0) != 0)
+        return NULL;
+    return p;
+}
+
+/* constant tensor data of an input (NULL when absent, not constant or unreadable) */
+static const void *const_data(const oq_node *n, size_t i, oq_tensor **t)
+{
+    *t = i < n->n_inputs ? oq_value_const_tensor(n->inputs[i]) : NULL;
+    if (!*t || !(*t)->has_dtype)
+        return NULL;
+    return oq_tensor_data(*t, NULL);
+}
+
+static bool is_scalar(const oq_tensor *t)
+{
+    return t && t->rank <= 1 && oq_tensor_numel(t) == 1;
+}
+
+/* scalar float scale and uint8/int8 zero point of a Q or DQ node (zero point required) */
+static bool scalar_qparams(const oq_node *n, float *scale, int32_t *zp, int32_t *dtype)
+{
+    oq_tensor *ts, *tz;
+    const void *s = const_data(n, 1, &ts), *z = const_data(n, 2, &tz);
+    if (!s || !z || !is_scalar(ts) || !is_scalar(tz) || ts->dtype != OQ_DTYPE_FLOAT)
+        return false;
+    if (tz->dtype == OQ_DTYPE_UINT8)
+        *zp = *(const uint8_t *)z;
+    else if (tz->dtype == OQ_DTYPE_INT8)
+        *zp = *(const int8_t *)z;
+    else
+        return false;
+    *scale = *(const float *)s;
+    *dtype = tz->dtype;
+    return true;
+}
+
+/* onnxruntime's QDQS8ToU8Transformer (qdq_s8_to_u8.cc): a QuantizeLinear whose only
+ * consumer is a DequantizeLinear, both with constant int8 scalar zero points of equal
+ * value, becomes a uint8 pair (zero point + 128). Shared DQs were duplicated before
+ * (ensure_unique_dq_for_node_unit.cc), so the DQ must have a single consumer too. */
+static bool s8_pair_converted(const oq_node *q, const oq_node *dq)
+{
+    float s;
+    int32_t zq, zd, tq, td;
+    if (!q || !dq || q->n_inputs != 3 || dq->n_inputs != 3 || !q->inputs[2] || !dq->inputs[2])
+        return false;
+    if (only_consumer(q->outputs[0]) != dq)
+        return false;
+    /* EnsureUniqueDQForNodeUnit runs first and gives each consumer of a DQ its own copy
+     * (a graph output counts as one): the Q then has several consumers */
+    const oq_value *dv = dq->outputs[0];
+    if (!dv || dv->n_uses + (oq_value_is_graph_output(dv) ? 1u : 0u) > 1)
+        return false;
+    if (!scalar_qparams(q, &s, &zq, &tq) || !scalar_qparams(dq, &s, &zd, &td))
+        return false;
+    return tq == OQ_DTYPE_INT8 && td == OQ_DTYPE_INT8 && zq == zd;
+}
+
+/* Clip/Relu between the op and Q that onnxruntime removes (relu_quantizelinear.cc,
+ * clip_quantizelinear.cc): Q's range already clamps to it. */
+static bool post_redundant(const oq_node *post, const oq_node *q)
+{
+    float scale;
+    int32_t zp, dt;
+    if (!scalar_qparams(q, &scale, &zp, &dt))
+        return false;
+    int32_t qmin = dt == OQ_DTYPE_INT8 ? -128 : 0, qmax = dt == OQ_DTYPE_INT8 ? 127 : 255;
+    if (is_op(post, "Relu"))
+        return zp == qmin;
+    /* Clip: the Q scale must be a rank-0 tensor (GetQConstantLowerUpper) */
+    oq_tensor *ts = oq_value_const_tensor(q->inputs[1]);
+    if (!ts || ts->rank != 0)
+        return false;
+    float lo = -FLT_MAX, hi = FLT_MAX;
+    if (oq_node_opset(post) < 11) {
+        lo = oq_node_attr_float(post, "min", -FLT_MAX);
+        hi = oq_node_attr_float(post, "max", FLT_MAX);
+    } else {
+        for (size_t i = 1; i < 3; i++) {
+            if (i >= post->n_inputs || !post->inputs[i])
+                continue;
+            oq_tensor *t;
+            const void *d = const_data(post, i, &t);
+            if (!d || !is_scalar(t) || t->dtype != OQ_DTYPE_FLOAT)
+                return false;
+            if (i == 1)
+                lo = *(const float *)d;
+            else
+                hi = *(const float *)d;
+        }
+    }
+    float lower = scale * (float)(qmin - zp), upper = scale * (float)(qmax - zp);
+    return !(FLT_EPSILON < lo - lower) && !(FLT_EPSILON < upper - hi);
+}
+
+/* The weight DQ: constant uint8/int8 weights, scale per tensor or per output channel
+ * (along `axis` of the weight), zero points equal across channels where `same_zp`. */
+static bool weight_ok(const oq_node *dq, size_t want_rank_min, int64_t axis, bool same_zp)
+{
+    oq_tensor *tw, *ts, *tz = NULL;
+    const void *w = const_data(dq, 0, &tw), *s = const_data(dq, 1, &ts);
+    if (!w || !s || ts->dtype != OQ_DTYPE_FLOAT)
+        return false;
+    if (tw->dtype != OQ_DTYPE_UINT8 && tw->dtype != OQ_DTYPE_INT8)
+        return false;
+    if (tw->rank < want_rank_min)
+        return false;
+    int64_t ns = oq_tensor_numel(ts);
+    if (ns != 1) {
+        int64_t ax = oq_node_attr_int(dq, "axis", 1);
+        if (ax < 0)
+            ax += (int64_t)tw->rank;
+        if (ts->rank != 1 || ax != axis || ns != tw->dims[axis])
+            return false;
+    }
+    if (dq->n_inputs > 2 && dq->inputs[2]) {
+        const void *z = const_data(dq, 2, &tz);
+        if (!z || tz->dtype != tw->dtype || oq_tensor_numel(tz) != ns)
+            return false;
+        if (same_zp)
+            for (int64_t i = 1; i < ns; i++)
+                if (((const uint8_t *)z)[i] != ((const uint8_t *)z)[0])
+                    return false;
+    }
+    return true;
+}
+
+static bool bias_ok(const oq_node *dq, int64_t n_out, bool allow_scalar)
+{
+    oq_tensor *tb;
+    const void *b = const_data(dq, 0, &tb);
+    if (!b || tb->dtype != OQ_DTYPE_INT32)
+        return false;
+    int64_t nb = oq_tensor_numel(tb);
+    if (allow_scalar && nb == 1 && tb->rank <= 1)
+        return true;
+    if (nb != n_out)
+        return false;
+    return tb->rank == 1 || (tb->rank == 2 && tb->dims[0] == 1);
+}
+
+/* Does this anchor start a group? Fills grp (not the step node) on success. */
+static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    oq_qgroup_kind kind;
+    if (is_op(n, "Conv"))
+        kind = OQ_QG_CONV;
+    else if (is_op(n, "Gemm"))
+        kind = OQ_QG_GEMM;
+    else if (is_op(n, "MatMul"))
+        kind = OQ_QG_MATMUL;
+    else if (is_op(n, "Softmax"))
+        kind = OQ_QG_SOFTMAX;
+    else
+        return false;
+    if (n->n_outputs != 1 || !n->outputs[0])
+        return false;
+    /* every present input comes from a DequantizeLinear (CheckQDQNodes) */
+    size_t n_present = 0;
+    for (size_t i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i])
+            n_present++;
+    size_t n_min = kind == OQ_QG_SOFTMAX ? 1 : 2;
+    size_t n_max = kind == OQ_QG_SOFTMAX ? 1 : kind == OQ_QG_MATMUL ? 2 : 3;
+    if (n_present < n_min || n_present != n->n_inputs || n_present > n_max)
+        return false;
+    oq_node *dq[3] = {NULL, NULL, NULL};
+    for (size_t i = 0; i < n->n_inputs; i++)
+        if (!(dq[i] = producer_dq(n->inputs[i], g)))
+            return false;
+    /* the output: one consumer, a QuantizeLinear, or a redundant Relu/Clip then Q */
+    oq_node *next = only_consumer(n->outputs[0]), *post = NULL;
+    if (!next)
+        return false;
+    if (is_op(next, "Relu") || is_op(next, "Clip")) {
+        post = next;
+        if (post->n_outputs != 1 || !(next = only_consumer(post->outputs[0])))
+            return false;
+    }
+    if (!is_op(next, "QuantizeLinear") || next->n_inputs != 3 || next->n_outputs != 1 ||
+        !next->outputs[0])
+        return false;
+    oq_node *q = next;
+    float ys, xs;
+    int32_t yzp, xzp, ydt, xdt;
+    if (!scalar_qparams(q, &ys, &yzp, &ydt) || dq[0]->n_inputs != 3 ||
+        !scalar_qparams(dq[0], &xs, &xzp, &xdt))
+        return false;
+    if (post && !post_redundant(post, q))
+        return false;
+    /* dtypes as onnxruntime sees them after QDQS8ToU8Transformer (x86 CPU: int8 QDQ
+     * activations are not fused unless converted to uint8) */
+    bool x_conv = xdt == OQ_DTYPE_INT8 && s8_pair_converted(producer(dq[0]->inputs[0], g), dq[0]);
+    oq_node *y_dq = only_consumer(q->outputs[0]);
+    bool y_conv = ydt == OQ_DTYPE_INT8 && is_op(y_dq, "DequantizeLinear") && s8_pair_converted(q, y_dq);
+    int32_t xeff = x_conv ? OQ_DTYPE_UINT8 : xdt, yeff = y_conv ? OQ_DTYPE_UINT8 : ydt;
+    if (kind == OQ_QG_SOFTMAX) {
+        /* UnaryNodeGroupSelector: input and output of the same 8-bit type (int8 allowed) */
+        if (xeff != yeff || (x_conv != y_conv))
+            return false;
+        grp->kind = kind;
+        grp->arith = arith;
+        grp->anchor = n;
+        grp->dq_x = dq[0];
+        grp->post = post;
+        grp->q = q;
+        grp->x_shift = x_conv;
+        return true;
+    }
+    if (xeff != OQ_DTYPE_UINT8 || yeff != OQ_DTYPE_UINT8)
+        return false; /* int8 QLinearConv/QLinearMatMul are not fused on x86; int8 QGemm
+                       * (S8S8) is left to the reference arithmetic (not verified) */
+    if (xdt != ydt)
+        return false; /* a uint8 input with a converted int8 output: keep it simple */
+    oq_tensor *tw = oq_value_const_tensor(dq[1]->inputs[0]);
+    if (!tw) {
+        /* QLinearMatMul also takes two activations: B per tensor, int8 B as uint8 when
+         * its Q/DQ pair is converted */
+        float bs;
+        int32_t bzp, bdt;
+        if (kind != OQ_QG_MATMUL || dq[1]->n_inputs != 3 || !scalar_qparams(dq[1], &bs, &bzp, &bdt))
+            return false;
+        grp->b_shift = bdt == OQ_DTYPE_INT8 &&
+                       s8_pair_converted(producer(dq[1]->inputs[0], g), dq[1]);
+        grp->dyn_b = true;
+    }
+    switch (tw ? kind : OQ_QG_DYN) {
+    case OQ_QG_DYN:
+    case OQ_QG_SOFTMAX:
+        break;
+    case OQ_QG_CONV:
+        if (!weight_ok(dq[1], 3, 0, true) || tw->rank > 5)
+            return false;
+        if (dq[2] && !bias_ok(dq[2], tw->dims[0], false))
+            return false;
+        break;
+    case OQ_QG_MATMUL:
+        if (!weight_ok(dq[1], 2, 1, false) || tw->rank != 2)
+            return false;
+        break;
+    case OQ_QG_GEMM: {
+        bool tb = oq_node_attr_int(n, "transB", 0) != 0;
+        if (!weight_ok(dq[1], 2, tb ? 0 : 1, false) || tw->rank != 2)
+            return false;
+        if (dq[2] && (oq_node_attr_float(n, "beta", 1.0f) != 1.0f ||
+                      !bias_ok(dq[2], tw->dims[tb ? 0 : 1], true)))
+            return false;
+        break;
+    }
+    }
+    grp->kind = kind;
+    grp->arith = arith;
+    grp->anchor = n;
+    grp->dq_x = dq[0];
+    grp->dq_w = dq[1];
+    grp->dq_b = dq[2];
+    grp->post = post;
+    grp->q = q;
+    grp->x_shift = x_conv;
+    return true;
+}
+
+static bool skipped(const oq_qgroups *gs, const oq_node *n)
+{
+    return n->id < gs->n_ids && gs->role[n->id] == 1;
+}
+
+oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups **out)
+{
+    *out = NULL;
+    if (arith == OQ_ARITH_REFERENCE)
+        return OQ_OK;
+    oq_qgroups *gs = calloc(1, sizeof *gs);
+    if (!gs)
+        return OQ_ERR_NOMEM;
+    gs->n_ids = m->next_id;
+    gs->role = calloc(gs->n_ids + 1, 1);
+    gs->by_q = calloc(gs->n_ids + 1, sizeof *gs->by_q);
+    size_t cap = 0;
+    if (!gs->role || !gs->by_q)
+        goto nomem;
+    for (oq_node *n = g->first; n; n = n->next) {
+        oq_qgroup tmp;
+        if (!match(g, n, arith, &tmp))
+            continue;
+        if (tmp.q->id >= gs->n_ids || gs->by_q[tmp.q->id])
+            continue;
+        if (gs->n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            oq_qgroup **ng = realloc(gs->groups, nc * sizeof *ng);
+            if (!ng)
+                goto nomem;
+            gs->groups = ng;
+            cap = nc;
+        }
+        oq_qgroup *grp = malloc(sizeof *grp);
+        if (!grp)
+            goto nomem;
+        *grp = tmp;
+        oq_node *st = &grp->step;
+        st->name = tmp.q->name;
+        st->op_type = (char *)OQ_QGROUP_OP;
+        st->domain = (char *)OQ_QGROUP_DOMAIN;
+        grp->step_in[0] = tmp.dq_x->inputs[0];
+        grp->step_in[1] = tmp.dyn_b ? tmp.dq_w->inputs[0] : NULL;
+        grp->step_out[0] = tmp.q->outputs[0];
+        st->n_inputs = tmp.dyn_b ? 2 : 1;
+        st->inputs = grp->step_in;
+        st->n_outputs = 1;
+        st->outputs = grp->step_out;
+        st->n_attrs = tmp.anchor->n_attrs; /* the kernel reads the anchor's attributes */
+        st->attrs = tmp.anchor->attrs;
+        st->graph = g;
+        st->id = tmp.q->id;
+        gs->groups[gs->n++] = grp;
+        gs->by_q[tmp.q->id] = grp;
+        gs->role[tmp.q->id] = 2;
+        gs->role[tmp.anchor->id] = 1;
+        if (tmp.post)
+            gs->role[tmp.post->id] = 1;
+    }
+    /* a DequantizeLinear of a group is skipped when nothing else reads it */
+    for (size_t i = 0; i < gs->n; i++) {
+        oq_qgroup *grp = gs->groups[i];
+        oq_node *dqs[3] = {grp->dq_x, grp->dq_w, grp->dq_b};
+        for (size_t j = 0; j < 3; j++) {
+            oq_node *d = dqs[j];
+            if (!d || d->id >= gs->n_ids || gs->role[d->id] != 0)
+                continue;
+            oq_value *v = d->outputs[0];
+            bool all = v && !oq_value_is_graph_output(v);
+            for (size_t u = 0; all && u < v->n_uses; u++)
+                all = skipped(gs, v->uses[u].node);
+            if (all)
+                gs->role[d->id] = 1;
+        }
+    }
+    if (!gs->n) {
+        oq_qgroups_free(gs);
+        return OQ_OK;
+    }
+    *out = gs;
+    return OQ_OK;
+nomem:
+    oq_qgroups_free(gs);
+    return OQ_ERR_NOMEM;
+}
+
+oq_node *oq_qgroups_step_node(const oq_qgroups *gs, oq_node *n)
+{
+    if (!gs || n->id >= gs->n_ids)
+        return n;
+    switch (gs->role[n->id]) {
+    case 1:
+        return NULL;
+    case 2:
+        return &gs->by_q[n->id]->step;
+    default:
+        return n;
+    }
+}
+
+size_t oq_qgroups_count(const oq_qgroups *gs) { return gs ? gs->n : 0; }
+
+void oq_qgroups_free(oq_qgroups *gs)
+{
+    if (!gs)
+        return;
+    for (size_t i = 0; i < gs->n; i++)
+        free(gs->groups[i]);
+    free(gs->groups);
+    free(gs->role);
+    free(gs->by_q);
+    free(gs);
+}

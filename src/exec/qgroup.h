@@ -1,0 +1,64 @@
+/* Private to src/exec: the QDQ groups a plan runs as one integer kernel when its
+ * arithmetic is not the reference (oq_plan_options.arith), and the kernel's view of
+ * them (src/exec/kernels/qlinear.c).
+ *
+ * A group is what onnxruntime's CPU execution provider fuses into QLinearConv,
+ * QLinearMatMul or QGemm (onnxruntime/core/optimizer/qdq_transformer/selectors_actions/
+ * qdq_selectors.cc, qdq_selector_action_transformer.cc; docs/run.md "Arithmetic
+ * targets"):
+ *
+ *   DQ(x) ─┐
+ *   DQ(W) ─┼─▶ Conv | Gemm | MatMul [─▶ Relu | Clip made redundant by Q] ─▶ Q ─▶ y
+ *   DQ(B) ─┘   (optional int32 bias)
+ *
+ * and DQ(x) ─▶ Softmax ─▶ Q (QLinearSoftmax: a lookup table of exponentials).
+ *
+ * The plan runs the Q node as one step of the fused kernel (its run-time inputs are x's
+ * quantized tensor, and B's for a MatMul of two activations; the rest is constant), does not run the anchor and the
+ * Relu/Clip, and does not run a DequantizeLinear whose output only the anchor reads.
+ * Their intermediate tensors are not produced: an observer sees the Q output.
+ */
+#ifndef ONNXQ_EXEC_QGROUP_H
+#define ONNXQ_EXEC_QGROUP_H
+
+#include "exec/kernel.h"
+
+/* domain and op type of the fused step (kernel family "qlinear") */
+#define OQ_QGROUP_DOMAIN "onnxq.internal"
+#define OQ_QGROUP_OP "QLinearGroup"
+
+typedef enum oq_qgroup_kind {
+    OQ_QG_CONV = 0,
+    OQ_QG_GEMM = 1,
+    OQ_QG_MATMUL = 2,
+    OQ_QG_SOFTMAX = 3,     /* DQ -> Softmax -> Q: QLinearSoftmax (qlinear_softmax.cc) */
+    OQ_QG_DYN = 4          /* (recognition only) */
+} oq_qgroup_kind;
+
+typedef struct oq_qgroup {
+    oq_node step;          /* the node the plan compiles: must stay the first member
+                            * (the kernel finds the group from k->node) */
+    oq_value *step_in[2];  /* x (quantized); MatMul with a non-constant B: B (quantized) */
+    oq_value *step_out[1]; /* the Q output */
+    oq_qgroup_kind kind;
+    oq_arith arith;
+    oq_node *anchor;       /* Conv / Gemm / MatMul */
+    oq_node *dq_x, *dq_w, *dq_b, *post, *q;
+    bool x_shift;          /* int8 activation run as uint8 x + 128 (onnxruntime's
+                            * QDQS8ToU8Transformer); output likewise */
+    bool dyn_b;            /* MatMul whose B is an activation (per-tensor DQ) */
+    bool b_shift;          /* that B is int8 run as uint8 + 128 */
+} oq_qgroup;
+
+typedef struct oq_qgroups oq_qgroups;
+
+/* Find the groups of g for this arithmetic. *out is NULL when there are none (always
+ * for OQ_ARITH_REFERENCE). Fails only on out-of-memory. */
+oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups **out);
+/* What the plan does with node n: returns n (compile it as is), NULL (skip it: part of
+ * a group), or the group's step node (compile that in n's place: n is the group's Q). */
+oq_node *oq_qgroups_step_node(const oq_qgroups *gs, oq_node *n);
+size_t oq_qgroups_count(const oq_qgroups *gs);
+void oq_qgroups_free(oq_qgroups *gs);
+
+#endif

@@ -1,0 +1,424 @@
+#!/usr/bin/python3
+"""Small QDQ models whose Conv / Gemm / MatMul groups onnxruntime fuses into QLinearConv,
+QGemm and QLinearMatMul, with inputs chosen so that the int16 pair saturation of
+onnxruntime's AVX2 u8 x s8 kernels matters, and the outputs an independent numpy
+emulation of the two integer arithmetics expects (docs/run.md "Arithmetic targets").
+
+usage: qlinear_models.py OUTDIR
+writes OUTDIR/<case>.onnx, <case>.x.npy (float input, exact multiples of the input
+scale), <case>.avx2.npy and <case>.exact.npy (expected float outputs), and cases.txt.
+Used by tests/qlinear_ort.sh."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(20261123)
+F32 = np.float32
+
+
+def npdt(t):
+    return {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}[t]
+
+
+def qrange(t):
+    return (-128, 127) if t == TensorProto.INT8 else (0, 255)
+
+
+# ---- the arithmetic, written independently of src/exec/kernels/qlinear.c ----------------
+
+def pair_dot(a, w, sat):
+    """a: [R, K] raw uint8 as int64, w: [N, K] raw weights as int64 -> [R, N] int64."""
+    K = a.shape[1]
+    if K % 2:
+        a = np.concatenate([a, np.zeros((a.shape[0], 1), np.int64)], 1)
+        w = np.concatenate([w, np.zeros((w.shape[0], 1), np.int64)], 1)
+    prod = a[:, None, :] * w[None, :, :]              # [R, N, K]
+    pairs = prod[:, :, 0::2] + prod[:, :, 1::2]
+    if sat:
+        pairs = np.clip(pairs, -32768, 32767)
+    return pairs.sum(-1)
+
+
+def requant(acc, scale, yzp, ydt):
+    lo, hi = qrange(ydt)
+    acc32 = ((acc + 2**31) % 2**32 - 2**31).astype(np.int32)
+    f = acc32.astype(F32) * scale.astype(F32)
+    f = np.minimum(np.maximum(f, F32(lo - yzp)), F32(hi - yzp))
+    return np.rint(f).astype(np.int64) + yzp
+
+
+def integer_out(a_raw, xzp_raw, w_raw, wzp, bias, scale, yzp, ydt, sat):
+    """a_raw [R,K], w_raw [N,K] -> quantized outputs [R,N]"""
+    K = a_raw.shape[1]
+    dot = pair_dot(a_raw, w_raw, sat)
+    acc = dot - wzp[None, :] * a_raw.sum(1)[:, None] - xzp_raw * w_raw.sum(1)[None, :] \
+        + K * xzp_raw * wzp[None, :]
+    if bias is not None:
+        acc = acc + bias[None, :]
+    return requant(acc, scale, yzp, ydt)
+
+
+def im2col(xq_raw, xzp_raw, kshape, strides, pads, group):
+    """xq_raw [C, H, W] -> per group [P, K] rows in (kh, kw, c) order"""
+    C, H, W = xq_raw.shape
+    kh, kw = kshape
+    cg = C // group
+    pt, pl, pb, pr = pads
+    xp = np.full((C, H + pt + pb, W + pl + pr), xzp_raw, np.int64)
+    xp[:, pt:pt + H, pl:pl + W] = xq_raw
+    OH = (H + pt + pb - kh) // strides[0] + 1
+    OW = (W + pl + pr - kw) // strides[1] + 1
+    rows = []
+    for g in range(group):
+        r = np.zeros((OH * OW, kh * kw * cg), np.int64)
+        for oy in range(OH):
+            for ox in range(OW):
+                patch = xp[g * cg:(g + 1) * cg, oy * strides[0]:oy * strides[0] + kh,
+                           ox * strides[1]:ox * strides[1] + kw]      # [cg, kh, kw]
+                r[oy * OW + ox] = patch.transpose(1, 2, 0).reshape(-1)
+        rows.append(r)
+    return rows, OH, OW
+
+
+# ---- model building -------------------------------------------------------------------
+
+class Case:
+    def __init__(self, name):
+        self.name, self.nodes, self.inits = name, [], []
+
+    def init(self, name, arr, dt=None):
+        t = numpy_helper.from_array(np.asarray(arr), name)
+        if dt is not None:
+            t.data_type = dt
+        self.inits.append(t)
+        return name
+
+    def qdq_in(self, xdt, xs, xzp):
+        self.init('xs', np.array(xs, F32))
+        self.init('xz', np.array(xzp, npdt(xdt)))
+        self.nodes += [helper.make_node('QuantizeLinear', ['x', 'xs', 'xz'], ['xq']),
+                       helper.make_node('DequantizeLinear', ['xq', 'xs', 'xz'], ['xd'])]
+
+    def weight(self, wq, ws, wzp, axis):
+        self.init('wq', wq)
+        self.init('ws', np.asarray(ws, F32))
+        self.init('wz', np.asarray(wzp, wq.dtype))
+        self.nodes.append(helper.make_node('DequantizeLinear', ['wq', 'ws', 'wz'], ['wd'], axis=axis))
+
+    def bias(self, b, scale):
+        # onnxruntime ignores the bias scale (it assumes x_scale * w_scale, as here)
+        self.init('bq', b.astype(np.int32))
+        self.init('bs', np.asarray(scale, F32))
+        self.nodes.append(helper.make_node('DequantizeLinear', ['bq', 'bs'], ['bd'], axis=0))
+
+    def out(self, src, ydt, ys, yzp, post=None):
+        self.init('ys', np.array(ys, F32))
+        self.init('yz', np.array(yzp, npdt(ydt)))
+        if post == 'relu':
+            self.nodes.append(helper.make_node('Relu', [src], ['pr']))
+            src = 'pr'
+        elif post == 'clip':
+            self.init('cmin', np.array(0.0, F32))
+            self.init('cmax', np.array(1e6, F32))
+            self.nodes.append(helper.make_node('Clip', [src, 'cmin', 'cmax'], ['pr']))
+            src = 'pr'
+        self.nodes += [helper.make_node('QuantizeLinear', [src, 'ys', 'yz'], ['yq']),
+                       helper.make_node('DequantizeLinear', ['yq', 'ys', 'yz'], ['y'])]
+
+    def save(self, outdir, xshape, yshape, x, y_avx2, y_exact):
+        g = helper.make_graph(self.nodes, self.name,
+                              [helper.make_tensor_value_info('x', TensorProto.FLOAT, xshape)],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, yshape)],
+                              self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(outdir, self.name + '.onnx'))
+        np.save(os.path.join(outdir, self.name + '.x.npy'), x.astype(F32))
+        np.save(os.path.join(outdir, self.name + '.avx2.npy'), y_avx2.astype(F32))
+        np.save(os.path.join(outdir, self.name + '.exact.npy'), y_exact.astype(F32))
+
+
+def pick_out_scale(acc_f):
+    lo, hi = float(acc_f.min()), float(acc_f.max())
+    ys = max(hi - lo, 1e-3) / 255.0
+    return F32(ys)
+
+
+def xs_of(xdt):
+    return F32(0.25)
+
+
+def gen_matmul(outdir, name, xq, wq, xzp, wzp, ys, yzp, xdt=TensorProto.UINT8, ws=1.0):
+    """MatMul x [M,K] u8 x W [K,N]: all parameters given (hand-computed cases)."""
+    c = Case(name)
+    xs = F32(1.0)
+    c.qdq_in(xdt, xs, xzp)
+    c.weight(wq, ws, wzp, 1)
+    c.nodes.append(helper.make_node('MatMul', ['xd', 'wd'], ['mm']))
+    c.out('mm', xdt, ys, yzp)
+    shift = 128 if xdt == TensorProto.INT8 else 0
+    a_raw = xq.astype(np.int64) + shift
+    w_raw = wq.astype(np.int64).T
+    N = wq.shape[1]
+    scale = np.full(N, F32(xs * F32(ws)) / F32(ys), F32)
+    wz = np.full(N, int(wzp), np.int64)
+    outs = []
+    for sat in (True, False):
+        yq = integer_out(a_raw, xzp + shift, w_raw, wz, None, scale, yzp, xdt,
+                         sat and wq.dtype == np.int8)
+        outs.append((yq - yzp).astype(F32) * F32(ys))
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, list(xq.shape), [xq.shape[0], N], x, *outs)
+    return name
+
+
+def rand_x(shape, xdt, hi_bias=True):
+    lo, hi = qrange(xdt)
+    if hi_bias:  # mostly large activations: pairs of large products saturate
+        v = rng.integers(hi - 60, hi + 1, size=shape)
+        mask = rng.random(shape) < 0.2
+        v[mask] = rng.integers(lo, hi + 1, size=int(mask.sum()))
+        return v.astype(npdt(xdt))
+    return rng.integers(lo, hi + 1, size=shape).astype(npdt(xdt))
+
+
+def rand_w(shape, wdt, symmetric):
+    if wdt == np.int8:
+        v = rng.integers(60, 128, size=shape) * rng.choice([-1, 1], size=shape, p=[0.3, 0.7])
+        v = np.clip(v, -128 if not symmetric else -127, 127)
+        return v.astype(np.int8)
+    return rng.integers(0, 256, size=shape).astype(np.uint8)
+
+
+def gen_conv(outdir, name, C, M, H, W, k, strides, pads, group, xdt=TensorProto.UINT8,
+             wdt=np.int8, per_channel=True, wzp=0, xzp=7, yzp=100, use_bias=True, post=None):
+    c = Case(name)
+    xs = F32(0.25)
+    shift = 128 if xdt == TensorProto.INT8 else 0
+    if xdt == TensorProto.INT8:
+        xzp = xzp - 128 if xzp > 127 else xzp
+        yzp = yzp - 128
+    if post == 'relu':
+        yzp = qrange(xdt)[0]
+    xq = rand_x((1, C, H, W), xdt)
+    cg = C // group
+    wq = rand_w((M, cg, k, k), wdt, wzp == 0)
+    ws = (rng.random(M).astype(F32) * F32(0.01) + F32(0.005)) if per_channel else F32(0.008)
+    wsv = np.broadcast_to(np.asarray(ws, F32), (M,))
+    b = rng.integers(-20000, 20000, size=M) if use_bias else None
+    # accumulators (exact) to size the output scale
+    rows, OH, OW = im2col(xq[0].astype(np.int64) + shift, xzp + shift, (k, k), strides, pads, group)
+    npg = M // group
+    wraw = wq.astype(np.int64).transpose(0, 2, 3, 1).reshape(M, -1)     # (kh, kw, c)
+    wz = np.full(M, int(wzp), np.int64)
+    exact_acc = np.concatenate([
+        (rows[g] - (xzp + shift)) @ (wraw[g * npg:(g + 1) * npg] - wz[g * npg:(g + 1) * npg, None]).T
+        for g in range(group)], 1)
+    if b is not None:
+        exact_acc = exact_acc + b[None, :]
+    accf = exact_acc.astype(F32) * (xs * wsv)[None, :]
+    ys = pick_out_scale(accf) if post is None else pick_out_scale(np.maximum(accf, 0))
+    scale = ((xs * wsv).astype(F32) / F32(ys)).astype(F32)
+    outs = []
+    for sat in (True, False):
+        yq = np.concatenate([
+            integer_out(rows[g], xzp + shift, wraw[g * npg:(g + 1) * npg], wz[g * npg:(g + 1) * npg],
+                        None if b is None else b[g * npg:(g + 1) * npg],
+                        scale[g * npg:(g + 1) * npg], yzp, xdt,
+                        sat and wdt == np.int8 and not (cg == 1 and npg == 1))
+            for g in range(group)], 1)                                  # [P, M]
+        y = (yq - yzp).astype(F32) * F32(ys)
+        outs.append(y.T.reshape(1, M, OH, OW))
+    c.qdq_in(xdt, xs, xzp)
+    c.weight(wq, ws if per_channel else np.array(ws, F32), np.full(M, wzp, wdt) if per_channel
+             else np.array(wzp, wdt), 0)
+    ins = ['xd', 'wd']
+    if b is not None:
+        c.bias(b, (xs * wsv).astype(F32))
+        ins.append('bd')
+    c.nodes.append(helper.make_node('Conv', ins, ['cv'], kernel_shape=[k, k], strides=list(strides),
+                                    pads=list(pads), group=group))
+    c.out('cv', xdt, ys, yzp, post)
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, [1, C, H, W], [1, M, OH, OW], x, *outs)
+    return name
+
+
+def gen_gemm(outdir, name, Mr, K, N, trans_b, wdt=np.int8, use_bias=True, xzp=3, yzp=120,
+             xdt=TensorProto.UINT8):
+    c = Case(name)
+    xs = F32(0.5)
+    shift = 128 if xdt == TensorProto.INT8 else 0
+    if xdt == TensorProto.INT8:
+        yzp -= 128
+    xq = rand_x((Mr, K), xdt)
+    w = rand_w((K, N), wdt, True)
+    wzp = 0 if wdt == np.int8 else 128
+    ws = rng.random(N).astype(F32) * F32(0.01) + F32(0.002)
+    b = rng.integers(-30000, 30000, size=N) if use_bias else None
+    a_raw = xq.astype(np.int64) + shift
+    w_raw = w.astype(np.int64).T                                       # [N, K]
+    wz = np.full(N, wzp, np.int64)
+    acc = (a_raw - xzp - shift) @ (w_raw - wz[:, None]).T + (b[None, :] if b is not None else 0)
+    accf = acc.astype(F32) * (xs * ws)[None, :]
+    ys = pick_out_scale(accf)
+    scale = ((F32(1.0) * xs * ws).astype(F32) / F32(ys)).astype(F32)
+    outs = []
+    for sat in (True, False):
+        yq = integer_out(a_raw, xzp + shift, w_raw, wz, b, scale, yzp, xdt, sat and wdt == np.int8)
+        outs.append((yq - yzp).astype(F32) * F32(ys))
+    c.qdq_in(xdt, xs, xzp)
+    wstore = w.T.copy() if trans_b else w
+    c.weight(wstore, ws, np.full(N, wzp, wdt), 0 if trans_b else 1)
+    ins = ['xd', 'wd']
+    if b is not None:
+        c.bias(b, (xs * ws).astype(F32))
+        ins.append('bd')
+    c.nodes.append(helper.make_node('Gemm', ins, ['gm'], transB=int(trans_b)))
+    c.out('gm', xdt, ys, yzp)
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, [Mr, K], [Mr, N], x, *outs)
+    return name
+
+
+def gen_matmul3d(outdir, name, B, Mr, K, N, wdt=np.int8):
+    c = Case(name)
+    xs, xzp, yzp = F32(0.125), 11, 90
+    xq = rand_x((B, Mr, K), TensorProto.UINT8)
+    w = rand_w((K, N), wdt, True)
+    wzp = 0 if wdt == np.int8 else 128
+    ws = F32(0.004)
+    a_raw = xq.reshape(-1, K).astype(np.int64)
+    w_raw = w.astype(np.int64).T
+    wz = np.full(N, wzp, np.int64)
+    acc = (a_raw - xzp) @ (w_raw - wzp).T
+    ys = pick_out_scale(acc.astype(F32) * (xs * ws))
+    scale = np.full(N, (xs * ws) / F32(ys), F32)
+    outs = []
+    for sat in (True, False):
+        yq = integer_out(a_raw, xzp, w_raw, wz, None, scale, yzp, TensorProto.UINT8,
+                         sat and wdt == np.int8)
+        outs.append(((yq - yzp).astype(F32) * F32(ys)).reshape(B, Mr, N))
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    c.weight(w, np.array(ws, F32), np.array(wzp, wdt), 1)
+    c.nodes.append(helper.make_node('MatMul', ['xd', 'wd'], ['mm']))
+    c.out('mm', TensorProto.UINT8, ys, yzp)
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, [B, Mr, K], [B, Mr, N], x, *outs)
+    return name
+
+
+def gen_matmul_dyn(outdir, name, shape):
+    """MatMul of two activations (QLinearMatMul with a run-time B, U8U8: exact):
+    y = x @ transpose(x), B through Transpose and its own Q/DQ pair"""
+    c = Case(name)
+    xs, xzp, yzp = F32(0.0625), 40, 60
+    xq = rand_x(shape, TensorProto.UINT8, hi_bias=False)
+    xq = np.clip(xq, 0, 200).astype(np.uint8)
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    perm = list(range(len(shape) - 2)) + [len(shape) - 1, len(shape) - 2]
+    c.init('ts', np.array(xs, F32))
+    c.init('tz', np.array(xzp, np.uint8))
+    c.nodes += [helper.make_node('Transpose', ['xd'], ['t'], perm=perm),
+                helper.make_node('QuantizeLinear', ['t', 'ts', 'tz'], ['tq']),
+                helper.make_node('DequantizeLinear', ['tq', 'ts', 'tz'], ['td']),
+                helper.make_node('MatMul', ['xd', 'td'], ['mm'])]
+    a = xq.astype(np.int64) - xzp
+    acc = a @ np.swapaxes(a, -1, -2)
+    ys = pick_out_scale(acc.astype(F32) * (xs * xs))
+    scale = F32(xs * xs) / F32(ys)
+    yq = requant(acc, np.full(acc.shape, scale, F32), yzp, TensorProto.UINT8)
+    y = (yq - yzp).astype(F32) * F32(ys)
+    c.out('mm', TensorProto.UINT8, ys, yzp)
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, list(shape), list(y.shape), x, y, y)
+    return name
+
+
+def softmax_ref(xraw, axis, xs, ys, yzp, signed):
+    """QLinearSoftmax as qlinear_softmax.cc computes it, on raw values (int8 or uint8)"""
+    xm = np.moveaxis(xraw.astype(np.int64), axis, -1)
+    D = xm.shape[-1]
+    shift = np.log(np.float64(np.float32(np.finfo(np.float32).max) / np.float32(D)))
+    shift = max(0.0, shift - 5) / np.float64(xs)
+    table = np.zeros(256, F32)
+    for i in range(256):
+        table[(i - 128) % 256 if signed else i] = F32(np.exp((i - 255 + shift) * np.float64(xs)))
+    ysc = F32(np.floor(F32(1.0) / F32(ys)))
+    flat = xm.reshape(-1, D)
+    out = np.zeros_like(flat)
+    for r in range(flat.shape[0]):
+        row = flat[r]
+        adj = (127 if signed else 255) - row.max()
+        e = table[(row + adj) % 256]
+        tot = F32(0)
+        for v in e:
+            tot = F32(tot + v)
+        q = np.rint((e * ysc).astype(F32) / tot).astype(np.int64) + yzp
+        out[r] = np.minimum(q, 255)
+    return np.moveaxis(out.reshape(xm.shape), -1, axis)
+
+
+def gen_softmax(outdir, name, shape, axis, xdt):
+    c = Case(name)
+    xs, xzp = F32(0.0625), (10 if xdt == TensorProto.INT8 else 130)
+    # 1 / y_scale = 100.9: QLinearSoftmax scales by floor(1 / y_scale) = 100
+    ys, yzp = F32(0.00991), (-128 if xdt == TensorProto.INT8 else 0)
+    xq = rand_x(shape, xdt, hi_bias=False)
+    c.qdq_in(xdt, xs, xzp)
+    c.nodes.append(helper.make_node('Softmax', ['xd'], ['sm'], axis=axis))
+    c.out('sm', xdt, ys, yzp)
+    if xdt == TensorProto.INT8:   # the Q/DQ pairs are converted to uint8 (+128)
+        yq = softmax_ref(xq.astype(np.int64) + 128, axis, xs, ys, yzp + 128, False) - 128
+    else:
+        yq = softmax_ref(xq, axis, xs, ys, yzp, False)
+    y = (yq - yzp).astype(F32) * ys
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, list(shape), list(shape), x, y, y)
+    return name
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    cases = []
+    # hand-computed: 255*127 + 255*127 = 64770 saturates to 32767 in int16
+    cases.append(gen_matmul(outdir, 'mm_hand_u8s8', np.array([[255, 255]], np.uint8),
+                            np.array([[127], [127]], np.int8), 0, 0, 256.0, 0))
+    # U8U8 never saturates: 255*255 + 255*255 = 130050
+    cases.append(gen_matmul(outdir, 'mm_hand_u8u8', np.array([[255, 255]], np.uint8),
+                            np.array([[255], [255]], np.uint8), 0, 0, 1024.0, 0))
+    cases.append(gen_conv(outdir, 'conv3x3_pad_stride_cin3', 3, 16, 9, 9, 3, (2, 2), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv3x3_cin16_sym', 16, 16, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv1x1', 16, 32, 5, 5, 1, (1, 1), (0, 0, 0, 0), 1))
+    cases.append(gen_conv(outdir, 'conv_grouped', 8, 8, 7, 7, 3, (1, 1), (1, 1, 1, 1), 2))
+    cases.append(gen_conv(outdir, 'conv_depthwise16', 16, 16, 7, 7, 3, (1, 1), (1, 1, 1, 1), 16))
+    cases.append(gen_conv(outdir, 'conv_depthwise8', 8, 8, 7, 7, 3, (2, 2), (1, 0, 1, 0), 8))
+    cases.append(gen_conv(outdir, 'conv_dwmult2', 4, 8, 6, 6, 3, (1, 1), (1, 1, 1, 1), 4))
+    cases.append(gen_conv(outdir, 'conv_asym_w', 6, 8, 6, 6, 3, (1, 1), (0, 0, 0, 0), 1, wzp=5))
+    cases.append(gen_conv(outdir, 'conv_u8u8', 5, 8, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1, wdt=np.uint8,
+                          wzp=128))
+    cases.append(gen_conv(outdir, 'conv_per_tensor_nobias', 4, 8, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1,
+                          per_channel=False, use_bias=False))
+    cases.append(gen_conv(outdir, 'conv_relu', 8, 16, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1, post='relu'))
+    cases.append(gen_conv(outdir, 'conv_s8s8', 8, 16, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1,
+                          xdt=TensorProto.INT8))
+    cases.append(gen_gemm(outdir, 'gemm_transb0', 3, 37, 10, False))
+    cases.append(gen_gemm(outdir, 'gemm_transb1', 3, 64, 12, True))
+    cases.append(gen_gemm(outdir, 'gemm_u8u8', 2, 33, 7, True, wdt=np.uint8))
+    cases.append(gen_gemm(outdir, 'gemm_s8s8', 2, 40, 6, True, xdt=TensorProto.INT8))
+    cases.append(gen_matmul3d(outdir, 'matmul3d', 2, 5, 48, 20))
+    cases.append(gen_matmul_dyn(outdir, 'matmul_two_activations', (2, 3, 5, 17)))
+    cases.append(gen_softmax(outdir, 'softmax_u8_last', (3, 4, 40), -1, TensorProto.UINT8))
+    cases.append(gen_softmax(outdir, 'softmax_u8_axis1', (2, 25, 3), 1, TensorProto.UINT8))
+    cases.append(gen_softmax(outdir, 'softmax_s8', (4, 33), -1, TensorProto.INT8))
+    with open(os.path.join(outdir, 'cases.txt'), 'w') as f:
+        f.write('\n'.join(cases) + '\n')
+
+
+if __name__ == '__main__':
+    main()

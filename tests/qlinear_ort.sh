@@ -1,0 +1,100 @@
+#!/bin/bash
+# Integer arithmetic targets (docs/run.md "Arithmetic targets") on the hand-built QDQ
+# models of tests/qlinear_models.py:
+#  1. onnxq run --target avx2 / ort-x86-vnni equal, bit for bit, an independent numpy
+#     emulation of the two arithmetics (on every machine), at 1 and 2 threads and with
+#     each dot product variant (ONNXQ_QGEMM_ISA); the reference target equals a run
+#     without --target;
+#  2. onnxq --target avx2 equals onnxruntime (graph optimizations on: its fused kernels)
+#     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
+#  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
+#     avx_vnni in /proc/cpuinfo), avx2 otherwise.
+# usage: bash qlinear_ort.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+set -u
+exe=$1 src=$2 bin=${3:-/tmp}
+skip() { # a missing reference: skip, or fail when CI requires every reference
+  if [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then echo "FAIL: $1 (ONNXQ_REQUIRE_ALL=1)"; exit 1; fi
+  echo "SKIP: $1"; exit 0
+}
+/usr/bin/python3 -c "import onnx, numpy" 2>/dev/null || skip "python3-onnx / python3-numpy missing"
+work=$(mktemp -d "$bin/qlinear_ort.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 "$src/tests/qlinear_models.py" "$work" || { echo "FAIL: model generation"; exit 1; }
+fail=0
+for c in $(cat "$work/cases.txt"); do
+  for t in avx2 ort-x86-vnni reference none; do
+    for th in 1 2; do
+      opt=(--target "$t"); [ "$t" = none ] && opt=()
+      mkdir -p "$work/onnxq_${t}_$th"
+      if ! "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" "${opt[@]}" --threads $th \
+           --output-dir "$work/onnxq_${t}_$th/$c" --npy >/dev/null 2>"$work/err"; then
+        echo "FAIL: onnxq run $c --target $t"; cat "$work/err"; fail=1
+      fi
+    done
+  done
+done
+# the portable scalar dot product (ONNXQ_QGEMM_ISA=generic) and AVX2 on any x86 CPU
+for isa in generic avx2; do
+  for t in avx2 ort-x86-vnni; do
+    mkdir -p "$work/isa_${isa}_$t"
+    for c in $(cat "$work/cases.txt"); do
+      ONNXQ_QGEMM_ISA=$isa "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" --target $t --threads 2 \
+        --output-dir "$work/isa_${isa}_$t/$c" --npy >/dev/null 2>"$work/err" || { echo "FAIL: $c $isa $t"; cat "$work/err"; fail=1; }
+    done
+  done
+done
+# compare A B [A B ...]: every pair equal bit for bit, per case
+cmp_sets() {
+  /usr/bin/python3 - "$work" "$@" <<'PY'
+import sys, numpy as np
+work, pairs = sys.argv[1], sys.argv[2:]
+bad = 0
+for c in open(f'{work}/cases.txt').read().split():
+    for a, b in zip(pairs[0::2], pairs[1::2]):
+        ya, yb = (np.load(p.replace('{c}', c).replace('{w}', work)) for p in (a, b))
+        if ya.shape != yb.shape or not np.array_equal(ya.view(np.uint32), yb.view(np.uint32)):
+            n = int((ya != yb).sum()) if ya.shape == yb.shape else -1
+            print(f'FAIL {c}: {a} != {b} ({n} of {ya.size} differ)')
+            bad = 1
+print('compared', len(open(f'{work}/cases.txt').read().split()), 'models:', ' '.join(
+    f'{a}=={b}' for a, b in zip(pairs[0::2], pairs[1::2])).replace('{w}/', '').replace('{c}', '*'))
+sys.exit(bad)
+PY
+}
+cmp_sets '{w}/onnxq_avx2_1/{c}/y.npy' '{w}/{c}.avx2.npy' \
+         '{w}/onnxq_avx2_2/{c}/y.npy' '{w}/{c}.avx2.npy' \
+         '{w}/onnxq_ort-x86-vnni_1/{c}/y.npy' '{w}/{c}.exact.npy' \
+         '{w}/onnxq_ort-x86-vnni_2/{c}/y.npy' '{w}/{c}.exact.npy' \
+         '{w}/onnxq_reference_1/{c}/y.npy' '{w}/onnxq_none_1/{c}/y.npy' \
+         '{w}/isa_generic_avx2/{c}/y.npy' '{w}/{c}.avx2.npy' \
+         '{w}/isa_generic_ort-x86-vnni/{c}/y.npy' '{w}/{c}.exact.npy' \
+         '{w}/isa_avx2_avx2/{c}/y.npy' '{w}/{c}.avx2.npy' \
+         '{w}/isa_avx2_ort-x86-vnni/{c}/y.npy' '{w}/{c}.exact.npy' || fail=1
+# the hand-computed case: x = [255, 255] u8, w = [127, 127] s8, y_scale 256:
+# avx2 accumulates 32767 (-> 128 * 256), exact 64770 (-> 253 * 256)
+/usr/bin/python3 - "$work" <<'PY' || fail=1
+import sys, numpy as np
+w = sys.argv[1]
+a = np.load(f'{w}/onnxq_avx2_1/mm_hand_u8s8/y.npy').ravel().tolist()
+e = np.load(f'{w}/onnxq_ort-x86-vnni_1/mm_hand_u8s8/y.npy').ravel().tolist()
+u = np.load(f'{w}/onnxq_avx2_1/mm_hand_u8u8/y.npy').ravel().tolist()
+ok = a == [32768.0] and e == [64768.0] and u == [130048.0]
+print(('ok  ' if ok else 'FAIL') + f' hand-computed: avx2 {a} (want [32768.0]), exact {e} (want [64768.0]), u8u8 avx2 {u} (want [130048.0])')
+sys.exit(0 if ok else 1)
+PY
+# onnxruntime
+if ! command -v node >/dev/null; then skip "node missing"; fi
+node "$src/tests/qlinear_ort.js" "$work" "$work/ort_native" > "$work/ort.log" 2>&1
+rc=$?
+[ $rc = 77 ] && skip "onnxruntime-node missing"
+[ $rc = 0 ] || { cat "$work/ort.log"; echo "FAIL: onnxruntime native"; exit 1; }
+if grep -qw -e avx512_vnni -e avx_vnni /proc/cpuinfo; then host=ort-x86-vnni; else host=avx2; fi
+echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) -> native onnxruntime expected to equal --target $host"
+cmp_sets '{w}/ort_native/{c}.npy' "{w}/onnxq_${host}_1/{c}/y.npy" || fail=1
+if ! command -v qemu-x86_64 >/dev/null; then skip "qemu-x86_64 (qemu-user) missing"; fi
+qemu-x86_64 -cpu Haswell "$(command -v node)" "$src/tests/qlinear_ort.js" "$work" "$work/ort_haswell" \
+  2>&1 | grep -v "TCG doesn't support" > "$work/qemu.log"
+[ "${PIPESTATUS[0]}" = 0 ] || { cat "$work/qemu.log"; echo "FAIL: onnxruntime under qemu Haswell"; exit 1; }
+cmp_sets '{w}/ort_haswell/{c}.npy' '{w}/onnxq_avx2_1/{c}/y.npy' || fail=1
+[ $fail = 0 ] && echo "qlinear_ort: all equal" || echo "qlinear_ort: FAILED"
+exit $fail
