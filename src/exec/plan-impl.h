@@ -23,8 +23,18 @@ typedef struct slot {
     bool is_output;
     size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
     size_t prev_buf;          /* buffer it had in the previous run (reused first) */
-    void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
+    void *const_mem;          /* owned memory for Constant attributes (value_floats...)
+                                 and for the outputs of folded nodes */
+    bool folded;              /* CONST computed at compile time by a node (fold_step) */
 } slot;
+
+/* An output of a node evaluated at compile time (plan.c fold_step): the observer is
+ * still called with it on every run. */
+typedef struct folded_out {
+    const oq_node *node;
+    size_t out_index;
+    size_t slot;
+} folded_out;
 
 typedef struct step {
     oq_node *node;
@@ -65,6 +75,12 @@ struct oq_plan {
     size_t n_outer;            /* subplans: slots bound from the enclosing plan */
     size_t *outer;             /* their slots */
     size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
+    /* constant folding at compile time (plan.c fold_step) */
+    bool fold;                 /* evaluate nodes whose inputs are all constant */
+    int64_t fold_budget;       /* bytes the folded outputs may hold in all */
+    int64_t folded_bytes;
+    size_t n_folded, cap_folded;
+    folded_out *folded;        /* in plan order */
 };
 
 /* diagnostic naming the model file, node and op */

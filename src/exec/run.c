@@ -204,6 +204,17 @@ static oq_status with_scratch(oq_plan *p, step *s, oq_kernel_run_fn fn)
     s->k.scratch_size = 0;
     return st;
 }
+/* The outputs of the nodes folded at compile time, to the observer, once per run. */
+static void observe_folded(oq_plan *p)
+{
+    if (!p->on_tensor)
+        return;
+    for (size_t i = 0; i < p->n_folded; i++) {
+        const folded_out *f = &p->folded[i];
+        p->on_tensor(f->node, f->out_index, &p->slots[f->slot].t, p->user);
+    }
+}
+
 static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
                          const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
                          size_t n_outputs, oq_diag *d)
@@ -223,6 +234,7 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
     if (st != OQ_OK)
         return st;
     p->total_bytes = 0;
+    observe_folded(p);
     for (size_t si = 0; si < p->n_steps; si++) {
         step *s = &p->steps[si];
         const oq_kernel *kr = s->k.kernel;
