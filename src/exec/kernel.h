@@ -210,6 +210,13 @@ int oq_k_threads(const oq_kctx *k);
  * with __attribute__((target("avx2"))) (GCC/Clang on x86-64 only; false elsewhere). */
 bool oq_k_cpu_avx2(void);
 
+/* QuantizeLinear / DequantizeLinear row functions (src/exec/kernels/quant_ops.c): the
+ * instruction set is chosen once per process ("avx512", "avx2" or "generic";
+ * ONNXQ_QUANT_ISA=NAME restricts it). For tests: force one (false when this CPU lacks
+ * it), and the name of the one in use. All compute the same numbers. */
+bool oq_k_quant_set_isa(const char *name);
+const char *oq_k_quant_isa(void);
+
 /* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */
 
 /* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in
