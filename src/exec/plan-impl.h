@@ -36,6 +36,8 @@ typedef struct folded_out {
     size_t slot;
 } folded_out;
 
+typedef struct ew_group ew_group; /* fuse.c */
+
 typedef struct step {
     oq_node *node;
     oq_kctx k;
@@ -50,6 +52,7 @@ typedef struct step {
     oq_value **imp_vals;
     size_t *imp_slots;
     const oq_rt_tensor **imp;
+    ew_group *group;          /* elementwise chain fused after this step (fuse.c), or NULL */
 } step;
 
 struct oq_plan {
@@ -90,6 +93,14 @@ oq_status oq_plan_node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+/* Elementwise chains (fuse.c): find them after compiling (steps[h].group); at run time,
+ * after step si ran, run its chain in one pass when this run allows it (no observer,
+ * shapes fit): then *last is the chain's last step (skip to it) and *final_slot the
+ * value that took over the head's buffer. */
+oq_status oq_plan_fuse_chains(oq_plan *p);
+bool oq_plan_group_run(oq_plan *p, size_t si, size_t *last, size_t *final_slot);
+void oq_plan_group_free(ew_group *g);
+
 /* bytes of t's data, -1 when its shape is not known */
 int64_t oq_plan_tensor_bytes(const oq_rt_tensor *t);
 /* peak of intermediate buffers with compile-time shapes (0 when shapes are dynamic) */

@@ -469,6 +469,7 @@ static void step_free(step *s)
     free(s->imp_slots);
     free(s->imp);
     free(s->k.scratch);
+    oq_plan_group_free(s->group);
     memset(s, 0, sizeof *s);
 }
 
@@ -758,6 +759,11 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
         }
         p->slots[sl].is_output = true;
         p->outputs[p->n_outputs++] = sl;
+    }
+    if (opt.arith == OQ_ARITH_REFERENCE) {
+        st = oq_plan_fuse_chains(p);
+        if (st != OQ_OK)
+            goto fail;
     }
     p->peak_estimate = oq_plan_estimate_peak(p);
     st = OQ_OK;

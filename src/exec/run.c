@@ -306,6 +306,13 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output)
                 release_slot(p, &p->slots[sl]);
         }
+        size_t last, fin;
+        if (s->group && oq_plan_group_run(p, si, &last, &fin)) {
+            /* the chain ran in one pass over this step's output: skip its steps */
+            si = last;
+            if (p->slots[fin].last_use == NO_SLOT && !p->slots[fin].is_output)
+                release_slot(p, &p->slots[fin]);
+        }
     }
     for (size_t i = 0; i < n_outputs; i++) {
         const oq_rt_tensor *t = &p->slots[p->outputs[i]].t;

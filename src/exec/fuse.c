@@ -1,0 +1,571 @@
+/* Elementwise chains fused into one pass over their producer's output.
+ *
+ * A step (the head: Conv, Gemm, an elementwise op, ...) with one float output is often
+ * followed by a chain of elementwise steps that read only that output, values of the
+ * chain and constants: PaddleOCR's `Conv Mul Add Add Clip Mul Div Mul Add` (scale,
+ * shift, x * relu6(x + 3) / 6, scale, shift), a quantized model's QuantizeLinear ->
+ * DequantizeLinear pairs between them. Run one by one, each step reads and writes the
+ * whole tensor. Here the chain is compiled into a small program over registers (one
+ * per chain value) that runs once over the head's output, in place, block by block in
+ * L1, and the chain's last value takes over the head's buffer.
+ *
+ * When: the members are the steps right after the head, each an op below whose inputs
+ * are chain values or constants (scalars, or per-channel vectors on axis 1 of the
+ * head's output); every chain value but the last is read only inside the chain and is
+ * not a graph output. Shapes are checked on every run (the head's shape may change);
+ * a run with an observer set, or whose shapes do not fit, runs the steps one by one,
+ * so the observer still sees every value.
+ *
+ * Exactness: every op computes per element exactly what its kernel computes
+ * (elementwise.c, quant_ops.c), in the same order of operands, with AVX2 or scalar
+ * code that give the same results, so a fused chain is bit-identical to the steps run
+ * separately.
+ *
+ * Ops: Add Sub Mul Div (opset >= 7), Clip, Relu, HardSigmoid, HardSwish, and a
+ * QuantizeLinear whose only reader is the DequantizeLinear right after it (per
+ * tensor, 8/16-bit): y = (float)(clamp(round(x / s1) + z1) - z2) * s2. */
+#include "exec/plan-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EW_MAX_REGS 16
+#define EW_MAX_OPS 32
+#define EW_BLOCK 256
+
+typedef enum ew_code { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_CLIP, EW_RELU, EW_HSIG, EW_HSWISH,
+                       EW_FQ } ew_code;
+
+/* an operand: a register, or a constant (scalar or per-channel) */
+typedef struct ew_arg {
+    int reg;                  /* >= 0: register; -1: constant */
+    const oq_rt_tensor *c;    /* the constant (a plan slot's tensor) */
+} ew_arg;
+
+typedef struct ew_op {
+    ew_code code;
+    int dst;
+    ew_arg a, b;              /* binary ops; unary ops use a (a register) */
+    float f0, f1;             /* Clip lo/hi, HardSigmoid alpha/beta, FQ s1/s2 */
+    int32_t z1, z2, lo, hi;   /* FQ: zero points, range of the integer type */
+} ew_op;
+
+struct ew_group {
+    size_t first, last;       /* member steps (the head is first - 1) */
+    size_t out_slot;          /* the chain's last value */
+    int n_ops, n_regs;
+    ew_op ops[EW_MAX_OPS];
+};
+
+/* ------------------------------------------------------------------ compile ------ */
+
+static bool is_float_const(const oq_plan *p, size_t sl)
+{
+    return sl != NO_SLOT && p->slots[sl].kind == SLOT_CONST &&
+           p->slots[sl].t.dtype == OQ_DTYPE_FLOAT && p->slots[sl].t.rank <= OQ_RT_MAX_RANK &&
+           (p->slots[sl].t.data || oq_rt_tensor_numel(&p->slots[sl].t) == 0);
+}
+
+/* scalar float constant (numel 1) */
+static bool const_scalar(const oq_plan *p, size_t sl, float *v)
+{
+    if (!is_float_const(p, sl) || oq_rt_tensor_numel(&p->slots[sl].t) != 1)
+        return false;
+    *v = *(const float *)p->slots[sl].t.data;
+    return true;
+}
+
+/* integer scalar (zero point) of an 8/16-bit type */
+static bool const_int_scalar(const oq_plan *p, size_t sl, int32_t dt, int32_t *v)
+{
+    if (sl == NO_SLOT || p->slots[sl].kind != SLOT_CONST || p->slots[sl].t.dtype != dt ||
+        oq_rt_tensor_numel(&p->slots[sl].t) != 1 || !p->slots[sl].t.data)
+        return false;
+    const void *d = p->slots[sl].t.data;
+    switch (dt) {
+    case OQ_DTYPE_INT8: *v = *(const int8_t *)d; return true;
+    case OQ_DTYPE_UINT8: *v = *(const uint8_t *)d; return true;
+    case OQ_DTYPE_INT16: *v = *(const int16_t *)d; return true;
+    case OQ_DTYPE_UINT16: *v = *(const uint16_t *)d; return true;
+    default: return false;
+    }
+}
+
+static bool qrange16(int32_t dt, int32_t *lo, int32_t *hi)
+{
+    switch (dt) {
+    case OQ_DTYPE_INT8: *lo = -128; *hi = 127; return true;
+    case OQ_DTYPE_UINT8: *lo = 0; *hi = 255; return true;
+    case OQ_DTYPE_INT16: *lo = -32768; *hi = 32767; return true;
+    case OQ_DTYPE_UINT16: *lo = 0; *hi = 65535; return true;
+    default: return false;
+    }
+}
+
+static bool is_op(const oq_node *n, const char *op)
+{
+    return oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
+}
+
+/* register of slot sl, or -1 */
+static int reg_of(const size_t *regs, int n_regs, size_t sl)
+{
+    for (int r = 0; r < n_regs; r++)
+        if (regs[r] == sl)
+            return r;
+    return -1;
+}
+
+/* The op of step si reading chain registers, or false. *used: steps consumed (2 for a
+ * Q/DQ pair). */
+static bool member_op(const oq_plan *p, size_t si, const size_t *regs, int n_regs, ew_op *op,
+                      size_t *used)
+{
+    const step *s = &p->steps[si];
+    const oq_node *n = s->node;
+    memset(op, 0, sizeof *op);
+    *used = 1;
+    if (s->n_imp || s->n_out != 1 || s->out_slots[0] == NO_SLOT)
+        return false;
+    if (!oq_domain_is_default(n->domain))
+        return false;
+    int64_t opset = s->k.opset;
+    bool bin = is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul") || is_op(n, "Div");
+    if (bin) {
+        if (opset < 7 || s->n_in != 2)
+            return false;
+        ew_arg ar[2];
+        for (int i = 0; i < 2; i++) {
+            size_t sl = s->in_slots[i];
+            if (sl == NO_SLOT)
+                return false;
+            ar[i].reg = reg_of(regs, n_regs, sl);
+            ar[i].c = NULL;
+            if (ar[i].reg < 0) {
+                if (!is_float_const(p, sl))
+                    return false;
+                ar[i].c = &p->slots[sl].t;
+            }
+        }
+        if (ar[0].reg < 0 && ar[1].reg < 0)
+            return false;
+        op->code = is_op(n, "Add") ? EW_ADD : is_op(n, "Sub") ? EW_SUB : is_op(n, "Mul") ? EW_MUL
+                                                                                     : EW_DIV;
+        op->a = ar[0];
+        op->b = ar[1];
+        return true;
+    }
+    if (s->n_in < 1 || s->in_slots[0] == NO_SLOT)
+        return false;
+    op->a.reg = reg_of(regs, n_regs, s->in_slots[0]);
+    if (op->a.reg < 0)
+        return false;
+    if (is_op(n, "Relu") && s->n_in == 1) {
+        op->code = EW_RELU;
+        return true;
+    }
+    if (is_op(n, "HardSigmoid") && s->n_in == 1) {
+        op->code = EW_HSIG;
+        op->f0 = oq_node_attr_float(n, "alpha", 0.2f);
+        op->f1 = oq_node_attr_float(n, "beta", 0.5f);
+        return true;
+    }
+    if (is_op(n, "HardSwish") && s->n_in == 1 && opset >= 14) {
+        op->code = EW_HSWISH;
+        return true;
+    }
+    if (is_op(n, "Clip")) {
+        op->code = EW_CLIP;
+        op->f0 = -INFINITY;
+        op->f1 = INFINITY;
+        if (opset < 11) {
+            if (s->n_in != 1)
+                return false;
+            op->f0 = oq_node_attr_float(n, "min", -INFINITY);
+            op->f1 = oq_node_attr_float(n, "max", INFINITY);
+            return true;
+        }
+        for (size_t i = 1; i < s->n_in && i < 3; i++) {
+            size_t sl = s->in_slots[i];
+            if (sl == NO_SLOT)
+                continue;
+            if (!is_float_const(p, sl))
+                return false;
+            int64_t cnt = oq_rt_tensor_numel(&p->slots[sl].t);
+            if (cnt == 0)
+                continue; /* as the kernel: an empty bound is no bound */
+            if (i == 1)
+                op->f0 = *(const float *)p->slots[sl].t.data;
+            else
+                op->f1 = *(const float *)p->slots[sl].t.data;
+        }
+        return s->n_in <= 3;
+    }
+    if (is_op(n, "QuantizeLinear") && si + 1 < p->n_steps) {
+        const step *dq = &p->steps[si + 1];
+        size_t qsl = s->out_slots[0];
+        const slot *qs = &p->slots[qsl];
+        int32_t qdt = qs->compiled.dtype;
+        if (!is_op(dq->node, "DequantizeLinear") || dq->n_imp || dq->n_out != 1 ||
+            dq->out_slots[0] == NO_SLOT || dq->n_in < 2 || dq->in_slots[0] != qsl ||
+            qs->is_output || qs->last_use != si + 1 || !qrange16(qdt, &op->lo, &op->hi))
+            return false;
+        for (size_t i = 1; i < dq->n_in; i++)
+            if (dq->in_slots[i] == qsl)
+                return false;
+        if (oq_node_attr_int(n, "block_size", 0) || oq_node_attr_int(dq->node, "block_size", 0))
+            return false;
+        if (s->n_in < 2 || !const_scalar(p, s->in_slots[1], &op->f0) ||
+            !const_scalar(p, dq->in_slots[1], &op->f1))
+            return false;
+        op->z1 = op->z2 = 0;
+        if (s->n_in > 2 && s->in_slots[2] != NO_SLOT &&
+            !const_int_scalar(p, s->in_slots[2], qdt, &op->z1))
+            return false;
+        if (dq->n_in > 2 && dq->in_slots[2] != NO_SLOT &&
+            !const_int_scalar(p, dq->in_slots[2], qdt, &op->z2))
+            return false;
+        if (p->slots[dq->out_slots[0]].compiled.dtype != OQ_DTYPE_FLOAT)
+            return false;
+        op->code = EW_FQ;
+        *used = 2;
+        return true;
+    }
+    return false;
+}
+
+/* first step reading each slot (NO_SLOT: none) */
+static size_t *first_readers(const oq_plan *p)
+{
+    size_t *fr = malloc((p->n_slots + 1) * sizeof(size_t));
+    if (!fr)
+        return NULL;
+    for (size_t i = 0; i < p->n_slots; i++)
+        fr[i] = NO_SLOT;
+    for (size_t si = p->n_steps; si-- > 0;) {
+        const step *s = &p->steps[si];
+        for (size_t i = 0; i < s->n_in; i++)
+            if (s->in_slots[i] != NO_SLOT)
+                fr[s->in_slots[i]] = si;
+        for (size_t i = 0; i < s->n_imp; i++)
+            fr[s->imp_slots[i]] = si;
+    }
+    return fr;
+}
+
+/* the longest valid chain after head step h, or NULL */
+static ew_group *build_group(const oq_plan *p, size_t h, const size_t *fr)
+{
+    const step *hs = &p->steps[h];
+    if (hs->n_out != 1 || hs->out_slots[0] == NO_SLOT || hs->n_imp)
+        return NULL;
+    size_t v0 = hs->out_slots[0];
+    if (p->slots[v0].compiled.dtype != OQ_DTYPE_FLOAT)
+        return NULL;
+    ew_group g;
+    memset(&g, 0, sizeof g);
+    size_t regs[EW_MAX_REGS], ends[EW_MAX_OPS];
+    int n_regs = 1;
+    regs[0] = v0;
+    size_t si = h + 1;
+    while (si < p->n_steps && g.n_ops < EW_MAX_OPS && n_regs < EW_MAX_REGS) {
+        ew_op op;
+        size_t used;
+        if (!member_op(p, si, regs, n_regs, &op, &used))
+            break;
+        const step *last = &p->steps[si + used - 1];
+        op.dst = n_regs;
+        regs[n_regs++] = last->out_slots[0];
+        ends[g.n_ops] = si + used - 1;
+        g.ops[g.n_ops++] = op;
+        si += used;
+    }
+    /* shrink until every register but the last is read only inside the chain */
+    while (g.n_ops > 0) {
+        size_t end = ends[g.n_ops - 1];
+        bool ok = true;
+        for (int r = 0; r < g.n_ops && ok; r++) { /* registers 0 .. n_ops - 1 */
+            const slot *s = &p->slots[regs[r]];
+            ok = !s->is_output && s->last_use != NO_SLOT && s->last_use <= end &&
+                 fr[regs[r]] > h;
+        }
+        if (ok)
+            break;
+        g.n_ops--;
+    }
+    if (g.n_ops == 0)
+        return NULL;
+    ew_group *out = malloc(sizeof *out);
+    if (!out)
+        return NULL;
+    g.first = h + 1;
+    g.last = ends[g.n_ops - 1];
+    g.n_regs = g.n_ops + 1;
+    g.out_slot = regs[g.n_ops];
+    *out = g;
+    return out;
+}
+
+oq_status oq_plan_fuse_chains(oq_plan *p)
+{
+    const char *env = getenv("ONNXQ_PLAN_FUSE");
+    if (env && strcmp(env, "0") == 0)
+        return OQ_OK;
+    size_t *fr = first_readers(p);
+    if (!fr)
+        return OQ_ERR_NOMEM;
+    for (size_t h = 0; h + 1 < p->n_steps; h++) {
+        ew_group *g = build_group(p, h, fr);
+        if (!g)
+            continue;
+        p->steps[h].group = g;
+        h = g->last; /* members are not heads (the next head comes after the chain) */
+    }
+    free(fr);
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ run ---------- */
+
+typedef struct ew_run {
+    const ew_group *g;
+    float *x;                 /* the head's output, overwritten with the chain's result */
+    int64_t inner, C;         /* elements per channel row, channels */
+    const float *cv[EW_MAX_OPS][2]; /* constant operands: per-channel (NULL: scalar) */
+    float cs[EW_MAX_OPS][2];        /* scalar constants */
+} ew_run;
+
+/* Is constant c usable against a head of dims d (rank r)? *per_channel on axis 1. */
+static bool const_fits(const oq_rt_tensor *c, const int64_t *d, size_t r, bool *per_channel)
+{
+    int64_t n = oq_rt_tensor_numel(c);
+    *per_channel = false;
+    if (c->rank > r || n < 1)
+        return false;
+    if (n == 1)
+        return true;
+    if (r < 2 || n != d[1])
+        return false;
+    for (size_t j = 0; j < c->rank; j++) {
+        size_t hj = j + (r - c->rank);
+        if (c->dims[j] != (hj == 1 ? d[1] : 1))
+            return false;
+    }
+    *per_channel = true;
+    return true;
+}
+
+/* scalar semantics of each op (elementwise.c, quant_ops.c) */
+static float fq_one(float x, const ew_op *op)
+{
+    float q = x / op->f0;
+    int64_t v;
+    if (isnan(q)) {
+        v = op->z1;
+    } else if (isinf(q)) {
+        v = q > 0 ? op->hi : op->lo;
+    } else {
+        double r = nearbyint((double)q) + (double)op->z1;
+        if (r < op->lo)
+            r = op->lo;
+        if (r > op->hi)
+            r = op->hi;
+        v = (int64_t)r;
+    }
+    return (float)(v - op->z2) * op->f1;
+}
+
+/* d[i] for i in [i0, n): a and b are arrays (NULL: the constant ca / cb) */
+static void op_scalar(const ew_op *op, float *d, const float *a, const float *b, float ca,
+                      float cb, int64_t i0, int64_t n)
+{
+    const float f0 = op->f0, f1 = op->f1;
+#define EW_LOOP(EXPR)                                   \
+    for (int64_t i = i0; i < n; i++) {                  \
+        float x = a ? a[i] : ca, y = b ? b[i] : cb;     \
+        (void)y;                                        \
+        d[i] = (EXPR);                                  \
+    }                                                   \
+    break;
+    switch (op->code) {
+    case EW_ADD: EW_LOOP(x + y)
+    case EW_SUB: EW_LOOP(x - y)
+    case EW_MUL: EW_LOOP(x * y)
+    case EW_DIV: EW_LOOP(x / y)
+    case EW_CLIP: EW_LOOP((x < f0 ? f0 : x) > f1 ? f1 : (x < f0 ? f0 : x))
+    case EW_RELU: EW_LOOP(x > 0.0f ? x : 0.0f)
+    case EW_HSIG: EW_LOOP(fmaxf(0.0f, fminf(1.0f, f0 * x + f1)))
+    case EW_HSWISH: EW_LOOP(x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f)))
+    case EW_FQ: EW_LOOP(fq_one(x, op))
+    }
+#undef EW_LOOP
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define OQ_HAVE_EW_AVX2 1
+#include <immintrin.h>
+/* the same operations 8 lanes at a time: max_ps/min_ps pick their second operand on
+ * NaN, which gives the scalar code's NaN results (see elementwise.c) */
+__attribute__((target("avx2"))) static void op_avx2(const ew_op *op, float *d, const float *a,
+                                                    const float *b, float ca, float cb,
+                                                    int64_t n)
+{
+    const float cav[8] = {ca, ca, ca, ca, ca, ca, ca, ca}, cbv[8] = {cb, cb, cb, cb, cb, cb, cb, cb};
+    const float *ap = a ? a : cav, *bp = b ? b : cbv;
+    const int64_t sa = a ? 1 : 0, sb = b ? 1 : 0;
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    const __m256 f0 = _mm256_set1_ps(op->f0), f1 = _mm256_set1_ps(op->f1);
+    int64_t i = 0;
+#define EW_VLOOP(EXPR)                                  \
+    for (; i + 8 <= n; i += 8) {                        \
+        __m256 x = _mm256_loadu_ps(ap + i * sa);        \
+        __m256 y = _mm256_loadu_ps(bp + i * sb);        \
+        (void)y;                                        \
+        _mm256_storeu_ps(d + i, (EXPR));                \
+    }                                                   \
+    break;
+    switch (op->code) {
+    case EW_ADD: EW_VLOOP(_mm256_add_ps(x, y))
+    case EW_SUB: EW_VLOOP(_mm256_sub_ps(x, y))
+    case EW_MUL: EW_VLOOP(_mm256_mul_ps(x, y))
+    case EW_DIV: EW_VLOOP(_mm256_div_ps(x, y))
+    case EW_CLIP: EW_VLOOP(_mm256_min_ps(f1, _mm256_max_ps(f0, x)))
+    case EW_RELU: EW_VLOOP(_mm256_max_ps(x, zero))
+    case EW_HSIG:
+        EW_VLOOP(_mm256_max_ps(_mm256_min_ps(_mm256_add_ps(_mm256_mul_ps(f0, x), f1), one), zero))
+    case EW_HSWISH: {
+        const __m256 six = _mm256_set1_ps(6.0f), half = _mm256_set1_ps(0.5f);
+        EW_VLOOP(_mm256_mul_ps(
+            x, _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(_mm256_div_ps(x, six), half), one), zero)))
+    }
+    case EW_FQ: { /* as quant_ops.c's q_row_avx2 then dq_row_avx2 */
+        const __m256 lo = _mm256_set1_ps((float)(op->lo - op->z1)),
+                     hi = _mm256_set1_ps((float)(op->hi - op->z1));
+        const __m256i z1 = _mm256_set1_epi32(op->z1), z2 = _mm256_set1_epi32(op->z2);
+        for (; i + 8 <= n; i += 8) {
+            __m256 q = _mm256_div_ps(_mm256_loadu_ps(ap + i * sa), f0);
+            __m256 t = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            t = _mm256_blendv_ps(t, zero, _mm256_cmp_ps(q, q, _CMP_UNORD_Q));
+            t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);
+            __m256i iv = _mm256_sub_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(t), z1), z2);
+            _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_cvtepi32_ps(iv), f1));
+        }
+        break;
+    }
+    }
+#undef EW_VLOOP
+    if (i < n)
+        op_scalar(op, d, a, b, ca, cb, i, n);
+}
+#endif
+
+/* run the program over x[0, n) (one channel row or part of one), channel c */
+static void run_block(const ew_run *r, float *x, int64_t n, int64_t c, bool avx2)
+{
+    const ew_group *g = r->g;
+    float regs[EW_MAX_REGS][EW_BLOCK];
+    (void)avx2;
+    for (int64_t b0 = 0; b0 < n; b0 += EW_BLOCK) {
+        int64_t m = n - b0 < EW_BLOCK ? n - b0 : EW_BLOCK;
+        float *in = x + b0;
+        for (int k = 0; k < g->n_ops; k++) {
+            const ew_op *op = &g->ops[k];
+            const float *a = NULL, *b = NULL;
+            float ca = 0, cb = 0;
+            if (op->a.reg >= 0)
+                a = op->a.reg == 0 ? in : regs[op->a.reg];
+            else
+                ca = r->cv[k][0] ? r->cv[k][0][c] : r->cs[k][0];
+            if (op->code <= EW_DIV) {
+                if (op->b.reg >= 0)
+                    b = op->b.reg == 0 ? in : regs[op->b.reg];
+                else
+                    cb = r->cv[k][1] ? r->cv[k][1][c] : r->cs[k][1];
+            }
+            /* the last op writes straight back into x (register 0 is not read after:
+               every op reads registers written before it, and x is read as register 0
+               only up to this op, element by element) */
+            float *d = k == g->n_ops - 1 ? in : regs[op->dst];
+#ifdef OQ_HAVE_EW_AVX2
+            if (avx2) {
+                op_avx2(op, d, a, b, ca, cb, m);
+                continue;
+            }
+#endif
+            op_scalar(op, d, a, b, ca, cb, 0, m);
+        }
+    }
+}
+
+static void ew_range(void *arg, int64_t b, int64_t e, int w)
+{
+    const ew_run *r = arg;
+    bool avx2 = oq_k_cpu_avx2();
+    (void)w;
+    /* items are elements; rows of `inner` share a channel */
+    for (int64_t i = b; i < e;) {
+        int64_t row = i / r->inner, end = (row + 1) * r->inner;
+        if (end > e)
+            end = e;
+        run_block(r, r->x + i, end - i, r->C > 0 ? row % r->C : 0, avx2);
+        i = end;
+    }
+}
+
+bool oq_plan_group_run(oq_plan *p, size_t si, size_t *last, size_t *final_slot)
+{
+    step *s = &p->steps[si];
+    oq_kctx *k = &s->k;
+    const ew_group *g = s->group;
+    slot *h = &p->slots[s->out_slots[0]];
+    const oq_rt_tensor *t = &h->t;
+    if (!g || p->on_tensor || t->dtype != OQ_DTYPE_FLOAT || h->buf == NO_SLOT)
+        return false;
+    int64_t n = oq_rt_tensor_numel(t);
+    if (n <= 0)
+        return false;
+    ew_run r;
+    memset(&r, 0, sizeof r);
+    r.g = g;
+    r.x = t->data;
+    r.C = t->rank >= 2 ? t->dims[1] : 1;
+    r.inner = 1;
+    for (size_t j = 2; j < t->rank; j++)
+        r.inner *= t->dims[j];
+    if (t->rank < 2)
+        r.inner = n;
+    if (r.inner <= 0 || r.C <= 0)
+        return false;
+    for (int kk = 0; kk < g->n_ops; kk++) {
+        const ew_op *op = &g->ops[kk];
+        const ew_arg *args[2] = {&op->a, &op->b};
+        int na = op->code <= EW_DIV ? 2 : 1;
+        for (int j = 0; j < na; j++) {
+            if (args[j]->reg >= 0)
+                continue;
+            bool pc;
+            if (!const_fits(args[j]->c, t->dims, t->rank, &pc))
+                return false;
+            if (pc)
+                r.cv[kk][j] = args[j]->c->data;
+            else
+                r.cs[kk][j] = *(const float *)args[j]->c->data;
+        }
+    }
+    oq_k_parallel_for(k, n, r.inner >= 16384 ? r.inner : 16384, ew_range, &r);
+    /* the chain's last value takes over the head's buffer */
+    slot *f = &p->slots[g->out_slot];
+    f->t = h->t;
+    f->buf = h->buf;
+    f->prev_buf = h->buf;
+    h->buf = NO_SLOT;
+    *last = g->last;
+    *final_slot = g->out_slot;
+    return true;
+}
+
+void oq_plan_group_free(ew_group *g)
+{
+    free(g);
+}
