@@ -347,15 +347,15 @@ Test(exec_fast, quantize_dequantize_rows_agree_with_the_scalar_path_all_types)
 /* x[1,4,H,W] -> Conv 3x3 (4 -> C) -> Mul(per-channel [C,1,1]) -> Add(scalar) -> the
  * HardSwish chain of PaddleOCR (Add 3, Clip 0..6, Mul, Div 6) -> QuantizeLinear ->
  * DequantizeLinear -> Sub(scalar - x) -> Relu -> HardSigmoid -> y */
-static oq_model *chain_model(int64_t C, int64_t H, int64_t W)
+static oq_model *chain_model(int64_t C, int64_t group, int64_t H, int64_t W)
 {
     oq_model *m = oq_model_new();
     oq_model_set_opset(m, "", 13);
     int64_t xd[4] = {1, 4, H, W};
     oq_value *x = oq_graph_new_value(m->graph, "x");
     oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
-    int64_t wd[4] = {C, 4, 3, 3}, cd[3] = {C, 1, 1};
-    size_t wn = (size_t)(C * 36);
+    int64_t wd[4] = {C, 4 / group, 3, 3}, cd[3] = {C, 1, 1};
+    size_t wn = (size_t)(C * 36 / group);
     float *w = malloc(wn * 4), *pc = malloc((size_t)C * 4);
     for (size_t i = 0; i < wn; i++)
         w[i] = frand();
@@ -367,6 +367,7 @@ static oq_model *chain_model(int64_t C, int64_t H, int64_t W)
     oq_value *conv = tu_node(m, "Conv", "conv", x, wv, NULL, "conv");
     int64_t pads[4] = {1, 1, 1, 1};
     oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+    oq_node_set_attr_int(tu_find_node(m, "conv"), "group", group);
     oq_value *a = tu_node(m, "Mul", "mul0", cv, conv, NULL, "a");
     oq_value *b = tu_node(m, "Add", "add0", a, tu_scalar_f(m, "shift", 0.25f), NULL, "b");
     oq_value *c = tu_node(m, "Add", "add3", b, tu_scalar_f(m, "three", 3.0f), NULL, "c");
@@ -389,10 +390,11 @@ static void noop_obs(const oq_node *n, size_t i, const oq_rt_tensor *t, void *u)
     (void)n, (void)i, (void)t, (void)u;
 }
 
-static void check_fusion(void)
+/* the chain after a GEMM convolution (group 1, C 6) and a depthwise one (C 4) */
+static void check_fusion(int64_t C, int64_t group)
 {
-    const int64_t C = 6, H = 9, W = 37;
-    oq_model *m = chain_model(C, H, W);
+    const int64_t H = 9, W = 37;
+    oq_model *m = chain_model(C, group, H, W);
     int64_t xd[4] = {1, 4, H, W}, n = 4 * H * W;
     float *x = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++)
@@ -428,13 +430,15 @@ static void check_fusion(void)
 
 Test(exec_fast, fused_chain_is_bit_identical_to_separate_steps)
 {
-    check_fusion();
+    check_fusion(6, 1);
+    check_fusion(4, 4);
 }
 
 Test(exec_fast, fused_chain_is_bit_identical_to_separate_steps_portable_code)
 {
     setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* no AVX2 anywhere: scalar chain ops */
-    check_fusion();
+    check_fusion(6, 1);
+    check_fusion(4, 4);
 }
 
 Test(exec_fast, chain_value_read_outside_is_not_fused_away)

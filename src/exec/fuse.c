@@ -51,11 +51,21 @@ typedef struct ew_op {
     int32_t z1, z2, lo, hi;   /* FQ: zero points, range of the integer type */
 } ew_op;
 
+typedef struct ew_run {
+    const struct ew_group *g;
+    float *x;                 /* the head's output, overwritten with the chain's result */
+    int64_t inner, C;         /* elements per channel row, channels */
+    const float *cv[EW_MAX_OPS][2]; /* constant operands: per-channel (NULL: scalar) */
+    float cs[EW_MAX_OPS][2];        /* scalar constants */
+} ew_run;
+
 struct ew_group {
     size_t first, last;       /* member steps (the head is first - 1) */
     size_t out_slot;          /* the chain's last value */
     int n_ops, n_regs;
     ew_op ops[EW_MAX_OPS];
+    ew_run run;               /* the current run (a plan runs one run at a time) */
+    oq_k_post post;           /* offered to the head's kernel: run_block per channel piece */
 };
 
 /* ------------------------------------------------------------------ compile ------ */
@@ -328,13 +338,6 @@ oq_status oq_plan_fuse_chains(oq_plan *p)
 
 /* ------------------------------------------------------------------ run ---------- */
 
-typedef struct ew_run {
-    const ew_group *g;
-    float *x;                 /* the head's output, overwritten with the chain's result */
-    int64_t inner, C;         /* elements per channel row, channels */
-    const float *cv[EW_MAX_OPS][2]; /* constant operands: per-channel (NULL: scalar) */
-    float cs[EW_MAX_OPS][2];        /* scalar constants */
-} ew_run;
 
 /* Is constant c usable against a head of dims d (rank r)? *per_channel on axis 1. */
 static bool const_fits(const oq_rt_tensor *c, const int64_t *d, size_t r, bool *per_channel)
@@ -513,30 +516,34 @@ static void ew_range(void *arg, int64_t b, int64_t e, int w)
     }
 }
 
-bool oq_plan_group_run(oq_plan *p, size_t si, size_t *last, size_t *final_slot)
+static void ew_post(const void *ctx, float *x, int64_t n, int64_t c)
+{
+    const ew_run *r = ctx;
+    run_block(r, x, n, r->C > 0 ? c % r->C : 0, oq_k_cpu_avx2());
+}
+
+const oq_k_post *oq_plan_group_begin(oq_plan *p, size_t si)
 {
     step *s = &p->steps[si];
-    oq_kctx *k = &s->k;
-    const ew_group *g = s->group;
-    slot *h = &p->slots[s->out_slots[0]];
-    const oq_rt_tensor *t = &h->t;
-    if (!g || p->on_tensor || t->dtype != OQ_DTYPE_FLOAT || h->buf == NO_SLOT)
-        return false;
+    ew_group *g = s->group;
+    const oq_rt_tensor *t = &s->out[0];
+    if (!g || p->on_tensor || t->dtype != OQ_DTYPE_FLOAT || !t->data)
+        return NULL;
     int64_t n = oq_rt_tensor_numel(t);
     if (n <= 0)
-        return false;
-    ew_run r;
-    memset(&r, 0, sizeof r);
-    r.g = g;
-    r.x = t->data;
-    r.C = t->rank >= 2 ? t->dims[1] : 1;
-    r.inner = 1;
+        return NULL;
+    ew_run *r = &g->run;
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    r->x = t->data;
+    r->C = t->rank >= 2 ? t->dims[1] : 1;
+    r->inner = 1;
     for (size_t j = 2; j < t->rank; j++)
-        r.inner *= t->dims[j];
+        r->inner *= t->dims[j];
     if (t->rank < 2)
-        r.inner = n;
-    if (r.inner <= 0 || r.C <= 0)
-        return false;
+        r->inner = n;
+    if (r->inner <= 0 || r->C <= 0)
+        return NULL;
     for (int kk = 0; kk < g->n_ops; kk++) {
         const ew_op *op = &g->ops[kk];
         const ew_arg *args[2] = {&op->a, &op->b};
@@ -546,14 +553,28 @@ bool oq_plan_group_run(oq_plan *p, size_t si, size_t *last, size_t *final_slot)
                 continue;
             bool pc;
             if (!const_fits(args[j]->c, t->dims, t->rank, &pc))
-                return false;
+                return NULL;
             if (pc)
-                r.cv[kk][j] = args[j]->c->data;
+                r->cv[kk][j] = args[j]->c->data;
             else
-                r.cs[kk][j] = *(const float *)args[j]->c->data;
+                r->cs[kk][j] = *(const float *)args[j]->c->data;
         }
     }
-    oq_k_parallel_for(k, n, r.inner >= 16384 ? r.inner : 16384, ew_range, &r);
+    g->post.fn = ew_post;
+    g->post.ctx = r;
+    return &g->post;
+}
+
+void oq_plan_group_end(oq_plan *p, size_t si, bool applied, size_t *last, size_t *final_slot)
+{
+    step *s = &p->steps[si];
+    ew_group *g = s->group;
+    ew_run *r = &g->run;
+    slot *h = &p->slots[s->out_slots[0]];
+    if (!applied) {
+        int64_t n = oq_rt_tensor_numel(&h->t);
+        oq_k_parallel_for(&s->k, n, r->inner >= 16384 ? r->inner : 16384, ew_range, r);
+    }
     /* the chain's last value takes over the head's buffer */
     slot *f = &p->slots[g->out_slot];
     f->t = h->t;
@@ -562,7 +583,6 @@ bool oq_plan_group_run(oq_plan *p, size_t si, size_t *last, size_t *final_slot)
     h->buf = NO_SLOT;
     *last = g->last;
     *final_slot = g->out_slot;
-    return true;
 }
 
 void oq_plan_group_free(ew_group *g)

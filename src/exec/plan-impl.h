@@ -93,12 +93,15 @@ oq_status oq_plan_node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
-/* Elementwise chains (fuse.c): find them after compiling (steps[h].group); at run time,
- * after step si ran, run its chain in one pass when this run allows it (no observer,
- * shapes fit): then *last is the chain's last step (skip to it) and *final_slot the
- * value that took over the head's buffer. */
+/* Elementwise chains (fuse.c): find them after compiling (steps[h].group). At run time,
+ * once step si's outputs are allocated: begin returns the post function to hand to
+ * its kernel when this run can fuse (no observer, shapes fit), else NULL; after the
+ * kernel ran, end (only after a non-NULL begin) runs the chain over the output unless
+ * the kernel applied it, and hands the output buffer to the chain's last value:
+ * *last is the chain's last step (skip to it), *final_slot that value. */
 oq_status oq_plan_fuse_chains(oq_plan *p);
-bool oq_plan_group_run(oq_plan *p, size_t si, size_t *last, size_t *final_slot);
+const oq_k_post *oq_plan_group_begin(oq_plan *p, size_t si);
+void oq_plan_group_end(oq_plan *p, size_t si, bool applied, size_t *last, size_t *final_slot);
 void oq_plan_group_free(ew_group *g);
 
 /* bytes of t's data, -1 when its shape is not known */

@@ -277,7 +277,11 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             }
             s->tmp_buf[o] = tmp.buf; /* discarded output: freed right after the run */
         }
+        const oq_k_post *post = s->group ? oq_plan_group_begin(p, si) : NULL;
+        s->k.post = post;
+        s->k.post_done = false;
         st = with_scratch(p, s, kr->run);
+        s->k.post = NULL;
         if (st != OQ_OK)
             goto fail;
         for (size_t o = 0; o < s->n_out; o++) {
@@ -306,9 +310,11 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output)
                 release_slot(p, &p->slots[sl]);
         }
-        size_t last, fin;
-        if (s->group && oq_plan_group_run(p, si, &last, &fin)) {
-            /* the chain ran in one pass over this step's output: skip its steps */
+        if (post) {
+            /* the chain ran over this step's output (in the kernel or in one pass):
+               skip its steps */
+            size_t last, fin;
+            oq_plan_group_end(p, si, s->k.post_done, &last, &fin);
             si = last;
             if (p->slots[fin].last_use == NO_SLOT && !p->slots[fin].is_output)
                 release_slot(p, &p->slots[fin]);

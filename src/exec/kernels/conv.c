@@ -247,6 +247,7 @@ typedef struct dw_job {
     const float *x, *w, *bias;
     float *y;
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
+    const oq_k_post *post;   /* applied to each channel once computed (may be NULL) */
 } dw_job;
 
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
@@ -451,6 +452,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
 #ifdef OQ_HAVE_DW_AVX2
         if (two_d) {
             dw2d_avx2(j, x, w, bias, y, pad);
+            if (j->post)
+                j->post->fn(j->post->ctx, y, osz, c);
             continue;
         }
 #endif
@@ -482,6 +485,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
                         }
                     }
                 }
+        if (j->post)
+            j->post->fn(j->post->ctx, y, osz, c);
     }
 #ifdef OQ_HAVE_DW_AVX2
     free(pad);
@@ -503,8 +508,9 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
-        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}};
+        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post};
         geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);
+        k->post_done = k->post != NULL;
         /* at least ~32k multiply-adds per range: smaller ones cost more to dispatch */
         int64_t per = osz * ksz > 0 ? osz * ksz : 1;
         oq_k_parallel_for(k, g.N * g.C, per >= 32768 ? 1 : 32768 / per, dw_items, &j);
@@ -536,10 +542,13 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
             ge.C = yg;
             ge.ldc = osz;
             ge.bias = bias ? bias + gr * Mg : NULL; /* y = bias + sum, as before */
+            ge.post = k->post;
+            ge.post_row0 = gr * Mg;
             st = oq_k_sgemm_ex(k, &ge);
             if (st)
                 return st;
         }
+    k->post_done = k->post != NULL;
     return OQ_OK;
 }
 

@@ -279,6 +279,13 @@ typedef struct sgemm_run {
     float *panels;      /* one K x NR panel buffer per range (worker index) */
 } sgemm_run;
 
+/* the post function on rows i .. i+mv-1, columns n0 .. n0+nv-1 of C */
+static void post_rows(const oq_sgemm_ex *g, int64_t i, int64_t mv, int64_t n0, int64_t nv)
+{
+    for (int64_t r = 0; r < mv; r++)
+        g->post->fn(g->post->ctx, g->C + (i + r) * g->ldc + n0, nv, g->post_row0 + i + r);
+}
+
 static void tile_out(const sgemm_run *r, const float *tile, int64_t i, int64_t mv, int64_t n0,
                      int64_t nv)
 {
@@ -335,7 +342,15 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
     int64_t pb = r->by_panels ? b : 0;
     int64_t pe = r->by_panels ? e : (g->N + NR - 1) / NR;
     int64_t mb = r->by_panels ? 0 : b, me = r->by_panels ? g->M : e;
+    /* the post function runs on pieces of up to POST_COLS columns of the range's rows
+       as soon as they are final, while they are still in cache */
+    enum { POST_COLS = 256 };
+    int64_t post_from = pb * NR;
     for (int64_t p = pb; p < pe; p++) {
+        if (g->post && p > pb && (p * NR - post_from >= POST_COLS)) {
+            post_rows(g, mb, me - mb, post_from, p * NR - post_from);
+            post_from = p * NR;
+        }
         int64_t n0 = p * NR, nv = g->N - n0 < NR ? g->N - n0 : NR;
         if (g->pack)
             g->pack(g->pack_ctx, n0, nv, panel);
@@ -352,6 +367,11 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
             continue;
         }
         rows_x_panel(r, panel, mb, me, n0, nv);
+    }
+    if (g->post) {
+        int64_t end = pe * NR < g->N ? pe * NR : g->N;
+        if (end > post_from)
+            post_rows(g, mb, me - mb, post_from, end - post_from);
     }
 }
 
