@@ -477,3 +477,74 @@ Test(exec_fast, chain_value_read_outside_is_not_fused_away)
     oq_diag_free(&d);
     oq_model_free(m);
 }
+
+Test(exec_fast, fused_chain_is_bit_identical_to_separate_steps_avx2_code)
+{
+    setenv("ONNXQ_SGEMM_ISA", "avx2", 1); /* 8-lane chain ops even with AVX-512 */
+    check_fusion(6, 1);
+    check_fusion(4, 4);
+}
+
+/* ------------------------------------------------------------------ im2col ------- */
+
+Test(exec_fast, strided_padded_conv_matches_a_direct_loop)
+{
+    /* stride 1 and 2, pad 1 and 2, widths that put panels across output rows and taps
+       across the left and right padding */
+    const int64_t Cin = 3, M = 5, H = 13;
+    const int64_t widths[3] = {45, 20, 33};
+    for (int sv = 1; sv <= 2; sv++)
+        for (int pv = 1; pv <= 2; pv++)
+            for (int wi = 0; wi < 3; wi++) {
+                int64_t W = widths[wi];
+                oq_model *m = oq_model_new();
+                oq_model_set_opset(m, "", 13);
+                int64_t xd[4] = {1, Cin, H, W}, wd[4] = {M, Cin, 3, 3};
+                oq_value *x = oq_graph_new_value(m->graph, "x");
+                oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+                float w[5 * 3 * 9];
+                for (int i = 0; i < 5 * 3 * 9; i++)
+                    w[i] = frand();
+                oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
+                                                        sizeof w);
+                oq_value *y = tu_node(m, "Conv", "conv", x, wv, NULL, "y");
+                int64_t pads[4] = {pv, pv, pv, pv}, st[2] = {sv, sv};
+                oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+                oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
+                oq_graph_add_output(m->graph, y, NULL);
+                int64_t n = Cin * H * W;
+                float *xv = malloc((size_t)n * sizeof(float));
+                for (int64_t i = 0; i < n; i++)
+                    xv[i] = frand();
+                oq_plan_options o = oq_plan_options_default();
+                o.threads = 2;
+                oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
+                int64_t OH = (H + 2 * pv - 3) / sv + 1, OW = (W + 2 * pv - 3) / sv + 1;
+                cr_assert_eq(out.dims[2], OH);
+                cr_assert_eq(out.dims[3], OW);
+                for (int64_t mm = 0; mm < M; mm++)
+                    for (int64_t oh = 0; oh < OH; oh++)
+                        for (int64_t ow = 0; ow < OW; ow++) {
+                            double acc = 0, mag = 0;
+                            for (int64_t c = 0; c < Cin; c++)
+                                for (int kh = 0; kh < 3; kh++)
+                                    for (int kw = 0; kw < 3; kw++) {
+                                        int64_t ih = oh * sv - pv + kh, iw = ow * sv - pv + kw;
+                                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                            continue;
+                                        double t = (double)xv[(c * H + ih) * W + iw] *
+                                                   w[((mm * Cin + c) * 3 + kh) * 3 + kw];
+                                        acc += t;
+                                        mag += fabs(t);
+                                    }
+                            float got = ((float *)out.data)[(mm * OH + oh) * OW + ow];
+                            cr_assert(fabs(got - acc) <= 1e-5 * (mag + 1e-3),
+                                      "s%d p%d W%lld: y[%lld,%lld,%lld] %g expected %g", sv, pv,
+                                      (long long)W, (long long)mm, (long long)oh,
+                                      (long long)ow, (double)got, acc);
+                        }
+                oq_rt_tensor_release(&out);
+                free(xv);
+                oq_model_free(m);
+            }
+}

@@ -27,6 +27,7 @@
 #include "exec/plan-impl.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -461,14 +462,89 @@ __attribute__((target("avx2"))) static void op_avx2(const ew_op *op, float *d, c
     if (i < n)
         op_scalar(op, d, a, b, ca, cb, i, n);
 }
+
+/* 16 lanes: the same operations as op_avx2 (vmaxps/vminps/vrndscaleps/vdivps behave
+ * alike on 512-bit registers); the tail goes to op_avx2 */
+__attribute__((target("avx512f"))) static void op_avx512(const ew_op *op, float *d,
+                                                         const float *a, const float *b,
+                                                         float ca, float cb, int64_t n)
+{
+    const float *ap = a, *bp = b;
+    const __m512 vca = _mm512_set1_ps(ca), vcb = _mm512_set1_ps(cb);
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    const __m512 f0 = _mm512_set1_ps(op->f0), f1 = _mm512_set1_ps(op->f1);
+    int64_t i = 0;
+#define EW_ZLOOP(EXPR)                                      \
+    for (; i + 16 <= n; i += 16) {                          \
+        __m512 x = ap ? _mm512_loadu_ps(ap + i) : vca;      \
+        __m512 y = bp ? _mm512_loadu_ps(bp + i) : vcb;      \
+        (void)y;                                            \
+        _mm512_storeu_ps(d + i, (EXPR));                    \
+    }                                                       \
+    break;
+    switch (op->code) {
+    case EW_ADD: EW_ZLOOP(_mm512_add_ps(x, y))
+    case EW_SUB: EW_ZLOOP(_mm512_sub_ps(x, y))
+    case EW_MUL: EW_ZLOOP(_mm512_mul_ps(x, y))
+    case EW_DIV: EW_ZLOOP(_mm512_div_ps(x, y))
+    case EW_CLIP: EW_ZLOOP(_mm512_min_ps(f1, _mm512_max_ps(f0, x)))
+    case EW_RELU: EW_ZLOOP(_mm512_max_ps(x, zero))
+    case EW_HSIG:
+        EW_ZLOOP(_mm512_max_ps(_mm512_min_ps(_mm512_add_ps(_mm512_mul_ps(f0, x), f1), one), zero))
+    case EW_HSWISH: {
+        const __m512 six = _mm512_set1_ps(6.0f), half = _mm512_set1_ps(0.5f);
+        EW_ZLOOP(_mm512_mul_ps(
+            x, _mm512_max_ps(_mm512_min_ps(_mm512_add_ps(_mm512_div_ps(x, six), half), one), zero)))
+    }
+    case EW_FQ: {
+        const __m512 lo = _mm512_set1_ps((float)(op->lo - op->z1)),
+                     hi = _mm512_set1_ps((float)(op->hi - op->z1));
+        const __m512i z1 = _mm512_set1_epi32(op->z1), z2 = _mm512_set1_epi32(op->z2);
+        for (; i + 16 <= n; i += 16) {
+            __m512 q = _mm512_div_ps(ap ? _mm512_loadu_ps(ap + i) : vca, f0);
+            __m512 t = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q), zero);
+            t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);
+            __m512i iv = _mm512_sub_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(t), z1), z2);
+            _mm512_storeu_ps(d + i, _mm512_mul_ps(_mm512_cvtepi32_ps(iv), f1));
+        }
+        break;
+    }
+    }
+#undef EW_ZLOOP
+    if (i < n)
+        op_avx2(op, d + i, a ? a + i : NULL, b ? b + i : NULL, ca, cb, n - i);
+}
 #endif
 
+/* 0 unknown, 1 portable, 2 AVX2, 3 AVX-512F; ONNXQ_SGEMM_ISA=generic|avx2 restricts it
+ * (as for the GEMM). All compute the same numbers. */
+static _Atomic int ew_isa;
+
+static int ew_isa_get(void)
+{
+    int c = atomic_load_explicit(&ew_isa, memory_order_relaxed);
+    if (!c) {
+        c = 1;
+#ifdef OQ_HAVE_EW_AVX2
+        const char *env = getenv("ONNXQ_SGEMM_ISA");
+        __builtin_cpu_init();
+        if (oq_k_cpu_avx2())
+            c = 2;
+        if (c == 2 && (!env || strcmp(env, "avx2") != 0) && __builtin_cpu_supports("avx512f"))
+            c = 3;
+#endif
+        atomic_store_explicit(&ew_isa, c, memory_order_relaxed);
+    }
+    return c;
+}
+
 /* run the program over x[0, n) (one channel row or part of one), channel c */
-static void run_block(const ew_run *r, float *x, int64_t n, int64_t c, bool avx2)
+static void run_block(const ew_run *r, float *x, int64_t n, int64_t c, int isa)
 {
     const ew_group *g = r->g;
     float regs[EW_MAX_REGS][EW_BLOCK];
-    (void)avx2;
+    (void)isa;
     for (int64_t b0 = 0; b0 < n; b0 += EW_BLOCK) {
         int64_t m = n - b0 < EW_BLOCK ? n - b0 : EW_BLOCK;
         float *in = x + b0;
@@ -491,7 +567,11 @@ static void run_block(const ew_run *r, float *x, int64_t n, int64_t c, bool avx2
                only up to this op, element by element) */
             float *d = k == g->n_ops - 1 ? in : regs[op->dst];
 #ifdef OQ_HAVE_EW_AVX2
-            if (avx2) {
+            if (isa == 3) {
+                op_avx512(op, d, a, b, ca, cb, m);
+                continue;
+            }
+            if (isa == 2) {
                 op_avx2(op, d, a, b, ca, cb, m);
                 continue;
             }
@@ -504,14 +584,14 @@ static void run_block(const ew_run *r, float *x, int64_t n, int64_t c, bool avx2
 static void ew_range(void *arg, int64_t b, int64_t e, int w)
 {
     const ew_run *r = arg;
-    bool avx2 = oq_k_cpu_avx2();
+    int isa = ew_isa_get();
     (void)w;
     /* items are elements; rows of `inner` share a channel */
     for (int64_t i = b; i < e;) {
         int64_t row = i / r->inner, end = (row + 1) * r->inner;
         if (end > e)
             end = e;
-        run_block(r, r->x + i, end - i, r->C > 0 ? row % r->C : 0, avx2);
+        run_block(r, r->x + i, end - i, r->C > 0 ? row % r->C : 0, isa);
         i = end;
     }
 }
@@ -519,7 +599,7 @@ static void ew_range(void *arg, int64_t b, int64_t e, int w)
 static void ew_post(const void *ctx, float *x, int64_t n, int64_t c)
 {
     const ew_run *r = ctx;
-    run_block(r, x, n, r->C > 0 ? c % r->C : 0, oq_k_cpu_avx2());
+    run_block(r, x, n, r->C > 0 ? c % r->C : 0, ew_isa_get());
 }
 
 const oq_k_post *oq_plan_group_begin(oq_plan *p, size_t si)

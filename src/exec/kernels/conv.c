@@ -179,9 +179,24 @@ typedef struct im2col_ctx {
     int64_t in[3], k[3], out[3], st[3], dl[3], pb[3];
 } im2col_ctx;
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OQ_HAVE_IM2COL_AVX2 1
+/* dst[q] = x[2q] for q < 16, reading only those elements */
+__attribute__((target("avx2"))) static void gather16_s2(float *dst, const float *x)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    _mm256_storeu_ps(dst, _mm256_i32gather_ps(x, idx, 4));
+    _mm256_storeu_ps(dst + 8, _mm256_i32gather_ps(x + 16, idx, 4));
+}
+#endif
+
 static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
 {
     const im2col_ctx *j = ctx;
+#ifdef OQ_HAVE_IM2COL_AVX2
+    const bool avx2 = oq_k_cpu_avx2();
+#endif
     const int64_t ID = j->in[0], IH = j->in[1], IW = j->in[2];
     const int64_t isz = ID * IH * IW;
     int64_t bd[OQ_SGEMM_NR], bh[OQ_SGEMM_NR], bw[OQ_SGEMM_NR];
@@ -200,6 +215,12 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
     }
     /* one output row: a tap reads nv inputs sw apart in one input row */
     bool row = nv == OQ_SGEMM_NR && bd[0] == bd[nv - 1] && bh[0] == bh[nv - 1];
+    /* otherwise: segments [seg[s], seg[s+1]) of columns in one output row each */
+    int64_t seg[OQ_SGEMM_NR + 1], n_seg = 0;
+    seg[0] = 0;
+    for (int64_t q = 1; q <= nv; q++)
+        if (q == nv || bd[q] != bd[q - 1] || bh[q] != bh[q - 1])
+            seg[++n_seg] = q;
     const int64_t sw = j->st[2];
     for (int64_t c = 0; c < j->Cg; c++) {
         const float *xc = j->x + c * isz;
@@ -218,23 +239,57 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
                         if (iw0 >= 0 && iw0 + (OQ_SGEMM_NR - 1) * sw < IW) {
                             if (sw == 1)
                                 memcpy(dst, xr + iw0, OQ_SGEMM_NR * sizeof(float));
+#ifdef OQ_HAVE_IM2COL_AVX2
+                            else if (sw == 2 && avx2)
+                                gather16_s2(dst, xr + iw0);
+#endif
                             else
                                 for (int64_t q = 0; q < OQ_SGEMM_NR; q++)
                                     dst[q] = xr[iw0 + q * sw];
                             continue;
                         }
-                        for (int64_t q = 0; q < OQ_SGEMM_NR; q++) {
-                            int64_t iw = iw0 + q * sw;
-                            dst[q] = iw >= 0 && iw < IW ? xr[iw] : 0.0f;
-                        }
+                        /* iw = iw0 + q * sw is in [0, IW) for q in [lo, hi) */
+                        int64_t lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+                        int64_t hi = IW - 1 - iw0 < 0 ? 0 : (IW - 1 - iw0) / sw + 1;
+                        if (hi > OQ_SGEMM_NR)
+                            hi = OQ_SGEMM_NR;
+                        if (lo > hi)
+                            lo = hi;
+                        for (int64_t q = 0; q < lo; q++)
+                            dst[q] = 0.0f;
+                        for (int64_t q = lo; q < hi; q++)
+                            dst[q] = xr[iw0 + q * sw];
+                        for (int64_t q = hi; q < OQ_SGEMM_NR; q++)
+                            dst[q] = 0.0f;
                         continue;
                     }
-                    for (int64_t q = 0; q < nv; q++) {
-                        int64_t id = bd[q] + kd * j->dl[0], ih = bh[q] + kh * j->dl[1];
-                        int64_t iw = bw[q] + kwo;
-                        dst[q] = id >= 0 && id < ID && ih >= 0 && ih < IH && iw >= 0 && iw < IW
-                                     ? xc[(id * IH + ih) * IW + iw]
-                                     : 0.0f;
+                    /* the panel spans several output rows: one segment per row, each
+                       read like a row above (the same values as element by element) */
+                    for (int64_t sg = 0; sg < n_seg; sg++) {
+                        int64_t q0 = seg[sg], q1 = seg[sg + 1];
+                        int64_t id = bd[q0] + kd * j->dl[0], ih = bh[q0] + kh * j->dl[1];
+                        if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+                            memset(dst + q0, 0, (size_t)(q1 - q0) * sizeof(float));
+                            continue;
+                        }
+                        const float *xr = xc + (id * IH + ih) * IW;
+                        /* iw = iw0 + (q - q0) * sw is in [0, IW) for q in [lo, hi) */
+                        int64_t iw0 = bw[q0] + kwo;
+                        int64_t lo = iw0 >= 0 ? q0 : q0 + (-iw0 + sw - 1) / sw;
+                        int64_t hi = IW - 1 - iw0 < 0 ? q0 : q0 + (IW - 1 - iw0) / sw + 1;
+                        if (hi > q1)
+                            hi = q1;
+                        if (lo > hi)
+                            lo = hi;
+                        for (int64_t q = q0; q < lo; q++)
+                            dst[q] = 0.0f;
+                        if (sw == 1)
+                            memcpy(dst + lo, xr + iw0 + (lo - q0), (size_t)(hi - lo) * sizeof(float));
+                        else
+                            for (int64_t q = lo; q < hi; q++)
+                                dst[q] = xr[iw0 + (q - q0) * sw];
+                        for (int64_t q = hi; q < q1; q++)
+                            dst[q] = 0.0f;
                     }
                     for (int64_t q = nv; q < OQ_SGEMM_NR; q++)
                         dst[q] = 0.0f;
