@@ -36,7 +36,15 @@
 #define EW_BLOCK 256
 
 typedef enum ew_code { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_CLIP, EW_RELU, EW_HSIG, EW_HSWISH,
-                       EW_FQ } ew_code;
+                       EW_FQ,
+                       /* pairs and quadruples of the ops above, joined at compile time
+                          (ew_join): the same operations in registers */
+                       EW_AFFINE, /* Mul(x, a) then Add(., b) */
+                       EW_HSW6    /* Add(x, a), Clip(., f0, f1), Mul(x, .), Div(., b) */
+} ew_code;
+
+/* operands of op: binary ops and joined ops have two (a, b); the others one (a) */
+#define EW_TWO_ARGS(code) ((code) <= EW_DIV || (code) >= EW_AFFINE)
 
 /* an operand: a register, or a constant (scalar or per-channel) */
 typedef struct ew_arg {
@@ -49,6 +57,10 @@ typedef struct ew_op {
     int dst;
     ew_arg a, b;              /* binary ops; unary ops use a (a register) */
     float f0, f1;             /* Clip lo/hi, HardSigmoid alpha/beta, FQ s1/s2 */
+    int x;                    /* joined ops: the register input; a and b are constants */
+    int ord;                  /* joined ops: bit 0 / bit 1: the first / second binary op
+                                 of the pair has its constant (AFFINE, HSW6 Add) or the
+                                 clipped value (HSW6 Mul) as first operand */
     int32_t z1, z2, lo, hi;   /* FQ: zero points, range of the integer type */
 } ew_op;
 
@@ -265,6 +277,93 @@ static size_t *first_readers(const oq_plan *p)
     return fr;
 }
 
+/* is register r read by an op other than ops[skip_a] and ops[skip_b]? */
+static bool reg_read_elsewhere(const ew_group *g, int r, int from, int to)
+{
+    for (int k = 0; k < g->n_ops; k++) {
+        if (k >= from && k <= to)
+            continue;
+        const ew_op *o = &g->ops[k];
+        if (o->a.reg == r || (EW_TWO_ARGS(o->code) && o->b.reg == r) ||
+            (o->code >= EW_AFFINE && o->x == r))
+            return true;
+    }
+    return false;
+}
+
+/* one register operand and one constant: which is which (false when not so) */
+static bool reg_const(const ew_op *o, int *reg, const ew_arg **c, bool *const_first)
+{
+    if (o->a.reg >= 0 && o->b.reg < 0) {
+        *reg = o->a.reg;
+        *c = &o->b;
+        *const_first = false;
+        return true;
+    }
+    if (o->a.reg < 0 && o->b.reg >= 0) {
+        *reg = o->b.reg;
+        *c = &o->a;
+        *const_first = true;
+        return true;
+    }
+    return false;
+}
+
+/* Join Mul+Add (scale and shift) and the HardSwish quadruple of PaddleOCR into one op
+ * each where the values between them are read by nothing else: fewer passes over the
+ * registers, the same operations in the same order. */
+static void ew_join(ew_group *g)
+{
+    for (int k = 0; k + 1 < g->n_ops; k++) {
+        ew_op *o0 = &g->ops[k], *o1 = &g->ops[k + 1];
+        int r0, r1;
+        const ew_arg *c0, *c1;
+        bool f0, f1;
+        if (o0->code == EW_MUL && o1->code == EW_ADD && reg_const(o0, &r0, &c0, &f0) &&
+            reg_const(o1, &r1, &c1, &f1) && r1 == o0->dst &&
+            !reg_read_elsewhere(g, o0->dst, k + 1, k + 1) && k + 1 < g->n_ops) {
+            ew_op j = *o1;
+            j.code = EW_AFFINE;
+            j.x = r0;
+            j.a = *c0;
+            j.b = *c1;
+            j.ord = (f0 ? 1 : 0) | (f1 ? 2 : 0);
+            *o0 = j;
+            memmove(o1, o1 + 1, (size_t)(g->n_ops - k - 2) * sizeof *o1);
+            g->n_ops--;
+            continue;
+        }
+        if (k + 3 < g->n_ops) {
+            ew_op *o2 = &g->ops[k + 2], *o3 = &g->ops[k + 3];
+            int r3;
+            const ew_arg *c3;
+            bool f3;
+            if (o0->code == EW_ADD && reg_const(o0, &r0, &c0, &f0) && o1->code == EW_CLIP &&
+                o1->a.reg == o0->dst && o2->code == EW_MUL && o2->a.reg >= 0 &&
+                o2->b.reg >= 0 &&
+                ((o2->a.reg == r0 && o2->b.reg == o1->dst) ||
+                 (o2->b.reg == r0 && o2->a.reg == o1->dst)) &&
+                o3->code == EW_DIV && o3->a.reg == o2->dst && o3->b.reg < 0 &&
+                reg_const(o3, &r3, &c3, &f3) && !reg_read_elsewhere(g, o0->dst, k + 1, k + 1) &&
+                !reg_read_elsewhere(g, o1->dst, k + 2, k + 2) &&
+                !reg_read_elsewhere(g, o2->dst, k + 3, k + 3)) {
+                ew_op j = *o3;
+                j.code = EW_HSW6;
+                j.x = r0;
+                j.a = *c0;
+                j.b = *c3;
+                j.f0 = o1->f0;
+                j.f1 = o1->f1;
+                j.ord = (f0 ? 1 : 0) | (o2->a.reg == o1->dst ? 2 : 0);
+                *o0 = j;
+                memmove(o1, o1 + 3, (size_t)(g->n_ops - k - 4) * sizeof *o1);
+                g->n_ops -= 3;
+                continue;
+            }
+        }
+    }
+}
+
 /* the longest valid chain after head step h, or NULL */
 static ew_group *build_group(const oq_plan *p, size_t h, const size_t *fr)
 {
@@ -314,6 +413,7 @@ static ew_group *build_group(const oq_plan *p, size_t h, const size_t *fr)
     g.last = ends[g.n_ops - 1];
     g.n_regs = g.n_ops + 1;
     g.out_slot = regs[g.n_ops];
+    ew_join(&g);
     *out = g;
     return out;
 }
@@ -402,6 +502,21 @@ static void op_scalar(const ew_op *op, float *d, const float *a, const float *b,
     case EW_HSIG: EW_LOOP(fmaxf(0.0f, fminf(1.0f, f0 * x + f1)))
     case EW_HSWISH: EW_LOOP(x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f)))
     case EW_FQ: EW_LOOP(fq_one(x, op))
+    case EW_AFFINE: {
+        bool c1 = op->ord & 1, c2 = op->ord & 2;
+        EW_LOOP(c2 ? cb + (c1 ? ca * x : x * ca) : (c1 ? ca * x : x * ca) + cb)
+    }
+    case EW_HSW6: {
+        bool c1 = op->ord & 1, c2 = op->ord & 2;
+        for (int64_t i = i0; i < n; i++) {
+            float x = a[i];
+            float t = c1 ? ca + x : x + ca;
+            float v = t < f0 ? f0 : t;
+            v = v > f1 ? f1 : v;
+            d[i] = (c2 ? v * x : x * v) / cb;
+        }
+        break;
+    }
     }
 #undef EW_LOOP
 }
@@ -454,6 +569,28 @@ __attribute__((target("avx2"))) static void op_avx2(const ew_op *op, float *d, c
             t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);
             __m256i iv = _mm256_sub_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(t), z1), z2);
             _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_cvtepi32_ps(iv), f1));
+        }
+        break;
+    }
+    case EW_AFFINE: {
+        const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
+        const bool c1 = op->ord & 1, c2 = op->ord & 2;
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(a + i);
+            __m256 t = c1 ? _mm256_mul_ps(va, x) : _mm256_mul_ps(x, va);
+            _mm256_storeu_ps(d + i, c2 ? _mm256_add_ps(vb, t) : _mm256_add_ps(t, vb));
+        }
+        break;
+    }
+    case EW_HSW6: {
+        const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
+        const bool c1 = op->ord & 1, c2 = op->ord & 2;
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(a + i);
+            __m256 t = c1 ? _mm256_add_ps(va, x) : _mm256_add_ps(x, va);
+            t = _mm256_min_ps(f1, _mm256_max_ps(f0, t));
+            t = c2 ? _mm256_mul_ps(t, x) : _mm256_mul_ps(x, t);
+            _mm256_storeu_ps(d + i, _mm256_div_ps(t, vb));
         }
         break;
     }
@@ -510,6 +647,26 @@ __attribute__((target("avx512f"))) static void op_avx512(const ew_op *op, float 
         }
         break;
     }
+    case EW_AFFINE: {
+        const bool c1 = op->ord & 1, c2 = op->ord & 2;
+        for (; i + 16 <= n; i += 16) {
+            __m512 x = _mm512_loadu_ps(a + i);
+            __m512 t = c1 ? _mm512_mul_ps(vca, x) : _mm512_mul_ps(x, vca);
+            _mm512_storeu_ps(d + i, c2 ? _mm512_add_ps(vcb, t) : _mm512_add_ps(t, vcb));
+        }
+        break;
+    }
+    case EW_HSW6: {
+        const bool c1 = op->ord & 1, c2 = op->ord & 2;
+        for (; i + 16 <= n; i += 16) {
+            __m512 x = _mm512_loadu_ps(a + i);
+            __m512 t = c1 ? _mm512_add_ps(vca, x) : _mm512_add_ps(x, vca);
+            t = _mm512_min_ps(f1, _mm512_max_ps(f0, t));
+            t = c2 ? _mm512_mul_ps(t, x) : _mm512_mul_ps(x, t);
+            _mm512_storeu_ps(d + i, _mm512_div_ps(t, vcb));
+        }
+        break;
+    }
     }
 #undef EW_ZLOOP
     if (i < n)
@@ -552,11 +709,15 @@ static void run_block(const ew_run *r, float *x, int64_t n, int64_t c, int isa)
             const ew_op *op = &g->ops[k];
             const float *a = NULL, *b = NULL;
             float ca = 0, cb = 0;
-            if (op->a.reg >= 0)
+            if (op->code >= EW_AFFINE) { /* register x, constants a and b */
+                a = op->x == 0 ? in : regs[op->x];
+                ca = r->cv[k][0] ? r->cv[k][0][c] : r->cs[k][0];
+                cb = r->cv[k][1] ? r->cv[k][1][c] : r->cs[k][1];
+            } else if (op->a.reg >= 0)
                 a = op->a.reg == 0 ? in : regs[op->a.reg];
             else
                 ca = r->cv[k][0] ? r->cv[k][0][c] : r->cs[k][0];
-            if (op->code <= EW_DIV) {
+            if (op->code <= EW_DIV) { /* binary */
                 if (op->b.reg >= 0)
                     b = op->b.reg == 0 ? in : regs[op->b.reg];
                 else
@@ -627,7 +788,7 @@ const oq_k_post *oq_plan_group_begin(oq_plan *p, size_t si)
     for (int kk = 0; kk < g->n_ops; kk++) {
         const ew_op *op = &g->ops[kk];
         const ew_arg *args[2] = {&op->a, &op->b};
-        int na = op->code <= EW_DIV ? 2 : 1;
+        int na = EW_TWO_ARGS(op->code) ? 2 : 1;
         for (int j = 0; j < na; j++) {
             if (args[j]->reg >= 0)
                 continue;
