@@ -131,8 +131,9 @@ Test(exec_fast, folded_plan_is_bit_identical_and_matches_hand_computed_values)
     oq_model_free(m);
 }
 
-/* x[1, n] + ConstantOfShape(shape = [1, n], value 1.5) */
-static oq_model *cos_model(int64_t n)
+/* x[1, n] + ConstantOfShape(shape = [1, n], value 1.5); with big_const, also an unused
+ * Constant node of 1 MiB */
+static oq_model *cos_model(int64_t n, bool big_const)
 {
     oq_model *m = oq_model_new();
     oq_model_set_opset(m, "", 13);
@@ -144,6 +145,16 @@ static oq_model *cos_model(int64_t n)
     float v = 1.5f;
     oq_tensor *val = oq_tensor_new(m, "value", OQ_DTYPE_FLOAT, NO_DIMS, 1, &v, 4);
     oq_node_set_attr_tensor(tu_find_node(m, "cos"), "value", val);
+    if (big_const) {
+        int64_t bd[1] = {1 << 18};
+        float *big = calloc((size_t)bd[0], sizeof(float));
+        oq_value *o = oq_graph_new_value(m->graph, "big");
+        oq_node *k = oq_node_new(m->graph, "Constant", NULL, "big", NULL, 0, &o, 1);
+        oq_node_set_attr_tensor(k, "value", oq_tensor_new(m, "big", OQ_DTYPE_FLOAT, bd, 1, big,
+                                                          bd[0] * 4));
+        oq_graph_append(m->graph, k);
+        free(big);
+    }
     oq_value *y = tu_node(m, "Add", "add", x, c, NULL, "y");
     oq_graph_add_output(m->graph, y, NULL);
     return m;
@@ -151,13 +162,15 @@ static oq_model *cos_model(int64_t n)
 
 Test(exec_fast, folding_respects_the_memory_budget)
 {
-    /* 1 KiB of folded constant: held by the plan, not in the run's buffers; 8 MiB is
-       over the budget (twice the 16 bytes of initializers, at least 1 MiB): computed
-       on every run, in the run's buffers. Both give x + 1.5. */
-    int64_t sizes[2] = {256, 2 << 20};
-    for (int k = 0; k < 2; k++) {
+    /* The budget is twice the initializer and Constant bytes, at least 1 MiB. 1 KiB of
+       folded constant: held by the plan, not in the run's buffers. 8 MiB: over the
+       budget, computed on every run, in the run's buffers. 1.5 MiB: over 1 MiB, but
+       within twice a 1 MiB Constant. All give x + 1.5. */
+    const int64_t sizes[4] = {256, 2 << 20, 3 << 17, 3 << 17};
+    const bool big[4] = {false, false, false, true}, folded[4] = {true, false, false, true};
+    for (int k = 0; k < 4; k++) {
         int64_t n = sizes[k];
-        oq_model *m = cos_model(n);
+        oq_model *m = cos_model(n, big[k]);
         float *x = malloc((size_t)n * sizeof(float));
         for (int64_t i = 0; i < n; i++)
             x[i] = (float)(i % 1000) * 0.25f;
@@ -172,10 +185,8 @@ Test(exec_fast, folding_respects_the_memory_budget)
             cr_assert_eq(((float *)yf.data)[i], x[i] + 1.5f);
         int64_t c_bytes = n * 4;
         cr_assert_eq(tu, 2 * c_bytes, "unfolded: c and y in the run's buffers");
-        if (k == 0)
-            cr_assert_eq(tf, c_bytes, "folded: only y (%lld)", (long long)tf);
-        else
-            cr_assert_eq(tf, 2 * c_bytes, "over budget: not folded (%lld)", (long long)tf);
+        cr_assert_eq(tf, folded[k] ? c_bytes : 2 * c_bytes, "case %d: %lld bytes of buffers", k,
+                     (long long)tf);
         oq_rt_tensor_release(&yf);
         oq_rt_tensor_release(&yu);
         free(x);

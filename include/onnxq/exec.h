@@ -25,8 +25,8 @@
  * DequantizeLinear of a weight, shape arithmetic -- is evaluated once, when the plan is
  * compiled, with the same kernel, and its outputs are then held by the plan like
  * initializers (bit-identical to computing them on every run). The folded outputs hold
- * at most twice the bytes of the graph's initializers (at least 1 MiB); nodes that do
- * not fit run on every run as before. The observer still sees every folded output once
+ * at most twice the bytes of the graph's initializers and Constant tensors (at least
+ * 1 MiB); nodes that do not fit run on every run as before. The observer still sees every folded output once
  * per run, at the start of the run, in plan order (before the outputs of the other
  * nodes).
  *

@@ -417,8 +417,9 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
 
 /* ------------------------------------------------------------------ folding ------ */
 
-/* Bytes the folded outputs of graph g may hold: twice its initializers, at least 1 MiB
- * (shape arithmetic in a graph without initializers). */
+/* Bytes the folded outputs of graph g may hold: twice its initializers and Constant
+ * tensors, at least 1 MiB (shape arithmetic in a graph without initializers). Called
+ * before the Constant nodes have slots: they are counted from the graph. */
 static int64_t fold_budget(const oq_plan *p)
 {
     int64_t b = 0;
@@ -428,6 +429,18 @@ static int64_t fold_budget(const oq_plan *p)
             if (nb > 0 && b <= INT64_MAX / 4 - nb)
                 b += nb;
         }
+    for (const oq_node *n = p->graph->first; n; n = n->next) {
+        if (strcmp(n->op_type, "Constant") != 0 || !oq_domain_is_default(n->domain))
+            continue;
+        for (size_t i = 0; i < n->n_attrs; i++) {
+            const oq_attr *a = n->attrs[i];
+            if (!a->name || strcmp(a->name, "value") != 0 || !a->t || !a->t->has_dtype)
+                continue;
+            int64_t nb = oq_dtype_nbytes(a->t->dtype, oq_tensor_numel(a->t));
+            if (nb > 0 && b <= INT64_MAX / 4 - nb)
+                b += nb;
+        }
+    }
     b *= 2;
     return b < ((int64_t)1 << 20) ? (int64_t)1 << 20 : b;
 }
