@@ -337,6 +337,7 @@ typedef struct dw_job {
     float *y;
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
     const oq_k_post *post;   /* applied to each channel once computed (may be NULL) */
+    bool avx512;             /* 2-D rows with AVX-512F (the same sums) */
 } dw_job;
 
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
@@ -480,6 +481,41 @@ __attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const f
     }
 }
 
+/* dw2d_row_k with AVX-512F: 16 columns per register, the same acc + w * x per tap in
+ * the same order (no fused multiply-add); the last columns with masked loads and a
+ * masked store, so nothing past the row is touched */
+__attribute__((target("avx512f"))) static void dw2d_row_k512(float *yr, const float *prow,
+                                                             const float *w, float bias,
+                                                             int64_t OW, int64_t KH,
+                                                             int64_t rstep, const int KW)
+{
+    int64_t ow = 0;
+    for (; ow + 32 <= OW; ow += 32) {
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++) {
+                __m512 wv = _mm512_set1_ps(wr[kw]);
+                a0 = _mm512_add_ps(a0, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + kw)));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + kw + 16)));
+            }
+        }
+        _mm512_storeu_ps(yr + ow, a0);
+        _mm512_storeu_ps(yr + ow + 16, a1);
+    }
+    for (; ow < OW; ow += 16) {
+        __mmask16 m = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+        __m512 acc = _mm512_set1_ps(bias);
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++)
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(wr[kw]),
+                                                       _mm512_maskz_loadu_ps(m, xr + kw)));
+        }
+        _mm512_mask_storeu_ps(yr + ow, m, acc);
+    }
+}
+
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
                                                       const float *w, float bias, float *y,
                                                       float *pad)
@@ -503,7 +539,9 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
         float *yr = y + oh * OW;
         const float *prow = pad + oh * sh * PW;
         /* the common kernel widths with the taps unrolled (same order, same sums) */
-        if (sw == 1 && dw == 1 && KW == 3)
+        if (sw == 1 && dw == 1 && (KW == 3 || KW == 5) && j->avx512)
+            dw2d_row_k512(yr, prow, w, bias, OW, KH, dh * PW, (int)KW);
+        else if (sw == 1 && dw == 1 && KW == 3)
             dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 3);
         else if (sw == 1 && dw == 1 && KW == 5)
             dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 5);
@@ -597,7 +635,14 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
-        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post};
+        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post, false};
+#ifdef OQ_HAVE_DW_AVX2
+        {
+            const char *env = getenv("ONNXQ_SGEMM_ISA"); /* avx2, generic: no AVX-512 */
+            j.avx512 = oq_k_cpu_avx2() && (!env || strcmp(env, "avx2") != 0) &&
+                       __builtin_cpu_supports("avx512f");
+        }
+#endif
         geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);
         k->post_done = k->post != NULL;
         /* at least ~32k multiply-adds per range: smaller ones cost more to dispatch */
