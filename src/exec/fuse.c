@@ -6,8 +6,12 @@
  * shift, x * relu6(x + 3) / 6, scale, shift), a quantized model's QuantizeLinear ->
  * DequantizeLinear pairs between them. Run one by one, each step reads and writes the
  * whole tensor. Here the chain is compiled into a small program over registers (one
- * per chain value) that runs once over the head's output, in place, block by block in
- * L1, and the chain's last value takes over the head's buffer.
+ * per chain value, blocks of 256 elements in L1) that runs over the head's output in
+ * place, and the chain's last value takes over the head's buffer. The head's kernel is
+ * offered the program as a post function (kernel.h oq_k_post): Conv runs it on pieces
+ * of its output as soon as they are final, while they are in cache; for other heads it
+ * runs in one pass after the kernel. Scale-and-shift pairs (Mul, Add) and the
+ * HardSwish quadruple (Add, Clip, Mul, Div) are joined into one op each (ew_join).
  *
  * When: the members are the steps right after the head, each an op below whose inputs
  * are chain values or constants (scalars, or per-channel vectors on axis 1 of the
@@ -17,9 +21,10 @@
  * so the observer still sees every value.
  *
  * Exactness: every op computes per element exactly what its kernel computes
- * (elementwise.c, quant_ops.c), in the same order of operands, with AVX2 or scalar
- * code that give the same results, so a fused chain is bit-identical to the steps run
- * separately.
+ * (elementwise.c, quant_ops.c), in the same order of operands, with AVX-512, AVX2 or
+ * scalar code that give the same results (chosen once; ONNXQ_SGEMM_ISA=avx2|generic
+ * restricts it), so a fused chain is bit-identical to the steps run separately.
+ * ONNXQ_PLAN_FUSE=0 turns fusion off.
  *
  * Ops: Add Sub Mul Div (opset >= 7), Clip, Relu, HardSigmoid, HardSwish, and a
  * QuantizeLinear whose only reader is the DequantizeLinear right after it (per
@@ -277,7 +282,7 @@ static size_t *first_readers(const oq_plan *p)
     return fr;
 }
 
-/* is register r read by an op other than ops[skip_a] and ops[skip_b]? */
+/* is register r read by an op outside ops[from .. to]? */
 static bool reg_read_elsewhere(const ew_group *g, int r, int from, int to)
 {
     for (int k = 0; k < g->n_ops; k++) {
@@ -321,7 +326,7 @@ static void ew_join(ew_group *g)
         bool f0, f1;
         if (o0->code == EW_MUL && o1->code == EW_ADD && reg_const(o0, &r0, &c0, &f0) &&
             reg_const(o1, &r1, &c1, &f1) && r1 == o0->dst &&
-            !reg_read_elsewhere(g, o0->dst, k + 1, k + 1) && k + 1 < g->n_ops) {
+            !reg_read_elsewhere(g, o0->dst, k + 1, k + 1)) {
             ew_op j = *o1;
             j.code = EW_AFFINE;
             j.x = r0;
