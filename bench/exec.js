@@ -12,7 +12,10 @@
 // $ONNXQ_CACHE/node_modules by tests/ortlib.js, models from $ONNXQ_CACHE/ocr/package/assets),
 // ONNXQ_ORT_DIR / ONNXQ_OCR_DIR override those, BENCH_ROUNDS (default 5),
 // BENCH_RUNS (timed runs per round, default 10; det uses half), BENCH_MODELS
-// (comma list of det,rec,cls), BENCH_THREADS (comma list, default 1,2).
+// (comma list of det,rec,cls), BENCH_THREADS (comma list, default 1,2), BENCH_DET_SIZE
+// (det input height and width, default 640), BENCH_QUANT_DIR (a folder holding
+// det.q.onnx, rec.q.onnx, cls.q.onnx: each round then also times onnxq on the quantized
+// model, and the table gets the ratio quantized/float in onnxq).
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -31,9 +34,11 @@ const ROUNDS = +(process.env.BENCH_ROUNDS || 5);
 const RUNS = +(process.env.BENCH_RUNS || 10);
 const THREADS = (process.env.BENCH_THREADS || '1,2').split(',').map(Number);
 const WANT = (process.env.BENCH_MODELS || 'det,rec,cls').split(',');
+const DET = +(process.env.BENCH_DET_SIZE || 640);
+const QDIR = process.env.BENCH_QUANT_DIR || '';
 
 const models = [
-  { name: 'det', file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], runs: Math.max(3, RUNS >> 1) },
+  { name: 'det', file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, DET, DET], runs: Math.max(3, RUNS >> 1) },
   { name: 'rec', file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], runs: RUNS },
   { name: 'cls', file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], runs: RUNS },
 ].filter(m => WANT.includes(m.name));
@@ -79,11 +84,14 @@ async function ortMedian(sess, feeds, runs) {
       const inName = sess.inputNames[0];
       const feeds = { [inName]: new ort.Tensor('float32', data, m.dims) };
       for (let w = 0; w < 2; w++) await sess.run(feeds);
-      const q = [], o = [];
+      const q = [], o = [], z = [];
       let qmin = Infinity, omin = Infinity;
+      const qfile = QDIR ? path.join(QDIR, `${m.name}.q.onnx`) : '';
+      const haveQ = qfile && fs.existsSync(qfile);
       for (let r = 0; r < ROUNDS; r++) {
         const a = onnxqMedian(file, npy, inName, m.runs, th);
         const b = await ortMedian(sess, feeds, m.runs);
+        if (haveQ) z.push(onnxqMedian(qfile, npy, inName, m.runs, th).med);
         q.push(a.med);
         o.push(b.med);
         qmin = Math.min(qmin, a.min);
@@ -95,18 +103,25 @@ async function ortMedian(sess, feeds, runs) {
       row.qmin = qmin;
       row.omin = omin;
       row.best = qmin / omin;
+      row.quant = haveQ ? median(z) : NaN;
+      row.qratio = row.quant / row.onnxq;
       rows.push(row);
       console.log(`${row.model.padEnd(4)} ${row.shape.padEnd(12)} threads ${th}  onnxq ${row.onnxq.toFixed(2).padStart(8)} ms  ` +
         `ort ${row.ort.toFixed(2).padStart(8)} ms  ratio ${row.ratio.toFixed(2)}  (fastest runs: ${qmin.toFixed(2)} / ${omin.toFixed(2)} = ${row.best.toFixed(2)})` +
-        `   (onnxq rounds: ${q.map(x => x.toFixed(1)).join(' ')}; ort: ${o.map(x => x.toFixed(1)).join(' ')})`);
+        (haveQ ? `  quantized ${row.quant.toFixed(2)} ms (${row.qratio.toFixed(2)}x float)` : '') +
+        `   (onnxq rounds: ${q.map(x => x.toFixed(1)).join(' ')}; ort: ${o.map(x => x.toFixed(1)).join(' ')}` +
+        (haveQ ? `; quantized: ${z.map(x => x.toFixed(1)).join(' ')}` : '') + ')');
     }
   }
   console.log(`load average at end: ${os.loadavg().map(x => x.toFixed(2)).join(' ')}`);
   console.log('\nmedian of the per-round medians; "fastest" is the single fastest run of each (less sensitive to load)');
-  console.log('| model | input | threads | onnxq ms | ORT ms | onnxq/ORT | fastest onnxq ms | fastest ORT ms | ratio of fastest |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  const hq = rows.some(r => !isNaN(r.quant));
+  console.log('| model | input | threads | onnxq ms | ORT ms | onnxq/ORT | fastest onnxq ms | fastest ORT ms | ratio of fastest |' +
+    (hq ? ' onnxq quantized ms | quantized/float |' : ''));
+  console.log('|---|---|---|---|---|---|---|---|---|' + (hq ? '---|---|' : ''));
   for (const r of rows)
     console.log(`| ${r.model} | ${r.shape} | ${r.threads} | ${r.onnxq.toFixed(2)} | ${r.ort.toFixed(2)} | **${r.ratio.toFixed(2)}** | ` +
-      `${r.qmin.toFixed(2)} | ${r.omin.toFixed(2)} | ${r.best.toFixed(2)} |`);
+      `${r.qmin.toFixed(2)} | ${r.omin.toFixed(2)} | ${r.best.toFixed(2)} |` +
+      (hq ? ` ${isNaN(r.quant) ? '-' : r.quant.toFixed(2)} | **${isNaN(r.qratio) ? '-' : r.qratio.toFixed(2)}** |` : ''));
   fs.rmSync(tmp, { recursive: true, force: true });
 })().catch(e => { console.error(e); process.exit(1); });

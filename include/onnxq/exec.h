@@ -20,6 +20,16 @@
  * buffers are recycled as soon as their last consumer has run, so the observer must
  * copy what it wants to keep. Initializers and Constant outputs are used in place.
  *
+ * Constant folding: a node whose inputs are all constant (initializers, Constant
+ * outputs, outputs of other such nodes) and that has no subgraph -- the
+ * DequantizeLinear of a weight, shape arithmetic -- is evaluated once, when the plan is
+ * compiled, with the same kernel, and its outputs are then held by the plan like
+ * initializers (bit-identical to computing them on every run). The folded outputs hold
+ * at most twice the bytes of the graph's initializers and Constant tensors (at least
+ * 1 MiB); nodes that do not fit run on every run as before. The observer still sees every folded output once
+ * per run, at the start of the run, in plan order (before the outputs of the other
+ * nodes).
+ *
  * Results do not depend on the thread count: work is split over independent output
  * ranges only, never over reductions.
  *
@@ -92,6 +102,8 @@ typedef struct oq_plan_options {
     oq_tensor_observer on_tensor;   /* may be NULL */
     void *user;                     /* passed to on_tensor */
     oq_arith arith;                 /* default OQ_ARITH_REFERENCE */
+    bool no_fold;                   /* true: do not evaluate constant nodes at compile time
+                                     * (also ONNXQ_PLAN_FOLD=0 in the environment) */
 } oq_plan_options;
 
 oq_plan_options oq_plan_options_default(void);

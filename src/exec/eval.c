@@ -298,6 +298,7 @@ oq_status oq_exec_infer_shapes(oq_model *model, oq_shape_observer fn, void *user
     oq_plan *p = NULL;
     oq_plan_options o = oq_plan_options_default();
     o.threads = 1;
+    o.no_fold = true; /* shapes only: report folded values as node outputs, as before */
     oq_diag quiet;
     oq_diag_init(&quiet);
     oq_status st = oq_plan_compile(model, &o, &p, &quiet);

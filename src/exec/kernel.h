@@ -67,6 +67,15 @@
 typedef struct oq_pool oq_pool;
 typedef struct oq_kernel oq_kernel;
 
+/* An elementwise function the executor may ask a kernel to apply to its float output 0
+ * as soon as parts of it are final (fused elementwise chains, src/exec/fuse.c):
+ * fn(ctx, x, n, channel) replaces x[0 .. n) -- n consecutive elements of one channel
+ * (axis 1) -- by the chain's result, element by element. */
+typedef struct oq_k_post {
+    void (*fn)(const void *ctx, float *x, int64_t n, int64_t channel);
+    const void *ctx;
+} oq_k_post;
+
 /* Per-node context handed to every hook. */
 typedef struct oq_kctx {
     const oq_node *node;
@@ -86,6 +95,10 @@ typedef struct oq_kctx {
     size_t n_implicit;
     const oq_value *const *implicit_values;
     const oq_rt_tensor *const *implicit;
+    /* run only, may be NULL: apply post->fn to every element of output 0 once it is
+       final, and set post_done (else the executor applies it after run) */
+    const oq_k_post *post;
+    bool post_done;
 } oq_kctx;
 
 typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
@@ -211,6 +224,13 @@ int oq_k_threads(const oq_kctx *k);
  * with __attribute__((target("avx2"))) (GCC/Clang on x86-64 only; false elsewhere). */
 bool oq_k_cpu_avx2(void);
 
+/* QuantizeLinear / DequantizeLinear row functions (src/exec/kernels/quant_ops.c): the
+ * instruction set is chosen once per process ("avx512", "avx2" or "generic";
+ * ONNXQ_QUANT_ISA=NAME restricts it). For tests: force one (false when this CPU lacks
+ * it), and the name of the one in use. All compute the same numbers. */
+bool oq_k_quant_set_isa(const char *name);
+const char *oq_k_quant_isa(void);
+
 /* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */
 
 /* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in
@@ -240,6 +260,8 @@ struct oq_sgemm_ex {
     int64_t ldc;
     float beta;
     const float *bias;
+    const oq_k_post *post;   /* may be NULL: applied to each row piece of C once final, */
+    int64_t post_row0;       /* with channel post_row0 + row */
 };
 oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
 

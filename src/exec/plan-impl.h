@@ -23,8 +23,20 @@ typedef struct slot {
     bool is_output;
     size_t buf;               /* buffer index while alive, NO_SLOT otherwise */
     size_t prev_buf;          /* buffer it had in the previous run (reused first) */
-    void *const_mem;          /* owned memory for Constant attributes (value_floats...) */
+    void *const_mem;          /* owned memory for Constant attributes (value_floats...)
+                                 and for the outputs of folded nodes */
+    bool folded;              /* CONST computed at compile time by a node (fold_step) */
 } slot;
+
+/* An output of a node evaluated at compile time (plan.c fold_step): the observer is
+ * still called with it on every run. */
+typedef struct folded_out {
+    const oq_node *node;
+    size_t out_index;
+    size_t slot;
+} folded_out;
+
+typedef struct ew_group ew_group; /* fuse.c */
 
 typedef struct step {
     oq_node *node;
@@ -40,6 +52,7 @@ typedef struct step {
     oq_value **imp_vals;
     size_t *imp_slots;
     const oq_rt_tensor **imp;
+    ew_group *group;          /* elementwise chain fused after this step (fuse.c), or NULL */
 } step;
 
 struct oq_plan {
@@ -66,6 +79,12 @@ struct oq_plan {
     size_t *outer;             /* their slots */
     size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
     struct oq_qgroups *qgroups; /* fused QDQ groups (arith != reference), exec/qgroup.h */
+    /* constant folding at compile time (plan.c fold_step) */
+    bool fold;                 /* evaluate nodes whose inputs are all constant */
+    int64_t fold_budget;       /* bytes the folded outputs may hold in all */
+    int64_t folded_bytes;
+    size_t n_folded, cap_folded;
+    folded_out *folded;        /* in plan order */
 };
 
 /* diagnostic naming the model file, node and op */
@@ -75,6 +94,17 @@ oq_status oq_plan_node_error(const oq_plan *p, oq_diag *d, const oq_node *n, oq_
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+/* Elementwise chains (fuse.c): find them after compiling (steps[h].group). At run time,
+ * once step si's outputs are allocated: begin returns the post function to hand to
+ * its kernel when this run can fuse (no observer, shapes fit), else NULL; after the
+ * kernel ran, end (only after a non-NULL begin) runs the chain over the output unless
+ * the kernel applied it, and hands the output buffer to the chain's last value:
+ * *last is the chain's last step (skip to it), *final_slot that value. */
+oq_status oq_plan_fuse_chains(oq_plan *p);
+const oq_k_post *oq_plan_group_begin(oq_plan *p, size_t si);
+void oq_plan_group_end(oq_plan *p, size_t si, bool applied, size_t *last, size_t *final_slot);
+void oq_plan_group_free(ew_group *g);
+
 /* bytes of t's data, -1 when its shape is not known */
 int64_t oq_plan_tensor_bytes(const oq_rt_tensor *t);
 /* peak of intermediate buffers with compile-time shapes (0 when shapes are dynamic) */

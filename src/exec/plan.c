@@ -416,6 +416,180 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------------ folding ------ */
+
+/* Bytes the folded outputs of graph g may hold: twice its initializers and Constant
+ * tensors, at least 1 MiB (shape arithmetic in a graph without initializers). Called
+ * before the Constant nodes have slots: they are counted from the graph. */
+static int64_t fold_budget(const oq_plan *p)
+{
+    int64_t b = 0;
+    for (size_t i = 0; i < p->n_slots; i++)
+        if (p->slots[i].kind == SLOT_CONST) {
+            int64_t nb = oq_plan_tensor_bytes(&p->slots[i].t);
+            if (nb > 0 && b <= INT64_MAX / 4 - nb)
+                b += nb;
+        }
+    for (const oq_node *n = p->graph->first; n; n = n->next) {
+        if (strcmp(n->op_type, "Constant") != 0 || !oq_domain_is_default(n->domain))
+            continue;
+        for (size_t i = 0; i < n->n_attrs; i++) {
+            const oq_attr *a = n->attrs[i];
+            if (!a->name || strcmp(a->name, "value") != 0 || !a->t || !a->t->has_dtype)
+                continue;
+            int64_t nb = oq_dtype_nbytes(a->t->dtype, oq_tensor_numel(a->t));
+            if (nb > 0 && b <= INT64_MAX / 4 - nb)
+                b += nb;
+        }
+    }
+    b *= 2;
+    return b < ((int64_t)1 << 20) ? (int64_t)1 << 20 : b;
+}
+
+/* Can step s (compiled) be evaluated now? Every present input is a constant slot, the
+ * node has inputs and no subgraph, and its op is not random. */
+static bool foldable(const oq_plan *p, const step *s)
+{
+    const oq_node *n = s->node;
+    size_t present = 0;
+    if (s->n_imp)
+        return false;
+    oq_graph *subs[1];
+    if (oq_node_subgraphs(n, subs, 1) > 0)
+        return false;
+    if (strncmp(n->op_type, "Random", 6) == 0 || strcmp(n->op_type, "Bernoulli") == 0 ||
+        strcmp(n->op_type, "Multinomial") == 0 || strcmp(n->op_type, "Dropout") == 0)
+        return false;
+    for (size_t i = 0; i < s->n_in; i++) {
+        if (s->in_slots[i] == NO_SLOT)
+            continue;
+        if (p->slots[s->in_slots[i]].kind != SLOT_CONST)
+            return false;
+        present++;
+    }
+    return present > 0;
+}
+
+static void step_free(step *s)
+{
+    if (s->k.kernel && s->k.kernel->release && s->k.state)
+        s->k.kernel->release(s->k.state);
+    free(s->in_slots);
+    free(s->out_slots);
+    free(s->in);
+    free(s->out);
+    free(s->tmp_buf);
+    free(s->imp_vals);
+    free(s->imp_slots);
+    free(s->imp);
+    free(s->k.scratch);
+    oq_plan_group_free(s->group);
+    memset(s, 0, sizeof *s);
+}
+
+/* Evaluate the last compiled step now when its inputs are all constant: run its
+ * kernel (infer and run, exactly as a run would) on the constant inputs, keep the
+ * outputs in the plan as constant slots, and drop the step. A step that cannot be
+ * folded (not constant, over the budget, or its kernel fails: the run reports that)
+ * stays. Fails only on out-of-memory. */
+static oq_status fold_step(oq_plan *p, oq_diag *d)
+{
+    step *s = &p->steps[p->n_steps - 1];
+    if (!p->fold || !foldable(p, s))
+        return OQ_OK;
+    const oq_kernel *kr = s->k.kernel;
+    oq_diag quiet;
+    oq_diag_init(&quiet);
+    oq_rt_tensor *res = calloc(s->n_out + 1, sizeof(*res));
+    oq_status st = res ? OQ_OK : OQ_ERR_NOMEM;
+    int64_t bytes = 0;
+    bool ok = st == OQ_OK;
+    for (size_t i = 0; ok && i < s->n_in; i++)
+        s->in[i] = s->in_slots[i] == NO_SLOT ? NULL : &p->slots[s->in_slots[i]].t;
+    for (size_t o = 0; ok && o < s->n_out; o++) {
+        memset(&s->out[o], 0, sizeof s->out[o]);
+        s->out[o].dtype = s->out_slots[o] != NO_SLOT ? p->slots[s->out_slots[o]].compiled.dtype
+                                                     : OQ_DTYPE_UNDEFINED;
+    }
+    s->k.diag = &quiet;
+    s->k.compile_time = false;
+    s->k.deferred = false;
+    if (ok) {
+        s->k.scratch = p->scratch;
+        s->k.scratch_size = p->scratch_size;
+        ok = kr->infer(&s->k, s->in, s->n_in, s->out, s->n_out) == OQ_OK;
+    }
+    for (size_t o = 0; ok && o < s->n_out; o++) {
+        if (s->out[o].dtype == OQ_DTYPE_UNDEFINED)
+            s->out[o].dtype = OQ_DTYPE_UINT8; /* omitted output the kernel did not type */
+        int64_t nb = oq_plan_tensor_bytes(&s->out[o]);
+        if (nb < 0 || (s->out_slots[o] != NO_SLOT &&
+                       (s->out[o].dtype != p->slots[s->out_slots[o]].compiled.dtype)))
+            ok = false;
+        else if (s->out_slots[o] != NO_SLOT)
+            bytes += nb;
+    }
+    if (ok && bytes > p->fold_budget - p->folded_bytes)
+        ok = false;
+    for (size_t o = 0; ok && o < s->n_out; o++) {
+        st = oq_rt_tensor_alloc(&res[o], s->out[o].dtype, s->out[o].dims, s->out[o].rank);
+        if (st != OQ_OK)
+            ok = false;
+        else
+            s->out[o] = res[o];
+    }
+    if (ok)
+        ok = kr->run(&s->k, s->in, s->n_in, s->out, s->n_out) == OQ_OK;
+    if (res) {
+        p->scratch = s->k.scratch;
+        p->scratch_size = s->k.scratch_size;
+        s->k.scratch = NULL;
+        s->k.scratch_size = 0;
+    }
+    s->k.diag = d;
+    oq_diag_free(&quiet);
+    if (ok && p->n_folded + s->n_out > p->cap_folded) {
+        size_t nc = (p->cap_folded + s->n_out) * 2;
+        folded_out *nf = realloc(p->folded, nc * sizeof(*nf));
+        if (!nf) {
+            st = OQ_ERR_NOMEM;
+            ok = false;
+        } else {
+            p->folded = nf;
+            p->cap_folded = nc;
+        }
+    }
+    if (!ok) {
+        for (size_t o = 0; res && o < s->n_out; o++)
+            oq_rt_tensor_release(&res[o]);
+        free(res);
+        return st;
+    }
+    for (size_t o = 0; o < s->n_out; o++) {
+        size_t sl = s->out_slots[o];
+        if (sl == NO_SLOT) {
+            oq_rt_tensor_release(&res[o]);
+            continue;
+        }
+        slot *os = &p->slots[sl];
+        os->kind = SLOT_CONST;
+        os->folded = true;
+        os->const_mem = res[o].data;
+        os->t = res[o];
+        os->t.owned = false;
+        os->compiled = os->t;
+        p->folded[p->n_folded].node = s->node;
+        p->folded[p->n_folded].out_index = o;
+        p->folded[p->n_folded].slot = sl;
+        p->n_folded++;
+    }
+    p->folded_bytes += bytes;
+    free(res);
+    step_free(s);
+    p->n_steps--;
+    return OQ_OK;
+}
+
 
 /* Compile graph g. A subplan (outer_vals != NULL) shares `pool` and binds the outer
  * values at run time; input_hints give dtypes for subgraph inputs without a type. */
@@ -542,6 +716,11 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
     /* integer arithmetic: the QDQ groups that run as one kernel (exec/qgroup.h) */
     if (!outer_vals && (st = oq_qgroups_find(model, g, opt.arith, &p->qgroups)) != OQ_OK)
         goto fail;
+    {
+        const char *env = getenv("ONNXQ_PLAN_FOLD");
+        p->fold = !opt.no_fold && !(env && strcmp(env, "0") == 0);
+        p->fold_budget = fold_budget(p);
+    }
     p->steps = calloc(n_order + 1, sizeof(step));
     if (!p->steps) {
         st = OQ_ERR_NOMEM;
@@ -586,6 +765,9 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
         s->node = n;    /* messages and observers name the graph's node */
         if (st != OQ_OK)
             goto fail;
+        st = fold_step(p, d);
+        if (st != OQ_OK)
+            goto fail;
     }
 #undef NEW_SLOT
     for (size_t i = 0; i < g->n_outputs; i++) {
@@ -598,6 +780,11 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
         }
         p->slots[sl].is_output = true;
         p->outputs[p->n_outputs++] = sl;
+    }
+    if (opt.arith == OQ_ARITH_REFERENCE) {
+        st = oq_plan_fuse_chains(p);
+        if (st != OQ_OK)
+            goto fail;
     }
     p->peak_estimate = oq_plan_estimate_peak(p);
     st = OQ_OK;
@@ -644,20 +831,8 @@ void oq_plan_free(oq_plan *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->n_steps; i++) {
-        step *s = &p->steps[i];
-        if (s->k.kernel && s->k.kernel->release && s->k.state)
-            s->k.kernel->release(s->k.state);
-        free(s->in_slots);
-        free(s->out_slots);
-        free(s->in);
-        free(s->out);
-        free(s->tmp_buf);
-        free(s->imp_vals);
-        free(s->imp_slots);
-        free(s->imp);
-        free(s->k.scratch); /* only set if a hook failed while holding it */
-    }
+    for (size_t i = 0; i < p->n_steps; i++)
+        step_free(&p->steps[i]); /* k.scratch: only set if a hook failed while holding it */
     for (size_t i = 0; i < p->n_slots; i++)
         free(p->slots[i].const_mem);
     for (size_t i = 0; i < p->n_bufs; i++)
@@ -671,6 +846,7 @@ void oq_plan_free(oq_plan *p)
     free(p->outer);
     free(p->outer_src);
     oq_qgroups_free(p->qgroups);
+    free(p->folded);
     if (p->owns_pool)
         oq_pool_free(p->pool);
     free(p);

@@ -219,6 +219,17 @@ static oq_status with_scratch(oq_plan *p, step *s, oq_kernel_run_fn fn)
     s->k.scratch_size = 0;
     return st;
 }
+/* The outputs of the nodes folded at compile time, to the observer, once per run. */
+static void observe_folded(oq_plan *p)
+{
+    if (!p->on_tensor)
+        return;
+    for (size_t i = 0; i < p->n_folded; i++) {
+        const folded_out *f = &p->folded[i];
+        p->on_tensor(f->node, f->out_index, &p->slots[f->slot].t, p->user);
+    }
+}
+
 static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
                          const oq_rt_tensor *const *outer, oq_rt_tensor *outputs,
                          size_t n_outputs, oq_diag *d)
@@ -238,6 +249,7 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
     if (st != OQ_OK)
         return st;
     p->total_bytes = 0;
+    observe_folded(p);
     for (size_t si = 0; si < p->n_steps; si++) {
         step *s = &p->steps[si];
         const oq_kernel *kr = s->k.kernel;
@@ -280,7 +292,11 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             }
             s->tmp_buf[o] = tmp.buf; /* discarded output: freed right after the run */
         }
+        const oq_k_post *post = s->group ? oq_plan_group_begin(p, si) : NULL;
+        s->k.post = post;
+        s->k.post_done = false;
         st = with_scratch(p, s, kr->run);
+        s->k.post = NULL;
         if (st != OQ_OK)
             goto fail;
         for (size_t o = 0; o < s->n_out; o++) {
@@ -308,6 +324,15 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             size_t sl = s->out_slots[o];
             if (sl != NO_SLOT && p->slots[sl].last_use == NO_SLOT && !p->slots[sl].is_output)
                 release_slot(p, &p->slots[sl]);
+        }
+        if (post) {
+            /* the chain ran over this step's output (in the kernel or in one pass):
+               skip its steps */
+            size_t last, fin;
+            oq_plan_group_end(p, si, s->k.post_done, &last, &fin);
+            si = last;
+            if (p->slots[fin].last_use == NO_SLOT && !p->slots[fin].is_output)
+                release_slot(p, &p->slots[fin]);
         }
     }
     for (size_t i = 0; i < n_outputs; i++) {

@@ -179,9 +179,33 @@ typedef struct im2col_ctx {
     int64_t in[3], k[3], out[3], st[3], dl[3], pb[3];
 } im2col_ctx;
 
-static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define OQ_HAVE_IM2COL_AVX2 1
+/* dst[q] = x[2q] for q < 16, reading only those elements */
+__attribute__((target("avx2"))) static void gather16_s2(float *dst, const float *x)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    _mm256_storeu_ps(dst, _mm256_i32gather_ps(x, idx, 4));
+    _mm256_storeu_ps(dst + 8, _mm256_i32gather_ps(x + 16, idx, 4));
+}
+#endif
+
+/* The body is compiled twice: plain x86-64, and for AVX-512 machines with
+ * target("avx512f"), where the 64-byte copies and clears of a panel row become one
+ * register move each (the same values either way). */
+#if defined(__GNUC__)
+#define OQ_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define OQ_ALWAYS_INLINE inline
+#endif
+static OQ_ALWAYS_INLINE void im2col_pack_body(const void *ctx, int64_t n0, int64_t nv,
+                                              float *dst, bool avx2)
 {
     const im2col_ctx *j = ctx;
+#ifndef OQ_HAVE_IM2COL_AVX2
+    (void)avx2;
+#endif
     const int64_t ID = j->in[0], IH = j->in[1], IW = j->in[2];
     const int64_t isz = ID * IH * IW;
     int64_t bd[OQ_SGEMM_NR], bh[OQ_SGEMM_NR], bw[OQ_SGEMM_NR];
@@ -200,6 +224,12 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
     }
     /* one output row: a tap reads nv inputs sw apart in one input row */
     bool row = nv == OQ_SGEMM_NR && bd[0] == bd[nv - 1] && bh[0] == bh[nv - 1];
+    /* otherwise: segments [seg[s], seg[s+1]) of columns in one output row each */
+    int64_t seg[OQ_SGEMM_NR + 1], n_seg = 0;
+    seg[0] = 0;
+    for (int64_t q = 1; q <= nv; q++)
+        if (q == nv || bd[q] != bd[q - 1] || bh[q] != bh[q - 1])
+            seg[++n_seg] = q;
     const int64_t sw = j->st[2];
     for (int64_t c = 0; c < j->Cg; c++) {
         const float *xc = j->x + c * isz;
@@ -218,23 +248,57 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
                         if (iw0 >= 0 && iw0 + (OQ_SGEMM_NR - 1) * sw < IW) {
                             if (sw == 1)
                                 memcpy(dst, xr + iw0, OQ_SGEMM_NR * sizeof(float));
+#ifdef OQ_HAVE_IM2COL_AVX2
+                            else if (sw == 2 && avx2)
+                                gather16_s2(dst, xr + iw0);
+#endif
                             else
                                 for (int64_t q = 0; q < OQ_SGEMM_NR; q++)
                                     dst[q] = xr[iw0 + q * sw];
                             continue;
                         }
-                        for (int64_t q = 0; q < OQ_SGEMM_NR; q++) {
-                            int64_t iw = iw0 + q * sw;
-                            dst[q] = iw >= 0 && iw < IW ? xr[iw] : 0.0f;
-                        }
+                        /* iw = iw0 + q * sw is in [0, IW) for q in [lo, hi) */
+                        int64_t lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+                        int64_t hi = IW - 1 - iw0 < 0 ? 0 : (IW - 1 - iw0) / sw + 1;
+                        if (hi > OQ_SGEMM_NR)
+                            hi = OQ_SGEMM_NR;
+                        if (lo > hi)
+                            lo = hi;
+                        for (int64_t q = 0; q < lo; q++)
+                            dst[q] = 0.0f;
+                        for (int64_t q = lo; q < hi; q++)
+                            dst[q] = xr[iw0 + q * sw];
+                        for (int64_t q = hi; q < OQ_SGEMM_NR; q++)
+                            dst[q] = 0.0f;
                         continue;
                     }
-                    for (int64_t q = 0; q < nv; q++) {
-                        int64_t id = bd[q] + kd * j->dl[0], ih = bh[q] + kh * j->dl[1];
-                        int64_t iw = bw[q] + kwo;
-                        dst[q] = id >= 0 && id < ID && ih >= 0 && ih < IH && iw >= 0 && iw < IW
-                                     ? xc[(id * IH + ih) * IW + iw]
-                                     : 0.0f;
+                    /* the panel spans several output rows: one segment per row, each
+                       read like a row above (the same values as element by element) */
+                    for (int64_t sg = 0; sg < n_seg; sg++) {
+                        int64_t q0 = seg[sg], q1 = seg[sg + 1];
+                        int64_t id = bd[q0] + kd * j->dl[0], ih = bh[q0] + kh * j->dl[1];
+                        if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+                            memset(dst + q0, 0, (size_t)(q1 - q0) * sizeof(float));
+                            continue;
+                        }
+                        const float *xr = xc + (id * IH + ih) * IW;
+                        /* iw = iw0 + (q - q0) * sw is in [0, IW) for q in [lo, hi) */
+                        int64_t iw0 = bw[q0] + kwo;
+                        int64_t lo = iw0 >= 0 ? q0 : q0 + (-iw0 + sw - 1) / sw;
+                        int64_t hi = IW - 1 - iw0 < 0 ? q0 : q0 + (IW - 1 - iw0) / sw + 1;
+                        if (hi > q1)
+                            hi = q1;
+                        if (lo > hi)
+                            lo = hi;
+                        for (int64_t q = q0; q < lo; q++)
+                            dst[q] = 0.0f;
+                        if (sw == 1)
+                            memcpy(dst + lo, xr + iw0 + (lo - q0), (size_t)(hi - lo) * sizeof(float));
+                        else
+                            for (int64_t q = lo; q < hi; q++)
+                                dst[q] = xr[iw0 + (q - q0) * sw];
+                        for (int64_t q = hi; q < q1; q++)
+                            dst[q] = 0.0f;
                     }
                     for (int64_t q = nv; q < OQ_SGEMM_NR; q++)
                         dst[q] = 0.0f;
@@ -243,10 +307,37 @@ static void im2col_pack(const void *ctx, int64_t n0, int64_t nv, float *dst)
     }
 }
 
+static void im2col_pack_plain(const void *ctx, int64_t n0, int64_t nv, float *dst)
+{
+    im2col_pack_body(ctx, n0, nv, dst, oq_k_cpu_avx2());
+}
+
+#ifdef OQ_HAVE_IM2COL_AVX2
+__attribute__((target("avx512f"))) static void im2col_pack_avx512(const void *ctx, int64_t n0,
+                                                                  int64_t nv, float *dst)
+{
+    im2col_pack_body(ctx, n0, nv, dst, true);
+}
+#endif
+
+/* the im2col pack function for this CPU */
+static void (*im2col_pack_fn(void))(const void *, int64_t, int64_t, float *)
+{
+#ifdef OQ_HAVE_IM2COL_AVX2
+    const char *env = getenv("ONNXQ_SGEMM_ISA");
+    if (oq_k_cpu_avx2() && (!env || strcmp(env, "avx2") != 0) &&
+        __builtin_cpu_supports("avx512f"))
+        return im2col_pack_avx512;
+#endif
+    return im2col_pack_plain;
+}
+
 typedef struct dw_job {
     const float *x, *w, *bias;
     float *y;
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
+    const oq_k_post *post;   /* applied to each channel once computed (may be NULL) */
+    bool avx512;             /* 2-D rows with AVX-512F (the same sums) */
 } dw_job;
 
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
@@ -390,6 +481,41 @@ __attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const f
     }
 }
 
+/* dw2d_row_k with AVX-512F: 16 columns per register, the same acc + w * x per tap in
+ * the same order (no fused multiply-add); the last columns with masked loads and a
+ * masked store, so nothing past the row is touched */
+__attribute__((target("avx512f"))) static void dw2d_row_k512(float *yr, const float *prow,
+                                                             const float *w, float bias,
+                                                             int64_t OW, int64_t KH,
+                                                             int64_t rstep, const int KW)
+{
+    int64_t ow = 0;
+    for (; ow + 32 <= OW; ow += 32) {
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++) {
+                __m512 wv = _mm512_set1_ps(wr[kw]);
+                a0 = _mm512_add_ps(a0, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + kw)));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + kw + 16)));
+            }
+        }
+        _mm512_storeu_ps(yr + ow, a0);
+        _mm512_storeu_ps(yr + ow + 16, a1);
+    }
+    for (; ow < OW; ow += 16) {
+        __mmask16 m = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+        __m512 acc = _mm512_set1_ps(bias);
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int kw = 0; kw < KW; kw++)
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(wr[kw]),
+                                                       _mm512_maskz_loadu_ps(m, xr + kw)));
+        }
+        _mm512_mask_storeu_ps(yr + ow, m, acc);
+    }
+}
+
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
                                                       const float *w, float bias, float *y,
                                                       float *pad)
@@ -413,7 +539,9 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
         float *yr = y + oh * OW;
         const float *prow = pad + oh * sh * PW;
         /* the common kernel widths with the taps unrolled (same order, same sums) */
-        if (sw == 1 && dw == 1 && KW == 3)
+        if (sw == 1 && dw == 1 && (KW == 3 || KW == 5) && j->avx512)
+            dw2d_row_k512(yr, prow, w, bias, OW, KH, dh * PW, (int)KW);
+        else if (sw == 1 && dw == 1 && KW == 3)
             dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 3);
         else if (sw == 1 && dw == 1 && KW == 5)
             dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 5);
@@ -451,6 +579,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
 #ifdef OQ_HAVE_DW_AVX2
         if (two_d) {
             dw2d_avx2(j, x, w, bias, y, pad);
+            if (j->post)
+                j->post->fn(j->post->ctx, y, osz, c);
             continue;
         }
 #endif
@@ -482,6 +612,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
                         }
                     }
                 }
+        if (j->post)
+            j->post->fn(j->post->ctx, y, osz, c);
     }
 #ifdef OQ_HAVE_DW_AVX2
     free(pad);
@@ -503,8 +635,16 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
-        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}};
+        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post, false};
+#ifdef OQ_HAVE_DW_AVX2
+        {
+            const char *env = getenv("ONNXQ_SGEMM_ISA"); /* avx2, generic: no AVX-512 */
+            j.avx512 = oq_k_cpu_avx2() && (!env || strcmp(env, "avx2") != 0) &&
+                       __builtin_cpu_supports("avx512f");
+        }
+#endif
         geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);
+        k->post_done = k->post != NULL;
         /* at least ~32k multiply-adds per range: smaller ones cost more to dispatch */
         int64_t per = osz * ksz > 0 ? osz * ksz : 1;
         oq_k_parallel_for(k, g.N * g.C, per >= 32768 ? 1 : 32768 / per, dw_items, &j);
@@ -530,16 +670,19 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
                 ge.B = xg;
                 ge.ldb = osz;
             } else {
-                ge.pack = im2col_pack;
+                ge.pack = im2col_pack_fn();
                 ge.pack_ctx = &j;
             }
             ge.C = yg;
             ge.ldc = osz;
             ge.bias = bias ? bias + gr * Mg : NULL; /* y = bias + sum, as before */
+            ge.post = k->post;
+            ge.post_row0 = gr * Mg;
             st = oq_k_sgemm_ex(k, &ge);
             if (st)
                 return st;
         }
+    k->post_done = k->post != NULL;
     return OQ_OK;
 }
 

@@ -206,8 +206,11 @@ static sgemm_isa pick_isa(void)
     return isas[c - 1];
 }
 
-/* copy columns n0 .. n0+nv-1 of a row-major B into a K x NR panel, zero-padded */
-static void pack_plain(const oq_sgemm_ex *g, int64_t n0, int64_t nv, float *dst)
+/* copy columns n0 .. n0+nv-1 of a row-major B into a K x NR panel, zero-padded
+ * (compiled twice: plain, and for AVX-512 where a 64-byte row is one register move) */
+static inline __attribute__((always_inline)) void pack_plain_body(const oq_sgemm_ex *g,
+                                                                  int64_t n0, int64_t nv,
+                                                                  float *dst)
 {
     const float *src = g->B + n0;
     for (int64_t k = 0; k < g->K; k++, src += g->ldb, dst += NR) {
@@ -218,6 +221,33 @@ static void pack_plain(const oq_sgemm_ex *g, int64_t n0, int64_t nv, float *dst)
             memset(dst + nv, 0, (size_t)(NR - nv) * sizeof(float));
         }
     }
+}
+
+static void pack_plain_generic(const oq_sgemm_ex *g, int64_t n0, int64_t nv, float *dst)
+{
+    pack_plain_body(g, n0, nv, dst);
+}
+
+#ifdef OQ_HAVE_X86_PATHS
+__attribute__((target("avx512f"))) static void pack_plain_avx512(const oq_sgemm_ex *g,
+                                                                 int64_t n0, int64_t nv,
+                                                                 float *dst)
+{
+    pack_plain_body(g, n0, nv, dst);
+}
+#endif
+
+static void pack_plain(const sgemm_isa *isa, const oq_sgemm_ex *g, int64_t n0, int64_t nv,
+                       float *dst)
+{
+#ifdef OQ_HAVE_X86_PATHS
+    if (isa->micro2) { /* the AVX-512 row of the table */
+        pack_plain_avx512(g, n0, nv, dst);
+        return;
+    }
+#endif
+    (void)isa;
+    pack_plain_generic(g, n0, nv, dst);
 }
 
 /* combine an accumulated tile with C: rows i0.., columns n0.. (mv x nv valid) */
@@ -279,6 +309,13 @@ typedef struct sgemm_run {
     float *panels;      /* one K x NR panel buffer per range (worker index) */
 } sgemm_run;
 
+/* the post function on rows i .. i+mv-1, columns n0 .. n0+nv-1 of C */
+static void post_rows(const oq_sgemm_ex *g, int64_t i, int64_t mv, int64_t n0, int64_t nv)
+{
+    for (int64_t r = 0; r < mv; r++)
+        g->post->fn(g->post->ctx, g->C + (i + r) * g->ldc + n0, nv, g->post_row0 + i + r);
+}
+
 static void tile_out(const sgemm_run *r, const float *tile, int64_t i, int64_t mv, int64_t n0,
                      int64_t nv)
 {
@@ -335,23 +372,36 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
     int64_t pb = r->by_panels ? b : 0;
     int64_t pe = r->by_panels ? e : (g->N + NR - 1) / NR;
     int64_t mb = r->by_panels ? 0 : b, me = r->by_panels ? g->M : e;
+    /* the post function runs on pieces of up to POST_COLS columns of the range's rows
+       as soon as they are final, while they are still in cache */
+    enum { POST_COLS = 256 };
+    int64_t post_from = pb * NR;
     for (int64_t p = pb; p < pe; p++) {
+        if (g->post && p > pb && (p * NR - post_from >= POST_COLS)) {
+            post_rows(g, mb, me - mb, post_from, p * NR - post_from);
+            post_from = p * NR;
+        }
         int64_t n0 = p * NR, nv = g->N - n0 < NR ? g->N - n0 : NR;
         if (g->pack)
             g->pack(g->pack_ctx, n0, nv, panel);
         else
-            pack_plain(g, n0, nv, panel);
+            pack_plain(&r->isa, g, n0, nv, panel);
         if (r->isa.micro2 && p + 1 < pe && nv == NR) {
             int64_t n1 = n0 + NR, nv1 = g->N - n1 < NR ? g->N - n1 : NR;
             if (g->pack)
                 g->pack(g->pack_ctx, n1, nv1, panel2);
             else
-                pack_plain(g, n1, nv1, panel2);
+                pack_plain(&r->isa, g, n1, nv1, panel2);
             rows_x_panel2(r, panel, panel2, mb, me, n0, nv1);
             p++;
             continue;
         }
         rows_x_panel(r, panel, mb, me, n0, nv);
+    }
+    if (g->post) {
+        int64_t end = pe * NR < g->N ? pe * NR : g->N;
+        if (end > post_from)
+            post_rows(g, mb, me - mb, post_from, end - post_from);
     }
 }
 

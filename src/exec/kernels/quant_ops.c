@@ -6,6 +6,8 @@
  * reciprocal). Defined here for what the spec leaves open: NaN -> the zero point,
  * +Inf / -Inf -> the upper / lower saturation bound. */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernel.h"
@@ -169,6 +171,320 @@ static int64_t quantize_one(double v, int64_t zp, double lo, double hi)
     return (int64_t)r;
 }
 
+
+/* ------------------------------------------------------------------ fast paths --- */
+
+/* float32 QuantizeLinear / DequantizeLinear to / from int8, uint8, int16, uint16, per
+ * tensor or per axis: rows of elements sharing one scale and zero point, each computed
+ * by a row function of the instruction set chosen once per process (AVX-512F, AVX2 or
+ * portable C; ONNXQ_QUANT_ISA=generic|avx2|avx512 restricts it). Every row function
+ * computes exactly what the element-wise reference code computes:
+ *   Quantize:   q = x / scale (IEEE float division, correctly rounded in every path);
+ *               NaN -> zp; else clamp(round_half_even(q) + zp, lo, hi). The vector
+ *               paths round q to an integral float (vroundps / vrndscaleps, ties to
+ *               even, the same integer as nearbyint), replace NaN by 0, clamp to
+ *               [lo - zp, hi - zp] in float (integers exactly representable for these
+ *               types; +-Inf land on the bounds), then convert and add zp: the same
+ *               integer as clamp(r + zp, lo, hi).
+ *   Dequantize: (float)(x - zp) * scale; x - zp is an integer below 2^17 in magnitude,
+ *               so the int32 -> float conversion is exact in every path.
+ * Other cases (float16, double, 4-bit, int32, blocked) take the element-wise code. */
+
+typedef void (*q_row_fn)(const float *x, int64_t n, float s, int32_t zp, int32_t lo,
+                         int32_t hi, int32_t dt, void *out);
+typedef void (*dq_row_fn)(const void *x, int32_t dt, int64_t n, int32_t zp, float s,
+                          float *out);
+
+static void q_row_generic(const float *x, int64_t n, float s, int32_t zp, int32_t lo,
+                          int32_t hi, int32_t dt, void *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float q = x[i] / s;
+        int64_t v = quantize_one(q, zp, lo, hi);
+        switch (dt) {
+        case OQ_DTYPE_INT8: ((int8_t *)out)[i] = (int8_t)v; break;
+        case OQ_DTYPE_UINT8: ((uint8_t *)out)[i] = (uint8_t)v; break;
+        case OQ_DTYPE_INT16: ((int16_t *)out)[i] = (int16_t)v; break;
+        default: ((uint16_t *)out)[i] = (uint16_t)v; break;
+        }
+    }
+}
+
+static int32_t qload(const void *x, int32_t dt, int64_t i)
+{
+    switch (dt) {
+    case OQ_DTYPE_INT8: return ((const int8_t *)x)[i];
+    case OQ_DTYPE_UINT8: return ((const uint8_t *)x)[i];
+    case OQ_DTYPE_INT16: return ((const int16_t *)x)[i];
+    default: return ((const uint16_t *)x)[i];
+    }
+}
+
+static void dq_row_generic(const void *x, int32_t dt, int64_t n, int32_t zp, float s,
+                           float *out)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (float)((int64_t)qload(x, dt, i) - zp) * s;
+}
+
+static size_t qsize(int32_t dt)
+{
+    return dt == OQ_DTYPE_INT8 || dt == OQ_DTYPE_UINT8 ? 1 : 2;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define OQ_HAVE_Q_X86 1
+#include <immintrin.h>
+
+__attribute__((target("avx2"))) static void q_row_avx2(const float *x, int64_t n, float s,
+                                                       int32_t zp, int32_t lo, int32_t hi,
+                                                       int32_t dt, void *out)
+{
+    const __m256 sv = _mm256_set1_ps(s), lov = _mm256_set1_ps((float)(lo - zp)),
+                 hiv = _mm256_set1_ps((float)(hi - zp)), zero = _mm256_setzero_ps();
+    const __m128i zv = _mm_set1_epi32(zp);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + i), sv);
+        __m256 r = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm256_blendv_ps(r, zero, _mm256_cmp_ps(q, q, _CMP_UNORD_Q));
+        r = _mm256_min_ps(_mm256_max_ps(r, lov), hiv);
+        __m256i iv = _mm256_cvtps_epi32(r);
+        __m128i a = _mm_add_epi32(_mm256_castsi256_si128(iv), zv);
+        __m128i b = _mm_add_epi32(_mm256_extracti128_si256(iv, 1), zv);
+        switch (dt) {
+        case OQ_DTYPE_INT8: {
+            __m128i w = _mm_packs_epi32(a, b);
+            _mm_storel_epi64((__m128i *)((int8_t *)out + i), _mm_packs_epi16(w, w));
+            break;
+        }
+        case OQ_DTYPE_UINT8: {
+            __m128i w = _mm_packs_epi32(a, b);
+            _mm_storel_epi64((__m128i *)((uint8_t *)out + i), _mm_packus_epi16(w, w));
+            break;
+        }
+        case OQ_DTYPE_INT16:
+            _mm_storeu_si128((__m128i *)((int16_t *)out + i), _mm_packs_epi32(a, b));
+            break;
+        default:
+            _mm_storeu_si128((__m128i *)((uint16_t *)out + i), _mm_packus_epi32(a, b));
+            break;
+        }
+    }
+    if (i < n)
+        q_row_generic(x + i, n - i, s, zp, lo, hi, dt, (uint8_t *)out + (size_t)i * qsize(dt));
+}
+
+__attribute__((target("avx2"))) static void dq_row_avx2(const void *x, int32_t dt, int64_t n,
+                                                        int32_t zp, float s, float *out)
+{
+    const __m256 sv = _mm256_set1_ps(s);
+    const __m256i zv = _mm256_set1_epi32(zp);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v;
+        switch (dt) {
+        case OQ_DTYPE_INT8:
+            v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)x + i)));
+            break;
+        case OQ_DTYPE_UINT8:
+            v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)x + i)));
+            break;
+        case OQ_DTYPE_INT16:
+            v = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)((const int16_t *)x + i)));
+            break;
+        default:
+            v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
+            break;
+        }
+        v = _mm256_sub_epi32(v, zv);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), sv));
+    }
+    if (i < n)
+        dq_row_generic((const uint8_t *)x + (size_t)i * qsize(dt), dt, n - i, zp, s, out + i);
+}
+
+__attribute__((target("avx512f"))) static void q_row_avx512(const float *x, int64_t n, float s,
+                                                            int32_t zp, int32_t lo, int32_t hi,
+                                                            int32_t dt, void *out)
+{
+    const __m512 sv = _mm512_set1_ps(s), lov = _mm512_set1_ps((float)(lo - zp)),
+                 hiv = _mm512_set1_ps((float)(hi - zp)), zero = _mm512_setzero_ps();
+    const __m512i zv = _mm512_set1_epi32(zp);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 q = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), sv);
+        __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q), zero);
+        r = _mm512_min_ps(_mm512_max_ps(r, lov), hiv);
+        __m512i iv = _mm512_add_epi32(_mm512_cvtps_epi32(r), zv);
+        /* values are in the type's range: the truncating narrowing is exact */
+        if (dt == OQ_DTYPE_INT8 || dt == OQ_DTYPE_UINT8)
+            _mm512_mask_cvtepi32_storeu_epi8((uint8_t *)out + i, m, iv);
+        else
+            _mm512_mask_cvtepi32_storeu_epi16((uint16_t *)out + i, m, iv);
+    }
+}
+
+__attribute__((target("avx512f"))) static void dq_row_avx512(const void *x, int32_t dt,
+                                                             int64_t n, int32_t zp, float s,
+                                                             float *out)
+{
+    const __m512 sv = _mm512_set1_ps(s);
+    const __m512i zv = _mm512_set1_epi32(zp);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v;
+        switch (dt) {
+        case OQ_DTYPE_INT8:
+            v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)x + i)));
+            break;
+        case OQ_DTYPE_UINT8:
+            v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((const uint8_t *)x + i)));
+            break;
+        case OQ_DTYPE_INT16:
+            v = _mm512_cvtepi16_epi32(
+                _mm256_loadu_si256((const __m256i *)((const int16_t *)x + i)));
+            break;
+        default:
+            v = _mm512_cvtepu16_epi32(
+                _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i)));
+            break;
+        }
+        v = _mm512_sub_epi32(v, zv);
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtepi32_ps(v), sv));
+    }
+    if (i < n)
+        dq_row_generic((const uint8_t *)x + (size_t)i * qsize(dt), dt, n - i, zp, s, out + i);
+}
+#endif
+
+typedef struct q_isa {
+    const char *name;
+    q_row_fn q;
+    dq_row_fn dq;
+} q_isa;
+
+static const q_isa q_isas[] = {
+    {"generic", q_row_generic, dq_row_generic},
+#ifdef OQ_HAVE_Q_X86
+    {"avx2", q_row_avx2, dq_row_avx2},
+    {"avx512", q_row_avx512, dq_row_avx512},
+#endif
+};
+
+static bool q_isa_usable(size_t i)
+{
+#ifdef OQ_HAVE_Q_X86
+    __builtin_cpu_init();
+    if (i == 1)
+        return __builtin_cpu_supports("avx2");
+    if (i == 2)
+        return __builtin_cpu_supports("avx512f");
+#endif
+    return i == 0;
+}
+
+/* 0 unknown, else 1 + index into q_isas; racing writers store the same value */
+static _Atomic int q_isa_choice;
+
+static const q_isa *q_isa_get(void)
+{
+    int c = atomic_load_explicit(&q_isa_choice, memory_order_relaxed);
+    if (!c) {
+        const char *env = getenv("ONNXQ_QUANT_ISA");
+        size_t want = sizeof q_isas / sizeof q_isas[0];
+        for (size_t i = 0; env && i < sizeof q_isas / sizeof q_isas[0]; i++)
+            if (strcmp(env, q_isas[i].name) == 0)
+                want = i + 1;
+        c = 1;
+        for (size_t i = want; i-- > 0;)
+            if (q_isa_usable(i)) {
+                c = (int)i + 1;
+                break;
+            }
+        atomic_store_explicit(&q_isa_choice, c, memory_order_relaxed);
+    }
+    return &q_isas[c - 1];
+}
+
+bool oq_k_quant_set_isa(const char *name)
+{
+    for (size_t i = 0; i < sizeof q_isas / sizeof q_isas[0]; i++)
+        if (strcmp(name, q_isas[i].name) == 0 && q_isa_usable(i)) {
+            atomic_store_explicit(&q_isa_choice, (int)i + 1, memory_order_relaxed);
+            return true;
+        }
+    return false;
+}
+
+const char *oq_k_quant_isa(void)
+{
+    return q_isa_get()->name;
+}
+
+static bool q_fast_type(int32_t dt)
+{
+    return dt == OQ_DTYPE_INT8 || dt == OQ_DTYPE_UINT8 || dt == OQ_DTYPE_INT16 ||
+           dt == OQ_DTYPE_UINT16;
+}
+
+typedef struct q_job {
+    const qmap *m;
+    const void *x;           /* float (Quantize) or the integer input (Dequantize) */
+    const float *scale;
+    const oq_rt_tensor *zp;  /* may be NULL */
+    int32_t lo, hi, qdt;     /* the integer type and its range */
+    void *y;
+    const q_isa *isa;
+    bool dequant;
+} q_job;
+
+/* elements [b, e): rows of one scale (the whole range per tensor, the part of one
+ * channel's run per axis) */
+static void q_range(void *arg, int64_t b, int64_t e, int w)
+{
+    const q_job *j = arg;
+    size_t qs = qsize(j->qdt);
+    (void)w;
+    for (int64_t i = b; i < e;) {
+        int64_t c = 0, end = e;
+        if (j->m->axis_dim) {
+            int64_t run = i / j->m->inner;
+            c = run % j->m->axis_dim;
+            if ((run + 1) * j->m->inner < end)
+                end = (run + 1) * j->m->inner;
+        }
+        int32_t zp = j->zp ? (int32_t)qget_any(j->zp, c) : 0;
+        if (j->dequant)
+            j->isa->dq((const uint8_t *)j->x + (size_t)i * qs, j->qdt, end - i, zp, j->scale[c],
+                       (float *)j->y + i);
+        else
+            j->isa->q((const float *)j->x + i, end - i, j->scale[c], zp, j->lo, j->hi, j->qdt,
+                      (uint8_t *)j->y + (size_t)i * qs);
+        i = end;
+    }
+}
+
+/* Run the fast path when it applies (float32, 8/16-bit, per tensor or per axis with
+ * runs of at least 16 elements); false: use the element-wise code. */
+static bool q_fast(const oq_kctx *k, const qmap *m, const oq_rt_tensor *x,
+                   const oq_rt_tensor *s, const oq_rt_tensor *z, oq_rt_tensor *y, bool dequant)
+{
+    int32_t qdt = dequant ? x->dtype : y->dtype;
+    if (s->dtype != OQ_DTYPE_FLOAT || !q_fast_type(qdt) || m->block ||
+        (m->axis_dim && m->inner < 16))
+        return false;
+    double lo, hi;
+    qrange(qdt, &lo, &hi);
+    q_job j = {m, x->data, s->data, z, (int32_t)lo, (int32_t)hi, qdt, y->data, q_isa_get(),
+               dequant};
+    int64_t n = oq_rt_tensor_numel(x);
+    if (n > 0)
+        oq_k_parallel_for(k, n, 32768, q_range, &j);
+    return true;
+}
+
 static oq_status run_q(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                        oq_rt_tensor *out, size_t n_out)
 {
@@ -177,6 +493,8 @@ static oq_status run_q(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     oq_status st = qmap_init(k, x, s, z, &m);
     if (st)
         return st;
+    if (q_fast(k, &m, x, s, z, &out[0], false))
+        return OQ_OK;
     double lo, hi;
     qrange(out[0].dtype, &lo, &hi);
     int64_t n = oq_rt_tensor_numel(x);
@@ -230,6 +548,8 @@ static oq_status run_dq(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     oq_status st = qmap_init(k, x, s, z, &m);
     if (st)
         return st;
+    if (q_fast(k, &m, x, s, z, &out[0], true))
+        return OQ_OK;
     int64_t n = oq_rt_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
         int64_t si = qmap_index(&m, i);

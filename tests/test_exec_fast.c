@@ -1,0 +1,626 @@
+/* Executor speed paths that must not change a result: plan-time constant folding,
+ * the vectorised QuantizeLinear / DequantizeLinear rows, and elementwise chains fused
+ * into one pass. Each is checked against hand-computed values and against the path it
+ * replaces (bit for bit). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernel.h"
+#include "onnxq/exec.h"
+#include "onnxq/onnxq.h"
+#include "testutil.h"
+
+static const int64_t NO_DIMS[1] = {1};
+
+static uint64_t rng = 7;
+static float frand(void)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* Compile m with the options and run it on one input; returns output 0 (owned). */
+static oq_rt_tensor run1(oq_model *m, const oq_plan_options *o, int32_t dt, const int64_t *dims,
+                         size_t rank, void *x, int64_t *total_bytes)
+{
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_plan *p = NULL;
+    cr_assert_eq(oq_plan_compile(m, o, &p, &d), OQ_OK, "compile: %s",
+                 d.count ? d.entries[0].message : "");
+    oq_rt_tensor in, out;
+    oq_rt_tensor_borrow(&in, dt, dims, rank, x);
+    cr_assert_eq(oq_plan_run(p, &in, 1, &out, 1, &d), OQ_OK, "run: %s",
+                 d.count ? d.entries[0].message : "");
+    if (total_bytes)
+        *total_bytes = oq_plan_total_bytes(p);
+    oq_plan_free(p);
+    oq_diag_free(&d);
+    return out;
+}
+
+static void assert_same_bytes(const oq_rt_tensor *a, const oq_rt_tensor *b, const char *what)
+{
+    cr_assert_eq(a->dtype, b->dtype, "%s: dtype", what);
+    cr_assert_eq(a->nbytes, b->nbytes, "%s: size", what);
+    cr_assert(memcmp(a->data, b->data, (size_t)a->nbytes) == 0, "%s: bytes differ", what);
+}
+
+/* ------------------------------------------------------------------ folding ------ */
+
+typedef struct seen {
+    int calls;
+    int dq_w1;              /* times the folded weight DequantizeLinear was observed */
+    float w1[12];
+} seen;
+
+static void count_obs(const oq_node *n, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    seen *s = user;
+    s->calls++;
+    if (strcmp(n->name, "w1_DequantizeLinear") == 0) {
+        s->dq_w1++;
+        cr_assert_eq(oq_rt_tensor_numel(t), 12);
+        memcpy(s->w1, t->data, sizeof s->w1);
+    }
+}
+
+Test(exec_fast, folded_plan_is_bit_identical_and_matches_hand_computed_values)
+{
+    setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* tu_matmul: multiply, then add */
+    tu_mm_make_weights();
+    oq_model *m = tu_mm_quant_model();
+    float x[4] = {0.7f, -1.3f, 2.2f, 0.05f};
+    int64_t xd[2] = {1, 4};
+    oq_plan_options fo = oq_plan_options_default(), uo = fo;
+    fo.threads = uo.threads = 1;
+    uo.no_fold = true;
+    oq_rt_tensor yf = run1(m, &fo, OQ_DTYPE_FLOAT, xd, 2, x, NULL);
+    oq_rt_tensor yu = run1(m, &uo, OQ_DTYPE_FLOAT, xd, 2, x, NULL);
+    assert_same_bytes(&yf, &yu, "folded vs unfolded");
+    /* by hand: dequantized weights, QDQ of x, y1, y2 */
+    float w1d[12], w2d[6], xq[4], y1[3], y2[2];
+    for (int i = 0; i < 12; i++)
+        w1d[i] = (float)tu_mm_w1q[i] * TU_MM_SW;
+    for (int i = 0; i < 6; i++)
+        w2d[i] = (float)tu_mm_w2q[i] * TU_MM_SW;
+    for (int i = 0; i < 4; i++)
+        xq[i] = tu_hq_u8(x[i], TU_MM_SX, 128);
+    tu_matmul(xq, w1d, 4, 3, y1);
+    for (int i = 0; i < 3; i++)
+        y1[i] = tu_hq_u8(y1[i], TU_MM_SY1, 128);
+    tu_matmul(y1, w2d, 3, 2, y2);
+    for (int i = 0; i < 2; i++) {
+        y2[i] = tu_hq_u8(y2[i], TU_MM_SY2, TU_MM_ZY2);
+        cr_assert_eq(((float *)yf.data)[i], y2[i], "y2[%d] %g expected %g", i,
+                     ((float *)yf.data)[i], y2[i]);
+    }
+    /* the observer sees the folded weight once per run, with its values, and as many
+       outputs as without folding */
+    seen sf = {0}, su = {0};
+    fo.on_tensor = uo.on_tensor = count_obs;
+    fo.user = &sf;
+    uo.user = &su;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_plan *pf, *pu;
+    cr_assert_eq(oq_plan_compile(m, &fo, &pf, &d), OQ_OK);
+    cr_assert_eq(oq_plan_compile(m, &uo, &pu, &d), OQ_OK);
+    oq_rt_tensor in, o1, o2;
+    oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, xd, 2, x);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(oq_plan_run(pf, &in, 1, &o1, 1, &d), OQ_OK);
+        cr_assert_eq(oq_plan_run(pu, &in, 1, &o2, 1, &d), OQ_OK);
+        assert_same_bytes(&o1, &o2, "observed runs");
+        oq_rt_tensor_release(&o1);
+        oq_rt_tensor_release(&o2);
+    }
+    cr_assert_eq(sf.dq_w1, 2, "folded weight observed %d times in 2 runs", sf.dq_w1);
+    cr_assert_eq(su.dq_w1, 2);
+    cr_assert_eq(sf.calls, su.calls, "observer calls: folded %d, unfolded %d", sf.calls, su.calls);
+    for (int i = 0; i < 12; i++)
+        cr_assert_eq(sf.w1[i], w1d[i], "w1[%d]", i);
+    oq_plan_free(pf);
+    oq_plan_free(pu);
+    oq_diag_free(&d);
+    oq_rt_tensor_release(&yf);
+    oq_rt_tensor_release(&yu);
+    oq_model_free(m);
+}
+
+/* x[1, n] + ConstantOfShape(shape = [1, n], value 1.5); with big_const, also an unused
+ * Constant node of 1 MiB */
+static oq_model *cos_model(int64_t n, bool big_const)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", n);
+    int64_t shp[2] = {1, n}, sd[1] = {2};
+    oq_value *sv = oq_graph_add_initializer(m->graph, "shape", OQ_DTYPE_INT64, sd, 1, shp,
+                                            sizeof shp);
+    oq_value *c = tu_node(m, "ConstantOfShape", "cos", sv, NULL, NULL, "c");
+    float v = 1.5f;
+    oq_tensor *val = oq_tensor_new(m, "value", OQ_DTYPE_FLOAT, NO_DIMS, 1, &v, 4);
+    oq_node_set_attr_tensor(tu_find_node(m, "cos"), "value", val);
+    if (big_const) {
+        int64_t bd[1] = {1 << 18};
+        float *big = calloc((size_t)bd[0], sizeof(float));
+        oq_value *o = oq_graph_new_value(m->graph, "big");
+        oq_node *k = oq_node_new(m->graph, "Constant", NULL, "big", NULL, 0, &o, 1);
+        oq_node_set_attr_tensor(k, "value", oq_tensor_new(m, "big", OQ_DTYPE_FLOAT, bd, 1, big,
+                                                          bd[0] * 4));
+        oq_graph_append(m->graph, k);
+        free(big);
+    }
+    oq_value *y = tu_node(m, "Add", "add", x, c, NULL, "y");
+    oq_graph_add_output(m->graph, y, NULL);
+    return m;
+}
+
+Test(exec_fast, folding_respects_the_memory_budget)
+{
+    /* The budget is twice the initializer and Constant bytes, at least 1 MiB. 1 KiB of
+       folded constant: held by the plan, not in the run's buffers. 8 MiB: over the
+       budget, computed on every run, in the run's buffers. 1.5 MiB: over 1 MiB, but
+       within twice a 1 MiB Constant. All give x + 1.5. */
+    const int64_t sizes[4] = {256, 2 << 20, 3 << 17, 3 << 17};
+    const bool big[4] = {false, false, false, true}, folded[4] = {true, false, false, true};
+    for (int k = 0; k < 4; k++) {
+        int64_t n = sizes[k];
+        oq_model *m = cos_model(n, big[k]);
+        float *x = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (float)(i % 1000) * 0.25f;
+        int64_t xd[2] = {1, n}, tf, tu;
+        oq_plan_options fo = oq_plan_options_default(), uo = fo;
+        fo.threads = uo.threads = 1;
+        uo.no_fold = true;
+        oq_rt_tensor yf = run1(m, &fo, OQ_DTYPE_FLOAT, xd, 2, x, &tf);
+        oq_rt_tensor yu = run1(m, &uo, OQ_DTYPE_FLOAT, xd, 2, x, &tu);
+        assert_same_bytes(&yf, &yu, "budget");
+        for (int64_t i = 0; i < n; i += 997)
+            cr_assert_eq(((float *)yf.data)[i], x[i] + 1.5f);
+        int64_t c_bytes = n * 4;
+        cr_assert_eq(tu, 2 * c_bytes, "unfolded: c and y in the run's buffers");
+        cr_assert_eq(tf, folded[k] ? c_bytes : 2 * c_bytes, "case %d: %lld bytes of buffers", k,
+                     (long long)tf);
+        oq_rt_tensor_release(&yf);
+        oq_rt_tensor_release(&yu);
+        free(x);
+        oq_model_free(m);
+    }
+}
+
+/* ------------------------------------------------------------------ Q / DQ ------- */
+
+static const char *const ISAS[3] = {"generic", "avx2", "avx512"};
+
+/* x[n] -> QuantizeLinear(scale, zp of dtype qdt[, axis]) -> y; per axis when nc > 1
+ * (x is [2, nc, inner], axis 1) */
+static oq_model *q_model(int32_t qdt, bool dequant, const float *s, const int32_t *zp,
+                         int64_t nc, const int64_t *xdims, size_t xrank, int32_t xdt)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 19);
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, xdt, xdims, NULL, xrank));
+    int64_t cd[1] = {nc};
+    size_t rk = nc > 1 ? 1 : 0;
+    const int64_t *dd = nc > 1 ? cd : NO_DIMS;
+    oq_value *sv = oq_graph_add_initializer(m->graph, "s", OQ_DTYPE_FLOAT, dd, rk, s,
+                                            (size_t)nc * 4);
+    uint8_t zb[64];
+    size_t es = qdt == OQ_DTYPE_INT8 || qdt == OQ_DTYPE_UINT8 ? 1 : 2;
+    for (int64_t c = 0; c < nc; c++) {
+        if (es == 1)
+            zb[c] = (uint8_t)zp[c];
+        else {
+            uint16_t z = (uint16_t)zp[c];
+            memcpy(zb + 2 * c, &z, 2);
+        }
+    }
+    oq_value *zv = oq_graph_add_initializer(m->graph, "z", qdt, dd, rk, zb, (size_t)nc * es);
+    oq_value *y = tu_node(m, dequant ? "DequantizeLinear" : "QuantizeLinear", "q", x, sv, zv, "y");
+    oq_graph_add_output(m->graph, y, NULL);
+    return m;
+}
+
+static int64_t qval(const oq_rt_tensor *t, int64_t i)
+{
+    switch (t->dtype) {
+    case OQ_DTYPE_INT8: return ((int8_t *)t->data)[i];
+    case OQ_DTYPE_UINT8: return ((uint8_t *)t->data)[i];
+    case OQ_DTYPE_INT16: return ((int16_t *)t->data)[i];
+    default: return ((uint16_t *)t->data)[i];
+    }
+}
+
+/* the spec, written out: saturate(round_half_even(x / s) + zp); NaN -> zp */
+static int64_t ref_q(float x, float s, int64_t zp, int64_t lo, int64_t hi)
+{
+    float q = x / s;
+    if (q != q)
+        return zp;
+    if (q > 1e12f)
+        return hi;
+    if (q < -1e12f)
+        return lo;
+    double f = floor((double)q), r = f;
+    double frac = (double)q - f;
+    if (frac > 0.5 || (frac == 0.5 && fmod(f, 2.0) != 0))
+        r = f + 1;
+    r += (double)zp;
+    return r < (double)lo ? lo : r > (double)hi ? hi : (int64_t)r;
+}
+
+Test(exec_fast, quantize_rows_hand_values_every_isa)
+{
+    /* scale 0.5, uint8 zero point 10: x / 0.5 = 2x */
+    const float xs[] = {0.25f, 0.75f, 1.25f, -0.25f, -0.75f, -5.25f, -5.0f, -4.75f,
+                        122.25f, 122.75f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, -0.0f,
+                        1e-40f, 3.0f};
+    /* 2x: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0, -1.5 -> -2, -10.5 -> -10, -10,
+       -9.5 -> -10 (all + 10, saturated at 0), 244.5 -> 244 + 10, 245.5 -> 246 + 10 ->
+       255, +-1e30 and +-Inf saturate, NaN -> the zero point, -0, a denormal, 6 */
+    const int64_t want2[] = {10, 12, 12, 10, 8, 0, 0, 0, 254, 255, 255, 0, 255, 0, 10, 10, 10, 16};
+    const size_t nb = sizeof xs / sizeof xs[0];
+    enum { N = 18 * 7 + 5 }; /* vector bodies and tails */
+    float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = xs[i % nb];
+    int64_t xd[1] = {N};
+    float s = 0.5f;
+    int32_t zp = 10;
+    oq_model *m = q_model(OQ_DTYPE_UINT8, false, &s, &zp, 1, xd, 1, OQ_DTYPE_FLOAT);
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 2;
+    int ran = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!oq_k_quant_set_isa(ISAS[k]))
+            continue;
+        ran++;
+        oq_rt_tensor y = run1(m, &o, OQ_DTYPE_FLOAT, xd, 1, x, NULL);
+        for (int i = 0; i < N; i++) {
+            cr_assert_eq(qval(&y, i), want2[i % nb], "%s: x=%g -> %lld, expected %lld", ISAS[k],
+                         (double)x[i], (long long)qval(&y, i), (long long)want2[i % nb]);
+            cr_assert_eq(qval(&y, i), ref_q(x[i], s, zp, 0, 255));
+        }
+        oq_rt_tensor_release(&y);
+    }
+    cr_assert(ran >= 1);
+    oq_model_free(m);
+}
+
+Test(exec_fast, quantize_dequantize_rows_agree_with_the_scalar_path_all_types)
+{
+    const int32_t types[4] = {OQ_DTYPE_INT8, OQ_DTYPE_UINT8, OQ_DTYPE_INT16, OQ_DTYPE_UINT16};
+    const int64_t lo[4] = {-128, 0, -32768, 0}, hi[4] = {127, 255, 32767, 65535};
+    for (int ti = 0; ti < 4; ti++)
+        for (int per_axis = 0; per_axis < 2; per_axis++) {
+            int64_t nc = per_axis ? 3 : 1, inner = 41;
+            int64_t xd[3] = {2, 3, inner}, n = 2 * 3 * inner;
+            float s[3] = {0.0123f, 0.5f, 3.0f};
+            int32_t z[3];
+            for (int c = 0; c < 3; c++)
+                z[c] = (int32_t)(lo[ti] + (hi[ti] - lo[ti]) * (c + 1) / 4);
+            float *x = malloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++) {
+                float r = frand();
+                x[i] = i % 7 == 0 ? (float)(int)(r * 40) * 0.5f * s[(i / inner) % 3] /* ties */
+                       : r * (float)(hi[ti] - lo[ti]) * 1.5f * s[(i / inner) % 3];
+            }
+            x[3] = NAN;
+            x[5] = INFINITY;
+            x[n - 1] = -INFINITY;
+            oq_model *mq = q_model(types[ti], false, s, z, nc, xd, 3, OQ_DTYPE_FLOAT);
+            oq_plan_options o = oq_plan_options_default();
+            o.threads = 1;
+            oq_rt_tensor ref;
+            memset(&ref, 0, sizeof ref);
+            for (int k = 0; k < 3; k++) {
+                if (!oq_k_quant_set_isa(ISAS[k]))
+                    continue;
+                oq_rt_tensor y = run1(mq, &o, OQ_DTYPE_FLOAT, xd, 3, x, NULL);
+                for (int64_t i = 0; i < n; i++) {
+                    int64_t c = per_axis ? (i / inner) % 3 : 0;
+                    cr_assert_eq(qval(&y, i), ref_q(x[i], s[c], z[c], lo[ti], hi[ti]),
+                                 "%s type %d axis %d: x[%lld]=%g", ISAS[k], types[ti], per_axis,
+                                 (long long)i, (double)x[i]);
+                }
+                /* dequantize what came out */
+                oq_model *md = q_model(types[ti], true, s, z, nc, xd, 3, types[ti]);
+                oq_rt_tensor f = run1(md, &o, types[ti], xd, 3, y.data, NULL);
+                for (int64_t i = 0; i < n; i++) {
+                    int64_t c = per_axis ? (i / inner) % 3 : 0;
+                    float want = (float)(qval(&y, i) - z[c]) * s[c];
+                    cr_assert_eq(((float *)f.data)[i], want, "%s dq type %d", ISAS[k], types[ti]);
+                }
+                if (!ref.data) {
+                    ref = f;
+                } else {
+                    assert_same_bytes(&ref, &f, "dequantized");
+                    oq_rt_tensor_release(&f);
+                }
+                oq_model_free(md);
+                oq_rt_tensor_release(&y);
+            }
+            oq_rt_tensor_release(&ref);
+            oq_model_free(mq);
+            free(x);
+        }
+}
+
+/* ------------------------------------------------------------------ fusion ------- */
+
+/* x[1,4,H,W] -> Conv 3x3 (4 -> C) -> Mul(per-channel [C,1,1]) -> Add(scalar) -> the
+ * HardSwish chain of PaddleOCR (Add 3, Clip 0..6, Mul, Div 6) -> QuantizeLinear ->
+ * DequantizeLinear -> Sub(scalar - x) -> Relu -> HardSigmoid -> y */
+static oq_model *chain_model(int64_t C, int64_t group, int64_t H, int64_t W)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[4] = {1, 4, H, W};
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+    int64_t wd[4] = {C, 4 / group, 3, 3}, cd[3] = {C, 1, 1};
+    size_t wn = (size_t)(C * 36 / group);
+    float *w = malloc(wn * 4), *pc = malloc((size_t)C * 4);
+    for (size_t i = 0; i < wn; i++)
+        w[i] = frand();
+    for (int64_t i = 0; i < C; i++)
+        pc[i] = 0.5f + frand();
+    oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w, wn * 4);
+    oq_value *cv = oq_graph_add_initializer(m->graph, "pc", OQ_DTYPE_FLOAT, cd, 3, pc,
+                                            (size_t)C * 4);
+    oq_value *conv = tu_node(m, "Conv", "conv", x, wv, NULL, "conv");
+    int64_t pads[4] = {1, 1, 1, 1};
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+    oq_node_set_attr_int(tu_find_node(m, "conv"), "group", group);
+    oq_value *a = tu_node(m, "Mul", "mul0", cv, conv, NULL, "a");
+    oq_value *b = tu_node(m, "Add", "add0", a, tu_scalar_f(m, "shift", 0.25f), NULL, "b");
+    oq_value *c = tu_node(m, "Add", "add3", b, tu_scalar_f(m, "three", 3.0f), NULL, "c");
+    oq_value *d = tu_node(m, "Clip", "clip", c, tu_scalar_f(m, "zero", 0.0f),
+                          tu_scalar_f(m, "six", 6.0f), "d");
+    oq_value *e = tu_node(m, "Mul", "mul1", b, d, NULL, "e");
+    oq_value *f = tu_node(m, "Div", "div6", e, tu_scalar_f(m, "six2", 6.0f), NULL, "f");
+    oq_value *g = tu_qdq_u8(m, f, "f", "g", 0.02f, 20);
+    oq_value *h = tu_node(m, "Sub", "sub", tu_scalar_f(m, "one", 1.0f), g, NULL, "h");
+    oq_value *r = tu_node(m, "Relu", "relu", h, NULL, NULL, "r");
+    oq_value *y = tu_node(m, "HardSigmoid", "hsig", r, NULL, NULL, "y");
+    oq_graph_add_output(m->graph, y, NULL);
+    free(w);
+    free(pc);
+    return m;
+}
+
+static void noop_obs(const oq_node *n, size_t i, const oq_rt_tensor *t, void *u)
+{
+    (void)n, (void)i, (void)t, (void)u;
+}
+
+/* the chain after a GEMM convolution (group 1, C 6) and a depthwise one (C 4) */
+static void check_fusion(int64_t C, int64_t group)
+{
+    const int64_t H = 9, W = 37;
+    oq_model *m = chain_model(C, group, H, W);
+    int64_t xd[4] = {1, 4, H, W}, n = 4 * H * W;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * 4.0f;
+    x[17] = NAN;
+    x[100] = INFINITY;
+    x[200] = -INFINITY;
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 1;
+    int64_t t_fused, t_sep;
+    oq_rt_tensor yf = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, x, &t_fused);
+    o.on_tensor = noop_obs; /* with an observer the steps run one by one */
+    oq_rt_tensor ys = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, x, &t_sep);
+    assert_same_bytes(&yf, &ys, "fused vs separate");
+    /* the fused run holds the Conv output only; separately every value gets a buffer */
+    int64_t plane = C * H * W * 4;
+    cr_assert_eq(t_fused, plane, "fused: %lld bytes of intermediates", (long long)t_fused);
+    cr_assert_eq(t_sep, 11 * plane + C * H * W, "separate: %lld", (long long)t_sep);
+    o.on_tensor = NULL;
+    o.threads = 3;
+    oq_rt_tensor y3 = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, x, NULL);
+    assert_same_bytes(&yf, &y3, "3 threads");
+    for (int64_t i = 0; i < C * H * W; i++) {
+        float v = ((float *)yf.data)[i];
+        cr_assert(v >= 0.0f && v <= 1.0f, "HardSigmoid output %g", (double)v);
+    }
+    oq_rt_tensor_release(&yf);
+    oq_rt_tensor_release(&ys);
+    oq_rt_tensor_release(&y3);
+    free(x);
+    oq_model_free(m);
+}
+
+Test(exec_fast, fused_chain_is_bit_identical_to_separate_steps)
+{
+    check_fusion(6, 1);
+    check_fusion(4, 4);
+}
+
+Test(exec_fast, fused_chain_is_bit_identical_to_separate_steps_portable_code)
+{
+    setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* no AVX2 anywhere: scalar chain ops */
+    check_fusion(6, 1);
+    check_fusion(4, 4);
+}
+
+Test(exec_fast, chain_value_read_outside_is_not_fused_away)
+{
+    /* x -> Relu -> a -> Add 1 -> b -> Mul 2 -> y1, and a is also an output: the chain
+       may only start after a; both outputs exact */
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 40);
+    oq_value *a = tu_node(m, "Relu", "relu", x, NULL, NULL, "a");
+    oq_value *b = tu_node(m, "Add", "add", a, tu_scalar_f(m, "one", 1.0f), NULL, "b");
+    oq_value *y = tu_node(m, "Mul", "mul", b, tu_scalar_f(m, "two", 2.0f), NULL, "y");
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_graph_add_output(m->graph, a, NULL);
+    float xv[40];
+    for (int i = 0; i < 40; i++)
+        xv[i] = (float)(i - 20) * 0.75f;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_plan *p;
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 1;
+    cr_assert_eq(oq_plan_compile(m, &o, &p, &d), OQ_OK);
+    oq_rt_tensor in, out[2];
+    int64_t xd[2] = {1, 40};
+    oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, xd, 2, xv);
+    cr_assert_eq(oq_plan_run(p, &in, 1, out, 2, &d), OQ_OK);
+    for (int i = 0; i < 40; i++) {
+        float r = xv[i] > 0 ? xv[i] : 0.0f;
+        cr_assert_eq(((float *)out[1].data)[i], r);
+        cr_assert_eq(((float *)out[0].data)[i], (r + 1.0f) * 2.0f);
+    }
+    oq_rt_tensor_release(&out[0]);
+    oq_rt_tensor_release(&out[1]);
+    oq_plan_free(p);
+    oq_diag_free(&d);
+    oq_model_free(m);
+}
+
+Test(exec_fast, fused_chain_is_bit_identical_to_separate_steps_avx2_code)
+{
+    setenv("ONNXQ_SGEMM_ISA", "avx2", 1); /* 8-lane chain ops even with AVX-512 */
+    check_fusion(6, 1);
+    check_fusion(4, 4);
+}
+
+/* ------------------------------------------------------------------ im2col ------- */
+
+Test(exec_fast, strided_padded_conv_matches_a_direct_loop)
+{
+    /* stride 1 and 2, pad 1 and 2, widths that put panels across output rows and taps
+       across the left and right padding */
+    const int64_t Cin = 3, M = 5, H = 13;
+    const int64_t widths[3] = {45, 20, 33};
+    for (int sv = 1; sv <= 2; sv++)
+        for (int pv = 1; pv <= 2; pv++)
+            for (int wi = 0; wi < 3; wi++) {
+                int64_t W = widths[wi];
+                oq_model *m = oq_model_new();
+                oq_model_set_opset(m, "", 13);
+                int64_t xd[4] = {1, Cin, H, W}, wd[4] = {M, Cin, 3, 3};
+                oq_value *x = oq_graph_new_value(m->graph, "x");
+                oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+                float w[5 * 3 * 9];
+                for (int i = 0; i < 5 * 3 * 9; i++)
+                    w[i] = frand();
+                oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
+                                                        sizeof w);
+                oq_value *y = tu_node(m, "Conv", "conv", x, wv, NULL, "y");
+                int64_t pads[4] = {pv, pv, pv, pv}, st[2] = {sv, sv};
+                oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+                oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
+                oq_graph_add_output(m->graph, y, NULL);
+                int64_t n = Cin * H * W;
+                float *xv = malloc((size_t)n * sizeof(float));
+                for (int64_t i = 0; i < n; i++)
+                    xv[i] = frand();
+                oq_plan_options o = oq_plan_options_default();
+                o.threads = 2;
+                oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
+                int64_t OH = (H + 2 * pv - 3) / sv + 1, OW = (W + 2 * pv - 3) / sv + 1;
+                cr_assert_eq(out.dims[2], OH);
+                cr_assert_eq(out.dims[3], OW);
+                for (int64_t mm = 0; mm < M; mm++)
+                    for (int64_t oh = 0; oh < OH; oh++)
+                        for (int64_t ow = 0; ow < OW; ow++) {
+                            double acc = 0, mag = 0;
+                            for (int64_t c = 0; c < Cin; c++)
+                                for (int kh = 0; kh < 3; kh++)
+                                    for (int kw = 0; kw < 3; kw++) {
+                                        int64_t ih = oh * sv - pv + kh, iw = ow * sv - pv + kw;
+                                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                            continue;
+                                        double t = (double)xv[(c * H + ih) * W + iw] *
+                                                   w[((mm * Cin + c) * 3 + kh) * 3 + kw];
+                                        acc += t;
+                                        mag += fabs(t);
+                                    }
+                            float got = ((float *)out.data)[(mm * OH + oh) * OW + ow];
+                            cr_assert(fabs(got - acc) <= 1e-5 * (mag + 1e-3),
+                                      "s%d p%d W%lld: y[%lld,%lld,%lld] %g expected %g", sv, pv,
+                                      (long long)W, (long long)mm, (long long)oh,
+                                      (long long)ow, (double)got, acc);
+                        }
+                oq_rt_tensor_release(&out);
+                free(xv);
+                oq_model_free(m);
+            }
+}
+
+Test(exec_fast, depthwise_conv_matches_a_direct_loop)
+{
+    /* 3x3 and 5x5 depthwise, stride 1 and 2: the vector rows (AVX2 or AVX-512, with
+       masked last columns) against a direct loop in double */
+    const int64_t C = 3, H = 11;
+    const int64_t widths[3] = {45, 20, 7};
+    for (int K = 3; K <= 5; K += 2)
+        for (int sv = 1; sv <= 2; sv++)
+            for (int wi = 0; wi < 3; wi++) {
+                int64_t W = widths[wi], pv = K / 2;
+                oq_model *m = oq_model_new();
+                oq_model_set_opset(m, "", 13);
+                int64_t xd[4] = {1, C, H, W}, wd[4] = {C, 1, K, K}, bd[1] = {C};
+                oq_value *x = oq_graph_new_value(m->graph, "x");
+                oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+                float w[3 * 25], b[3];
+                for (int i = 0; i < 3 * 25; i++)
+                    w[i] = frand();
+                for (int i = 0; i < 3; i++)
+                    b[i] = frand();
+                oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
+                                                        (size_t)(C * K * K) * 4);
+                oq_value *bv = oq_graph_add_initializer(m->graph, "b", OQ_DTYPE_FLOAT, bd, 1, b,
+                                                        sizeof b);
+                oq_value *y = tu_node(m, "Conv", "conv", x, wv, bv, "y");
+                int64_t pads[4] = {pv, pv, pv, pv}, st[2] = {sv, sv};
+                oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+                oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
+                oq_node_set_attr_int(tu_find_node(m, "conv"), "group", C);
+                oq_graph_add_output(m->graph, y, NULL);
+                int64_t n = C * H * W;
+                float *xv = malloc((size_t)n * sizeof(float));
+                for (int64_t i = 0; i < n; i++)
+                    xv[i] = frand();
+                oq_plan_options o = oq_plan_options_default();
+                o.threads = 1;
+                oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
+                int64_t OH = (H + 2 * pv - K) / sv + 1, OW = (W + 2 * pv - K) / sv + 1;
+                cr_assert_eq(out.dims[3], OW);
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t oh = 0; oh < OH; oh++)
+                        for (int64_t ow = 0; ow < OW; ow++) {
+                            double acc = b[c], mag = fabs(b[c]);
+                            for (int kh = 0; kh < K; kh++)
+                                for (int kw = 0; kw < K; kw++) {
+                                    int64_t ih = oh * sv - pv + kh, iw = ow * sv - pv + kw;
+                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                        continue;
+                                    double t = (double)xv[(c * H + ih) * W + iw] *
+                                               w[(c * K + kh) * K + kw];
+                                    acc += t;
+                                    mag += fabs(t);
+                                }
+                            float got = ((float *)out.data)[(c * OH + oh) * OW + ow];
+                            cr_assert(fabs(got - acc) <= 1e-5 * (mag + 1e-3),
+                                      "K%d s%d W%lld: y[%lld,%lld,%lld] %g expected %g", K, sv,
+                                      (long long)W, (long long)c, (long long)oh, (long long)ow,
+                                      (double)got, acc);
+                        }
+                oq_rt_tensor_release(&out);
+                free(xv);
+                oq_model_free(m);
+            }
+}
