@@ -397,6 +397,27 @@ static int parse_f64(const char *s, double *out)
     return 0;
 }
 
+/* insert-qdq's counts (pass statistics), to refuse a run that quantized nothing */
+typedef struct qdq_counts {
+    bool seen;
+    int64_t selected, not_calibrated;
+} qdq_counts;
+
+static void after_pass(const oq_pass_event *ev, oq_model *m, void *user)
+{
+    qdq_counts *q = user;
+    (void)m;
+    if (!ev->pass || strcmp(ev->pass->name, "insert-qdq") != 0 || !ev->result || ev->status != OQ_OK)
+        return;
+    q->seen = true;
+    for (size_t i = 0; i < ev->result->n_stats; i++) {
+        if (strcmp(ev->result->stats[i].name, "nodes_selected") == 0)
+            q->selected = ev->result->stats[i].value;
+        else if (strcmp(ev->result->stats[i].name, "nodes_not_calibrated") == 0)
+            q->not_calibrated = ev->result->stats[i].value;
+    }
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     qconfig c;
@@ -585,7 +606,27 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     }
     oq_pipeline_run_options ro = {0};
+    qdq_counts qc = {0};
+    ro.after_pass = after_pass;
+    ro.user = &qc;
     st = oq_pipeline_run(pl, m, &ro, &d);
+    if (st == OQ_OK && qc.seen && qc.selected == 0) {
+        /* writing the float model back and exiting 0 would hide that nothing happened */
+        const char *filt = *c.include_nodes || *c.exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "";
+        if (qc.not_calibrated > 0)
+            oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: the %lld node%s of the requested op types %s%s %s inside subgraphs "
+                        "never executed during calibration (calibrate with data that takes those branches)",
+                        (long long)qc.not_calibrated, qc.not_calibrated == 1 ? "" : "s", c.op_types, filt,
+                        qc.not_calibrated == 1 ? "is" : "are all");
+        else
+            oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: no node of the requested op types %s%s in the model or its subgraphs "
+                        "(--op-types; `onnxq dump` lists the model's op types)", c.op_types, filt);
+        cli_print_diag(&d);
+        rc = CLI_FAIL;
+        goto done;
+    }
     if (st == OQ_OK) {
         oq_diag cd;
         oq_diag_init(&cd);

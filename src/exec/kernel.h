@@ -86,6 +86,9 @@ typedef struct oq_kctx {
     size_t n_implicit;
     const oq_value *const *implicit_values;
     const oq_rt_tensor *const *implicit;
+    /* the plan the node belongs to (NULL in oq_exec_eval_node): subplans of If/Loop/Scan
+       take its observers at run time */
+    const oq_plan *plan;
 } oq_kctx;
 
 typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
