@@ -178,7 +178,12 @@ static bool table_range(qctx *c, const oq_value *v, float *lo, float *hi)
 static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp, int32_t *dtype)
 {
     const char *name = v->name;
-    const oq_json *o = oq_json_get(c->over, name);
+    /* a body's tensor: by its scoped name (as in the calibration table), else its name */
+    char *key = v->graph && v->graph->parent ? oq_calib_value_key(v) : NULL;
+    const oq_json *o = key ? oq_json_get(c->over, key) : NULL;
+    free(key);
+    if (!o)
+        o = oq_json_get(c->over, name);
     if (!o)
         return 0;
     if (o->type != OQ_JSON_OBJECT) {
@@ -1027,6 +1032,38 @@ done:
     return st;
 }
 
+/* Does an overrides key name a tensor of g or of a body below it (plain name, or the
+ * scoped name of oq_calib_value_key; names may contain '/' themselves)? */
+static bool key_is(const oq_value *v, const char *key)
+{
+    if (!v)
+        return false;
+    char *k = oq_calib_value_key(v);
+    bool same = k && strcmp(k, key) == 0;
+    free(k);
+    return same;
+}
+
+static bool override_key_known(const oq_graph *g, const char *key)
+{
+    if (oq_graph_find_local(g, key))
+        return true;
+    for (size_t i = 0; g->parent && i < g->n_inputs; i++)
+        if (key_is(g->inputs[i]->value, key))
+            return true;
+    for (const oq_node *n = g->first; n; n = n->next) {
+        for (size_t k = 0; g->parent && k < n->n_outputs; k++)
+            if (key_is(n->outputs[k], key))
+                return true;
+        oq_graph *subs[16];
+        size_t k = oq_node_subgraphs(n, subs, 16);
+        for (size_t i = 0; i < k && i < 16; i++)
+            if (override_key_known(subs[i], key))
+                return true;
+    }
+    return false;
+}
+
 static oq_status count_nodes(oq_graph *g, void *ctx)
 {
     *(size_t *)ctx += g->n_nodes;
@@ -1090,7 +1127,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             goto done;
         }
         for (size_t i = 0; i < c.over->n; i++)
-            if (!oq_graph_find_local(c.g, c.over->keys[i]))
+            if (!override_key_known(c.g, c.over->keys[i]))
                 oq_diag_warn(d, "%s: tensor \"%s\" is not in the model (ignored)", ovf, c.over->keys[i]);
     }
     size_t kidx = 0;

@@ -370,3 +370,29 @@ Test(quant_subgraphs, fixed_range_narrowed_to_the_observed_range)
     cr_assert_eq(stat_of(&res, "fixed_ranges_narrowed"), 2);
     oq_model_free(m);
 }
+
+/* An overrides file names a body's tensor by its scoped name, as the table does. */
+Test(quant_subgraphs, overrides_use_the_scoped_name)
+{
+    if_model r = build_if(false);
+    char *dir = tu_tmpdir(), f[600], pipe[800];
+    snprintf(f, sizeof f, "%s/ov.json", dir);
+    const char *js = "{\"if.then_branch/yt\": {\"scale\": 0.01, \"zero_point\": 100}}";
+    cr_assert_eq(tu_write_file(f, js, strlen(js)), 0);
+    snprintf(pipe, sizeof pipe, "calibrate{random=3,method=minmax},insert-qdq{overrides=%s}", f);
+    oq_registry *reg = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
+    oq_pass_result res;
+    cr_assert_eq(oq_pass_run_simple(reg, pipe, r.m, &res, &d), OQ_OK);
+    for (size_t i = 0; i < d.count; i++)
+        cr_assert_null(strstr(d.entries[i].message, "not in the model"), "%s", d.entries[i].message);
+    cr_assert_float_eq(tp_floats(oq_graph_find_value(r.then_g, "yt_scale"))[0], 0.01f, 0);
+    const uint8_t *zp = oq_tensor_data(oq_value_const_tensor(oq_graph_find_value(r.then_g, "yt_zero_point")), NULL);
+    cr_assert_eq(zp[0], 100);
+    oq_registry_free(reg);
+    oq_diag_free(&d);
+    oq_model_free(r.m);
+    free(dir);
+}
