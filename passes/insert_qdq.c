@@ -252,13 +252,14 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
 }
 
 /* The range of an op whose output has natural bounds (Sigmoid, Softmax: [0, 1]; Tanh:
- * [-1, 1]): the calibrated range clamped to those bounds when its quantization step is at
- * most half the bounds' step (the bounds would spend a bit or more on values never seen: silero
- * VAD's speech probability spans [0.0006, 0.003] on silence, less than one step of
- * [0, 1]); else the bounds, exact whatever the data. A graph output is judged on the
- * extremes it reached (min, max), not on the percentile-clipped range: clipping a model
- * output loses what the user reads. Either way the step is at most twice the step of
- * the observed range (one bit). docs/passes/insert-qdq.md "Fixed output ranges". */
+ * [-1, 1]): the extremes calibration observed (min, max; not the percentile-clipped
+ * range: the bounds already stop outliers, and clipping a probability loses exactly the
+ * rare large values that matter), clamped to the bounds, when their quantization step
+ * is at most half the bounds' step (the bounds would spend a bit or more on values never
+ * seen: silero VAD's speech probability spans about [0.001, 0.006] on quiet noise, less
+ * than two steps of [0, 1]); else the bounds, exact whatever the data. So the step is
+ * never more than twice the step of the observed range (one bit), also for graph
+ * outputs. docs/passes/insert-qdq.md "Fixed output ranges". */
 static void fixed_range(qctx *c, const oq_value *v, float *lo, float *hi)
 {
     float a = 0.0f, b = 1.0f;
@@ -269,8 +270,7 @@ static void fixed_range(qctx *c, const oq_value *v, float *lo, float *hi)
     const oq_calib_entry *e = c->have_table ? oq_calib_table_find_value(&c->table, v) : NULL;
     if (!e)
         return;
-    bool out = oq_value_is_graph_output(v);
-    float l = out ? e->min : e->lo, h = out ? e->max : e->hi;
+    float l = e->min, h = e->max;
     if (!(l <= h) || !isfinite(l) || !isfinite(h))
         return;
     l = l < a ? a : l > b ? b : l;

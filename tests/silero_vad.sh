@@ -50,9 +50,13 @@ render "$T/eval.wav" \
 
 for m in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
   f="$W/$m.onnx" q="$T/$m.int8.onnx"
-  node "$SRC/tests/silero_vad.js" samples "$f" "$T/calib.wav" "$T/calib_$m" 2 >/dev/null || { bad "$m: calibration samples"; continue; }
+  node "$SRC/tests/silero_vad.js" samples "$f" "$T/calib.wav" "$T/calib_$m" 1 >/dev/null || { bad "$m: calibration samples"; continue; }
   node "$SRC/tests/silero_vad.js" samples "$f" "$T/eval.wav" "$T/eval_$m" 16 >/dev/null || { bad "$m: eval samples"; continue; }
-  "$EXE" quantize "$f" -o "$q" --calib "$T/calib_$m" --quiet 2>"$T/$m.log" || { cat "$T/$m.log"; bad "$m: quantize"; continue; }
+  # the LSTM stays in float: silero_vad and op15 hold an LSTM op (not a quantized op
+  # type); op18 spells it as two Gemms (node_linear, node_linear_1), excluded since
+  # quantizing them measured 0.1 dB worse (22.29 against 22.41 dB, docs/accuracy.md)
+  extra=(); [ $m = silero_vad_op18_ifless ] && extra=(--exclude-nodes '^node_linear')
+  "$EXE" quantize "$f" -o "$q" --calib "$T/calib_$m" "${extra[@]}" --quiet 2>"$T/$m.log" || { cat "$T/$m.log"; bad "$m: quantize"; continue; }
   grep -q "never executed during calibration" "$T/$m.log" || [ $m = silero_vad_16k_op15 ] ||
     bad "$m: the 8 kHz branch should be reported as never executed"
   # op15's Convs are in its main graph and its If branches hold only the LSTM (kept in
@@ -87,14 +91,15 @@ PY
   echo "$m: onnxq verify output ${db:-?} dB (windows with the float model's state)"
   case "$db" in ''|*inf*|*nan*) bad "$m: verify reports '${db:-nothing}' for output";; esac
 done
-# The speech probability on quiet noise is a Sigmoid output spanning a sliver of [0, 1]
-# (about [0.001, 0.006]): with the fixed range [0, 1] it had under one quantization step
-# (13 dB here); the calibrated range keeps it (docs/passes/insert-qdq.md).
+# The speech probability on quiet pink noise is a Sigmoid output spanning a sliver of
+# [0, 1] (about [0.001, 0.03]): with the fixed range [0, 1] (step 1/255) it measured
+# 11.7 dB; with the observed range (insert-qdq "Fixed output ranges") 16.4 dB. Noise is
+# repeatable (sox -R); calibration on its first 8 s, evaluation on the next 8 s.
 m=silero_vad_16k_op15 f="$W/silero_vad_16k_op15.onnx"
-sox -n -r 16000 -c 1 -b 16 "$T/noise_c.wav" synth 8 pinknoise vol 0.02 &&
-  sox -n -r 16000 -c 1 -b 16 "$T/noise_e.wav" synth 8 pinknoise vol 0.025 || bad "sox noise"
+sox -R -n -r 16000 -c 1 -b 16 "$T/noise.wav" synth 16 pinknoise vol 0.02 &&
+  sox "$T/noise.wav" "$T/noise_c.wav" trim 0 8 && sox "$T/noise.wav" "$T/noise_e.wav" trim 8 || bad "sox noise"
 node "$SRC/tests/silero_vad.js" samples "$f" "$T/noise_c.wav" "$T/noise_$m" 1 >/dev/null &&
   "$EXE" quantize "$f" -o "$T/noise.int8.onnx" --calib "$T/noise_$m" --quiet 2>/dev/null &&
-  node "$SRC/tests/silero_vad.js" sqnr "$f" "$T/noise.int8.onnx" "$T/noise_e.wav" "$MIN_DB" || bad "$m: SQNR on noise"
+  node "$SRC/tests/silero_vad.js" sqnr "$f" "$T/noise.int8.onnx" "$T/noise_e.wav" 14 || bad "$m: SQNR on noise"
 [ $fail = 0 ] && echo "silero_vad: ok"
 exit $fail

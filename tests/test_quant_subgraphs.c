@@ -321,8 +321,9 @@ Test(quant_subgraphs, loop_body_inputs_and_outputs_observed_every_iteration)
 
 /* Sigmoid outputs: a graph output whose observed range [0.0006, 0.003] is far narrower
  * than [0, 1] gets that range (uint8: scale 0.003/255 = 1.176e-5, zero point 0) instead
- * of [0, 1] (scale 1/255 = 3.9e-3, more than the whole observed range); an inner one
- * uses its percentile range lo/hi; a wide one keeps [0, 1]. */
+ * of [0, 1] (scale 1/255 = 3.9e-3, more than the whole observed range); an inner one too
+ * (its observed extremes, not its clipped percentile range lo/hi); a wide one keeps
+ * [0, 1]. */
 Test(quant_subgraphs, fixed_range_narrowed_to_the_observed_range)
 {
     oq_model *m = tp_model(13);
@@ -343,7 +344,7 @@ Test(quant_subgraphs, fixed_range_narrowed_to_the_observed_range)
     static const char *names[] = {"x", "s", "p", "q", "r", "z", "u"};
     /* {min, max, lo, hi} */
     static const float rg[][4] = {{-1, 1, -1, 1}, {-8, -5.8f, -8, -5.8f}, {0.0006f, 0.003f, 0.0007f, 0.0025f},
-                                  {0.0f, 0.9f, 0.01f, 0.2f}, {0.3f, 0.99f, 0.3f, 0.99f}, {-2, 2, -2, 2}, {-2, 2, -2, 2}};
+                                  {0.0f, 0.3f, 0.01f, 0.2f}, {0.3f, 0.99f, 0.3f, 0.99f}, {-2, 2, -2, 2}, {-2, 2, -2, 2}};
     oq_calib_table t;
     memset(&t, 0, sizeof t);
     t.items = calloc(7, sizeof(oq_calib_entry));
@@ -363,8 +364,8 @@ Test(quant_subgraphs, fixed_range_narrowed_to_the_observed_range)
     /* graph output p: observed extremes (not the clipped lo/hi), 0 joins the range */
     cr_assert_float_eq(tp_floats(tp_value(m, "p_scale"))[0], 0.003f / 255.0f, 1e-10f);
     cr_assert_eq(((const uint8_t *)oq_tensor_data(oq_value_const_tensor(tp_value(m, "p_zero_point")), NULL))[0], 0);
-    /* inner q: its percentile range [0.01, 0.2] -> scale 0.2/255 */
-    cr_assert_float_eq(tp_floats(tp_value(m, "q_scale"))[0], 0.2f / 255.0f, 1e-9f);
+    /* inner q: its observed [0, 0.3] (not the clipped [0.01, 0.2]) -> scale 0.3/255 */
+    cr_assert_float_eq(tp_floats(tp_value(m, "q_scale"))[0], 0.3f / 255.0f, 1e-9f);
     /* r: [0, 0.99] gives a step 0.99 of [0, 1]'s, not half: stays [0, 1] */
     cr_assert_float_eq(tp_floats(tp_value(m, "r_scale"))[0], 1.0f / 255.0f, 1e-9f);
     cr_assert_eq(stat_of(&res, "fixed_ranges_narrowed"), 2);
