@@ -397,3 +397,61 @@ Test(quant_subgraphs, overrides_use_the_scoped_name)
     oq_model_free(r.m);
     free(dir);
 }
+
+/* Scan over the rows of x [3, 4]: the body sees each row xi (a scanned input) and the
+ * running sum acc_in (a state: 0, r0, r0 + r1), and computes yi = xi Wb. The table's
+ * ranges for the body inputs are the extremes of exactly those values. */
+Test(quant_subgraphs, scan_body_inputs_are_the_slices_and_the_states)
+{
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){3, 4}, 2);
+    float zero4[4] = {0};
+    tp_init_f(m, "acc0", (int64_t[]){4}, 1, zero4);
+    oq_value *si[2] = {tp_value(m, "acc0"), tp_value(m, "x")}, *so[2] = {tp_value(m, "acc"), tp_value(m, "ys")};
+    oq_node *scan = oq_node_new(m->graph, "Scan", NULL, "scan", si, 2, so, 2);
+    oq_node_set_attr_int(scan, "num_scan_inputs", 1);
+    oq_graph *b = add_body(m, scan, "body");
+    oq_value *ai = oq_graph_new_value(b, "acc_in"), *xi = oq_graph_new_value(b, "xi");
+    oq_graph_add_input(b, ai, oq_type_tensor(m, OQ_DTYPE_FLOAT, (int64_t[]){4}, NULL, 1));
+    oq_graph_add_input(b, xi, oq_type_tensor(m, OQ_DTYPE_FLOAT, (int64_t[]){4}, NULL, 1));
+    float w[8];
+    for (int i = 0; i < 8; i++)
+        w[i] = (float)(i % 3) - 1.0f;
+    oq_value *wb = oq_graph_add_initializer(b, "Wb", OQ_DTYPE_FLOAT, (int64_t[]){4, 2}, 2, w, 32);
+    oq_value *ao = oq_graph_new_value(b, "acc_out"), *yi = oq_graph_new_value(b, "yi");
+    oq_value *add_in[2] = {ai, xi}, *mm_in[2] = {xi, wb};
+    body_node(b, "Add", "sum", add_in, 2, ao);
+    body_node(b, "MatMul", "proj", mm_in, 2, yi);
+    oq_graph_add_output(b, ao, NULL);
+    oq_graph_add_output(b, yi, NULL);
+    oq_graph_append(m->graph, scan);
+    tp_output(m, "acc");
+    tp_output(m, "ys");
+    tp_assert_valid(m);
+    /* one sample: rows (1, 2, 3, 4), (-1, 0, 5, -2), (0.5, -3, 1, 2) */
+    float x[12] = {1, 2, 3, 4, -1, 0, 5, -2, 0.5f, -3, 1, 2};
+    char *dir = tu_tmpdir(), f[600], pipe[700];
+    snprintf(f, sizeof f, "%s/s0.npy", dir);
+    oq_rt_tensor tt;
+    oq_rt_tensor_borrow(&tt, OQ_DTYPE_FLOAT, (int64_t[]){3, 4}, 2, x);
+    cr_assert_eq(oq_tensor_file_write_npy(f, &tt, NULL), OQ_OK);
+    snprintf(pipe, sizeof pipe, "calibrate{data=%s,method=minmax},insert-qdq{keep-calibration=true}", dir);
+    tp_run(m, pipe);
+    oq_calib_table t = table_of(m);
+    const oq_calib_entry *ex = oq_calib_table_find(&t, "scan.body/xi");
+    const oq_calib_entry *ea = oq_calib_table_find(&t, "scan.body/acc_in");
+    cr_assert(ex && ea, "missing body input ranges");
+    cr_assert_eq(ex->min, -3.0f);
+    cr_assert_eq(ex->max, 5.0f);
+    /* acc_in: 0 | (1,2,3,4) | (0,2,8,2) */
+    cr_assert_eq(ea->min, 0.0f);
+    cr_assert_eq(ea->max, 8.0f);
+    /* the MatMul's input xi gets its QDQ inside the body: uint8 scale 8/255 */
+    oq_node *q = find_node(b, "QuantizeLinear", xi);
+    cr_assert(q, "no QuantizeLinear on the scanned input");
+    cr_assert_float_eq(tp_floats(q->inputs[1])[0], 8.0f / 255.0f, 1e-7f);
+    cr_assert_str_eq(find_node(b, "MatMul", NULL)->inputs[1]->producer->op_type, "DequantizeLinear");
+    oq_calib_table_free(&t);
+    oq_model_free(m);
+    free(dir);
+}
