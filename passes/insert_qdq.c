@@ -52,7 +52,6 @@ typedef struct qctx {
     bool *group_done;
     float *group_scale;
     int32_t *group_zp;
-    size_t n_group_cap;
 } qctx;
 
 /* float32 by its type, or (type unknown) because calibration observed it as float32 */
