@@ -33,7 +33,7 @@ render() {
     espeak-ng -v "$1" -a 100 -s $((140 + i * 7)) -w "$out.$i.wav" "$2" || return 1
     files+=("$out.$i.wav"); shift 2
   done
-  sox "${files[@]}" -r 16000 -c 1 -b 16 "$out" pad 0.4 0.4 2>/dev/null
+  sox -R -D "${files[@]}" -r 16000 -c 1 -b 16 "$out" pad 0.4 0.4 2>/dev/null  # -R -D: no random dither
 }
 render "$T/calib.wav" \
   en-us "The quick brown fox jumps over the lazy dog. Seven wizards quietly judge the boxing match." \
@@ -91,6 +91,14 @@ PY
   echo "$m: onnxq verify output ${db:-?} dB (windows with the float model's state)"
   case "$db" in ''|*inf*|*nan*) bad "$m: verify reports '${db:-nothing}' for output";; esac
 done
+# only the 8 kHz branch's nodes selected: all in a branch 16 kHz data never runs -> exit 1
+m=silero_vad_op18_ifless
+"$EXE" quantize "$W/$m.onnx" -o "$T/none.onnx" --calib "$T/calib_$m" --quiet \
+  --include-nodes '_[0-9]_2$|node_Conv_28|node_linear_2$' 2>"$T/none.err"
+rc=$?
+[ $rc = 1 ] && [ ! -e "$T/none.onnx" ] && grep -q "no node quantized: the 8 nodes .* never executed during calibration" "$T/none.err" ||
+  { cat "$T/none.err"; bad "$m: 8 kHz nodes only: exit $rc, expected 1 and a message"; }
+
 # The speech probability on quiet pink noise is a Sigmoid output spanning a sliver of
 # [0, 1] (about [0.001, 0.03]): with the fixed range [0, 1] (step 1/255) it measured
 # 11.7 dB; with the observed range (insert-qdq "Fixed output ranges") 16.4 dB. Noise is
