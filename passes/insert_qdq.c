@@ -838,29 +838,11 @@ static void graph_label(const oq_graph *g, char *buf, size_t size)
              o && o->op_type ? o->op_type : "?");
 }
 
-/* The rules on one graph: mark, compute parameters, insert activation QDQ, quantize
- * weights. Then the same on the subgraphs of its nodes (after the graph itself, so that
- * an outer value a body reads is already quantized where it is produced). */
-static oq_status quantize_graph(qctx *c, oq_graph *g, int64_t opset, int depth)
+/* The rules on c->g: mark, compute parameters, insert activation QDQ, quantize weights
+ * (steps 1 to 5 as documented in docs/passes/insert-qdq.md). */
+static oq_status rules_on_graph(qctx *c, int64_t opset)
 {
-    oq_graph *saved = c->g;
-    c->g = g;
     oq_status st = OQ_OK;
-    if (g->parent && !graph_observed(c, g)) {
-        size_t cand = 0;
-        for (oq_node *n = g->first; n; n = n->next)
-            cand += node_selected(c, n);
-        if (cand) {
-            char gl[300];
-            graph_label(g, gl, sizeof gl);
-            oq_diag_warn(c->d, "insert-qdq: %s was never executed during calibration: its %zu node%s of the "
-                         "requested op types stay in float", gl, cand, cand == 1 ? "" : "s");
-            oq_pass_stat_add(c->res, "subgraphs_not_calibrated", 1);
-            oq_pass_stat_add(c->res, "nodes_not_calibrated", (int64_t)cand);
-        }
-        goto subgraphs;
-    }
-    {
     /* 1. selected nodes: their activation inputs and outputs */
     size_t n_sel = 0;
     for (oq_node *n = c->g->first; n; n = n->next) {
@@ -1012,8 +994,33 @@ static oq_status quantize_graph(qctx *c, oq_graph *g, int64_t opset, int depth)
         goto done;
     oq_pass_stat_add(c->res, "nodes_selected", (int64_t)n_sel);
     st = oq_graph_toposort(c->g, c->d);
+done:
+    return st;
+}
+
+/* The rules on g (unless g is a body calibration never saw run), then on the subgraphs
+ * of its nodes (after g itself, so that an outer value a body reads is already quantized
+ * where it is produced). */
+static oq_status quantize_graph(qctx *c, oq_graph *g, int64_t opset, int depth)
+{
+    oq_graph *saved = c->g;
+    c->g = g;
+    oq_status st = OQ_OK;
+    if (g->parent && !graph_observed(c, g)) {
+        size_t cand = 0;
+        for (oq_node *n = g->first; n; n = n->next)
+            cand += node_selected(c, n);
+        if (cand) {
+            char gl[300];
+            graph_label(g, gl, sizeof gl);
+            oq_diag_warn(c->d, "insert-qdq: %s was never executed during calibration: its %zu node%s of the "
+                         "requested op types stay in float", gl, cand, cand == 1 ? "" : "s");
+            oq_pass_stat_add(c->res, "subgraphs_not_calibrated", 1);
+            oq_pass_stat_add(c->res, "nodes_not_calibrated", (int64_t)cand);
+        }
+    } else {
+        st = rules_on_graph(c, opset);
     }
-subgraphs:
     for (oq_node *n = g->first; n && st == OQ_OK; n = n->next) {
         oq_graph *subs[16];
         size_t k = oq_node_subgraphs(n, subs, 16);
@@ -1026,7 +1033,6 @@ subgraphs:
         for (size_t i = 0; i < k && st == OQ_OK; i++)
             st = quantize_graph(c, subs[i], opset, depth + 1);
     }
-done:
     c->g = saved;
     return st;
 }
