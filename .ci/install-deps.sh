@@ -4,12 +4,14 @@
 # target), graphviz (dump --dot check), npm (real models and onnxruntime-node),
 # python3-pil and fonts (models/make_text_images.py), chromium (verify --html check),
 # qemu-user (onnxruntime on an emulated AVX2-only CPU: tests/qlinear_ort.sh).
+# espeak-ng and sox (speech for the silero VAD test, tests/silero_vad.sh).
 set -euo pipefail
 PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev"
 if [ "${1:-}" = "--test" ]; then
     PKGS="$PKGS libonnx-testdata python3-onnx python3-numpy graphviz"
     PKGS="$PKGS python3-pil fonts-dejavu-core fonts-liberation fonts-freefont-ttf"
     PKGS="$PKGS chromium qemu-user"
+    PKGS="$PKGS espeak-ng sox"
     command -v npm >/dev/null || PKGS="$PKGS npm"
 fi
 missing=""

@@ -441,8 +441,10 @@ static int fold(ctx *c, layer *L, int32_t *bq)
                    "(the model imports %" PRId64 ")", B->name, c->opset);
         return 0;
     }
+    /* a bias of an enclosing graph read by this body gets its own int32 copy here (B
+       itself cannot be redefined in the body) */
     bool shared = value_refs(B) > 1 || B->graph != g;
-    if (shared && !c->shared_per_user) {
+    if (value_refs(B) > 1 && !c->shared_per_user) {
         note(c, L, "bias \"%s\" left in float: it is shared by %zu users (shared-bias=skip)",
              B->name, value_refs(B));
         oq_pass_stat_add(c->res, "skipped_shared", 1);
@@ -598,8 +600,12 @@ static int fold(ctx *c, layer *L, int32_t *bq)
         oq_node_set_attr_int(dq, "axis", (int64_t)bt->rank - 1);
     oq_graph_insert_before(g, L->bias_node, dq);
     if (shared) {
-        note(c, L, "bias \"%s\" is shared by %zu users: quantized for this one as \"%s\"", B->name,
-             value_refs(B), out->name);
+        if (value_refs(B) > 1)
+            note(c, L, "bias \"%s\" is shared by %zu users: quantized for this one as \"%s\"", B->name,
+                 value_refs(B), out->name);
+        else
+            note(c, L, "bias \"%s\" of an enclosing graph: quantized in this subgraph as \"%s\"", B->name,
+                 out->name);
         oq_node_set_input(L->bias_node, L->bias_slot, out);
         oq_pass_drop_if_unused(B);
     }

@@ -2,7 +2,9 @@
  * (metadata "onnxq.calibration", written by the calibrate pass) and/or an overrides
  * file. Names follow docs/qdq-conventions (W -> W_quantized/W_scale/W_zero_point + DQ
  * named W; activation T -> T_prequant -> Q -> T_quantized -> DQ -> T). Rules:
- * docs/passes/insert-qdq.md. Main graph only. */
+ * docs/passes/insert-qdq.md. The same rules run on the main graph and then on every
+ * subgraph (If/Loop/Scan bodies) that calibration saw run; a body never executed keeps
+ * its nodes in float and is named in a warning. */
 #include "pass-impl.h"
 
 #include <math.h>
@@ -27,7 +29,7 @@ typedef struct vinfo_q {
 
 typedef struct qctx {
     oq_model *m;
-    oq_graph *g;
+    oq_graph *g;              /* the graph being quantized (main graph or a body) */
     oq_diag *d;
     oq_pass_result *res;
     uint32_t n_ids;
@@ -62,7 +64,7 @@ static bool float_value_c(const qctx *c, const oq_value *v)
     int32_t t = oq_pass_value_elem_type(v);
     if (t == OQ_DTYPE_FLOAT)
         return true;
-    return t <= 0 && c->have_table && oq_calib_table_find(&c->table, v->name) != NULL;
+    return t <= 0 && c->have_table && oq_calib_table_find_value(&c->table, v) != NULL;
 }
 
 static const char *const value_preserving[] = {"Reshape", "Transpose", "Flatten", "Squeeze",
@@ -190,9 +192,9 @@ static oq_status params_from_range(qctx *c, float lo, float hi, float *scale, in
     return st;
 }
 
-static bool table_range(qctx *c, const char *name, float *lo, float *hi)
+static bool table_range(qctx *c, const oq_value *v, float *lo, float *hi)
 {
-    const oq_calib_entry *e = c->have_table ? oq_calib_table_find(&c->table, name) : NULL;
+    const oq_calib_entry *e = c->have_table ? oq_calib_table_find_value(&c->table, v) : NULL;
     if (!e)
         return false;
     *lo = e->lo;
@@ -201,9 +203,15 @@ static bool table_range(qctx *c, const char *name, float *lo, float *hi)
 }
 
 /* Overrides: {"tensor": {"scale": s, "zero_point": z, "dtype": "uint8", "min": a, "max": b}} */
-static int override_params(qctx *c, const char *name, float *scale, int32_t *zp, int32_t *dtype)
+static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp, int32_t *dtype)
 {
-    const oq_json *o = oq_json_get(c->over, name);
+    const char *name = v->name;
+    /* a body's tensor: by its scoped name (as in the calibration table), else its name */
+    char *key = v->graph && v->graph->parent ? oq_calib_value_key(v) : NULL;
+    const oq_json *o = key ? oq_json_get(c->over, key) : NULL;
+    free(key);
+    if (!o)
+        o = oq_json_get(c->over, name);
     if (!o)
         return 0;
     if (o->type != OQ_JSON_OBJECT) {
@@ -245,7 +253,7 @@ static int override_params(qctx *c, const char *name, float *scale, int32_t *zp,
         return 1;
     }
     float lo, hi;
-    bool have = table_range(c, name, &lo, &hi);
+    bool have = table_range(c, v, &lo, &hi);
     if (jmin || jmax) {
         if ((jmin && jmin->type != OQ_JSON_NUMBER) || (jmax && jmax->type != OQ_JSON_NUMBER)) {
             oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": min/max must be numbers", name);
@@ -271,13 +279,49 @@ static int override_params(qctx *c, const char *name, float *scale, int32_t *zp,
     return 1;
 }
 
+/* The range of an op whose output has natural bounds (Sigmoid, Softmax: [0, 1]; Tanh:
+ * [-1, 1]): the extremes calibration observed (min, max; not the percentile-clipped
+ * range: the bounds already stop outliers, and clipping a probability loses exactly the
+ * rare large values that matter), clamped to the bounds, when their quantization step
+ * is at most half the bounds' step (the bounds would spend a bit or more on values never
+ * seen: silero VAD's speech probability stays below 0.033 on quiet noise, 8 steps of
+ * [0, 1], and spans [0.0006, 0.003] on near-silence, less than one); else the bounds, exact whatever the data. So the step is
+ * never more than twice the step of the observed range (one bit), also for graph
+ * outputs. docs/passes/insert-qdq.md "Fixed output ranges". */
+static void fixed_range(qctx *c, const oq_value *v, float *lo, float *hi)
+{
+    float a = 0.0f, b = 1.0f;
+    if (v->kind == OQ_VALUE_NODE && v->producer && oq_pass_is_op(v->producer, "Tanh"))
+        a = -1.0f;
+    *lo = a;
+    *hi = b;
+    const oq_calib_entry *e = c->have_table ? oq_calib_table_find_value(&c->table, v) : NULL;
+    if (!e)
+        return;
+    float l = e->min, h = e->max;
+    if (!(l <= h) || !isfinite(l) || !isfinite(h))
+        return;
+    l = l < a ? a : l > b ? b : l;
+    h = h < a ? a : h > b ? b : h;
+    /* compare the steps the two ranges give (the zero point takes 0 into the range) */
+    float s_nat, s_cal;
+    int32_t z;
+    if (oq_qparams_compute(a, b, c->act_dtype, c->act_sym, false, &s_nat, &z, NULL) != OQ_OK ||
+        oq_qparams_compute(l, h, c->act_dtype, c->act_sym, false, &s_cal, &z, NULL) != OQ_OK ||
+        !(s_cal <= 0.5f * s_nat))
+        return;
+    *lo = l;
+    *hi = h;
+    oq_pass_stat_add(c->res, "fixed_ranges_narrowed", 1);
+}
+
 static oq_status compute(qctx *c, const oq_value *v)
 {
     vinfo_q *q = vq(c, v);
     if (!q || !q->mark || q->computed)
         return OQ_OK;
     q->dtype = c->act_dtype;
-    int r = c->over ? override_params(c, v->name, &q->scale, &q->zp, &q->dtype) : 0;
+    int r = c->over ? override_params(c, v, &q->scale, &q->zp, &q->dtype) : 0;
     if (r < 0)
         return OQ_ERR_USAGE;
     if (r == 0) {
@@ -290,7 +334,9 @@ static oq_status compute(qctx *c, const oq_value *v)
             q->zp = src->zp;
             q->dtype = src->dtype;
         } else if (q->mark == MK_FIXED) {
-            oq_status st = params_from_range(c, 0.0f, 1.0f, &q->scale, &q->zp, v->name);
+            float lo, hi;
+            fixed_range(c, v, &lo, &hi);
+            oq_status st = params_from_range(c, lo, hi, &q->scale, &q->zp, v->name);
             if (st != OQ_OK)
                 return st;
         } else if (q->mark == MK_GROUP) {
@@ -310,7 +356,7 @@ static oq_status compute(qctx *c, const oq_value *v)
             q->zp = c->group_zp[gi];
         } else {
             float lo, hi;
-            if (!table_range(c, v->name, &lo, &hi))
+            if (!table_range(c, v, &lo, &hi))
                 return oq_diag_error(c->d, OQ_ERR_USAGE,
                                      "tensor \"%s\": no calibration range (run the calibrate pass first, or give it in the overrides file)",
                                      v->name);
@@ -424,6 +470,17 @@ static oq_status insert_act(qctx *c, oq_value *v)
     }
     oq_pass_stat_add(c->res, "activations_quantized", 1);
     return OQ_OK;
+}
+
+/* QDQ on v in the graph that defines it (an outer-scope value read by a body gets its
+ * pair where it is produced, so every reader sees the dequantized value). */
+static oq_status insert_act_scoped(qctx *c, oq_value *v)
+{
+    oq_graph *saved = c->g;
+    c->g = v->graph;
+    oq_status st = insert_act(c, v);
+    c->g = saved;
+    return st;
 }
 
 /* Axis of the weight's output channel and of its reduction (for blocks). */
@@ -616,9 +673,12 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     weight_axes(n, t->rank, &ch_axis, &red_axis);
     /* every consumer must agree on the axis, else per tensor */
     bool agree = true;
+    bool outer = wv->graph != c->g; /* a weight of an enclosing graph read by this body */
     for (size_t i = 0; i < wv->n_uses; i++) {
         oq_node *u = wv->uses[i].node;
         int a, r;
+        if (outer && u->graph != c->g)
+            continue; /* uses elsewhere keep the float weight or get their own DQ */
         if (wv->uses[i].index != 1 || !is_weight_op(u)) {
             agree = false;
             break;
@@ -697,12 +757,28 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     int64_t dims[OQ_RT_MAX_RANK];
     memcpy(dims, t->dims, t->rank * sizeof(int64_t));
     size_t rank = t->rank;
-    oq_graph_remove_initializer(c->g, wv);
+    /* the quantized data lives where the weight did; the DQ goes into this graph, next
+       to its readers (in a body, for the uses of this body only: an outer weight gets a
+       new value "<W>_dequantized" and keeps its float tensor while other readers remain) */
+    oq_graph *here = c->g;
+    oq_value *dqv = wv;
+    if (outer) {
+        c->g = wv->graph;
+    } else {
+        oq_graph_remove_initializer(c->g, wv);
+    }
     oq_value *wq = add_init(c, base, "_quantized", s.dtype, dims, rank, q, nb);
     oq_value *ws = wq ? add_init(c, base, "_scale", OQ_DTYPE_FLOAT, pdims, prank, scales, np * 4) : NULL;
     oq_value *wz = ws ? zp_init(c, base, s.dtype, zps, np, pdims, prank) : NULL;
+    c->g = here;
+    if (outer) {
+        char *dn = name2(c, base, "_dequantized");
+        dqv = dn ? oq_graph_new_value(c->g, dn) : NULL;
+        if (dqv)
+            dqv->type = wv->type;
+    }
     oq_value *in[3] = {wq, ws, wz};
-    oq_node *dq = wz ? new_node(c, "DequantizeLinear", base, "_DequantizeLinear", in, 3, wv) : NULL;
+    oq_node *dq = wz && dqv ? new_node(c, "DequantizeLinear", base, "_DequantizeLinear", in, 3, dqv) : NULL;
     if (!dq) {
         st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -712,6 +788,24 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     if (s.block_size > 0)
         oq_node_set_attr_int(dq, "block_size", s.block_size);
     oq_graph_insert_before(c->g, c->g->first, dq);
+    if (outer) {
+        /* this body's readers that agree with the parameters read the DQ */
+        for (size_t i = wv->n_uses; i-- > 0;) {
+            oq_node *u = wv->uses[i].node;
+            int a, r;
+            if (u->graph != c->g || wv->uses[i].index != 1 || !is_weight_op(u))
+                continue;
+            weight_axes(u, t->rank, &a, &r);
+            if ((s.per_channel && a != ch_axis) || (s.block_size > 0 && r != red_axis))
+                continue;
+            if ((st = oq_node_set_input(u, 1, dqv)) != OQ_OK) {
+                oq_diag_error(c->d, st, "out of memory");
+                goto done;
+            }
+        }
+        oq_pass_drop_if_unused(wv);
+        oq_pass_stat_add(c->res, "outer_weights_quantized", 1);
+    }
     oq_pass_stat_add(c->res, "weights_quantized", 1);
     if (s.block_size == 0) {
         *wscales = scales;
@@ -731,8 +825,8 @@ static oq_status quantize_bias(qctx *c, oq_node *n, const float *wscales, int64_
         return OQ_OK;
     oq_value *bv = n->inputs[2];
     oq_value *xv = n->inputs[0];
-    if (bv->kind != OQ_VALUE_INITIALIZER || bv->is_graph_input || bv->n_uses != 1 || !xv)
-        return OQ_OK;
+    if (bv->kind != OQ_VALUE_INITIALIZER || bv->is_graph_input || bv->n_uses != 1 || !xv || bv->graph != c->g)
+        return OQ_OK; /* an outer-scope bias stays float here (fold-bias handles it) */
     /* input scale: the DQ that now produces x */
     oq_node *dq = xv->kind == OQ_VALUE_NODE ? xv->producer : NULL;
     if (!dq || !oq_pass_is_op(dq, "DequantizeLinear"))
@@ -884,6 +978,277 @@ static bool needs21(int32_t t)
     return t == OQ_DTYPE_UINT16 || t == OQ_DTYPE_INT16 || t == OQ_DTYPE_UINT4 || t == OQ_DTYPE_INT4;
 }
 
+/* Has calibration seen this subgraph run (a range for one of its tensors)? */
+static bool graph_observed(qctx *c, const oq_graph *g)
+{
+    if (!c->have_table)
+        return true; /* ranges come from the overrides file */
+    for (size_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i]->value && oq_calib_table_find_value(&c->table, g->inputs[i]->value))
+            return true;
+    for (const oq_node *n = g->first; n; n = n->next)
+        for (size_t k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] && oq_calib_table_find_value(&c->table, n->outputs[k]))
+                return true;
+    return false;
+}
+
+/* "node \"If_3\" (If) then_branch" for messages */
+static void graph_label(const oq_graph *g, char *buf, size_t size)
+{
+    char lb[128];
+    const char *attr = "?";
+    const oq_node *o = g->owner;
+    for (size_t i = 0; o && i < o->n_attrs; i++) {
+        if (o->attrs[i]->g == g)
+            attr = o->attrs[i]->name;
+        for (size_t j = 0; j < o->attrs[i]->n_graphs; j++)
+            if (o->attrs[i]->graphs[j] == g)
+                attr = o->attrs[i]->name;
+    }
+    snprintf(buf, size, "%s of node \"%s\" (%s)", attr ? attr : "?", o ? oq_node_label(o, lb, sizeof lb) : "?",
+             o && o->op_type ? o->op_type : "?");
+}
+
+/* The rules on c->g: mark, compute parameters, insert activation QDQ, quantize weights
+ * (steps 1 to 5 as documented in docs/passes/insert-qdq.md). */
+static oq_status rules_on_graph(qctx *c, int64_t opset)
+{
+    oq_status st = OQ_OK;
+    /* 1. selected nodes: their activation inputs and outputs */
+    size_t n_sel = 0;
+    for (oq_node *n = c->g->first; n; n = n->next) {
+        if (n->id >= c->n_ids || !node_selected(c, n))
+            continue;
+        c->sel[n->id] = true;
+        n_sel++;
+        if (is_weight_op(n)) {
+            mark(c, n->inputs[0]);
+            if (n->n_inputs > 1 && n->inputs[1] && !is_const(n->inputs[1]))
+                mark(c, n->inputs[1]);
+            oq_value *o = n->n_outputs ? n->outputs[0] : NULL;
+            if (o && o->n_uses == 1 && !oq_value_is_graph_output(o) &&
+                act_consumer(o->uses[0].node) && o->uses[0].index == 0 && o->uses[0].node->n_outputs >= 1)
+                mark(c, o->uses[0].node->outputs[0]); /* fuse Relu/Clip: QDQ after it */
+            else
+                mark(c, o);
+        } else {
+            for (size_t i = 0; i < n->n_inputs; i++)
+                mark(c, n->inputs[i]);
+            for (size_t i = 0; i < n->n_outputs; i++)
+                mark(c, n->outputs[i]);
+        }
+    }
+    /* 2. the ops around them, in graph (topological) order */
+    for (oq_node *n = c->g->first; n; n = n->next) {
+        if (c->ort_cpu)
+            mark_ort_fusable(c, n);
+        if (is_value_preserving(n, c->ort_cpu) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
+            vinfo_q *qi = vq(c, n->inputs[0]), *qo = vq(c, n->outputs[0]);
+            if (qi && qi->mark && qo && float_value_c(c, n->outputs[0]) && !already_quantized(n->outputs[0])) {
+                qo->mark = MK_LINK;
+                qo->link = n->inputs[0];
+            }
+        } else if ((oq_pass_is_op(n, "Softmax") || oq_pass_is_op(n, "Sigmoid")) && n->n_inputs >= 1 &&
+                   n->n_outputs >= 1) {
+            vinfo_q *qi = vq(c, n->inputs[0]), *qo = vq(c, n->outputs[0]);
+            if (qi && qo && (qi->mark || qo->mark) && float_value_c(c, n->outputs[0]) &&
+                !already_quantized(n->outputs[0]))
+                qo->mark = MK_FIXED; /* output in [0, 1] whatever the data */
+        } else if (oq_pass_is_op(n, "Concat") && n->n_outputs >= 1 && n->outputs[0]) {
+            bool any = false;
+            for (size_t i = 0; i < n->n_inputs; i++) {
+                vinfo_q *qi = vq(c, n->inputs[i]);
+                any = any || (qi && qi->mark);
+            }
+            vinfo_q *qo = vq(c, n->outputs[0]);
+            any = any || (qo && qo->mark);
+            if (!any || !float_value_c(c, n->outputs[0]))
+                continue;
+            int gi = c->n_groups++;
+            c->group_lo[gi] = INFINITY;
+            c->group_hi[gi] = -INFINITY;
+            bool ok = true;
+            for (size_t i = 0; i <= n->n_inputs; i++) {
+                oq_value *v = i < n->n_inputs ? n->inputs[i] : n->outputs[0];
+                vinfo_q *q = vq(c, v);
+                if (!q || is_const(v) || !float_value_c(c, v) || already_quantized(v))
+                    continue;
+                float lo, hi;
+                if (!table_range(c, v, &lo, &hi)) {
+                    ok = false;
+                    continue;
+                }
+                if (lo < c->group_lo[gi])
+                    c->group_lo[gi] = lo;
+                if (hi > c->group_hi[gi])
+                    c->group_hi[gi] = hi;
+                if (q->mark != MK_LINK || v == n->outputs[0]) {
+                    q->mark = MK_GROUP;
+                    q->group = gi;
+                }
+            }
+            (void)ok;
+        }
+    }
+    /* 3. parameters, in order (links read earlier values) */
+    for (size_t i = 0; i < c->g->n_inputs; i++)
+        if ((st = compute(c, c->g->inputs[i]->value)) != OQ_OK)
+            goto done;
+    for (oq_node *n = c->g->first; n; n = n->next) {
+        for (size_t k = 0; k < n->n_inputs; k++) /* outer-scope values a body reads */
+            if (n->inputs[k] && n->inputs[k]->graph != c->g && (st = compute(c, n->inputs[k])) != OQ_OK)
+                goto done;
+        for (size_t k = 0; k < n->n_outputs; k++)
+            if ((st = compute(c, n->outputs[k])) != OQ_OK)
+                goto done;
+    }
+    if (needs21(c->act_dtype) || c->over) {
+        for (uint32_t i = 0; i < c->n_ids; i++)
+            if (c->vi[i].mark && needs21(c->vi[i].dtype) && opset < 21) {
+                st = oq_diag_error(c->d, OQ_ERR_UNSUPPORTED, "insert-qdq: %s activations need opset 21 (model: %lld)",
+                                   oq_dtype_name(c->vi[i].dtype), (long long)opset);
+                goto done;
+            }
+    }
+    /* 4. weights (and biases) of the selected nodes */
+    oq_node **sel_nodes = calloc(n_sel ? n_sel : 1, sizeof(oq_node *));
+    if (!sel_nodes) {
+        st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    for (oq_node *n = c->g->first; n; n = n->next)
+        if (n->id < c->n_ids && c->sel[n->id])
+            sel_nodes[k++] = n;
+    /* 5. activations: collect first (the edits add values and nodes) */
+    size_t n_act = 0;
+    oq_value **acts = calloc(c->n_ids, sizeof(oq_value *));
+    if (!acts) {
+        free(sel_nodes);
+        st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < c->g->n_inputs; i++) {
+        oq_value *v = c->g->inputs[i]->value;
+        if (vq(c, v) && vq(c, v)->mark && v->kind == OQ_VALUE_INPUT)
+            acts[n_act++] = v;
+    }
+    for (oq_node *n = c->g->first; n; n = n->next)
+        for (size_t j = 0; j < n->n_outputs; j++)
+            if (vq(c, n->outputs[j]) && vq(c, n->outputs[j])->mark && n_act < c->n_ids)
+                acts[n_act++] = n->outputs[j];
+    /* outer-scope values this body marked: their QDQ goes where they are produced */
+    for (oq_node *n = c->g->first; n; n = n->next)
+        for (size_t j = 0; j < n->n_inputs; j++) {
+            oq_value *v = n->inputs[j];
+            if (!v || v->graph == c->g || !vq(c, v) || !vq(c, v)->mark || already_quantized(v) || n_act >= c->n_ids)
+                continue;
+            bool dup = false;
+            for (size_t i = 0; i < n_act && !dup; i++)
+                dup = acts[i] == v;
+            if (!dup)
+                acts[n_act++] = v;
+        }
+    for (size_t i = 0; i < n_act && st == OQ_OK; i++)
+        st = acts[i]->graph == c->g ? insert_act(c, acts[i]) : insert_act_scoped(c, acts[i]);
+    free(acts);
+    for (size_t i = 0; i < k && st == OQ_OK; i++) {
+        if (!is_weight_op(sel_nodes[i]))
+            continue;
+        float *ws = NULL;
+        int64_t nws = 0;
+        st = quantize_weight(c, sel_nodes[i], &ws, &nws);
+        if (st == OQ_OK && c->quant_bias && !oq_pass_is_op(sel_nodes[i], "MatMul"))
+            st = quantize_bias(c, sel_nodes[i], ws, nws);
+        free(ws);
+    }
+    free(sel_nodes);
+    if (st != OQ_OK)
+        goto done;
+    oq_pass_stat_add(c->res, "nodes_selected", (int64_t)n_sel);
+    st = oq_graph_toposort(c->g, c->d);
+done:
+    return st;
+}
+
+/* The rules on g (unless g is a body calibration never saw run), then on the subgraphs
+ * of its nodes (after g itself, so that an outer value a body reads is already quantized
+ * where it is produced). */
+static oq_status quantize_graph(qctx *c, oq_graph *g, int64_t opset, int depth)
+{
+    oq_graph *saved = c->g;
+    c->g = g;
+    oq_status st = OQ_OK;
+    if (g->parent && !graph_observed(c, g)) {
+        size_t cand = 0;
+        for (oq_node *n = g->first; n; n = n->next)
+            cand += node_selected(c, n);
+        if (cand) {
+            char gl[300];
+            graph_label(g, gl, sizeof gl);
+            oq_diag_warn(c->d, "insert-qdq: %s was never executed during calibration: its %zu node%s of the "
+                         "requested op types stay in float", gl, cand, cand == 1 ? "" : "s");
+            oq_pass_stat_add(c->res, "subgraphs_not_calibrated", 1);
+            oq_pass_stat_add(c->res, "nodes_not_calibrated", (int64_t)cand);
+        }
+    } else {
+        st = rules_on_graph(c, opset);
+    }
+    for (oq_node *n = g->first; n && st == OQ_OK; n = n->next) {
+        oq_graph *subs[16];
+        size_t k = oq_node_subgraphs(n, subs, 16);
+        if (k > 16 || depth >= 64) {
+            char lb[128];
+            oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
+                        "subgraphs not quantized (more than 16, or nested deeper than 64)");
+            continue;
+        }
+        for (size_t i = 0; i < k && st == OQ_OK; i++)
+            st = quantize_graph(c, subs[i], opset, depth + 1);
+    }
+    c->g = saved;
+    return st;
+}
+
+/* Does an overrides key name a tensor of g or of a body below it (plain name, or the
+ * scoped name of oq_calib_value_key; names may contain '/' themselves)? */
+static bool key_is(const oq_value *v, const char *key)
+{
+    if (!v)
+        return false;
+    char *k = oq_calib_value_key(v);
+    bool same = k && strcmp(k, key) == 0;
+    free(k);
+    return same;
+}
+
+static bool override_key_known(const oq_graph *g, const char *key)
+{
+    if (oq_graph_find_local(g, key))
+        return true;
+    for (size_t i = 0; g->parent && i < g->n_inputs; i++)
+        if (key_is(g->inputs[i]->value, key))
+            return true;
+    for (const oq_node *n = g->first; n; n = n->next) {
+        for (size_t k = 0; g->parent && k < n->n_outputs; k++)
+            if (key_is(n->outputs[k], key))
+                return true;
+        oq_graph *subs[16];
+        size_t k = oq_node_subgraphs(n, subs, 16);
+        for (size_t i = 0; i < k && i < 16; i++)
+            if (override_key_known(subs[i], key))
+                return true;
+    }
+    return false;
+}
+
+static oq_status count_nodes(oq_graph *g, void *ctx)
+{
+    *(size_t *)ctx += g->n_nodes;
+    return OQ_OK;
+}
+
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
     qctx c;
@@ -947,7 +1312,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             goto done;
         }
         for (size_t i = 0; i < c.over->n; i++)
-            if (!oq_graph_find_local(c.g, c.over->keys[i]))
+            if (!override_key_known(c.g, c.over->keys[i]))
                 oq_diag_warn(d, "%s: tensor \"%s\" is not in the model (ignored)", ovf, c.over->keys[i]);
     }
     size_t kidx = 0;
@@ -964,7 +1329,8 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.n_ids = m->next_id + 1;
     c.vi = calloc(c.n_ids, sizeof(vinfo_q));
     c.sel = calloc(c.n_ids, sizeof(bool));
-    size_t nnodes = c.g->n_nodes;
+    size_t nnodes = 0;
+    oq_pass_for_each_graph(m, count_nodes, &nnodes);
     c.group_lo = calloc(nnodes + 1, sizeof(float));
     c.group_hi = calloc(nnodes + 1, sizeof(float));
     c.group_done = calloc(nnodes + 1, sizeof(bool));
@@ -975,142 +1341,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         goto done;
     }
 
-    /* 1. selected nodes: their activation inputs and outputs */
-    size_t n_sel = 0;
-    for (oq_node *n = c.g->first; n; n = n->next) {
-        if (n->id >= c.n_ids || !node_selected(&c, n))
-            continue;
-        c.sel[n->id] = true;
-        n_sel++;
-        if (is_weight_op(n)) {
-            mark(&c, n->inputs[0]);
-            if (n->n_inputs > 1 && n->inputs[1] && !is_const(n->inputs[1]))
-                mark(&c, n->inputs[1]);
-            oq_value *o = n->n_outputs ? n->outputs[0] : NULL;
-            if (o && o->n_uses == 1 && !oq_value_is_graph_output(o) &&
-                act_consumer(o->uses[0].node) && o->uses[0].index == 0 && o->uses[0].node->n_outputs >= 1)
-                mark(&c, o->uses[0].node->outputs[0]); /* fuse Relu/Clip: QDQ after it */
-            else
-                mark(&c, o);
-        } else {
-            for (size_t i = 0; i < n->n_inputs; i++)
-                mark(&c, n->inputs[i]);
-            for (size_t i = 0; i < n->n_outputs; i++)
-                mark(&c, n->outputs[i]);
-        }
-    }
-    /* 2. the ops around them, in graph (topological) order */
-    for (oq_node *n = c.g->first; n; n = n->next) {
-        if (c.ort_cpu)
-            mark_ort_fusable(&c, n);
-        if (is_value_preserving(n, c.ort_cpu) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
-            vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
-            if (qi && qi->mark && qo && float_value_c(&c, n->outputs[0]) && !already_quantized(n->outputs[0])) {
-                qo->mark = MK_LINK;
-                qo->link = n->inputs[0];
-            }
-        } else if ((oq_pass_is_op(n, "Softmax") || oq_pass_is_op(n, "Sigmoid")) && n->n_inputs >= 1 &&
-                   n->n_outputs >= 1) {
-            vinfo_q *qi = vq(&c, n->inputs[0]), *qo = vq(&c, n->outputs[0]);
-            if (qi && qo && (qi->mark || qo->mark) && float_value_c(&c, n->outputs[0]) &&
-                !already_quantized(n->outputs[0]))
-                qo->mark = MK_FIXED; /* output in [0, 1] whatever the data */
-        } else if (oq_pass_is_op(n, "Concat") && n->n_outputs >= 1 && n->outputs[0]) {
-            bool any = false;
-            for (size_t i = 0; i < n->n_inputs; i++) {
-                vinfo_q *qi = vq(&c, n->inputs[i]);
-                any = any || (qi && qi->mark);
-            }
-            vinfo_q *qo = vq(&c, n->outputs[0]);
-            any = any || (qo && qo->mark);
-            if (!any || !float_value_c(&c, n->outputs[0]))
-                continue;
-            int gi = c.n_groups++;
-            c.group_lo[gi] = INFINITY;
-            c.group_hi[gi] = -INFINITY;
-            bool ok = true;
-            for (size_t i = 0; i <= n->n_inputs; i++) {
-                oq_value *v = i < n->n_inputs ? n->inputs[i] : n->outputs[0];
-                vinfo_q *q = vq(&c, v);
-                if (!q || is_const(v) || !float_value_c(&c, v) || already_quantized(v))
-                    continue;
-                float lo, hi;
-                if (!table_range(&c, v->name, &lo, &hi)) {
-                    ok = false;
-                    continue;
-                }
-                if (lo < c.group_lo[gi])
-                    c.group_lo[gi] = lo;
-                if (hi > c.group_hi[gi])
-                    c.group_hi[gi] = hi;
-                if (q->mark != MK_LINK || v == n->outputs[0]) {
-                    q->mark = MK_GROUP;
-                    q->group = gi;
-                }
-            }
-            (void)ok;
-        }
-    }
-    /* 3. parameters, in order (links read earlier values) */
-    for (size_t i = 0; i < c.g->n_inputs; i++)
-        if ((st = compute(&c, c.g->inputs[i]->value)) != OQ_OK)
-            goto done;
-    for (oq_node *n = c.g->first; n; n = n->next)
-        for (size_t k = 0; k < n->n_outputs; k++)
-            if ((st = compute(&c, n->outputs[k])) != OQ_OK)
-                goto done;
-    if (needs21(c.act_dtype) || c.over) {
-        for (uint32_t i = 0; i < c.n_ids; i++)
-            if (c.vi[i].mark && needs21(c.vi[i].dtype) && opset < 21) {
-                st = oq_diag_error(d, OQ_ERR_UNSUPPORTED, "insert-qdq: %s activations need opset 21 (model: %lld)",
-                                   oq_dtype_name(c.vi[i].dtype), (long long)opset);
-                goto done;
-            }
-    }
-    /* 4. weights (and biases) of the selected nodes */
-    oq_node **sel_nodes = calloc(n_sel ? n_sel : 1, sizeof(oq_node *));
-    if (!sel_nodes) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    size_t k = 0;
-    for (oq_node *n = c.g->first; n; n = n->next)
-        if (n->id < c.n_ids && c.sel[n->id])
-            sel_nodes[k++] = n;
-    /* 5. activations: collect first (the edits add values and nodes) */
-    size_t n_act = 0;
-    oq_value **acts = calloc(c.n_ids, sizeof(oq_value *));
-    if (!acts) {
-        free(sel_nodes);
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < c.g->n_inputs; i++) {
-        oq_value *v = c.g->inputs[i]->value;
-        if (vq(&c, v) && vq(&c, v)->mark && v->kind == OQ_VALUE_INPUT)
-            acts[n_act++] = v;
-    }
-    for (oq_node *n = c.g->first; n; n = n->next)
-        for (size_t j = 0; j < n->n_outputs; j++)
-            if (vq(&c, n->outputs[j]) && vq(&c, n->outputs[j])->mark && n_act < c.n_ids)
-                acts[n_act++] = n->outputs[j];
-    for (size_t i = 0; i < n_act && st == OQ_OK; i++)
-        st = insert_act(&c, acts[i]);
-    free(acts);
-    for (size_t i = 0; i < k && st == OQ_OK; i++) {
-        if (!is_weight_op(sel_nodes[i]))
-            continue;
-        float *ws = NULL;
-        int64_t nws = 0;
-        st = quantize_weight(&c, sel_nodes[i], &ws, &nws);
-        if (st == OQ_OK && c.quant_bias && !oq_pass_is_op(sel_nodes[i], "MatMul"))
-            st = quantize_bias(&c, sel_nodes[i], ws, nws);
-        free(ws);
-    }
-    free(sel_nodes);
+    st = quantize_graph(&c, c.g, opset, 0);
     if (st != OQ_OK)
         goto done;
-    oq_pass_stat_add(res, "nodes_selected", (int64_t)n_sel);
+    oq_pass_stat_add(res, "nodes_selected", 0); /* present even when 0 */
     /* the table has been used: drop it from the model */
     if (kidx < m->metadata.count && !oq_pass_opt_bool(opts, "keep-calibration", false)) {
         memmove(&m->metadata.items[kidx], &m->metadata.items[kidx + 1],
@@ -1118,7 +1352,6 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         m->metadata.count--;
     }
     res->changed = true;
-    st = oq_graph_toposort(c.g, d);
 done:
     free_ctx(&c);
     return st;

@@ -19,6 +19,8 @@ need "onnxruntime-node" test -f "$CACHE/node_modules/onnxruntime-node/package.js
 need "PaddleOCR det" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_det_infer.onnx"
 need "PaddleOCR rec" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx"
 need "PaddleOCR cls" test -f "$CACHE/ocr/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx"
+need "silero VAD models" test -f "$CACHE/silero/package/weights/silero_vad_op18_ifless.onnx"
+need "espeak-ng + sox" sh -c 'command -v espeak-ng && command -v sox'
 need "graphviz dot" dot -V
 need "chromium" chromium --version
 need "qemu-user" qemu-x86_64 --version

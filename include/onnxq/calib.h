@@ -10,7 +10,9 @@
  *   oq_calib_table_free(&t); oq_calib_source_free(src);
  *
  * Observed tensors: every float32 graph input (not an initializer) and every float32
- * tensor a node of the main graph produces (o.want may restrict this). Memory is one
+ * tensor a node produces, in the main graph and in the subgraphs that run (the branch
+ * an If takes, every iteration of a Loop/Scan body, whose inputs are observed too);
+ * o.want may restrict this. A subgraph's tensors are named by oq_calib_value_key. Memory is one
  * oq_observer per observed tensor plus the executor's buffers for one sample: it does
  * not grow with the number of samples.
  *
@@ -135,6 +137,14 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
                        oq_calib_table *out, oq_diag *d);
 void oq_calib_table_free(oq_calib_table *t);
 const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *name);
+/* The table's name for a value: its name in the main graph; in a subgraph, its name
+ * after the path of the nodes and attributes that hold the subgraph, so that equal
+ * names in different bodies do not mix: "If_3.then_branch/conv_out",
+ * "loop.body/If_0.else_branch/x" (node label as oq_node_label gives it; a GRAPHS
+ * attribute adds "[index]"). Malloc'ed; NULL when out of memory. */
+char *oq_calib_value_key(const oq_value *v);
+/* oq_calib_table_find under oq_calib_value_key(v). */
+const oq_calib_entry *oq_calib_table_find_value(const oq_calib_table *t, const oq_value *v);
 
 /* JSON text {"samples":N,"method":"...","percentile":p,"tensors":{"name":[min,max,lo,hi],..}}
  * (malloc'ed; floats written so that they read back exactly), and back. */

@@ -35,9 +35,11 @@
  *
  * The model must outlive the plan and must not be edited while a plan uses it. A plan
  * runs one oq_plan_run at a time (it owns its buffers); use one plan per thread to run
- * in parallel. The observer sees the outputs of the nodes of the main graph (not the
- * Constant nodes, whose tensors are the model's, and not the nodes inside If/Loop
- * bodies).
+ * in parallel. The observer sees the outputs of the nodes of the main graph and of the
+ * subgraphs that run (the branch an If takes, every iteration of a Loop or Scan body;
+ * node->graph tells which graph), but not those of Constant nodes, whose tensors are
+ * the model's. The input observer sees the inputs of a Loop/Scan body at every
+ * iteration (the main graph's inputs are the caller's own).
  */
 #ifndef ONNXQ_EXEC_H
 #define ONNXQ_EXEC_H
@@ -86,6 +88,10 @@ const char *oq_rt_tensor_describe(const oq_rt_tensor *t, char *buf, size_t size)
 typedef void (*oq_tensor_observer)(const oq_node *node, size_t out_index,
                                    const oq_rt_tensor *t, void *user);
 
+/* Called for every graph input of a subgraph body (Loop/Scan: iteration number,
+ * condition, loop-carried and scanned values) each time the body runs. */
+typedef void (*oq_input_observer)(const oq_value *v, const oq_rt_tensor *t, void *user);
+
 /* The integer arithmetic a plan uses for quantized (QDQ) groups. The deployment targets
  * of include/onnxq/target.h name one each; docs/run.md says what each computes. */
 typedef enum oq_arith {
@@ -104,6 +110,7 @@ typedef struct oq_plan_options {
     oq_arith arith;                 /* default OQ_ARITH_REFERENCE */
     bool no_fold;                   /* true: do not evaluate constant nodes at compile time
                                      * (also ONNXQ_PLAN_FOLD=0 in the environment) */
+    oq_input_observer on_input;     /* may be NULL; gets `user` too */
 } oq_plan_options;
 
 oq_plan_options oq_plan_options_default(void);

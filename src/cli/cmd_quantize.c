@@ -561,6 +561,30 @@ static int parse_f64(const char *s, double *out)
     return 0;
 }
 
+/* insert-qdq's counts (pass statistics), to refuse a run that quantized nothing */
+typedef struct qdq_counts {
+    bool seen;
+    int64_t selected, not_calibrated;
+} qdq_counts;
+
+static qdq_counts qdq_counts_of(const cli_pass_log *log)
+{
+    qdq_counts q = {0};
+    for (size_t k = 0; k < log->n; k++) {
+        if (strcmp(log->names[k], "insert-qdq") != 0)
+            continue;
+        q.seen = true;
+        const oq_pass_result *r = &log->results[k];
+        for (size_t i = 0; i < r->n_stats; i++) {
+            if (strcmp(r->stats[i].name, "nodes_selected") == 0)
+                q.selected = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "nodes_not_calibrated") == 0)
+                q.not_calibrated = r->stats[i].value;
+        }
+    }
+    return q;
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     qconfig c;
@@ -807,6 +831,24 @@ int cmd_quantize(int argc, char **argv)
     ro.after_pass = cli_pass_log_after_pass;
     ro.user = &report.passes;
     st = oq_pipeline_run(pl, m, &ro, &d);
+    qdq_counts qc = qdq_counts_of(&report.passes);
+    if (st == OQ_OK && qc.seen && qc.selected == 0) {
+        /* writing the float model back and exiting 0 would hide that nothing happened */
+        const char *filt = *c.include_nodes || *c.exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "";
+        if (qc.not_calibrated > 0)
+            oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: the %lld node%s of the requested op types %s%s %s inside subgraphs "
+                        "never executed during calibration (calibrate with data that takes those branches)",
+                        (long long)qc.not_calibrated, qc.not_calibrated == 1 ? "" : "s", c.op_types, filt,
+                        qc.not_calibrated == 1 ? "is" : "are all");
+        else
+            oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: no node of the requested op types %s%s in the model or its subgraphs "
+                        "(--op-types; `onnxq dump` lists the model's op types)", c.op_types, filt);
+        cli_print_diag(&d);
+        rc = CLI_FAIL;
+        goto done;
+    }
     if (st == OQ_OK) {
         oq_diag cd;
         oq_diag_init(&cd);

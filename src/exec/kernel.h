@@ -99,6 +99,9 @@ typedef struct oq_kctx {
        final, and set post_done (else the executor applies it after run) */
     const oq_k_post *post;
     bool post_done;
+    /* the plan the node belongs to (NULL in oq_exec_eval_node): subplans of If/Loop/Scan
+       take its observers at run time */
+    const oq_plan *plan;
 } oq_kctx;
 
 typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,

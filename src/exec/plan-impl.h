@@ -68,6 +68,7 @@ struct oq_plan {
     oq_pool *pool;
     int threads;
     oq_tensor_observer on_tensor;
+    oq_input_observer on_input;
     void *user;
     size_t n_bufs, cap_bufs;
     buffer *bufs;

@@ -306,6 +306,7 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     const char *dom = oq_domain_is_default(n->domain) ? "ai.onnx" : n->domain;
     int64_t opset = oq_node_opset(n);
     s->k.node = n;
+    s->k.plan = p;
     s->k.opset = opset;
     s->k.pool = p->pool;
     s->k.diag = d;
@@ -616,6 +617,7 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
     p->file = model->path;
     p->threads = pool ? oq_pool_threads(pool) : opt.threads > 0 ? opt.threads : oq_cpu_count();
     p->on_tensor = opt.on_tensor;
+    p->on_input = opt.on_input;
     p->user = opt.user;
     p->pool = pool ? pool : oq_pool_new(p->threads);
     p->owns_pool = !pool;

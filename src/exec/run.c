@@ -203,6 +203,11 @@ oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
 oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, size_t n_inputs,
                            oq_rt_tensor *outputs, size_t n_outputs)
 {
+    if (k->plan) { /* the enclosing plan's observers see the body's tensors too */
+        sp->on_tensor = k->plan->on_tensor;
+        sp->on_input = k->plan->on_input;
+        sp->user = k->plan->user;
+    }
     return run_plan(sp, inputs, n_inputs, k->implicit, outputs, n_outputs, k->diag);
 }
 
@@ -248,6 +253,9 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
     st = bind_inputs(p, inputs, n_inputs, d);
     if (st != OQ_OK)
         return st;
+    if (outer && p->on_input) /* a body's inputs: Loop/Scan iteration values */
+        for (size_t i = 0; i < p->n_inputs; i++)
+            p->on_input(p->slots[p->inputs[i]].value, &p->slots[p->inputs[i]].t, p->user);
     p->total_bytes = 0;
     observe_folded(p);
     for (size_t si = 0; si < p->n_steps; si++) {

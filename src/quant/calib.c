@@ -689,6 +689,54 @@ static bool maybe_float(const oq_value *v)
     return !v->type || !v->type->has_elem_type || is_float_value(v);
 }
 
+/* Observed values of g and its subgraphs (upper bound: inputs and node outputs). */
+static size_t count_slots(const oq_graph *g)
+{
+    size_t n = g->n_inputs;
+    for (const oq_node *x = g->first; x; x = x->next) {
+        n += x->n_outputs;
+        oq_graph *subs[16];
+        size_t k = oq_node_subgraphs(x, subs, 16);
+        for (size_t i = 0; i < k && i < 16; i++)
+            n += count_slots(subs[i]);
+    }
+    return n;
+}
+
+static void add_slot(cal_ctx *c, oq_value *v, const oq_calib_options *o)
+{
+    if (!v || v->id >= c->n_ids || c->by_id[v->id] >= 0 || v->initializer || !maybe_float(v) ||
+        (o->want && !o->want(v, o->want_user)))
+        return;
+    c->slots[c->n_slots].v = v;
+    c->by_id[v->id] = (int32_t)c->n_slots++;
+}
+
+/* Graph inputs (of a body: the Loop/Scan iteration values), node outputs in order, and
+ * the subgraphs of each node right after it. Subgraphs nested deeper than 64 levels are
+ * not observed (their nodes then stay in float). */
+static void add_slots(cal_ctx *c, oq_graph *g, const oq_calib_options *o, int depth)
+{
+    for (size_t i = 0; i < g->n_inputs; i++)
+        add_slot(c, g->inputs[i]->value, o);
+    for (oq_node *n = g->first; n; n = n->next) {
+        if (!(n->op_type && strcmp(n->op_type, "Constant") == 0 && oq_domain_is_default(n->domain)))
+            for (size_t k = 0; k < n->n_outputs; k++)
+                add_slot(c, n->outputs[k], o);
+        oq_graph *subs[16];
+        size_t k = oq_node_subgraphs(n, subs, 16);
+        for (size_t i = 0; i < k && i < 16 && depth < 64; i++)
+            add_slots(c, subs[i], o, depth + 1);
+    }
+}
+
+static void on_input(const oq_value *v, const oq_rt_tensor *t, void *user)
+{
+    cal_ctx *c = user;
+    if (v->id < c->n_ids && c->by_id[v->id] >= 0)
+        observe(c, &c->slots[c->by_id[v->id]], NULL, t);
+}
+
 oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
                        oq_calib_table *out, oq_diag *d)
 {
@@ -703,10 +751,8 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     if (!g)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
 
-    /* slots: graph inputs, then node outputs in order */
-    size_t cap = g->n_inputs;
-    for (oq_node *n = g->first; n; n = n->next)
-        cap += n->n_outputs;
+    /* slots: graph inputs, then node outputs in order, each subgraph after its node */
+    size_t cap = count_slots(g);
     c.slots = calloc(cap ? cap : 1, sizeof(obs_slot));
     c.n_ids = m->next_id + 1;
     c.by_id = malloc(c.n_ids * sizeof(int32_t));
@@ -717,26 +763,7 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     for (uint32_t i = 0; i < c.n_ids; i++)
         c.by_id[i] = -1;
     oq_observer_kind kind = o->range.method == OQ_CALIB_MINMAX ? OQ_OBSERVER_MINMAX : OQ_OBSERVER_HISTOGRAM;
-    for (size_t i = 0; i < g->n_inputs; i++) {
-        oq_value *v = g->inputs[i]->value;
-        if (!v || v->initializer || !maybe_float(v) || (o->want && !o->want(v, o->want_user)))
-            continue;
-        if (v->id < c.n_ids && c.by_id[v->id] >= 0)
-            continue;
-        c.slots[c.n_slots].v = v;
-        c.by_id[v->id] = (int32_t)c.n_slots++;
-    }
-    for (oq_node *n = g->first; n; n = n->next)
-        for (size_t k = 0; k < n->n_outputs; k++) {
-            oq_value *v = n->outputs[k];
-            if (!v || v->id >= c.n_ids || c.by_id[v->id] >= 0 || !maybe_float(v) ||
-                (o->want && !o->want(v, o->want_user)))
-                continue;
-            if (n->op_type && strcmp(n->op_type, "Constant") == 0 && oq_domain_is_default(n->domain))
-                continue;
-            c.slots[c.n_slots].v = v;
-            c.by_id[v->id] = (int32_t)c.n_slots++;
-        }
+    add_slots(&c, g, o, 0);
     for (size_t i = 0; i < c.n_slots; i++) {
         oq_observer_init(&c.slots[i].obs, kind, OQ_NAN_IGNORE);
         if (kind == OQ_OBSERVER_MINMAX && o->averaging_constant > 0) {
@@ -751,6 +778,7 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     oq_plan_options po = oq_plan_options_default();
     po.threads = o->threads;
     po.on_tensor = on_tensor;
+    po.on_input = on_input;
     po.user = &c;
     st = oq_plan_compile(m, &po, &plan, d);
     if (st != OQ_OK)
@@ -818,7 +846,7 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
         if (ob->count == 0 && ob->nan_count == 0 && ob->inf_count == 0)
             continue; /* never produced as float32 (e.g. an int tensor of unknown type) */
         oq_calib_entry *e = &out->items[out->count];
-        e->name = strdup(c.slots[i].v->name);
+        e->name = oq_calib_value_key(c.slots[i].v);
         if (!e->name) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
             goto done;
@@ -872,6 +900,60 @@ const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *n
         if (strcmp(t->items[i].name, name) == 0)
             return &t->items[i];
     return NULL;
+}
+
+/* "<owner>.<attribute>" of a subgraph (attribute index for GRAPHS attributes) into b. */
+static bool scope_of(const oq_graph *g, char *b, size_t size)
+{
+    if (!g->parent || !g->owner)
+        return true;
+    if (!scope_of(g->parent, b, size))
+        return false;
+    size_t len = strlen(b);
+    char lb[200];
+    const oq_node *n = g->owner;
+    const char *attr = "?";
+    long idx = -1;
+    for (size_t i = 0; i < n->n_attrs; i++) {
+        const oq_attr *a = n->attrs[i];
+        if (a->g == g)
+            attr = a->name ? a->name : "";
+        for (size_t j = 0; j < a->n_graphs; j++)
+            if (a->graphs[j] == g) {
+                attr = a->name ? a->name : "";
+                idx = (long)j;
+            }
+    }
+    int w = idx >= 0 ? snprintf(b + len, size - len, "%s.%s[%ld]/", oq_node_label(n, lb, sizeof lb), attr, idx)
+                     : snprintf(b + len, size - len, "%s.%s/", oq_node_label(n, lb, sizeof lb), attr);
+    return w >= 0 && (size_t)w < size - len;
+}
+
+char *oq_calib_value_key(const oq_value *v)
+{
+    if (!v->graph || !v->graph->parent)
+        return strdup(v->name);
+    char scope[2048];
+    scope[0] = 0;
+    if (!scope_of(v->graph, scope, sizeof scope))
+        return NULL;
+    size_t ls = strlen(scope), ln = strlen(v->name);
+    char *k = malloc(ls + ln + 1);
+    if (!k)
+        return NULL;
+    memcpy(k, scope, ls);
+    memcpy(k + ls, v->name, ln + 1);
+    return k;
+}
+
+const oq_calib_entry *oq_calib_table_find_value(const oq_calib_table *t, const oq_value *v)
+{
+    if (!v->graph || !v->graph->parent)
+        return oq_calib_table_find(t, v->name);
+    char *k = oq_calib_value_key(v);
+    const oq_calib_entry *e = k ? oq_calib_table_find(t, k) : NULL;
+    free(k);
+    return e;
 }
 
 /* ------------------------------------------------------------------ JSON table --- */
