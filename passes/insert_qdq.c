@@ -508,12 +508,13 @@ static bool needs21(int32_t t);
  * x_a w_a + x_b w_b with x in [0, 255] overflows when w_a, w_b have the same sign and
  * |w_a| + |w_b| > 128 (255 * 129 > 32767). pair-limit lowers such pairs (by the least
  * total change, in units of the scale) so that |w_a| + |w_b| <= 128 for every adjacent
- * pair in each order a kernel may reduce in: the flattened (kh, kw, cin) order of
- * onnxruntime's channels-last convolution at even offsets, the ONNX (cin, kh, kw) order,
- * and cin pairs within one kernel position; K order for MatMul/Gemm. The model then
+ * pair in the order onnxruntime's kernels reduce in: the flattened (kh, kw, cin) order of
+ * its channels-last convolution (im2col and the MlasConvSym indirection buffer, which packs
+ * cin in fours, give the same pairs) at even offsets within each group; K order for
+ * MatMul/Gemm (docs/run.md, "The integer arithmetic"). The model then
  * computes the same on every x86 CPU, with int8 weights (U8S8) that VNNI CPUs run fastest.
- * Depthwise convolutions (one input channel per group) run in exact kernels and are
- * left as they are. Returns how many pairs changed. */
+ * Depthwise convolutions (one input and one output channel per group) run in exact
+ * kernels and are left as they are. Returns how many pairs changed. */
 typedef struct pair_walk {
     int8_t *q;
     const float *w;
@@ -561,8 +562,8 @@ static void walk_pairs(pair_walk *p, const oq_node *n, const int64_t *dims, size
         int64_t M = dims[0], C = dims[1], S = 1;
         for (size_t k = 2; k < rank; k++)
             S *= dims[k];
-        if (C == 1)
-            return; /* depthwise */
+        if (C == 1 && oq_node_attr_int(n, "group", 1) == M)
+            return; /* depthwise: exact kernels (a channel multiplier > 1 is a grouped GEMM) */
         int64_t K = C * S;
         for (int64_t m = 0; m < M; m++) {
             int64_t base = m * K;
@@ -570,11 +571,6 @@ static void walk_pairs(pair_walk *p, const oq_node *n, const int64_t *dims, size
                 int64_t s0 = k / C, c0 = k % C, s1 = (k + 1) / C, c1 = (k + 1) % C;
                 limit_pair(p, base + c0 * S + s0, base + c1 * S + s1);
             }
-            for (int64_t k = 0; k + 1 < K; k += 2) /* ONNX (cin, kh, kw) order */
-                limit_pair(p, base + k, base + k + 1);
-            for (int64_t s = 0; s < S; s++) /* cin pairs within one kernel position */
-                for (int64_t c = 0; c + 1 < C; c += 2)
-                    limit_pair(p, base + c * S + s, base + (c + 1) * S + s);
         }
     } else if ((oq_pass_is_op(n, "MatMul") || oq_pass_is_op(n, "Gemm")) && rank >= 2) {
         bool tb = oq_pass_is_op(n, "Gemm") && oq_node_attr_int(n, "transB", 0);
