@@ -75,17 +75,6 @@ static bool bn_coeffs(oq_node *bn, double **a_out, double **b_out, int64_t *c_ou
     return a != NULL;
 }
 
-static oq_value *new_const(oq_graph *g, const char *base, int32_t dtype, const int64_t *dims,
-                           size_t rank, const double *vals)
-{
-    char *name = oq_graph_unique_name(g, base);
-    oq_value *v = name ? oq_graph_new_value(g, name) : NULL;
-    oq_tensor *t = v ? oq_pass_tensor_from_double(g->model, name, dtype, dims, rank, vals) : NULL;
-    if (!t || oq_graph_set_initializer(g, v, t) != OQ_OK)
-        return NULL;
-    return v;
-}
-
 /* Fold into the producer p of x (output 0). Returns 1 folded, 0 not applicable, <0 err. */
 static int fold_into(ctx *c, oq_node *bn, oq_node *p, const double *a, const double *b, int64_t C)
 {
@@ -178,11 +167,11 @@ static int fold_into(ctx *c, oq_node *bn, oq_node *p, const double *a, const dou
     char base[256];
     snprintf(base, sizeof base, "%.200s_bnfold", p->inputs[1]->name);
     oq_value *old_w = p->inputs[1], *old_b = p->n_inputs >= 3 ? p->inputs[2] : NULL;
-    oq_value *nw = new_const(g, base, w->dtype, w->dims, w->rank, wv);
+    oq_value *nw = oq_pass_new_initializer(g, base, w->dtype, w->dims, w->rank, wv);
     int64_t bdims[1] = {C};
     snprintf(base, sizeof base, "%.200s_bnfold_bias", p->outputs[0] ? p->outputs[0]->name : "b");
     int32_t bdt = bias ? bias->dtype : w->dtype;
-    oq_value *nbv = new_const(g, base, bdt, bdims, 1, nb);
+    oq_value *nbv = oq_pass_new_initializer(g, base, bdt, bdims, 1, nb);
     if (!nw || !nbv) {
         oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -244,9 +233,9 @@ static int to_mul_add(ctx *c, oq_node *bn, const double *a, const double *b, int
     const char *bname = bn->name && *bn->name ? bn->name : "bn";
     char base[256];
     snprintf(base, sizeof base, "%.200s_scale", bname);
-    oq_value *av = new_const(g, base, dt, dims, (size_t)(r - 1), a);
+    oq_value *av = oq_pass_new_initializer(g, base, dt, dims, (size_t)(r - 1), a);
     snprintf(base, sizeof base, "%.200s_shift", bname);
-    oq_value *bv = new_const(g, base, dt, dims, (size_t)(r - 1), b);
+    oq_value *bv = oq_pass_new_initializer(g, base, dt, dims, (size_t)(r - 1), b);
     oq_value *mid = oq_graph_new_value(g, NULL);
     if (!av || !bv || !mid)
         return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory"), -1;

@@ -156,17 +156,6 @@ static void fold_name(char *buf, size_t size, const char *base)
     snprintf(buf, size, "%.*s_fold", (int)(n > 200 ? 200 : n), base);
 }
 
-static oq_value *new_const(oq_graph *g, const char *base, int32_t dtype, const int64_t *dims,
-                           size_t rank, const double *vals)
-{
-    char *name = oq_graph_unique_name(g, base);
-    oq_value *v = name ? oq_graph_new_value(g, name) : NULL;
-    oq_tensor *t = v ? oq_pass_tensor_from_double(g->model, name, dtype, dims, rank, vals) : NULL;
-    if (!t || oq_graph_set_initializer(g, v, t) != OQ_OK)
-        return NULL;
-    return v;
-}
-
 /* Split a constant element-wise node into (data input index, constant tensor).
  * False when not exactly one input is a constant. */
 static bool split_operands(const oq_node *n, int *xi, oq_tensor **k)
@@ -318,14 +307,14 @@ static oq_status scale_producer(ctx *c, oq_node *p, const producer *pi, const do
     char base[256];
     fold_name(base, sizeof base, p->inputs[1]->name);
     oq_value *old_w = p->inputs[1], *old_b = p->n_inputs >= 3 ? p->inputs[2] : NULL;
-    oq_value *nw = new_const(g, base, w->dtype, w->dims, w->rank, wv);
+    oq_value *nw = oq_pass_new_initializer(g, base, w->dtype, w->dims, w->rank, wv);
     if (!nw)
         goto done;
     oq_value *nbv = NULL;
     if (need_bias) {
         int64_t bdims[1] = {C};
         snprintf(base, sizeof base, "%.200s_bias", p->outputs[0] ? p->outputs[0]->name : "fold");
-        nbv = new_const(g, base, pi->bias ? pi->bias->dtype : w->dtype, bdims, 1, nb);
+        nbv = oq_pass_new_initializer(g, base, pi->bias ? pi->bias->dtype : w->dtype, bdims, 1, nb);
         if (!nbv)
             goto done;
     }
@@ -471,14 +460,14 @@ static oq_status fold_into_next(ctx *c, oq_node *conv, const double *a, const do
     char base[256];
     fold_name(base, sizeof base, conv->inputs[1]->name);
     oq_value *old_w = conv->inputs[1], *old_b = has_bias ? conv->inputs[2] : NULL;
-    oq_value *nw = new_const(g, base, w->dtype, w->dims, w->rank, wv);
+    oq_value *nw = oq_pass_new_initializer(g, base, w->dtype, w->dims, w->rank, wv);
     if (!nw)
         goto done;
     oq_value *nbv = NULL;
     if (nb) {
         int64_t bdims[1] = {M};
         snprintf(base, sizeof base, "%.200s_bias", conv->outputs[0] ? conv->outputs[0]->name : "fold");
-        nbv = new_const(g, base, bias ? bias->dtype : w->dtype, bdims, 1, nb);
+        nbv = oq_pass_new_initializer(g, base, bias ? bias->dtype : w->dtype, bdims, 1, nb);
         if (!nbv)
             goto done;
     }
@@ -515,7 +504,7 @@ static oq_value *channel_const(oq_graph *g, const char *base, int32_t dtype, con
             dims[i] = 1;
         rank = (size_t)(R - 1);
     }
-    return new_const(g, base, dtype, dims, rank, v);
+    return oq_pass_new_initializer(g, base, dtype, dims, rank, v);
 }
 
 /* n computes y = a x + b (b != 0) before padded Convs, and x = s h comes from a Mul or

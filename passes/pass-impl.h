@@ -29,6 +29,9 @@ oq_status oq_pass_tensor_to_double(oq_tensor *t, double **out, int64_t *n, oq_di
 /* Build a tensor of dtype (float/double/float16/bfloat16) from doubles. */
 oq_tensor *oq_pass_tensor_from_double(oq_model *m, const char *name, int32_t dtype,
                                       const int64_t *dims, size_t rank, const double *v);
+/* A new initializer of dtype from doubles, named after base (made unique in g). */
+oq_value *oq_pass_new_initializer(oq_graph *g, const char *base, int32_t dtype, const int64_t *dims, size_t rank,
+                                  const double *vals);
 /* int64 vector from a constant tensor of int32/int64; -1 when not constant/int. */
 int64_t oq_pass_const_ints(const oq_value *v, int64_t *out, int64_t max, oq_diag *d);
 /* Add an int64 1-D initializer named after base. */

@@ -317,3 +317,14 @@ int32_t oq_pass_value_elem_type(const oq_value *v)
 {
     return type_rec(v, 0);
 }
+
+oq_value *oq_pass_new_initializer(oq_graph *g, const char *base, int32_t dtype, const int64_t *dims, size_t rank,
+                                  const double *vals)
+{
+    char *name = oq_graph_unique_name(g, base);
+    oq_value *v = name ? oq_graph_new_value(g, name) : NULL;
+    oq_tensor *t = v ? oq_pass_tensor_from_double(g->model, name, dtype, dims, rank, vals) : NULL;
+    if (!t || oq_graph_set_initializer(g, v, t) != OQ_OK)
+        return NULL;
+    return v;
+}
