@@ -42,6 +42,10 @@ typedef struct oq_satcheck_layer {
     const char *op_type;  /* its op type ("input" for a graph input) */
     float scale;
     int32_t zero_point;
+    bool product;         /* computed by Conv / ConvTranspose / Gemm / MatMul (optionally
+                           * through Relu / Clip): the groups whose u8 x s8 pairs saturate
+                           * on AVX2 (the other integer kernels, QLinearSoftmax, round
+                           * differently from reference but do not saturate) */
     oq_err_acc err;       /* reference (x) vs target (y), dequantized */
 } oq_satcheck_layer;
 

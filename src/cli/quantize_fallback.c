@@ -138,10 +138,13 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
     if (st != OQ_OK)
         goto done;
     bool s8 = a->weight_dtype && strcmp(a->weight_dtype, "int8") == 0;
+    size_t n_product = 0;
+    for (size_t i = 0; i < oq_satcheck_n_layers(sc); i++)
+        n_product += oq_satcheck_layer_at(sc, i)->product;
     for (size_t i = 0; i < oq_satcheck_n_layers(sc); i++) {
         const oq_satcheck_layer *L = oq_satcheck_layer_at(sc, i);
         double loss = oq_satcheck_loss_db(L);
-        if (!(loss > max_loss_db))
+        if (!L->product || !(loss > max_loss_db))
             continue;
         (*n_warned)++;
         fprintf(stderr,
@@ -159,8 +162,7 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
     if (!a->quiet && !*n_warned)
         fprintf(stderr, "onnxq quantize: saturation check (%s arithmetic, %llu sample(s), %zu layer(s)): no "
                         "layer loses more than %.0f dB\n",
-                oq_arith_name(a->arith), (unsigned long long)oq_satcheck_n_samples(sc),
-                oq_satcheck_n_layers(sc), max_loss_db);
+                oq_arith_name(a->arith), (unsigned long long)oq_satcheck_n_samples(sc), n_product, max_loss_db);
 done:
     oq_satcheck_free(sc);
     oq_calib_source_free(src);

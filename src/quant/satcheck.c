@@ -135,6 +135,13 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
         }
         L->scale = (float)sc;
         L->zero_point = (int32_t)zp;
+        const oq_value *pv = src;
+        while (pv && pv->kind == OQ_VALUE_NODE && pv->producer &&
+               (op_is(pv->producer, "Relu") || op_is(pv->producer, "Clip")) && pv->producer->n_inputs)
+            pv = pv->producer->inputs[0];
+        const oq_node *pn = pv && pv->kind == OQ_VALUE_NODE ? pv->producer : NULL;
+        L->product = op_is(pn, "Conv") || op_is(pn, "ConvTranspose") || op_is(pn, "Gemm") ||
+                     op_is(pn, "MatMul");
         s->qlayer[qv->id] = (int32_t)s->n_layers++;
     }
     s->store = calloc(s->n_layers + 1, sizeof *s->store);
