@@ -39,6 +39,7 @@ EXAMPLES = [
     ("docs/data.md", "mkdir flat"),
     ("docs/data.md", "onnxq run ints.onnx"),
     ("docs/data.md", "--calib wrong --quiet"),
+    ("docs/verify.md", "-o g.onnx --calib models/calib --target generic --quiet"),
 ]
 
 MASKS = [

@@ -14,7 +14,9 @@
 # - avx2 shows a loss on a saturating layer (r1: below 40 dB), ort-x86-vnni none on the
 #   Conv/Gemm layers (every one +inf: exact integer arithmetic equals reference there);
 # - onnxq quantize with the default target ort-x86 (U8U8) and with --weight-dtype int8
-#   (pair-limited weights) reports that no layer loses more than 1 dB.
+#   (pair-limited weights) reports that no layer loses more than 1 dB; with
+#   --weight-dtype int8 --weight-asymmetric (no pair-limit) it warns for fc (Gemm) and
+#   names the fix.
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
@@ -109,5 +111,10 @@ for w in "" "--weight-dtype int8"; do
         "$TMP/qerr" || { bad "quantize $w: saturation check line"; cat "$TMP/qerr"; }
     grep -q "loses [0-9.]* dB" "$TMP/qerr" && bad "quantize $w: a layer loses"
 done
+# asymmetric int8 weights are not pair-limited: fc's u8 x s8 pairs saturate on AVX2
+"$EXE" quantize "$F" -o "$TMP/a.onnx" --calib "$SRC/models/calib" --weight-dtype int8 --weight-asymmetric \
+    2>"$TMP/qerr" || { bad "quantize --weight-asymmetric"; cat "$TMP/qerr"; }
+grep -q 'warning: layer "logits" (Gemm fc) loses [0-9.]* dB with ort-x86.s avx2 arithmetic.*fix: --weight-dtype uint8' \
+    "$TMP/qerr" || { bad "quantize --weight-asymmetric: no warning for fc"; cat "$TMP/qerr"; }
 [ $fail = 0 ] && echo "verify_target.sh: ok"
 exit $fail

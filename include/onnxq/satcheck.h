@@ -61,6 +61,8 @@ typedef struct oq_satcheck oq_satcheck;
 oq_status oq_satcheck_new(oq_model *quant_model, oq_arith arith, int threads, oq_satcheck **out,
                           oq_diag *d);
 void oq_satcheck_free(oq_satcheck *s);
+/* Also hand every tensor of the reference run to fn (e.g. verify's weight comparison). */
+void oq_satcheck_set_ref_observer(oq_satcheck *s, oq_tensor_observer fn, void *user);
 /* The reference plan: its inputs define the order of `inputs`. */
 const oq_plan *oq_satcheck_plan(const oq_satcheck *s);
 oq_status oq_satcheck_sample(oq_satcheck *s, const oq_rt_tensor *inputs, size_t n_inputs,

@@ -34,6 +34,8 @@ struct oq_satcheck {
     int32_t *qlayer;           /* value id (Q output) -> layer, -1 */
     oq_rt_tensor *store;       /* by layer: the reference run's Q output, this sample */
     oq_satcheck_output *outs;
+    oq_tensor_observer ref_fn;
+    void *ref_user;
     bool nomem;
     uint64_t samples;
 };
@@ -55,6 +57,8 @@ static bool const_scalar(const oq_value *v, double *out)
 static void on_ref(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
 {
     oq_satcheck *s = user;
+    if (s->ref_fn)
+        s->ref_fn(node, idx, t, s->ref_user);
     const oq_value *val = node->outputs[idx];
     if (!val || val->id >= s->n_ids || s->qlayer[val->id] < 0)
         return;
@@ -441,6 +445,11 @@ void oq_satcheck_free(oq_satcheck *s)
 }
 
 const oq_plan *oq_satcheck_plan(const oq_satcheck *s) { return s->rp; }
+void oq_satcheck_set_ref_observer(oq_satcheck *s, oq_tensor_observer fn, void *user)
+{
+    s->ref_fn = fn;
+    s->ref_user = user;
+}
 uint64_t oq_satcheck_n_samples(const oq_satcheck *s) { return s->samples; }
 size_t oq_satcheck_n_layers(const oq_satcheck *s) { return s->n_layers; }
 const oq_satcheck_layer *oq_satcheck_layer_at(const oq_satcheck *s, size_t i)

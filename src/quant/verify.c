@@ -503,6 +503,8 @@ static void on_float(const oq_node *node, size_t idx, const oq_rt_tensor *t, voi
         layer_observe_float(&v->layers[li], t);
 }
 
+static void on_quant_weight(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user);
+
 static void on_quant(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
 {
     oq_verify *v = user;
@@ -517,6 +519,18 @@ static void on_quant(const oq_node *node, size_t idx, const oq_rt_tensor *t, voi
     int32_t li = v->q_layer[val->id];
     if (li >= 0 && v->q_seen[li] != v->samples + 1)
         compare_into(&v->layers[li], &v->layers[li].acc, layer_ref(v, (size_t)li), t);
+    on_quant_weight(node, idx, t, user);
+}
+
+/* The quantized weights (DequantizeLinear of constants): seen by the quantized plan with
+ * the reference arithmetic; a fused group's DequantizeLinear of W is not run otherwise,
+ * so with a target's arithmetic the reference run of arith_loss shows them. */
+static void on_quant_weight(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    oq_verify *v = user;
+    const oq_value *val = node->outputs[idx];
+    if (!val || val->id >= v->n_qids)
+        return;
     int32_t wi = v->q_weight[val->id];
     if (wi >= 0 && v->samples == 0) {
         oq_verify_weight *W = &v->weights[wi];
@@ -562,6 +576,7 @@ static oq_status setup_arith_loss(oq_verify *v, oq_diag *d)
     oq_status st = oq_satcheck_new(v->qm, v->opt.arith, v->opt.threads, &v->sc, d);
     if (st != OQ_OK)
         return st;
+    oq_satcheck_set_ref_observer(v->sc, on_quant_weight, v);
     v->sc_of = malloc((v->n_layers + 1) * sizeof *v->sc_of);
     v->sc_out = calloc(v->n_fout + 1, sizeof *v->sc_out);
     if (!v->sc_of || !v->sc_out)
