@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "onnxq/fallback.h"
 #include "onnxq/onnxq.h"
 #include "testutil.h"
 
@@ -191,4 +192,44 @@ Test(satcheck, verify_with_target_arithmetic)
     oq_diag_free(&d);
     oq_model_free(fm);
     oq_model_free(qm);
+}
+
+/* The fallback search measures with the target's arithmetic: with the reference
+ * arithmetic the chain's output is 64768 against the float 64770 (SQNR 20 log10(64770 / 2),
+ * target met as quantized); with avx2 it is 32768 (20 log10(64770 / 32002)), and mm1, the
+ * saturating layer, goes back to float, after which y1 = 64770 -> 253 and the output is
+ * 64768 again. */
+Test(satcheck, fallback_measures_with_the_target_arithmetic)
+{
+    for (int arith = 0; arith <= 2; arith += 2) {
+        oq_model *fm = float_model(), *qm = quant_model();
+        oq_diag d;
+        oq_diag_init(&d);
+        oq_calib_source *src = NULL;
+        cr_assert_eq(oq_calib_source_random(1, 1, 0, 0, &src, &d), OQ_OK);
+        cr_assert_eq(oq_calib_source_set_value(src, "x", 255.0, &d), OQ_OK);
+        oq_fallback_options o = oq_fallback_options_default();
+        o.target_sqnr_db = 30;
+        o.threads = 1;
+        o.arith = (oq_arith)arith;
+        oq_fallback_result r;
+        memset(&r, 0, sizeof r);
+        cr_assert_eq(oq_fallback_run(fm, qm, src, &o, &r, &d), OQ_OK);
+        double good = 20.0 * log10(64770.0 / 2.0);
+        cr_expect(r.met, "arith %d", arith);
+        cr_expect_float_eq(r.sqnr_db, good, 1e-6, "arith %d: %g", arith, r.sqnr_db);
+        if (arith == OQ_ARITH_REFERENCE) {
+            cr_expect_eq(r.n_steps, 1);
+        } else {
+            cr_assert_eq(r.n_steps, 2);
+            cr_expect_float_eq(r.steps[0].sqnr_db, 20.0 * log10(64770.0 / 32002.0), 1e-6, "%g",
+                               r.steps[0].sqnr_db);
+            cr_expect_str_eq(r.steps[1].node, "mm1");
+        }
+        oq_fallback_result_free(&r);
+        oq_calib_source_free(src);
+        oq_diag_free(&d);
+        oq_model_free(fm);
+        oq_model_free(qm);
+    }
 }

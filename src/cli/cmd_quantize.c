@@ -870,7 +870,16 @@ int cmd_quantize(int argc, char **argv)
     if (st == OQ_OK && c.tgt->arith != OQ_ARITH_REFERENCE && (c.calib || c.calib_images || c.calib_random > 0)) {
         /* the saturation check: what the target's arithmetic loses, per layer */
         size_t nw = 0;
-        st = cli_quantize_satcheck(&fa, m, &nw, &d);
+        oq_diag sd;
+        oq_diag_init(&sd);
+        if (cli_quantize_satcheck(&fa, m, &nw, &sd) != OQ_OK) { /* a check, not the job: warn */
+            char msg[512] = "unknown error";
+            const oq_diag_entry *e = oq_diag_first_error(&sd);
+            if (e)
+                oq_diag_format(e, msg, sizeof msg);
+            fprintf(stderr, "onnxq quantize: warning: saturation check not done: %s\n", msg);
+        }
+        oq_diag_free(&sd);
     }
     if (st == OQ_OK && fallback)
         st = cli_quantize_fallback(&fa, m, &fallback_met, &d);

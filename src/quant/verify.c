@@ -324,7 +324,7 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
         layer_qparams(L, dq);
         v->layer_input[v->n_layers - 1] = (int64_t)i;
         v->q_layer[qv->id] = (int32_t)(v->n_layers - 1);
-        if (L->has_qrange && dq->inputs[0]->id < v->n_qids)
+        if (v->opt.arith != OQ_ARITH_REFERENCE && L->has_qrange && dq->inputs[0]->id < v->n_qids)
             v->qq_layer[dq->inputs[0]->id] = (int32_t)(v->n_layers - 1);
     }
     size_t order = 1;
@@ -347,7 +347,8 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
             const oq_node *dq = qdq_dequant(qv);
             if (dq)
                 layer_qparams(L, dq);
-            if (dq && L->has_qrange && dq->inputs[0]->id < v->n_qids)
+            if (v->opt.arith != OQ_ARITH_REFERENCE && dq && L->has_qrange &&
+                dq->inputs[0]->id < v->n_qids)
                 v->qq_layer[dq->inputs[0]->id] = (int32_t)(v->n_layers - 1);
             v->layer_fid[v->n_layers - 1] = fv->id;
             v->f_layer[fv->id] = (int32_t)(v->n_layers - 1);
