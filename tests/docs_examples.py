@@ -39,6 +39,9 @@ EXAMPLES = [
     ("docs/data.md", "mkdir flat"),
     ("docs/data.md", "onnxq run ints.onnx"),
     ("docs/data.md", "--calib wrong --quiet"),
+    ("docs/verify.md", "-o g.onnx --calib models/calib --target generic --quiet"),
+    ("docs/quantize.md", "--weight-dtype int8 --weight-asymmetric --quiet"),
+    ("docs/quantize.md", "2>&1 | grep saturation"),
 ]
 
 MASKS = [

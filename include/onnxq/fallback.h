@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "onnxq/calib.h"
+#include "onnxq/exec.h"
 #include "onnxq/ir.h"
 #include "onnxq/status.h"
 
@@ -57,6 +58,8 @@ typedef struct oq_fallback_options {
     int threads;            /* executor threads (<= 0: one per CPU) */
     double prefer_producer_db; /* margin of rule 2 (default 1 dB) */
     int search;             /* OQ_FALLBACK_GREEDY (default) or OQ_FALLBACK_BISECT */
+    oq_arith arith;         /* arithmetic the quantized model is measured with (the
+                             * quantize target's; default OQ_ARITH_REFERENCE) */
     /* Called with one line of progress text per step (may be NULL). */
     void (*log)(const char *line, void *user);
     void *log_user;

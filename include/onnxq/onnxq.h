@@ -13,5 +13,6 @@
 #include "onnxq/quant.h"
 #include "onnxq/image.h"
 #include "onnxq/verify.h"
+#include "onnxq/satcheck.h"
 
 #endif

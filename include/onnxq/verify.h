@@ -18,6 +18,11 @@
  *     (each activation QuantizeLinear -> DequantizeLinear pair is duplicated: the
  *     original pair quantizes the node's own output, the copy quantizes the float
  *     tensor for the consumers). Tensor T there is the isolated result of T's producer.
+ * With oq_verify_options.arith the quantized and isolation models run with that
+ * arithmetic: a fused group does not produce its DequantizeLinear output T, so T is
+ * then taken from the QuantizeLinear output, dequantized (the same values). With
+ * arith_loss a fourth run (the quantized model, reference arithmetic) measures what the
+ * target's arithmetic loses per layer (oq_satcheck).
  * The stored float tensors are freed at the end of the sample. All statistics are
  * fixed-size sums in double, so memory does not grow with the number of samples.
  *
@@ -64,6 +69,11 @@ typedef struct oq_verify_options {
     int threads;      /* for the three plans (<= 0: one per CPU) */
     bool isolated;    /* build and run the isolation model (default true) */
     int class_topk;   /* k of the top-k agreement for class-score outputs (default 5) */
+    oq_arith arith;   /* arithmetic of the quantized (and isolation) model's QDQ groups
+                       * (default OQ_ARITH_REFERENCE); the float model stays float */
+    bool arith_loss;  /* arith != reference: also run the quantized model with the
+                       * reference arithmetic and accumulate the target's loss against it
+                       * (oq_verify_layer.arith, oq_verify_output.arith; default true) */
 } oq_verify_options;
 
 oq_verify_options oq_verify_options_default(void);
@@ -79,6 +89,7 @@ typedef struct oq_verify_output {
     int topk;              /* k actually used: min(class_topk, C) */
     size_t rank;
     int64_t dims[OQ_RT_MAX_RANK]; /* of the last sample */
+    oq_err_acc arith;      /* arith_loss: quantized model, reference (x) vs target (y) */
 } oq_verify_output;
 
 /* One layer: a float tensor produced by a node (or a graph input) that has a
@@ -104,6 +115,10 @@ typedef struct oq_verify_layer {
     oq_err_acc iso;          /* float T vs isolation model's T */
     bool has_iso;
     bool shape_mismatch;     /* shapes differed on some sample (not compared then) */
+    /* arith_loss, quantized layers: the quantized model's QuantizeLinear output for T,
+     * dequantized, reference arithmetic (x) vs the target's (y) (include/onnxq/satcheck.h) */
+    bool has_arith;
+    oq_err_acc arith;
 } oq_verify_layer;
 
 /* A quantized weight: float initializer W vs DequantizeLinear output W. */

@@ -861,12 +861,28 @@ int cmd_quantize(int argc, char **argv)
         }
         oq_diag_free(&cd);
     }
-    if (st == OQ_OK && fallback) {
-        cli_fallback_args fa = {in, fb.target_sqnr_db, fb.max_fallback, fb.eval, c.calib, c.calib_images, c.size,
-                                c.mean, c.std, c.layout, c.bgr, c.scale, c.calib_random, c.seed, c.max_samples,
-                                c.threads, quiet, fb.search, c.grey, c.dims, c.input_values};
-        st = cli_quantize_fallback(&fa, m, &fallback_met, &d);
+    cli_fallback_args fa = {in, fb.target_sqnr_db, fb.max_fallback, fb.eval, c.calib, c.calib_images, c.size,
+                            c.mean, c.std, c.layout, c.bgr, c.scale, c.calib_random, c.seed, c.max_samples,
+                            c.threads, quiet, fb.search, c.grey, c.dims, c.input_values, OQ_ARITH_REFERENCE, NULL, NULL};
+    fa.arith = c.tgt->arith;
+    fa.target = c.tgt->name;
+    fa.weight_dtype = c.weight_dtype;
+    if (st == OQ_OK && c.tgt->arith != OQ_ARITH_REFERENCE && (c.calib || c.calib_images || c.calib_random > 0)) {
+        /* the saturation check: what the target's arithmetic loses, per layer */
+        size_t nw = 0;
+        oq_diag sd;
+        oq_diag_init(&sd);
+        if (cli_quantize_satcheck(&fa, m, &nw, &sd) != OQ_OK) { /* a check, not the job: warn */
+            char msg[512] = "unknown error";
+            const oq_diag_entry *e = oq_diag_first_error(&sd);
+            if (e)
+                oq_diag_format(e, msg, sizeof msg);
+            fprintf(stderr, "onnxq quantize: warning: saturation check not done: %s\n", msg);
+        }
+        oq_diag_free(&sd);
     }
+    if (st == OQ_OK && fallback)
+        st = cli_quantize_fallback(&fa, m, &fallback_met, &d);
     if (st == OQ_OK) {
         FILE *ms = open_memstream(&meta, &meta_len);
         if (!ms) {

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/report.h"
 #include "cli/samples.h"
+#include "onnxq/target.h"
 #include "onnxq/verify.h"
 
 #define MAX_DIMS 64
@@ -26,6 +27,8 @@ typedef struct verify_opts {
     int threads;
     bool no_isolation;
     bool quiet;
+    const char *target;         /* --target (NULL: reference) */
+    const oq_target *tgt;
 } verify_opts;
 
 static void usage(FILE *f)
@@ -34,7 +37,8 @@ static void usage(FILE *f)
             "usage: onnxq verify FLOAT QUANT [--data DIR | --calib-images DIR [image options]\n"
             "                    | --random N [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
             "                    [--json FILE|-]\n"
-            "                    [--html FILE] [--min-sqnr DB] [--top K] [--threads N]\n\n"
+            "                    [--html FILE] [--min-sqnr DB] [--top K] [--threads N]\n"
+            "                    [--target T]\n\n"
             "Run the float model and its quantized version on the same samples and report,\n"
             "per graph output, SQNR (dB), cosine similarity, max and mean absolute error and\n"
             "top-1/top-5 agreement for class scores; per layer (tensors matched by name), the\n"
@@ -53,6 +57,10 @@ static void usage(FILE *f)
             "  --top K            layers listed (worst first; default 10)\n"
             "  --threads N        worker threads per model (default: one per CPU)\n"
             "  --no-isolation     skip the isolated per-layer error (faster)\n"
+            "  --target T         run the quantized model with T's integer arithmetic\n"
+            "                     (reference (default), avx2, ort-x86, ort-x86-vnni, host; the\n"
+            "                     float model stays float) and report per layer and output the\n"
+            "                     SQNR of T's arithmetic against reference (column \"arith dB\")\n"
             "  --quiet            no table and no progress (progress: a self-updating line on\n"
             "                     a terminal, a line every 10%% otherwise, on stderr)\n\n"
             "Exit: 0 ok (and --min-sqnr met), 1 --min-sqnr missed or the run failed, 2 bad\n"
@@ -113,6 +121,13 @@ static int parse(int argc, char **argv, verify_opts *o)
             o->threads = atoi(argv[++i]);
             if (o->threads < 1) {
                 cli_error("verify", "--threads wants a positive count");
+                return CLI_BAD;
+            }
+        } else if (strcmp(a, "--target") == 0 && has_next) {
+            o->target = argv[++i];
+            o->tgt = oq_target_find(o->target);
+            if (!o->tgt) {
+                cli_error("verify", "unknown target \"%s\" (known: %s)", o->target, oq_target_names());
                 return CLI_BAD;
             }
         } else if (strcmp(a, "--no-isolation") == 0) {
@@ -236,11 +251,15 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
                         const size_t *worst, size_t n_worst, int64_t rss)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    bool ar = o->tgt && o->tgt->arith != OQ_ARITH_REFERENCE;
     printf("verify: %s vs %s: %llu samples (%s), isolated errors %s\n", o->fmodel, o->qmodel,
            (unsigned long long)oq_verify_n_samples(v), source,
            oq_verify_has_isolation(v) ? "computed" : "not computed");
-    printf("\noutputs\n  %-24s %9s %9s %11s %11s %8s %8s\n", "name", "SQNR dB", "cosine",
-           "max|err|", "mean|err|", "top-1", "top-k");
+    if (o->tgt)
+        printf("quantized model: target %s, %s arithmetic%s\n", o->tgt->name, oq_arith_name(o->tgt->arith),
+               ar ? " (arith dB: its SQNR against the reference arithmetic)" : "");
+    printf("\noutputs\n  %-24s %9s %9s %11s %11s %8s %8s%s\n", "name", "SQNR dB", "cosine",
+           "max|err|", "mean|err|", "top-1", "top-k", ar ? "  arith dB" : "");
     for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
         const oq_verify_output *out = oq_verify_output_at(v, i);
         char t1[32] = "-", tk[32] = "-";
@@ -248,19 +267,22 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
             snprintf(t1, sizeof t1, "%.2f%%", 100.0 * (double)out->top1_agree / (double)out->rows);
             snprintf(tk, sizeof tk, "%.2f%%", 100.0 * (double)out->topk_agree / (double)out->rows);
         }
-        printf("  %-24s %9s %9s %11s %11s %8s %8s\n", out->name,
+        printf("  %-24s %9s %9s %11s %11s %8s %8s", out->name,
                fmt_db(oq_err_sqnr_db(&out->err), b1, sizeof b1),
                out->err.n ? (snprintf(b2, sizeof b2, "%.6f", oq_err_cosine(&out->err)), b2) : "-",
                fmt_g(out->err.n ? out->err.maxad : NAN, b3, sizeof b3),
                fmt_g(oq_err_mean_abs(&out->err), b4, sizeof b4), t1, tk);
+        if (ar)
+            printf(" %9s", fmt_db(oq_err_sqnr_db(&out->arith), b5, sizeof b5));
+        printf("\n");
         if (out->class_scores && out->rows)
             printf("  %-24s (class scores: %llu rows, top-k is k=%d: float top-1 in the "
                    "quantized top %d)\n", "", (unsigned long long)out->rows, out->topk, out->topk);
     }
     size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
     printf("\nlayers, worst isolated SQNR first (%zu of %zu compared)\n", show, n_worst);
-    printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s\n", "tensor", "op", "iso dB", "acc dB",
-           "qdq dB", "quantizer range", "float range", "clipped");
+    printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s\n", "tensor", "op", "iso dB", "acc dB",
+           "qdq dB", "quantizer range", "float range", "clipped", ar ? " arith dB" : "");
     for (size_t r = 0; r < show; r++) {
         const oq_verify_layer *L = oq_verify_layer_at(v, worst[r]);
         char qr[64] = "-", fr[64] = "-", cp[32] = "-";
@@ -271,10 +293,13 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
             snprintf(fr, sizeof fr, "[%.4g, %.4g]", (double)mn, (double)mx);
         if (L->has_qrange && L->obs.count)
             snprintf(cp, sizeof cp, "%.3f%%", clipped_pct(L));
-        printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s\n", L->name, L->op_type,
+        char ab[32] = "";
+        if (ar)
+            snprintf(ab, sizeof ab, " %8s", L->has_arith ? fmt_db(oq_err_sqnr_db(&L->arith), b2, sizeof b2) : "-");
+        printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s%s\n", L->name, L->op_type,
                L->has_iso ? fmt_db(oq_err_sqnr_db(&L->iso), b5, sizeof b5) : "-",
                fmt_db(oq_err_sqnr_db(&L->acc), b6, sizeof b6),
-               fmt_db(oq_err_sqnr_db(&L->own), b1, sizeof b1), qr, fr, cp,
+               fmt_db(oq_err_sqnr_db(&L->own), b1, sizeof b1), qr, fr, cp, ab,
                L->shape_mismatch ? " (shape mismatch)" : "");
     }
     size_t nw = oq_verify_n_weights(v);
@@ -364,6 +389,9 @@ static int write_json(const verify_opts *o, const oq_verify *v, const char *sour
     json_key(w, "samples");
     json_uint(w, oq_verify_n_samples(v));
     json_kv_bool(w, "isolation", oq_verify_has_isolation(v));
+    bool ar = o->tgt && o->tgt->arith != OQ_ARITH_REFERENCE;
+    json_kv_string(w, "target", o->tgt ? o->tgt->name : "reference");
+    json_kv_string(w, "arithmetic", oq_arith_name(o->tgt ? o->tgt->arith : OQ_ARITH_REFERENCE));
     json_key(w, "outputs");
     json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
@@ -376,6 +404,8 @@ static int write_json(const verify_opts *o, const oq_verify *v, const char *sour
             json_int(w, out->dims[j]);
         json_end_array(w);
         json_err(w, "error", &out->err);
+        if (ar)
+            json_err(w, "target_vs_reference", &out->arith);
         json_kv_bool(w, "class_scores", out->class_scores);
         if (out->class_scores) {
             json_key(w, "rows");
@@ -429,6 +459,8 @@ static int write_json(const verify_opts *o, const oq_verify *v, const char *sour
         json_err(w, "accumulated", &L->acc);
         if (L->has_iso)
             json_err(w, "isolated", &L->iso);
+        if (ar && L->has_arith)
+            json_err(w, "target_vs_reference", &L->arith);
         json_kv_bool(w, "shape_mismatch", L->shape_mismatch);
         uint64_t counts[HTML_BINS];
         double lo, hi;
@@ -775,6 +807,12 @@ int cmd_verify(int argc, char **argv)
     oq_verify_options vo = oq_verify_options_default();
     vo.threads = o.threads;
     vo.isolated = !o.no_isolation;
+    if (o.tgt) {
+        vo.arith = o.tgt->arith;
+        if (strcmp(o.target, "host") == 0 && !o.quiet)
+            fprintf(stderr, "verify: target host is %s (%s): %s arithmetic\n", o.tgt->name,
+                    oq_target_host_reason(), oq_arith_name(o.tgt->arith));
+    }
     st = oq_verify_new(fm, qm, &vo, &v, &d);
     if (st != OQ_OK) {
         cli_print_diag(&d);

@@ -11,6 +11,8 @@
 #include "cli/cli.h"
 #include "onnxq/calib.h"
 #include "onnxq/fallback.h"
+#include "onnxq/satcheck.h"
+#include "onnxq/target.h"
 
 static void print_line(const char *line, void *user)
 {
@@ -18,22 +20,19 @@ static void print_line(const char *line, void *user)
     fprintf(stderr, "onnxq quantize: fallback: %s\n", line);
 }
 
-oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *met, oq_diag *d)
+/* The data the fallback and the saturation check measure with: --eval DIR or the
+ * calibration data (eval: whether --eval is honoured). */
+static oq_status open_source(const cli_fallback_args *a, bool eval, oq_calib_source **out, oq_diag *d)
 {
     oq_calib_source *src = NULL;
-    oq_model *fm = NULL;
-    oq_fallback_result r;
     oq_status st;
-    memset(&r, 0, sizeof r);
-    if (!isfinite(a->target_sqnr_db))
-        return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr must be a finite number of dB");
-    if (a->max_fallback < 0 || a->max_fallback > 1000000)
-        return oq_diag_error(d, OQ_ERR_USAGE, "--max-fallback must be >= 0");
+    *out = NULL;
+    const char *dir = eval && a->eval ? a->eval : a->calib;
     long long h = 0, w = 0;
     if (a->size && *a->size && sscanf(a->size, "%lldx%lld", &h, &w) != 2)
         return oq_diag_error(d, OQ_ERR_USAGE, "--size must be HxW");
-    if (a->eval || a->calib) {
-        st = oq_calib_source_dir(a->eval ? a->eval : a->calib, &src, d);
+    if (dir) {
+        st = oq_calib_source_dir(dir, &src, d);
     } else if (a->calib_images) {
         oq_image_opts io;
         oq_image_opts_default(&io, h, w);
@@ -58,8 +57,26 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
         oq_calib_source_free(src);
         return st;
     }
-    if (a->max_samples > 0 && !a->eval)
+    if (a->max_samples > 0 && !(eval && a->eval))
         oq_calib_source_limit(src, (uint64_t)a->max_samples);
+    *out = src;
+    return OQ_OK;
+}
+
+oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *met, oq_diag *d)
+{
+    oq_calib_source *src = NULL;
+    oq_model *fm = NULL;
+    oq_fallback_result r;
+    oq_status st;
+    memset(&r, 0, sizeof r);
+    if (!isfinite(a->target_sqnr_db))
+        return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr must be a finite number of dB");
+    if (a->max_fallback < 0 || a->max_fallback > 1000000)
+        return oq_diag_error(d, OQ_ERR_USAGE, "--max-fallback must be >= 0");
+    st = open_source(a, true, &src, d);
+    if (st != OQ_OK)
+        return st;
     fm = cli_load_model(a->in, &st);
     if (!fm)
         goto done;
@@ -67,6 +84,7 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
     o.target_sqnr_db = a->target_sqnr_db;
     o.max_fallback = (int)a->max_fallback;
     o.threads = (int)a->threads;
+    o.arith = a->arith;
     if (!a->search || strcmp(a->search, "greedy") == 0)
         o.search = OQ_FALLBACK_GREEDY;
     else if (strcmp(a->search, "bisect") == 0)
@@ -101,6 +119,52 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
 done:
     oq_fallback_result_free(&r);
     oq_model_free(fm);
+    oq_calib_source_free(src);
+    return st;
+}
+
+oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d)
+{
+    enum { MAX_SAMPLES = 8 };
+    const double max_loss_db = 1.0;
+    oq_calib_source *src = NULL;
+    oq_satcheck *sc = NULL;
+    *n_warned = 0;
+    oq_status st = open_source(a, false, &src, d);
+    if (st == OQ_OK)
+        st = oq_satcheck_new(m, a->arith, (int)a->threads, &sc, d);
+    if (st == OQ_OK)
+        st = oq_satcheck_run_source(sc, src, MAX_SAMPLES, d);
+    if (st != OQ_OK)
+        goto done;
+    bool s8 = a->weight_dtype && strcmp(a->weight_dtype, "int8") == 0;
+    size_t n_product = 0;
+    for (size_t i = 0; i < oq_satcheck_n_layers(sc); i++)
+        n_product += oq_satcheck_layer_at(sc, i)->product;
+    for (size_t i = 0; i < oq_satcheck_n_layers(sc); i++) {
+        const oq_satcheck_layer *L = oq_satcheck_layer_at(sc, i);
+        double loss = oq_satcheck_loss_db(L);
+        if (!L->product || !(loss > max_loss_db))
+            continue;
+        (*n_warned)++;
+        fprintf(stderr,
+                "onnxq quantize: warning: layer \"%s\" (%s%s%s) loses %.2f dB with %s's %s arithmetic "
+                "(SQNR %.2f dB against the reference arithmetic, %llu sample(s))%s; %s\n",
+                L->tensor, L->op_type, *L->node ? " " : "", L->node, loss, a->target ? a->target : "the target",
+                oq_arith_name(a->arith), oq_err_sqnr_db(&L->err), (unsigned long long)oq_satcheck_n_samples(sc),
+                a->arith == OQ_ARITH_AVX2 && s8 ? ": its int8 weights saturate u8 x s8 pairs" : "",
+                a->arith == OQ_ARITH_AVX2 && s8
+                    ? "fix: --weight-dtype uint8 (U8U8 never saturates) or keep the node in float "
+                      "(--exclude-nodes)"
+                    : "fix: another format (--weight-dtype / --act-dtype) or keep the node in float "
+                      "(--exclude-nodes)");
+    }
+    if (!a->quiet && !*n_warned)
+        fprintf(stderr, "onnxq quantize: saturation check (%s arithmetic, %llu sample(s), %zu layer(s)): no "
+                        "layer loses more than %.0f dB\n",
+                oq_arith_name(a->arith), (unsigned long long)oq_satcheck_n_samples(sc), n_product, max_loss_db);
+done:
+    oq_satcheck_free(sc);
     oq_calib_source_free(src);
     return st;
 }

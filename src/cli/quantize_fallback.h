@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "onnxq/exec.h"
 #include "onnxq/ir.h"
 
 typedef struct cli_fallback_args {
@@ -20,8 +21,16 @@ typedef struct cli_fallback_args {
     const char *search;                /* --fallback-search greedy|bisect (NULL: greedy) */
     bool grey;                         /* --grey */
     const char *dims, *values;         /* --dim, --input-value as NAME=N,... (may be NULL) */
+    oq_arith arith;                    /* the quantize target's arithmetic (measurements) */
+    const char *target;                /* its name, for messages */
+    const char *weight_dtype;          /* --weight-dtype as resolved, for advice */
 } cli_fallback_args;
 
 /* Run the fallback on the quantized model m (edited in place); prints the steps; *met: target reached. */
 oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *met, oq_diag *d);
+
+/* The saturation check (docs/quantize.md): run at most 8 calibration samples through m
+ * with the reference arithmetic and with a->arith (not reference), and warn on stderr for
+ * every layer losing more than 1 dB (include/onnxq/satcheck.h). *n_warned: layers named. */
+oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d);
 #endif

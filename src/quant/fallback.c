@@ -442,6 +442,8 @@ static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const
     oq_verify_options vo = oq_verify_options_default();
     vo.threads = o->threads;
     vo.isolated = isolated;
+    vo.arith = o->arith;
+    vo.arith_loss = false; /* the search needs the float-vs-target numbers only */
     oq_verify *v = NULL;
     oq_rt_tensor *in = NULL;
     size_t n_in = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "onnxq/pass.h"
+#include "onnxq/satcheck.h"
 #include "onnxq/stats.h"
 #include "onnxq/verify.h"
 
@@ -111,6 +112,8 @@ oq_verify_options oq_verify_options_default(void)
     memset(&o, 0, sizeof o);
     o.isolated = true;
     o.class_topk = 5;
+    o.arith = OQ_ARITH_REFERENCE;
+    o.arith_loss = true;
     return o;
 }
 
@@ -146,6 +149,13 @@ struct oq_verify {
     int32_t *q_layer;         /* quant value -> layer, -1 */
     int32_t *q_weight;        /* quant value -> weight, -1 */
     int32_t *i_layer;         /* isolation value -> layer, -1 */
+    /* arith != reference: Q output value -> layer (a fused group's T is not produced),
+     * and per layer the sample (+1) in which T was already compared through it */
+    int32_t *qq_layer, *iq_layer;
+    uint64_t *q_seen, *i_seen;
+    oq_satcheck *sc;          /* arith_loss */
+    int64_t *sc_of;           /* layer -> satcheck layer, -1 */
+    size_t *sc_out;           /* float output i -> satcheck output */
     oq_rt_tensor *store;      /* by float value id, this sample only */
     int64_t store_bytes, peak_store_bytes;
     /* isolation plan inputs: float value id to feed, or UINT32_MAX = original input */
@@ -314,6 +324,8 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
         layer_qparams(L, dq);
         v->layer_input[v->n_layers - 1] = (int64_t)i;
         v->q_layer[qv->id] = (int32_t)(v->n_layers - 1);
+        if (v->opt.arith != OQ_ARITH_REFERENCE && L->has_qrange && dq->inputs[0]->id < v->n_qids)
+            v->qq_layer[dq->inputs[0]->id] = (int32_t)(v->n_layers - 1);
     }
     size_t order = 1;
     for (oq_node *n = fg->first; n; n = n->next, order++) {
@@ -335,6 +347,9 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
             const oq_node *dq = qdq_dequant(qv);
             if (dq)
                 layer_qparams(L, dq);
+            if (v->opt.arith != OQ_ARITH_REFERENCE && dq && L->has_qrange &&
+                dq->inputs[0]->id < v->n_qids)
+                v->qq_layer[dq->inputs[0]->id] = (int32_t)(v->n_layers - 1);
             v->layer_fid[v->n_layers - 1] = fv->id;
             v->f_layer[fv->id] = (int32_t)(v->n_layers - 1);
             v->q_layer[qv->id] = (int32_t)(v->n_layers - 1);
@@ -411,6 +426,32 @@ static void compare_into(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_tensor
         oq_err_acc_add(acc, ref->data, ref->dtype, t->data, t->dtype, n);
 }
 
+/* A QuantizeLinear output q of layer L (seen when the target's arithmetic fused the
+ * group and did not produce T): compare dequant(q) with the float reference. */
+static void compare_quantized(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_tensor *ref,
+                              const oq_rt_tensor *t)
+{
+    if (!ref || ref->dtype != OQ_DTYPE_FLOAT || !oq_stats_dtype_supported(t->dtype))
+        return;
+    if (!same_shape(ref, t)) {
+        L->shape_mismatch = true;
+        return;
+    }
+    enum { CHUNK = 256 };
+    double q[CHUNK];
+    float y[CHUNK];
+    const float *x = ref->data;
+    int64_t n = oq_rt_tensor_numel(t);
+    for (int64_t o = 0; o < n; o += CHUNK) {
+        int64_t c = n - o < CHUNK ? n - o : CHUNK;
+        if (!oq_elems_to_double(t->data, t->dtype, o, c, q))
+            return;
+        for (int64_t i = 0; i < c; i++)
+            y[i] = oq_dequantize_value((int32_t)q[i], L->scale, L->zero_point);
+        oq_err_acc_add_f32(acc, x + o, y, c);
+    }
+}
+
 static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t)
 {
     if (t->dtype != OQ_DTYPE_FLOAT)
@@ -463,15 +504,34 @@ static void on_float(const oq_node *node, size_t idx, const oq_rt_tensor *t, voi
         layer_observe_float(&v->layers[li], t);
 }
 
+static void on_quant_weight(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user);
+
 static void on_quant(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
 {
     oq_verify *v = user;
     const oq_value *val = node->outputs[idx];
     if (!val || val->id >= v->n_qids)
         return;
+    int32_t qi = v->qq_layer[val->id];
+    if (qi >= 0) {
+        compare_quantized(&v->layers[qi], &v->layers[qi].acc, layer_ref(v, (size_t)qi), t);
+        v->q_seen[qi] = v->samples + 1;
+    }
     int32_t li = v->q_layer[val->id];
-    if (li >= 0)
+    if (li >= 0 && v->q_seen[li] != v->samples + 1)
         compare_into(&v->layers[li], &v->layers[li].acc, layer_ref(v, (size_t)li), t);
+    on_quant_weight(node, idx, t, user);
+}
+
+/* The quantized weights (DequantizeLinear of constants): seen by the quantized plan with
+ * the reference arithmetic; a fused group's DequantizeLinear of W is not run otherwise,
+ * so with a target's arithmetic the reference run of arith_loss shows them. */
+static void on_quant_weight(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    oq_verify *v = user;
+    const oq_value *val = node->outputs[idx];
+    if (!val || val->id >= v->n_qids)
+        return;
     int32_t wi = v->q_weight[val->id];
     if (wi >= 0 && v->samples == 0) {
         oq_verify_weight *W = &v->weights[wi];
@@ -489,19 +549,62 @@ static void on_iso(const oq_node *node, size_t idx, const oq_rt_tensor *t, void 
     const oq_value *val = node->outputs[idx];
     if (!val || val->id >= v->n_iids)
         return;
+    int32_t qi = v->iq_layer ? v->iq_layer[val->id] : -1;
+    if (qi >= 0) {
+        compare_quantized(&v->layers[qi], &v->layers[qi].iso, layer_ref(v, (size_t)qi), t);
+        v->i_seen[qi] = v->samples + 1;
+    }
     int32_t li = v->i_layer[val->id];
-    if (li >= 0)
+    if (li >= 0 && v->i_seen[li] != v->samples + 1)
         compare_into(&v->layers[li], &v->layers[li].iso, layer_ref(v, (size_t)li), t);
 }
 
 static oq_status plan_for(oq_model *m, const oq_verify *v, oq_tensor_observer fn,
-                          oq_plan **p, oq_diag *d)
+                          oq_arith arith, oq_plan **p, oq_diag *d)
 {
     oq_plan_options po = oq_plan_options_default();
+    po.arith = arith;
     po.threads = v->opt.threads;
     po.on_tensor = fn;
     po.user = (void *)v;
     return oq_plan_compile(m, &po, p, d);
+}
+
+/* The reference-vs-target comparison (oq_satcheck) on the quantized model, its layers
+ * matched to ours by T (a graph input's T is X_dequant) and its outputs by name. */
+static oq_status setup_arith_loss(oq_verify *v, oq_diag *d)
+{
+    oq_status st = oq_satcheck_new(v->qm, v->opt.arith, v->opt.threads, &v->sc, d);
+    if (st != OQ_OK)
+        return st;
+    oq_satcheck_set_ref_observer(v->sc, on_quant_weight, v);
+    v->sc_of = malloc((v->n_layers + 1) * sizeof *v->sc_of);
+    v->sc_out = calloc(v->n_fout + 1, sizeof *v->sc_out);
+    if (!v->sc_of || !v->sc_out)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    size_t ns = oq_satcheck_n_layers(v->sc);
+    for (size_t li = 0; li < v->n_layers; li++) {
+        v->sc_of[li] = -1;
+        const char *nm = v->layers[li].name;
+        size_t ln = strlen(nm);
+        bool input = v->layer_input[li] >= 0;
+        for (size_t k = 0; k < ns; k++) {
+            const char *t = oq_satcheck_layer_at(v->sc, k)->tensor;
+            if (input ? strncmp(t, nm, ln) == 0 && strcmp(t + ln, "_dequant") == 0 : strcmp(t, nm) == 0) {
+                v->sc_of[li] = (int64_t)k;
+                v->layers[li].has_arith = true;
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < v->n_fout; i++) {
+        size_t k = 0;
+        while (k < oq_satcheck_n_outputs(v->sc) &&
+               strcmp(oq_satcheck_output_at(v->sc, k)->name, v->outs[i].name) != 0)
+            k++;
+        v->sc_out[i] = k; /* the quantized model has every float output (checked above) */
+    }
+    return OQ_OK;
 }
 
 oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
@@ -519,10 +622,10 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
         v->opt.class_topk = 1;
     v->fm = fm;
     v->qm = qm;
-    st = plan_for(fm, v, on_float, &v->fp, d);
+    st = plan_for(fm, v, on_float, OQ_ARITH_REFERENCE, &v->fp, d);
     if (st != OQ_OK)
         goto fail;
-    st = plan_for(qm, v, on_quant, &v->qp, d);
+    st = plan_for(qm, v, on_quant, v->opt.arith, &v->qp, d);
     if (st != OQ_OK)
         goto fail;
     v->n_fin = oq_plan_n_inputs(v->fp);
@@ -539,15 +642,16 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
     v->store = calloc(v->n_fids + 1, sizeof *v->store);
     v->q_layer = malloc((v->n_qids + 1) * sizeof *v->q_layer);
     v->q_weight = malloc((v->n_qids + 1) * sizeof *v->q_weight);
+    v->qq_layer = malloc((v->n_qids + 1) * sizeof *v->qq_layer);
     if (!v->qin_from || !v->qout_of || !v->outs || !v->f_layer || !v->f_store || !v->store ||
-        !v->q_layer || !v->q_weight) {
+        !v->q_layer || !v->q_weight || !v->qq_layer) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
         goto fail;
     }
     for (uint32_t i = 0; i <= v->n_fids; i++)
         v->f_layer[i] = -1;
     for (uint32_t i = 0; i <= v->n_qids; i++)
-        v->q_layer[i] = v->q_weight[i] = -1;
+        v->q_layer[i] = v->q_weight[i] = v->qq_layer[i] = -1;
     for (size_t i = 0; i < v->n_qin; i++) {
         const char *qn = oq_plan_input_name(v->qp, i);
         size_t k = 0;
@@ -579,6 +683,17 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
     st = find_layers(v, d);
     if (st != OQ_OK)
         goto fail;
+    v->q_seen = calloc(v->n_layers + 1, sizeof *v->q_seen);
+    v->i_seen = calloc(v->n_layers + 1, sizeof *v->i_seen);
+    if (!v->q_seen || !v->i_seen) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        goto fail;
+    }
+    if (v->opt.arith != OQ_ARITH_REFERENCE && v->opt.arith_loss) {
+        st = setup_arith_loss(v, d);
+        if (st != OQ_OK)
+            goto fail;
+    }
     *out = v;
     return OQ_OK;
 fail:
@@ -738,16 +853,17 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
         snap[i]->priv = NULL;
     free(snap);
     snap = NULL;
-    st = plan_for(v->im, v, on_iso, &v->ip, d);
+    st = plan_for(v->im, v, on_iso, v->opt.arith, &v->ip, d);
     if (st != OQ_OK)
         return st;
     v->n_iids = v->im->next_id;
     v->i_layer = malloc((v->n_iids + 1) * sizeof *v->i_layer);
+    v->iq_layer = malloc((v->n_iids + 1) * sizeof *v->iq_layer);
     v->iin_from = calloc(oq_plan_n_inputs(v->ip) + 1, sizeof *v->iin_from);
-    if (!v->i_layer || !v->iin_from)
+    if (!v->i_layer || !v->iq_layer || !v->iin_from)
         return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
     for (uint32_t i = 0; i <= v->n_iids; i++)
-        v->i_layer[i] = -1;
+        v->i_layer[i] = v->iq_layer[i] = -1;
     for (size_t li = 0; li < v->n_layers; li++) {
         oq_value *iv;
         if (v->layer_input[li] >= 0) {
@@ -765,6 +881,10 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
         if (iv && iv->kind == OQ_VALUE_NODE && iv->id < v->n_iids) {
             v->i_layer[iv->id] = (int32_t)li;
             v->layers[li].has_iso = true;
+            const oq_node *dq = qdq_dequant(iv);
+            if (v->opt.arith != OQ_ARITH_REFERENCE && dq && v->layers[li].has_qrange &&
+                dq->inputs[0]->id < v->n_iids)
+                v->iq_layer[dq->inputs[0]->id] = (int32_t)li;
         }
     }
     /* plan inputs: original inputs by name, added ones from the float store */
@@ -882,6 +1002,19 @@ oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_in
         goto done;
     for (size_t i = 0; i < v->n_fout; i++)
         compare_output(v, &v->outs[i], &fo[i], &qo[v->qout_of[i]]);
+    if (v->sc) {
+        st = oq_satcheck_sample(v->sc, qin, v->n_qin, d);
+        if (st != OQ_OK)
+            goto done;
+        for (size_t li = 0; li < v->n_layers; li++)
+            if (v->sc_of[li] >= 0)
+                v->layers[li].arith = oq_satcheck_layer_at(v->sc, (size_t)v->sc_of[li])->err;
+        for (size_t i = 0; i < v->n_fout; i++) {
+            const oq_satcheck_output *so = oq_satcheck_output_at(v->sc, v->sc_out[i]);
+            if (so)
+                v->outs[i].arith = so->err;
+        }
+    }
     if (v->opt.isolated && !v->iso_tried) {
         /* a model the isolation cannot handle still gets the other numbers */
         oq_diag id;
@@ -968,6 +1101,13 @@ void oq_verify_free(oq_verify *v)
     free(v->q_layer);
     free(v->q_weight);
     free(v->i_layer);
+    free(v->iq_layer);
+    free(v->qq_layer);
+    free(v->q_seen);
+    free(v->i_seen);
+    oq_satcheck_free(v->sc);
+    free(v->sc_of);
+    free(v->sc_out);
     free(v->store);
     free(v->iin_fid);
     free(v->iin_from);
