@@ -2,13 +2,14 @@
 # Install what onnxq needs on Debian 12 (run as root). With --test, also what the test
 # suites need: the ONNX backend test data, python3-onnx (model checker), clang (fuzz
 # target), graphviz (dump --dot check), npm (real models and onnxruntime-node),
-# python3-pil and fonts (models/make_text_images.py), chromium (verify --html check).
+# python3-pil and fonts (models/make_text_images.py), chromium (verify --html check),
+# qemu-user (onnxruntime on an emulated AVX2-only CPU: tests/ortnode.bash, tests/ort_cpu.sh).
 set -euo pipefail
 PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev"
 if [ "${1:-}" = "--test" ]; then
     PKGS="$PKGS libonnx-testdata python3-onnx python3-numpy graphviz"
     PKGS="$PKGS python3-pil fonts-dejavu-core fonts-liberation fonts-freefont-ttf"
-    PKGS="$PKGS chromium"
+    PKGS="$PKGS chromium qemu-user"
     command -v npm >/dev/null || PKGS="$PKGS npm"
 fi
 missing=""

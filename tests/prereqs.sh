@@ -21,6 +21,7 @@ need "PaddleOCR rec" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_rec_infer.on
 need "PaddleOCR cls" test -f "$CACHE/ocr/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 need "graphviz dot" dot -V
 need "chromium" chromium --version
+need "qemu-user (qemu-x86_64)" qemu-x86_64 -version
 echo "$ok passed, $fail failed"
 if [ "$fail" -gt 0 ] && [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then
     echo "prereqs: references missing in a run that requires them all (ONNXQ_REQUIRE_ALL=1)"

@@ -31,7 +31,7 @@ compare() { # name model input.npy [light]
   mkdir -p "$T/$name.a"
   if [ "${4:-}" = light ]; then # outputs only, onnxruntime fully optimized
     "$EXE" run "$q" --input x="$in" --output-dir "$T/$name.a" --npy >/dev/null || { bad "$name: onnxq run"; return; }
-    node "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || { bad "$name: onnxruntime run"; return; }
+    bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || { bad "$name: onnxruntime run"; return; }
     echo "$name:"
     /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$T/$name.a" "$T/$name.c" --deep || bad "$name: onnxq vs onnxruntime"
     return
@@ -50,13 +50,13 @@ for n in m.graph.node:
             m.graph.output.append(onnx.ValueInfoProto(name=o))
 onnx.save(m, sys.argv[2])
 PY
-  ONNXQ_ORT_OPT=disabled node "$SRC/tests/quantize_ort.js" "$T/$name.all.onnx" "$T/$name.b" x="$in"; local rc=$?
+  ONNXQ_ORT_OPT=disabled bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$T/$name.all.onnx" "$T/$name.b" x="$in"; local rc=$?
   [ $rc = 77 ] && { echo "note: onnxruntime-node missing"; return; }
   [ $rc = 0 ] || { bad "$name: onnxruntime run"; return; }
   echo "$name:"
   /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$T/$name.a" "$T/$name.b" --deep || bad "$name: onnxq vs onnxruntime"
   # and the plain run with onnxruntime's full optimizations (fused integer kernels)
-  node "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || bad "$name: onnxruntime (optimized) run"
+  bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || bad "$name: onnxruntime (optimized) run"
   /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$T/$name.a" "$T/$name.c" --deep || bad "$name: onnxq vs onnxruntime (optimized)"
 }
 
