@@ -3,7 +3,8 @@
 # suites need: the ONNX backend test data, python3-onnx (model checker), clang (fuzz
 # target), graphviz (dump --dot check), npm (real models and onnxruntime-node),
 # python3-pil and fonts (models/make_text_images.py), chromium (verify --html check),
-# qemu-user (onnxruntime on an emulated AVX2-only CPU: tests/qlinear_ort.sh).
+# qemu-user (onnxruntime on an emulated AVX2-only CPU: tests/ortnode.bash, tests/ort_cpu.sh,
+# tests/qlinear_ort.sh).
 # espeak-ng and sox (speech for the silero VAD test, tests/silero_vad.sh).
 set -euo pipefail
 PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev"

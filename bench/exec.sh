@@ -11,4 +11,4 @@ command -v node >/dev/null || { echo "bench/exec.sh: node is not installed" >&2;
 echo "command: bash bench/exec.sh $exe $*"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'), $(nproc) cores online"
-exec nice -n 0 node "$here/exec.js" "$exe" "$@"
+exec nice -n 0 bash "$here/../tests/ortnode.bash" "$here/exec.js" "$exe" "$@"

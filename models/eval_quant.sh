@@ -22,4 +22,4 @@ for d in $(ls "$SET/tensors" | sort); do
   "$EXE" run "$QUANT" --input x="$SET/tensors/$d/x.npy" --output-dir "$OUT/$d" --npy --threads 1 >/dev/null
   i=$((i + 1))
 done
-node "$HERE/eval_quant.js" "$KIND" "$FLOAT" "$QUANT" "$SET" --onnxq-out "$OUT" --max "$MAX"
+bash "$HERE/../tests/ortnode.bash" "$HERE/eval_quant.js" "$KIND" "$FLOAT" "$QUANT" "$SET" --onnxq-out "$OUT" --max "$MAX"

@@ -85,15 +85,15 @@ sys.exit(0 if ok else 1)
 PYEOF
 
 # onnxruntime: the fallback model runs and stays within the target of the float model
-node "$SRC/tests/quantize_ort.js" >/dev/null 2>&1
+bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" >/dev/null 2>&1
 if [ $? = 77 ]; then
     note "onnxruntime-node missing: ORT run skipped"
 else
     mkdir -p "$TMP/of" "$TMP/oq"
     in="$SRC/models/eval/sample_000/image.npy"
     [ -f "$in" ] || in=$(ls "$SRC"/models/eval/*/image.npy | head -1)
-    node "$SRC/tests/quantize_ort.js" "$TMP/outlier.onnx" "$TMP/of" image="$in" >/dev/null || bad "ORT float run"
-    node "$SRC/tests/quantize_ort.js" "$TMP/q.onnx" "$TMP/oq" image="$in" >/dev/null || bad "ORT run of the fallback model"
+    bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$TMP/outlier.onnx" "$TMP/of" image="$in" >/dev/null || bad "ORT float run"
+    bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$TMP/q.onnx" "$TMP/oq" image="$in" >/dev/null || bad "ORT run of the fallback model"
     $PY - "$TMP/of/logits.npy" "$TMP/oq/logits.npy" <<'PYEOF' || bad "ORT output of the fallback model"
 import sys, numpy as np
 x = np.load(sys.argv[1]).astype(np.float64); y = np.load(sys.argv[2]).astype(np.float64)

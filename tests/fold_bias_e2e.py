@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ortfind import find_ort  # noqa: E402
+from ortfind import find_ort, node_cmd  # noqa: E402
 
 try:
     import numpy as np
@@ -150,7 +150,7 @@ const feeds = JSON.parse(fs.readFileSync(process.argv[4]));
 
 
 def run_ort(ort, js, model, feeds_json, out_json):
-    r = subprocess.run(["node", js, ort, model, feeds_json, out_json], capture_output=True, text=True)
+    r = subprocess.run(node_cmd() + [js, ort, model, feeds_json, out_json], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: onnxruntime on {model}: {r.stderr.strip()[-1500:]}")
     return {k: np.array(v, dtype=F32) for k, v in json.load(open(out_json)).items()}

@@ -33,6 +33,7 @@ except ImportError as e:  # pragma: no cover
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fold_bias_e2e import find_ort, ORT_JS  # noqa: E402
+from ortfind import node_cmd  # noqa: E402
 
 F32 = np.float32
 # Outputs are probabilities in [0, 1]. Folding moves each bias by at most half a bias step
@@ -191,7 +192,7 @@ def main():
     open(js, "w").write(ORT_JS)
     res = {}
     for tag, path in (("float", f13), ("pre", pre), ("folded", out)):
-        r = subprocess.run(["node", js, ort, path, feeds, os.path.join(work, tag + ".json")],
+        r = subprocess.run(node_cmd() + [js, ort, path, feeds, os.path.join(work, tag + ".json")],
                            capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stderr[-1500:])

@@ -3,6 +3,9 @@
 # biases; see tests/fold_bias_ocr.py): every bias folded, ONNX checker, onnxruntime-node
 # vs onnxq, folded vs float-bias model. usage: bash fold_bias_ocr.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
+# onnxruntime on an emulated Haswell (tests/ortnode.bash): onnxq's --target host must mean
+# that CPU's arithmetic, not this one's
+[ "${ONNXQ_ORT_CPU:-}" = haswell ] && export ONNXQ_HOST_CPU=avx2
 exe=$1 src=$2 bin=${3:-/tmp}
 assets=${ONNXQ_OCR_ASSETS:-}
 for c in "${ONNXQ_CACHE:-}" "$HOME/.cache/onnxq" /work/cache; do

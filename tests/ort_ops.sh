@@ -7,7 +7,7 @@ if ! command -v node >/dev/null; then
   echo "SKIP: node is not installed"
   exit 0
 fi
-node "$src/tests/ort_ops.js" "$exe" "$src/tests/ort_ops" "$bin"
+bash "$src/tests/ortnode.bash" "$src/tests/ort_ops.js" "$exe" "$src/tests/ort_ops" "$bin"
 rc=$?
 # 77: onnxruntime-node is missing (tests/ortlib.js printed SKIP)
 [ $rc = 77 ] && exit 0

@@ -7,7 +7,7 @@ if ! command -v node >/dev/null; then
   echo "SKIP: node is not installed"
   exit 0
 fi
-node "$src/tests/ort_paddleocr.js" "$exe" "${ONNXQ_OCR_DIR:-${ONNXQ_CACHE:-$HOME/.cache/onnxq}/ocr/package/assets}" "$bin"
+bash "$src/tests/ortnode.bash" "$src/tests/ort_paddleocr.js" "$exe" "${ONNXQ_OCR_DIR:-${ONNXQ_CACHE:-$HOME/.cache/onnxq}/ocr/package/assets}" "$bin"
 rc=$?
 # 77: onnxruntime-node is missing (tests/ortlib.js printed SKIP)
 [ $rc = 77 ] && exit 0

@@ -23,7 +23,7 @@ need "silero VAD models" test -f "$CACHE/silero/package/weights/silero_vad_op18_
 need "espeak-ng + sox" sh -c 'command -v espeak-ng && command -v sox'
 need "graphviz dot" dot -V
 need "chromium" chromium --version
-need "qemu-user" qemu-x86_64 --version
+need "qemu-user (qemu-x86_64)" qemu-x86_64 -version
 echo "$ok passed, $fail failed"
 if [ "$fail" -gt 0 ] && [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then
     echo "prereqs: references missing in a run that requires them all (ONNXQ_REQUIRE_ALL=1)"

@@ -6,6 +6,9 @@
 # --config round trip, the config in metadata, NaN handling, usage errors.
 # usage: bash quantize.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
+# onnxruntime on an emulated Haswell (tests/ortnode.bash): onnxq's --target host must mean
+# that CPU's arithmetic, not this one's
+[ "${ONNXQ_ORT_CPU:-}" = haswell ] && export ONNXQ_HOST_CPU=avx2
 EXE=$1 SRC=$2 BIN=$3
 T="$BIN/quantize.tmp.d"
 rm -rf "$T"; mkdir -p "$T"
@@ -15,7 +18,7 @@ bad() { echo "FAIL: $*"; FAILS+=("$*"); fail=1; }
 MODEL="$SRC/models/shapes_cnn.onnx"
 CALIB="$SRC/models/calib"
 have_onnx=1; /usr/bin/python3 -c 'import onnx' 2>/dev/null || { have_onnx=0; echo "note: python3-onnx missing: checker skipped"; }
-have_ort=1; node "$SRC/tests/quantize_ort.js" >/dev/null 2>&1; [ $? = 77 ] && { have_ort=0; echo "note: onnxruntime-node missing: comparison skipped"; }
+have_ort=1; bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" >/dev/null 2>&1; [ $? = 77 ] && { have_ort=0; echo "note: onnxruntime-node missing: comparison skipped"; }
 command -v node >/dev/null || have_ort=0
 
 check_and_compare() { # name model
@@ -41,7 +44,7 @@ PY
     # onnxruntime runs its fused integer kernels: compare with onnxq's emulation of
     # this CPU's arithmetic (docs/run.md "Arithmetic targets")
     "$EXE" run "$q" --input image="$in" --output-dir "$a" --npy --threads 1 --target host 2>/dev/null >/dev/null || { bad "$name: onnxq run"; continue; }
-    node "$SRC/tests/quantize_ort.js" "$q" "$b" image="$in" || { bad "$name: onnxruntime run"; continue; }
+    bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$q" "$b" image="$in" || { bad "$name: onnxruntime run"; continue; }
     /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$a" "$b" > "$T/$name.$s.cmp" || { cat "$T/$name.$s.cmp"; bad "$name/$s: onnxq and onnxruntime differ by more than one step"; }
   done
   echo "ok: $name"

@@ -7,6 +7,9 @@
 # 48x192, (x/255 - 0.5) / 0.5).
 # usage: bash quantize_ocr.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
+# onnxruntime on an emulated Haswell (tests/ortnode.bash): onnxq's --target host must mean
+# that CPU's arithmetic, not this one's
+[ "${ONNXQ_ORT_CPU:-}" = haswell ] && export ONNXQ_HOST_CPU=avx2
 EXE=$1 SRC=$2 BIN=$3
 CACHE="${ONNXQ_CACHE:-$HOME/.cache/onnxq}"
 A="$CACHE/ocr/package/assets"
@@ -31,7 +34,7 @@ compare() { # name model input.npy [light]
   mkdir -p "$T/$name.a"
   if [ "${4:-}" = light ]; then # outputs only, onnxruntime fully optimized
     "$EXE" run "$q" --input x="$in" --output-dir "$T/$name.a" --npy --target host 2>/dev/null >/dev/null || { bad "$name: onnxq run"; return; }
-    node "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || { bad "$name: onnxruntime run"; return; }
+    bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || { bad "$name: onnxruntime run"; return; }
     echo "$name:"
     /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$T/$name.a" "$T/$name.c" --deep || bad "$name: onnxq vs onnxruntime"
     return
@@ -50,14 +53,14 @@ for n in m.graph.node:
             m.graph.output.append(onnx.ValueInfoProto(name=o))
 onnx.save(m, sys.argv[2])
 PY
-  ONNXQ_ORT_OPT=disabled node "$SRC/tests/quantize_ort.js" "$T/$name.all.onnx" "$T/$name.b" x="$in"; local rc=$?
+  ONNXQ_ORT_OPT=disabled bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$T/$name.all.onnx" "$T/$name.b" x="$in"; local rc=$?
   [ $rc = 77 ] && { echo "note: onnxruntime-node missing"; return; }
   [ $rc = 0 ] || { bad "$name: onnxruntime run"; return; }
   echo "$name:"
   /usr/bin/python3 "$SRC/tests/quantize_compare.py" "$q" "$T/$name.a" "$T/$name.b" --deep || bad "$name: onnxq vs onnxruntime"
   # and the plain run with onnxruntime's full optimizations (fused integer kernels)
   # against onnxq's emulation of this CPU's integer arithmetic (--target host)
-  node "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || bad "$name: onnxruntime (optimized) run"
+  bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$q" "$T/$name.c" x="$in" || bad "$name: onnxruntime (optimized) run"
   mkdir -p "$T/$name.h"
   "$EXE" run "$q" --input x="$in" --output-dir "$T/$name.h" --npy --dump-all "$T/$name.h" --target host \
     2>/dev/null >/dev/null || { bad "$name: onnxq run --target host"; return; }

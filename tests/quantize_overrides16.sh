@@ -34,7 +34,7 @@ print('opset %d, r1_zero_point %s, other uint16 zero points: %s' % (
     opset, TensorProto.DataType.Name(zp.get('r1_zero_point', 0)), others or 'none'))
 sys.exit(0 if ok else 1)
 PY
-node "$SRC/tests/quantize_ort.js" "$T/q.onnx" "$T/ort" image="$SRC/models/calib/sample_000/image.npy"
+bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$T/q.onnx" "$T/ort" image="$SRC/models/calib/sample_000/image.npy"
 rc=$?
 [ $rc = 77 ] && { rm -rf "$T"; exit 0; }
 [ $rc = 0 ] || { echo "FAIL: onnxruntime-node cannot run the mixed-precision model"; exit 1; }
@@ -62,7 +62,7 @@ print('w2: %s, scale max|w_c|/32767: %s, max error %.3f steps; other weights uin
     TensorProto.DataType.Name(t.get('w2_quantized', 0)), np.allclose(s, want, rtol=1e-6), err, w8))
 sys.exit(0 if ok else 1)
 PY
-node "$SRC/tests/quantize_ort.js" "$T/qw.onnx" "$T/ortw" image="$SRC/models/calib/sample_000/image.npy" \
+bash "$SRC/tests/ortnode.bash" "$SRC/tests/quantize_ort.js" "$T/qw.onnx" "$T/ortw" image="$SRC/models/calib/sample_000/image.npy" \
   || { echo "FAIL: onnxruntime-node cannot run the int16-weight model"; exit 1; }
 echo '{"w2": {"dtype": "int32"}}' > "$T/bad.json"
 "$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$T/bad.onnx" --calib "$SRC/models/calib" \

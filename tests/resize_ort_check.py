@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ortfind import find_ort  # noqa: E402
+from ortfind import find_ort, node_cmd  # noqa: E402
 
 try:
     import numpy as np
@@ -61,7 +61,7 @@ const cases = JSON.parse(fs.readFileSync(dir + '/resize.json'));
   fs.writeFileSync(dir + '/ort.json', JSON.stringify(out));
 })().catch(e => { console.error(e.message); process.exit(1); });
 """)
-    r = subprocess.run(["node", js, ort, d], capture_output=True, text=True)
+    r = subprocess.run(node_cmd() + [js, ort, d], capture_output=True, text=True)
     if r.returncode != 0:
         print("onnxruntime failed:", r.stderr.strip()[-2000:])
         return 1

@@ -24,7 +24,7 @@ fi
 n=$(find "$OUT/a/cls/tensors" -name x.npy | wc -l)
 [ "$n" = 40 ] || { echo "FAIL: $n cls tensors, expected 40"; exit 1; }
 rc=0
-node "$SRC/models/check_text_images.js" "$OUT/a" || rc=$?
+bash "$SRC/tests/ortnode.bash" "$SRC/models/check_text_images.js" "$OUT/a" || rc=$?
 rm -rf "$OUT"
 # 77: onnxruntime-node is missing (tests/ortlib.js printed SKIP)
 [ $rc = 77 ] && exit 0
