@@ -131,6 +131,14 @@ grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && want=or
 got=$("$EXE" quantize "$MODEL" --calib "$CALIB" --target host --print-config |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["target"])')
 [ "$got" = "$want" ] || bad "--target host picked $got, /proc/cpuinfo says $want"
+# --prepare puts the preparation passes before calibration (and says so in resolved)
+"$EXE" quantize "$MODEL" --calib "$CALIB" --prepare --print-config | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)["resolved"]
+p = r["pipeline"]
+assert r["prepare"] is True, r
+assert p.index("fuse-activations") < p.index("fold-linear") < p.index("calibrate"), p' || bad "--prepare pipeline"
+"$EXE" quantize "$MODEL" -o "$T/prep.onnx" --calib "$CALIB" --prepare --quiet || bad "quantize --prepare"
 # int8 weights on ort-x86 (whose CPUs add u8 x s8 pairs in int16): the pairs are limited
 for args in "--weight-dtype int8:True" "--target ort-x86-vnni:False" ":False" "--weight-dtype int8 --reduce-range:False"; do
   got=$("$EXE" quantize "$MODEL" --calib "$CALIB" ${args%%:*} --print-config |
