@@ -262,6 +262,10 @@ const void *oq_tensor_data(oq_tensor *t, oq_diag *d)
     } else if (bits == 4) {
         for (int64_t i = 0; i < nb; i++)
             buf[i] = (uint8_t)t->int32_data[i];
+    } else if (t->dtype == OQ_DTYPE_BOOL) {
+        /* any non-zero int32 is true (as numpy_helper.to_array reads it), not its low byte */
+        for (int64_t i = 0; i < numel; i++)
+            buf[i] = t->int32_data[i] != 0;
     } else if (bits == 8) {
         for (int64_t i = 0; i < numel; i++)
             buf[i] = (uint8_t)t->int32_data[i];
