@@ -4,7 +4,8 @@
 # target), graphviz (dump --dot check), npm (real models and onnxruntime-node),
 # python3-pil and fonts (models/make_text_images.py), chromium (verify --html check),
 # qemu-user (onnxruntime on an emulated AVX2-only CPU: tests/qlinear_ort.sh).
-# espeak-ng and sox (speech for the silero VAD test, tests/silero_vad.sh).
+# espeak-ng and sox (speech for the silero VAD test, tests/silero_vad.sh), man-db and
+# groff-base (man -l renders onnxq.1: tests/man_page.sh).
 set -euo pipefail
 PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev"
 if [ "${1:-}" = "--test" ]; then
@@ -12,6 +13,7 @@ if [ "${1:-}" = "--test" ]; then
     PKGS="$PKGS python3-pil fonts-dejavu-core fonts-liberation fonts-freefont-ttf"
     PKGS="$PKGS chromium qemu-user"
     PKGS="$PKGS espeak-ng sox"
+    PKGS="$PKGS man-db groff-base"
     command -v npm >/dev/null || PKGS="$PKGS npm"
 fi
 missing=""
