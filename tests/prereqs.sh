@@ -24,6 +24,7 @@ need "espeak-ng + sox" sh -c 'command -v espeak-ng && command -v sox'
 need "graphviz dot" dot -V
 need "chromium" chromium --version
 need "qemu-user (qemu-x86_64)" qemu-x86_64 -version
+need "man-db + groff" sh -c 'command -v man && command -v groff'
 echo "$ok passed, $fail failed"
 if [ "$fail" -gt 0 ] && [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then
     echo "prereqs: references missing in a run that requires them all (ONNXQ_REQUIRE_ALL=1)"

@@ -375,6 +375,37 @@ Test(tensor_io, pb_and_npy_round_trip_and_errors)
     free(dir);
 }
 
+/* Found by fuzz_tensor: a bool TensorProto holding 80 in int32_data read as the byte 80.
+ * numpy_helper.to_array gives True for any non-zero int32 (256 too, whose low byte is 0),
+ * and raw_data bytes other than 0/1 read as 1, as .npy bools do. */
+Test(tensor_io, bool_tensorproto_values_are_0_or_1)
+{
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_rt_tensor r;
+    /* dims [4], data_type 9 (BOOL), int32_data packed [80, 0, 256, 1] */
+    const unsigned char typed[] = {0x08, 0x04, 0x10, 0x09, 0x2a, 0x05, 0x50, 0x00, 0x80, 0x02, 0x01};
+    cr_assert_eq(oq_tensor_buffer_read(typed, sizeof typed, "b.pb", &r, NULL, &d), OQ_OK);
+    cr_assert_eq(r.dtype, OQ_DTYPE_BOOL);
+    cr_assert_eq(r.nbytes, 4);
+    const uint8_t want[4] = {1, 0, 1, 1};
+    cr_assert_arr_eq(r.data, want, 4);
+    oq_rt_tensor_release(&r);
+    /* dims [4], BOOL, raw_data {7, 0, 255, 1} */
+    const unsigned char raw[] = {0x08, 0x04, 0x10, 0x09, 0x4a, 0x04, 0x07, 0x00, 0xff, 0x01};
+    cr_assert_eq(oq_tensor_buffer_read(raw, sizeof raw, "b.pb", &r, NULL, &d), OQ_OK);
+    cr_assert_arr_eq(r.data, want, 4);
+    oq_rt_tensor_release(&r);
+    /* the fuzzer's input itself: no dims (a scalar), BOOL, int32_data [80] */
+    const unsigned char found[] = {0x10, 0x09, 0x28, 0x50};
+    cr_assert_eq(oq_tensor_buffer_read(found, sizeof found, "b.pb", &r, NULL, &d), OQ_OK);
+    cr_assert_eq(r.rank, 0);
+    cr_assert_eq(((uint8_t *)r.data)[0], 1);
+    oq_rt_tensor_release(&r);
+    cr_assert_eq(d.errors, 0);
+    oq_diag_free(&d);
+}
+
 /* A real model: PaddleOCR rec (convolutions, depthwise, attention MatMuls, Softmax)
  * gives bit-identical results with 1, 2 and 3 threads. */
 Test(exec, paddleocr_rec_is_thread_count_independent)

@@ -323,6 +323,45 @@ static void expect_error(const char *path, oq_status code, const char *what)
     oq_diag_free(&d);
 }
 
+/* Found by fuzz_image: a white pixel converted to one channel gave 1.0000001 (the float
+ * weights 0.299f + 0.587f + 0.114f times 255 round to 255.00002). A grey pixel (R = G = B)
+ * must give its own value exactly, and no value may leave [0, 1] with scale 255. */
+Test(image, grey_of_equal_channels_is_exact)
+{
+    /* one pixel per grey level 0..255, R = G = B (the old code gave 15.000001 for 15 with
+     * gcc, 255.00002 for 255 with clang) */
+    static uint8_t px[256 * 3];
+    for (int g = 0; g < 256; g++)
+        px[3 * g] = px[3 * g + 1] = px[3 * g + 2] = (uint8_t)g;
+    oq_image img = {.width = 256, .height = 1, .rgb = px};
+    oq_image_opts o;
+    oq_image_opts_default(&o, 1, 256);
+    o.channels = 1;
+    static float out[256];
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_image_to_tensor(&img, &o, out, &d), OQ_OK);
+    for (int g = 0; g < 256; g++)
+        cr_assert_eq(out[g], (float)g / 255.0f, "grey %d gave %.9g", g, out[g]);
+    /* resized up from a flat image (fuzz_image: a white 5x4 image resized to 6x7 gave
+     * 1.0000001): every output is the flat value, for every level, both channel counts */
+    static uint8_t flat[5 * 4 * 3];
+    static float big[3 * 6 * 7];
+    for (int g = 0; g < 256; g++) {
+        memset(flat, g, sizeof flat);
+        oq_image f = {.width = 5, .height = 4, .rgb = flat};
+        for (int ch = 1; ch <= 3; ch += 2) {
+            oq_image_opts_default(&o, 6, 7);
+            o.channels = ch;
+            cr_assert_eq(oq_image_to_tensor(&f, &o, big, &d), OQ_OK);
+            for (int i = 0; i < ch * 6 * 7; i++)
+                cr_assert_eq(big[i], (float)g / 255.0f, "grey %d, %d channels, [%d]: %.9g", g,
+                             ch, i, big[i]);
+        }
+    }
+    oq_diag_free(&d);
+}
+
 Test(image, corrupt_and_truncated)
 {
     /* a real image to damage */

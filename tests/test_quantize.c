@@ -842,6 +842,50 @@ Test(json, parse_and_errors)
     oq_diag_free(&d);
 }
 
+/* Found by fuzz_json: 1e3081 parsed as infinity, and the calibration table written from
+ * it ("inf") did not read back. Numbers beyond double range are a parse error; table
+ * values beyond float range (1e39) and sample counts that are not counts are refused. */
+Test(json, out_of_range_numbers_are_refused)
+{
+    oq_json *j = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    const char *huge = "[1, 1e3081]";
+    cr_assert_eq(oq_json_parse(huge, strlen(huge), "big.json", &j, &d), OQ_ERR_PARSE);
+    cr_assert_null(j);
+    cr_assert(strstr(d.entries[0].message, "out of range"), "%s", d.entries[0].message);
+    /* tiny numbers round to zero or a subnormal and are kept */
+    const char *tiny = "[1e-400, -4.9e-324]";
+    oq_diag_clear(&d);
+    cr_assert_eq(oq_json_parse(tiny, strlen(tiny), "t", &j, &d), OQ_OK);
+    cr_assert_eq(j->items[0].num, 0.0);
+    cr_assert_lt(j->items[1].num, 0.0);
+    oq_json_free(j);
+    oq_calib_table t;
+    const char *bad[] = {
+        "{\"samples\":8,\"tensors\":{\"input\":[-1,1,-1,1e3081]}}",
+        "{\"samples\":8,\"tensors\":{\"input\":[-1,1,-1e39,1]}}",
+        "{\"samples\":-1,\"tensors\":{}}",
+        "{\"samples\":1e30,\"tensors\":{}}",
+        "{\"samples\":2.5,\"tensors\":{}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        oq_diag_clear(&d);
+        cr_assert_neq(oq_calib_table_from_json(bad[i], &t, &d), OQ_OK, "%s", bad[i]);
+        cr_assert_eq(t.count, 0);
+        cr_assert_geq(d.errors, 1);
+    }
+    /* the largest float still reads */
+    oq_diag_clear(&d);
+    const char *max = "{\"samples\":3,\"tensors\":{\"x\":[-3.40282347e38,0,0,3.40282347e38]}}";
+    cr_assert_eq(oq_calib_table_from_json(max, &t, &d), OQ_OK);
+    cr_assert_eq(t.samples, 3);
+    cr_assert_eq(t.items[0].min, -3.40282347e38f);
+    cr_assert_eq(t.items[0].hi, 3.40282347e38f);
+    oq_calib_table_free(&t);
+    oq_diag_free(&d);
+}
+
 /* x -> MatMul(w) -> m -> Clip -> k -> Transpose -> t -> Flatten -> f -> Unsqueeze -> u
  *   -> Squeeze -> s -> Slice -> sl -> Gather -> ga -> Resize(nearest) -> rn
  *   -> Resize(linear) -> rl -> Sigmoid -> sg ; rn also -> MatMul(w2) -> y */

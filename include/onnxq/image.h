@@ -13,8 +13,11 @@
  *     cv2.resize INTER_LINEAR and ONNX Resize(linear, half_pixel) with edge clamping;
  *     there is no antialiasing when shrinking (PIL's BILINEAR filter widens its support
  *     when shrinking, so it differs there). Computed in float from the 8-bit samples
- *     (cv2 rounds back to uint8; we do not);
- *  2. optional RGB -> BGR channel swap (or 1 channel: grey = 0.299 R + 0.587 G + 0.114 B);
+ *     (cv2 rounds back to uint8; we do not).
+ *     Each result is clamped to the range of its four source pixels (float rounding could
+ *     leave it by one step: a flat 255 image gave 255.00002);
+ *  2. optional RGB -> BGR channel swap (or 1 channel: grey = 0.299 R + 0.587 G + 0.114 B,
+ *     clamped to the range of R, G, B, so a grey pixel keeps its value exactly);
  *  3. v = (pixel / scale - mean[c]) / std[c], c in the output channel order;
  *  4. layout NCHW ([1, C, H, W]) or NHWC ([1, H, W, C]).
  *

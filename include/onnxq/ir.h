@@ -435,7 +435,8 @@ struct oq_model {
 
     char *path;               /* file it was read from, or NULL */
     char *dir;                /* directory for external data ("." if none) */
-    void *io;                 /* private to src/io: buffers/mmaps data is borrowed from */
+    void *io;                 /* private to src/io (mappings data is borrowed from); starts
+                               * with the callbacks the IR uses for external data */
     uint32_t next_id;
 };
 

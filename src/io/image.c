@@ -325,6 +325,19 @@ static void tap(int64_t i, int64_t in, int64_t out, int64_t *a, int64_t *b, floa
     *f = (float)(s - (double)t);
 }
 
+/* Weights (1 - fx, fx) along x, then (1 - fy, fy) along y. Float rounding can step out
+ * of the four neighbours' range (four 255s gave 255.00002, so 1.0000001 after / 255,
+ * found by fuzz_image): the result is clamped back into it. */
+static float bilinear(float p00, float p01, float p10, float p11, float fx, float fy)
+{
+    float top = (1.0f - fx) * p00 + fx * p01;
+    float bot = (1.0f - fx) * p10 + fx * p11;
+    float v = (1.0f - fy) * top + fy * bot;
+    float lo = fminf(fminf(p00, p01), fminf(p10, p11));
+    float hi = fmaxf(fmaxf(p00, p01), fmaxf(p10, p11));
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 void oq_resize_bilinear(const float *src, int64_t in_h, int64_t in_w, int c, float *dst,
                         int64_t out_h, int64_t out_w)
 {
@@ -339,9 +352,7 @@ void oq_resize_bilinear(const float *src, int64_t in_h, int64_t in_w, int c, flo
             for (int k = 0; k < c; k++) {
                 float p00 = src[(y0 * in_w + x0) * c + k], p01 = src[(y0 * in_w + x1) * c + k];
                 float p10 = src[(y1 * in_w + x0) * c + k], p11 = src[(y1 * in_w + x1) * c + k];
-                float top = (1.0f - fx) * p00 + fx * p01;
-                float bot = (1.0f - fx) * p10 + fx * p11;
-                dst[(y * out_w + x) * c + k] = (1.0f - fy) * top + fy * bot;
+                dst[(y * out_w + x) * c + k] = bilinear(p00, p01, p10, p11, fx, fy);
             }
         }
     }
@@ -379,15 +390,18 @@ oq_status oq_image_to_tensor(const oq_image *img, const oq_image_opts *o, float 
             for (int k = 0; k < 3; k++) {
                 float p00 = img->rgb[(y0 * iw + x0) * 3 + k], p01 = img->rgb[(y0 * iw + x1) * 3 + k];
                 float p10 = img->rgb[(y1 * iw + x0) * 3 + k], p11 = img->rgb[(y1 * iw + x1) * 3 + k];
-                float top = (1.0f - fx) * p00 + fx * p01;
-                float bot = (1.0f - fx) * p10 + fx * p11;
-                rgb[k] = (1.0f - fy) * top + fy * bot;
+                rgb[k] = bilinear(p00, p01, p10, p11, fx, fy);
             }
             for (int64_t k = 0; k < C; k++) {
                 float v;
-                if (C == 1)
+                if (C == 1) {
                     v = 0.299f * rgb[0] + 0.587f * rgb[1] + 0.114f * rgb[2];
-                else
+                    /* a weighted mean lies between its inputs; float rounding can step out
+                     * (white gave 255.00002, so 1.0000001 after / 255): clamp it back */
+                    float lo = fminf(rgb[0], fminf(rgb[1], rgb[2]));
+                    float hi = fmaxf(rgb[0], fmaxf(rgb[1], rgb[2]));
+                    v = v < lo ? lo : v > hi ? hi : v;
+                } else
                     v = rgb[o->bgr ? 2 - k : k];
                 v = (v / o->scale - o->mean[k]) / o->std[k];
                 if (o->layout == OQ_LAYOUT_NHWC)

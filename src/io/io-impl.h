@@ -27,9 +27,12 @@ typedef struct oq_mapping {
 } oq_mapping;
 
 typedef struct oq_io_state {
+    oq_model_io base; /* first: the callbacks the IR calls (ir/ir-impl.h) */
     oq_mapping *maps;
 } oq_io_state;
 
+/* The state of m, created (with the callbacks installed) on first use; the reader
+ * creates it for every model it makes. NULL when out of memory. */
 oq_io_state *oq_io_state_get(oq_model *m);
 
 /* Resolve, check and map the external data of t (relative to m->dir). */

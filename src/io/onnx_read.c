@@ -36,15 +36,26 @@ void oq_pb_allocator_init(ProtobufCAllocator *al, oq_arena *a)
 
 /* ------------------------------------------------------------ io state */
 
+static void io_release(oq_model *m);
+
+static const oq_model_io_ops io_ops = {
+    .map_external = oq_io_map_external,
+    .release = io_release,
+};
+
 oq_io_state *oq_io_state_get(oq_model *m)
 {
-    if (!m->io)
-        m->io = oq_arena_alloc(m->arena, sizeof(oq_io_state));
+    if (!m->io) {
+        oq_io_state *s = oq_arena_alloc(m->arena, sizeof(oq_io_state));
+        if (!s)
+            return NULL;
+        s->base.ops = &io_ops;
+        m->io = s;
+    }
     return m->io;
 }
 
-void oq_io_release(oq_model *m);
-void oq_io_release(oq_model *m)
+static void io_release(oq_model *m)
 {
     oq_io_state *s = m->io;
     if (!s)
@@ -781,7 +792,8 @@ static oq_status read_bytes(const void *data, size_t len, const char *name, cons
     if (st)
         goto done;
     m = oq_model_new();
-    if (!m) {
+    /* install the callbacks through which the IR maps external data on demand */
+    if (!m || !oq_io_state_get(m)) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }

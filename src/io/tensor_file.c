@@ -232,6 +232,9 @@ static oq_status read_pb(const uint8_t *b, size_t len, const char *what, oq_rt_t
     }
     if (out->nbytes)
         memcpy(out->data, data, (size_t)out->nbytes);
+    if (t.dtype == OQ_DTYPE_BOOL) /* raw bytes other than 0/1 are true, as for .npy */
+        for (int64_t i = 0; i < out->nbytes; i++)
+            ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
     if (name && p->name && *p->name) {
         *name = strdup(p->name);
         if (!*name) {

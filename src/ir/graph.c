@@ -157,8 +157,6 @@ oq_graph *oq_graph_new_in(oq_model *m, oq_graph *parent, oq_node *owner)
     return g->values ? g : NULL;
 }
 
-void oq_io_release(oq_model *m); /* src/io: unmaps files, frees buffers */
-
 oq_model *oq_model_new(void)
 {
     oq_arena *a = oq_arena_new();
@@ -183,7 +181,9 @@ void oq_model_free(oq_model *m)
 {
     if (!m)
         return;
-    oq_io_release(m);
+    const oq_model_io *io = m->io;
+    if (io && io->ops && io->ops->release)
+        io->ops->release(m);
     oq_arena_free(m->arena);
 }
 

@@ -25,4 +25,19 @@ void oq_value_remove_use(oq_value *v, oq_node *n, size_t index);
 int oq_push_ptr(oq_arena *a, void ***arr, size_t *count, void *item);
 #define OQ_PUSH(a, arr, count, item) oq_push_ptr((a), (void ***)(arr), (count), (item))
 
+/* How the reader serves a model it created (ARCHITECTURE.md, Layering: ir/ never calls
+ * io/). model->io, when set, points to the reader's per-model state, whose first member is
+ * an oq_model_io: the IR maps lazily loaded external data and releases the reader's
+ * mappings through these callbacks. A model without io (oq_model_new) has neither. */
+typedef struct oq_model_io_ops {
+    /* Map t's external data and set t->view (t belongs to m). */
+    oq_status (*map_external)(oq_model *m, oq_tensor *t, oq_diag *d);
+    /* Called by oq_model_free before the arena goes: unmap files, free buffers. */
+    void (*release)(oq_model *m);
+} oq_model_io_ops;
+
+typedef struct oq_model_io {
+    const oq_model_io_ops *ops;
+} oq_model_io;
+
 #endif

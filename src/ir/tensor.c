@@ -172,8 +172,6 @@ oq_status oq_tensor_validate(const oq_tensor *t, const char *where, oq_diag *d)
     return OQ_OK;
 }
 
-oq_status oq_io_map_external(struct oq_model *m, oq_tensor *t, oq_diag *d); /* src/io */
-
 const void *oq_tensor_data(oq_tensor *t, oq_diag *d)
 {
     if (t->view)
@@ -183,7 +181,15 @@ const void *oq_tensor_data(oq_tensor *t, oq_diag *d)
         return NULL;
     int64_t numel = oq_tensor_numel(t);
     if (oq_tensor_is_external(t)) {
-        if (!t->model || oq_io_map_external(t->model, t, d) != OQ_OK)
+        if (!t->model)
+            return NULL;
+        const oq_model_io *io = t->model->io;
+        if (!io || !io->ops || !io->ops->map_external) {
+            oq_diag_error(d, OQ_ERR_UNSUPPORTED, "tensor \"%s\": external data of a model "
+                          "that was not read from a file cannot be loaded", nm);
+            return NULL;
+        }
+        if (io->ops->map_external(t->model, t, d) != OQ_OK)
             return NULL;
         return t->view;
     }
@@ -256,6 +262,10 @@ const void *oq_tensor_data(oq_tensor *t, oq_diag *d)
     } else if (bits == 4) {
         for (int64_t i = 0; i < nb; i++)
             buf[i] = (uint8_t)t->int32_data[i];
+    } else if (t->dtype == OQ_DTYPE_BOOL) {
+        /* any non-zero int32 is true (as numpy_helper.to_array reads it), not its low byte */
+        for (int64_t i = 0; i < numel; i++)
+            buf[i] = t->int32_data[i] != 0;
     } else if (bits == 8) {
         for (int64_t i = 0; i < numel; i++)
             buf[i] = (uint8_t)t->int32_data[i];

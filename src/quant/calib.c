@@ -1068,7 +1068,14 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
         st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": no \"tensors\" object");
         goto fail;
     }
-    out->samples = sm && sm->type == OQ_JSON_NUMBER ? (uint64_t)sm->num : 0;
+    if (sm && sm->type == OQ_JSON_NUMBER) {
+        if (!(sm->num >= 0 && sm->num < 18446744073709551616.0) || sm->num != floor(sm->num)) {
+            st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY
+                               ": \"samples\" is not a count: %g", sm->num);
+            goto fail;
+        }
+        out->samples = (uint64_t)sm->num;
+    }
     if (me && me->type == OQ_JSON_STRING && oq_calib_method_from_name(me->str) >= 0)
         out->method = (oq_calib_method)oq_calib_method_from_name(me->str);
     out->items = calloc(ts->n ? ts->n : 1, sizeof(oq_calib_entry));
@@ -1088,6 +1095,14 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
             if (a->items[k].type != OQ_JSON_NUMBER) {
                 st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": tensor \"%s\": not a number",
                                    ts->keys[i]);
+                goto fail;
+            }
+            /* a float table: a value that rounds beyond FLT_MAX would become infinity
+             * (0x1.ffffffp127 is FLT_MAX plus half its last step) */
+            if (!(fabs(a->items[k].num) < 0x1.ffffffp127)) {
+                st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY
+                                   ": tensor \"%s\": %g is out of float range",
+                                   ts->keys[i], a->items[k].num);
                 goto fail;
             }
             v[k] = (float)a->items[k].num;

@@ -281,6 +281,9 @@ static bool parse_value(jp *p, oq_json *j, int depth)
         j->num = strtod(buf, &e);
         if (*e || k == 0)
             return fail(p, "bad number");
+        /* 1e400 would read as infinity, which no JSON writer can give back */
+        if (errno == ERANGE && (j->num > 1.0 || j->num < -1.0))
+            return fail(p, "number out of range");
         return true;
     }
     return fail(p, "unexpected character");

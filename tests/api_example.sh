@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# docs/api.md: install the build into a fresh prefix (cmake --install), check the manual
+# page and onnxq.pc are there, build the page's example program with
+# `pkg-config --cflags --libs onnxq` and run it WITHOUT LD_LIBRARY_PATH (the .pc's rpath
+# must find the installed libonnxq.so); its standard output must be the page's, and its
+# stderr the page's diagnostic. The classes it prints are the shapes the program draws
+# (ground truth by construction), for the float and the quantized model.
+# Usage (ctest does this): bash tests/api_example.sh ONNXQ SOURCE_DIR BINARY_DIR
+set -u
+SRC=${2:?usage: api_example.sh ONNXQ SOURCE_DIR BINARY_DIR}
+BIN=${3:?}
+work=$BIN/api_example_work
+rm -rf "$work"
+mkdir -p "$work"
+fail=0
+die() { echo "FAIL: $*"; exit 1; }
+ok() { echo "ok: $*"; }
+
+cmake --install "$BIN" --prefix "$work/prefix" >"$work/install.log" 2>&1 || die "cmake --install: $(tail -3 "$work/install.log")"
+man1=$(ls "$work"/prefix/share/man/man1/onnxq.1 2>/dev/null) || die "onnxq.1 not installed in share/man/man1"
+ok "installed $man1"
+pc=$(ls "$work"/prefix/lib*/pkgconfig/onnxq.pc 2>/dev/null | head -1)
+[ -n "$pc" ] || die "onnxq.pc not installed"
+export PKG_CONFIG_PATH=$(dirname "$pc")
+unset LD_LIBRARY_PATH
+
+# the ```c block of docs/api.md, and the two blocks after "Its standard output"
+awk '/^```c$/ {on=1; next} on && /^```$/ {exit} on' "$SRC/docs/api.md" >"$work/example.c"
+awk '/^Its standard output/ {f=1} f && /^```$/ {n++; next} f && n==1' "$SRC/docs/api.md" >"$work/want.out"
+awk '/^Its standard output/ {f=1} f && /^```$/ {n++; next} f && n==3' "$SRC/docs/api.md" >"$work/want.err"
+[ -s "$work/example.c" ] && [ -s "$work/want.out" ] && [ -s "$work/want.err" ] || die "docs/api.md: example or its output not found"
+
+flags=$(pkg-config --cflags --libs onnxq) || die "pkg-config --cflags --libs onnxq"
+case $flags in *-Wl,-rpath,*) ok "pkg-config --libs has an rpath" ;; *) die "no rpath in: $flags" ;; esac
+${CC:-cc} -std=c11 -Wall -Wextra -Werror -o "$work/example" "$work/example.c" $flags -lm \
+    2>"$work/cc.log" || die "example does not build: $(head -5 "$work/cc.log")"
+ok "example.c builds with pkg-config"
+lib=$(ldd "$work/example" | awk '/libonnxq/ {print $3}')
+case $lib in "$work"/prefix/*) ok "uses $lib" ;; *) echo "FAIL: libonnxq resolved to '$lib', not the prefix"; fail=1 ;; esac
+
+(cd "$SRC" && "$work/example" models/shapes_cnn.onnx models/calib "$work/q.onnx") \
+    >"$work/got.out" 2>"$work/got.err"
+rc=$?
+[ $rc = 0 ] || { echo "FAIL: example exit $rc: $(head -3 "$work/got.err")"; fail=1; }
+if diff -u "$work/want.out" "$work/got.out"; then ok "stdout is the page's"; else echo "FAIL: stdout differs from docs/api.md"; fail=1; fi
+if diff -u "$work/want.err" "$work/got.err"; then ok "stderr is the page's"; else echo "FAIL: stderr differs from docs/api.md"; fail=1; fi
+# the written model is valid and quantized
+"$1" check "$work/q.onnx" >/dev/null 2>&1 || { echo "FAIL: onnxq check on the quantized model"; fail=1; }
+nq=$("$1" dump "$work/q.onnx" | awk '$2 == "QuantizeLinear" && $1 ~ /^[0-9]+$/ {print $1; exit}')
+[ "${nq:-0}" -gt 0 ] && ok "$nq QuantizeLinear in the written model" || { echo "FAIL: no QuantizeLinear"; fail=1; }
+exit $fail
