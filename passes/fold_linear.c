@@ -721,8 +721,8 @@ static const oq_pass_option_def options[] = {
     {"before-conv", OQ_OPT_BOOL, "true",
      "also fold a Mul/Add that feeds only Convs into their weights (a shift only when they have no padding)"},
     {"scalar-only", OQ_OPT_BOOL, "false",
-     "fold only one-element constants (quantize uses this: a per-channel scale folded into a layer widens "
-     "the spread of its output channels under one activation scale)"},
+     "fold only one-element constants (a per-channel scale folded into a layer widens the spread of its "
+     "output channels under one activation scale)"},
 };
 
 const oq_pass oq_pass_fold_linear = {
