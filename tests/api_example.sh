@@ -32,7 +32,11 @@ awk '/^Its standard output/ {f=1} f && /^```$/ {n++; next} f && n==3' "$SRC/docs
 
 flags=$(pkg-config --cflags --libs onnxq) || die "pkg-config --cflags --libs onnxq"
 case $flags in *-Wl,-rpath,*) ok "pkg-config --libs has an rpath" ;; *) die "no rpath in: $flags" ;; esac
-${CC:-cc} -std=c11 -Wall -Wextra -Werror -o "$work/example" "$work/example.c" $flags -lm \
+# a sanitizer build of the library needs its runtime first in the program too
+san=""
+libso=$(pkg-config --variable=libdir onnxq)/libonnxq.so
+ldd "$libso" 2>/dev/null | grep -q libasan && san="-fsanitize=address,undefined"
+${CC:-cc} -std=c11 -Wall -Wextra -Werror $san -o "$work/example" "$work/example.c" $flags -lm \
     2>"$work/cc.log" || die "example does not build: $(head -5 "$work/cc.log")"
 ok "example.c builds with pkg-config"
 lib=$(ldd "$work/example" | awk '/libonnxq/ {print $3}')
