@@ -128,7 +128,7 @@ done
 # without the override it follows /proc/cpuinfo (VNNI: avx512_vnni with avx512bw, or avx_vnni)
 want=ort-x86; grep -qwE 'avx_vnni' /proc/cpuinfo && want=ort-x86-vnni
 grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && want=ort-x86-vnni
-got=$("$EXE" quantize "$MODEL" --calib "$CALIB" --target host --print-config |
+got=$(env -u ONNXQ_HOST_CPU "$EXE" quantize "$MODEL" --calib "$CALIB" --target host --print-config |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["target"])')
 [ "$got" = "$want" ] || bad "--target host picked $got, /proc/cpuinfo says $want"
 # --prepare puts the preparation passes before calibration (and says so in resolved)
