@@ -250,6 +250,18 @@ static bool producer_info(oq_node *p, producer *pi)
 }
 
 /* Rewrite p's weight and bias so that its output is a[c] * z + b[c] (b may be NULL). */
+/* Point node n at its new weight (and bias, when one was made) and drop the old
+ * initializers nothing else reads. */
+static void set_weight_bias(oq_node *n, oq_value *nw, oq_value *nbv, oq_value *old_w, oq_value *old_b)
+{
+    oq_node_set_input(n, 1, nw);
+    oq_pass_drop_if_unused(old_w);
+    if (nbv) {
+        oq_node_set_input(n, 2, nbv);
+        oq_pass_drop_if_unused(old_b);
+    }
+}
+
 static oq_status scale_producer(ctx *c, oq_node *p, const producer *pi, const double *a,
                                 const double *b)
 {
@@ -318,15 +330,9 @@ static oq_status scale_producer(ctx *c, oq_node *p, const producer *pi, const do
         if (!nbv)
             goto done;
     }
-    oq_node_set_input(p, 1, nw);
-    if (nbv) {
-        oq_node_set_input(p, 2, nbv);
-        if (pi->kind == 2 && oq_node_attr_float(p, "beta", 1.0f) == 0.0f)
-            oq_node_set_attr_float(p, "beta", 1.0f);
-    }
-    oq_pass_drop_if_unused(old_w);
-    if (nbv)
-        oq_pass_drop_if_unused(old_b);
+    set_weight_bias(p, nw, nbv, old_w, old_b);
+    if (nbv && pi->kind == 2 && oq_node_attr_float(p, "beta", 1.0f) == 0.0f)
+        oq_node_set_attr_float(p, "beta", 1.0f);
     st = OQ_OK;
 done:
     if (st == OQ_ERR_NOMEM)
@@ -471,12 +477,7 @@ static oq_status fold_into_next(ctx *c, oq_node *conv, const double *a, const do
         if (!nbv)
             goto done;
     }
-    oq_node_set_input(conv, 1, nw);
-    if (nbv)
-        oq_node_set_input(conv, 2, nbv);
-    oq_pass_drop_if_unused(old_w);
-    if (nbv)
-        oq_pass_drop_if_unused(old_b);
+    set_weight_bias(conv, nw, nbv, old_w, old_b);
     st = OQ_OK;
 done:
     if (st == OQ_ERR_NOMEM)
