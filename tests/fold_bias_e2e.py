@@ -22,7 +22,9 @@ then checks:
     quantization step of the output (y1, g: the output scale; y4, m: float outputs,
     within 1e-5 relative: float accumulation order);
   - compared with the float-bias model (also run in onnxruntime), each output moves by
-    no more than the bound worked out below: bias rounding |b - s_b*b_q| <= s_b/2 per
+    no more than the bound worked out below (after taking out the int16 saturation of
+    onnxruntime's integer kernels on a CPU without VNNI, which onnxq's host arithmetic
+    reproduces; see main()): bias rounding |b - s_b*b_q| <= s_b/2 per
     channel, plus for the adjusted channel sum|x| * max|w - w'| (the requantized
     weights), plus one output step where the output is quantized (the rounding there
     may flip).
@@ -277,21 +279,36 @@ def main():
     open(js, "w").write(ORT_JS)
     ort_q = run_ort(ort, js, out, feeds, os.path.join(work, "ort_q.json"))
     ort_f = run_ort(ort, js, src, feeds, os.path.join(work, "ort_f.json"))
-    od = os.path.join(work, "onnxq_out")
-    os.makedirs(od, exist_ok=True)
-    # --target host: onnxruntime runs its fused integer kernels (docs/run.md)
-    r = subprocess.run([exe, "run", out, "--input", "x1=" + os.path.join(work, "x1.npy"),
-                        "--input", "x2=" + os.path.join(work, "x2.npy"), "--output-dir", od, "--npy",
-                        "--target", "host"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print(r.stderr)
-        fails.append("onnxq run failed")
-        return report(fails)
-    oq = {k: np.load(os.path.join(od, k + ".npy")).astype(F32).ravel() for k in ("y1", "y4", "g", "m")}
+    # --target host: onnxruntime runs its fused integer kernels (docs/run.md), which on a
+    # CPU without VNNI saturate u8 x s8 pairs; --target reference: the ONNX QDQ semantics
+    oqs = {}
+    for target, model in (("host", out), ("reference", out), ("prequant", src)):
+        od = os.path.join(work, "onnxq_" + target)
+        os.makedirs(od, exist_ok=True)
+        r = subprocess.run([exe, "run", model, "--input", "x1=" + os.path.join(work, "x1.npy"),
+                            "--input", "x2=" + os.path.join(work, "x2.npy"), "--output-dir", od,
+                            "--npy", "--target", "host" if target == "host" else "reference"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stderr)
+            fails.append(f"onnxq run --target {target} failed")
+            return report(fails)
+        if target == "host":
+            print(r.stderr.strip())
+        oqs[target] = {k: np.load(os.path.join(od, k + ".npy")).astype(F32).ravel()
+                       for k in ("y1", "y4", "g", "m")}
+    oq = oqs["host"]
 
     steps = {"y1": 0.05, "g": 0.04}
-    print("output  |onnxq-ort| max   tol        |folded-float| max   bound")
+    # The folded model's outputs in onnxruntime differ from the float-bias model's by the
+    # bias rounding (bounded below) and, on a CPU whose integer kernels saturate, by the
+    # saturation of the layers that folding lets onnxruntime fuse (the MatMul + Add of m
+    # becomes a QGemm where the float-bias model ran a float Gemm). "saturation" is what
+    # onnxq's host arithmetic adds to its reference arithmetic on the folded model (0 on
+    # a CPU with VNNI; checked above to match onnxruntime). Where it is 0 the bound is
+    # checked on onnxruntime's two outputs; where it is not, on onnxq's reference
+    # arithmetic of the two models (the fold itself; the column says which).
+    print("output  |onnxq-ort| max   tol        saturation   |folded-float| max   bound     by")
     # the x actually seen by the layers: dequantized inputs
     x1d = ((np.clip(np.rint(x1 / F32(2.0 / 255)) + 128, 0, 255) - 128) * F32(2.0 / 255)).astype(F32)
     # |y4[ch1] change| from requantizing W4[1]: sum over the 3x3x3 window of |x| |dw|
@@ -307,8 +324,12 @@ def main():
     for k in ("y1", "y4", "g", "m"):
         d_eng = float(np.abs(oq[k] - ort_q[k]).max())
         tol = steps.get(k, 1e-5 * float(np.abs(ort_q[k]).max()))
-        d_f = float(np.abs(ort_q[k] - ort_f[k]).max())
-        print(f"{k:6s}  {d_eng:.3g}{'':8s} {tol:.3g}{'':6s} {d_f:.3g}{'':12s} {bounds[k]:.3g}")
+        sat = float(np.abs(oqs["host"][k] - oqs["reference"][k]).max())
+        exact = sat <= 1e-6 * float(np.abs(oqs["reference"][k]).max())
+        d_f = float(np.abs(ort_q[k] - ort_f[k]).max()) if exact else \
+            float(np.abs(oqs["reference"][k] - oqs["prequant"][k]).max())
+        print(f"{k:6s}  {d_eng:.3g}{'':8s} {tol:.3g}{'':6s} {sat:<12.3g} "
+              f"{d_f:.3g}{'':12s} {bounds[k]:<9.3g} {'onnxruntime' if exact else 'onnxq reference'}")
         if d_eng > tol * 1.0001:
             fails.append(f"{k}: onnxq and onnxruntime differ by {d_eng} > {tol}")
         if d_f > bounds[k]:

@@ -382,6 +382,48 @@ def gen_softmax(outdir, name, shape, axis, xdt):
     return name
 
 
+def gen_float_out(outdir, name, form, xshape, N, wdt=np.int8, per_channel=True):
+    """No Q after the Gemm / MatMul: onnxruntime runs QGemm without y_scale ("gemm",
+    "matmul_add": MatMulAddFusion first) or MatMulIntegerToFloat ("matmul"), and
+    y = float32(int32 acc [+ raw int32 bias]) * float32(x_scale * w_scale[n])."""
+    c = Case(name)
+    xs, xzp = F32(0.25), 7
+    K = xshape[-1]
+    xq = rand_x(tuple(xshape), TensorProto.UINT8)
+    w = rand_w((K, N), wdt, True)
+    wzp = 0 if wdt == np.int8 else 128
+    ws = (rng.random(N).astype(F32) * F32(0.01) + F32(0.002)) if per_channel else \
+        np.full(N, F32(0.006), F32)
+    b = rng.integers(-30000, 30000, size=N) if form in ('gemm', 'matmul_add') else None
+    a_raw = xq.reshape(-1, K).astype(np.int64)
+    w_raw = w.astype(np.int64).T
+    wz = np.full(N, wzp, np.int64)
+    scale = (xs * ws).astype(F32)
+    outs = []
+    for sat in (True, False):
+        acc = pair_dot(a_raw, w_raw, sat and wdt == np.int8) - wz[None, :] * a_raw.sum(1)[:, None] \
+            - xzp * w_raw.sum(1)[None, :] + K * xzp * wz[None, :]
+        if b is not None:
+            acc = acc + b[None, :]
+        acc32 = ((acc + 2**31) % 2**32 - 2**31).astype(np.int32)
+        outs.append((acc32.astype(F32) * scale[None, :]).reshape(list(xshape[:-1]) + [N]))
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    c.weight(w, ws if per_channel else np.array(ws[0], F32),
+             np.full(N, wzp, wdt) if per_channel else np.array(wzp, wdt), 1)
+    if form == 'gemm':
+        c.bias(b, scale)
+        c.nodes.append(helper.make_node('Gemm', ['xd', 'wd', 'bd'], ['y']))
+    elif form == 'matmul_add':
+        c.bias(b, scale)
+        c.nodes.append(helper.make_node('MatMul', ['xd', 'wd'], ['mm']))
+        c.nodes.append(helper.make_node('Add', ['mm', 'bd'], ['y']))
+    else:
+        c.nodes.append(helper.make_node('MatMul', ['xd', 'wd'], ['y']))
+    x = (xq.astype(np.int64) - xzp).astype(F32) * xs
+    c.save(outdir, list(xshape), list(xshape[:-1]) + [N], x, *outs)
+    return name
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -416,6 +458,14 @@ def main():
     cases.append(gen_softmax(outdir, 'softmax_u8_last', (3, 4, 40), -1, TensorProto.UINT8))
     cases.append(gen_softmax(outdir, 'softmax_u8_axis1', (2, 25, 3), 1, TensorProto.UINT8))
     cases.append(gen_softmax(outdir, 'softmax_s8', (4, 33), -1, TensorProto.INT8))
+    # float outputs (no Q after the layer)
+    cases.append(gen_float_out(outdir, 'float_gemm', 'gemm', (3, 40), 9))
+    cases.append(gen_float_out(outdir, 'float_matmul', 'matmul', (4, 33), 10))
+    cases.append(gen_float_out(outdir, 'float_matmul3d_per_tensor', 'matmul', (2, 3, 32), 6,
+                               per_channel=False))
+    cases.append(gen_float_out(outdir, 'float_matmul_add', 'matmul_add', (3, 48), 8))
+    cases.append(gen_float_out(outdir, 'float_matmul3d_add', 'matmul_add', (2, 4, 24), 5))
+    cases.append(gen_float_out(outdir, 'float_matmul_u8u8', 'matmul', (3, 30), 7, wdt=np.uint8))
     with open(os.path.join(outdir, 'cases.txt'), 'w') as f:
         f.write('\n'.join(cases) + '\n')
 

@@ -11,8 +11,9 @@ struct oq_qgroups {
     size_t n;
     oq_qgroup **groups;
     size_t n_ids;
-    unsigned char *role;      /* by node id: 0 run, 1 skip, 2 group output (Q) */
-    oq_qgroup **by_q;         /* by node id: the group whose Q it is */
+    unsigned char *role;      /* by node id: 0 run, 1 skip, 2 group output (Q), 3 group
+                               * output that reads the group's DQ outputs (float) */
+    oq_qgroup **by_out;       /* by node id: the group whose output node it is */
 };
 
 static bool is_op(const oq_node *n, const char *op)
@@ -181,6 +182,43 @@ static bool bias_ok(const oq_node *dq, int64_t n_out, bool allow_scalar)
     return tb->rank == 1 || (tb->rank == 2 && tb->dims[0] == 1);
 }
 
+/* A MatMul with a constant weight and no Q after it. onnxruntime's MatMulAddFusion
+ * (matmul_add_fusion.cc, before the QDQ rules) turns MatMul + Add of a [N] bias into a
+ * Gemm: with a DequantizeLinear of int32 as that bias, the Gemm becomes a QGemm with a
+ * float output whose accumulator starts at the raw int32 bias (its DQ scale is not
+ * read); with any other [N] bias the Gemm stays float (false: the reference runs it).
+ * Otherwise the MatMul becomes MatMulIntegerToFloat. Sets grp->add and grp->dq_b for
+ * the first case. Not modelled: the fusion's exceptions for attention projections of
+ * inputs of rank > 2 (there the Add stays separate: the same values up to float
+ * rounding). */
+static bool matmul_add(oq_graph *g, oq_node *mm, int64_t n_out, oq_qgroup *grp)
+{
+    oq_value *y = mm->outputs[0];
+    if (!y || y->n_uses != 1 || oq_value_is_graph_output(y))
+        return true;
+    oq_node *add = y->uses[0].node;
+    if (!is_op(add, "Add") || add->n_inputs != 2 || !add->inputs[0] || !add->inputs[1] ||
+        add->n_outputs != 1 || !add->outputs[0] || add->inputs[0] == add->inputs[1])
+        return true;
+    oq_value *bv = add->inputs[add->inputs[0] == y ? 1 : 0];
+    oq_node *bdq = producer_dq(bv, g);
+    oq_tensor *tb = oq_value_const_tensor(bdq ? bdq->inputs[0] : bv);
+    if (!tb) {
+        /* an activation bias of static shape [N]: a float Gemm */
+        const oq_shape *sh = bv->type ? bv->type->shape : NULL;
+        return !(sh && sh->rank == 1 && sh->dims[0].kind == OQ_DIM_VALUE &&
+                 sh->dims[0].value == n_out);
+    }
+    bool shape_n = tb->rank == 1 && tb->dims[0] == n_out;
+    if (!shape_n)
+        return true;
+    if (!bdq || tb->dtype != OQ_DTYPE_INT32 || !bias_ok(bdq, n_out, false))
+        return false;
+    grp->add = add;
+    grp->dq_b = bdq;
+    return true;
+}
+
 /* Does this anchor start a group? Fills grp (not the step node) on success. */
 static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
 {
@@ -213,29 +251,35 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
             return false;
     /* the output: one consumer, a QuantizeLinear, or a redundant Relu/Clip then Q */
     oq_node *next = only_consumer(n->outputs[0]), *post = NULL;
-    if (!next)
-        return false;
     if (is_op(next, "Relu") || is_op(next, "Clip")) {
         post = next;
         if (post->n_outputs != 1 || !(next = only_consumer(post->outputs[0])))
             return false;
     }
-    if (!is_op(next, "QuantizeLinear") || next->n_inputs != 3 || next->n_outputs != 1 ||
-        !next->outputs[0])
-        return false;
-    oq_node *q = next;
+    oq_node *q = is_op(next, "QuantizeLinear") && next->n_inputs == 3 && next->n_outputs == 1 &&
+                 next->outputs[0] ? next : NULL;
     float ys, xs;
     int32_t yzp, xzp, ydt, xdt;
-    if (!scalar_qparams(q, &ys, &yzp, &ydt) || dq[0]->n_inputs != 3 ||
-        !scalar_qparams(dq[0], &xs, &xzp, &xdt))
+    if (dq[0]->n_inputs != 3 || !scalar_qparams(dq[0], &xs, &xzp, &xdt))
         return false;
+    if (!q) {
+        /* no Q after a Gemm or MatMul: a float output (QGemm without y_scale,
+         * MatMulIntegerToFloat), with the x dtype rules of the quantized forms */
+        if (post || (kind != OQ_QG_GEMM && kind != OQ_QG_MATMUL))
+            return false;
+        ydt = xdt;
+    } else if (!scalar_qparams(q, &ys, &yzp, &ydt)) {
+        return false;
+    }
     if (post && !post_redundant(post, q))
         return false;
     /* dtypes as onnxruntime sees them after QDQS8ToU8Transformer (x86 CPU: int8 QDQ
      * activations are not fused unless converted to uint8) */
     bool x_conv = xdt == OQ_DTYPE_INT8 && s8_pair_converted(producer(dq[0]->inputs[0], g), dq[0]);
-    oq_node *y_dq = only_consumer(q->outputs[0]);
-    bool y_conv = ydt == OQ_DTYPE_INT8 && is_op(y_dq, "DequantizeLinear") && s8_pair_converted(q, y_dq);
+    oq_node *y_dq = q ? only_consumer(q->outputs[0]) : NULL;
+    bool y_conv = q ? ydt == OQ_DTYPE_INT8 && is_op(y_dq, "DequantizeLinear") &&
+                          s8_pair_converted(q, y_dq)
+                    : x_conv;
     int32_t xeff = x_conv ? OQ_DTYPE_UINT8 : xdt, yeff = y_conv ? OQ_DTYPE_UINT8 : ydt;
     if (kind == OQ_QG_SOFTMAX) {
         /* UnaryNodeGroupSelector: input and output of the same 8-bit type (int8 allowed) */
@@ -247,6 +291,7 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
         grp->dq_x = dq[0];
         grp->post = post;
         grp->q = q;
+        grp->out = q;
         grp->x_shift = x_conv;
         return true;
     }
@@ -255,6 +300,9 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
                        * (S8S8) is left to the reference arithmetic (not verified) */
     if (xdt != ydt)
         return false; /* a uint8 input with a converted int8 output: keep it simple */
+    if (!q && kind == OQ_QG_GEMM && n->n_inputs == 3 && n->inputs[2] &&
+        oq_node_attr_float(n, "beta", 1.0f) != 1.0f)
+        return false;
     oq_tensor *tw = oq_value_const_tensor(dq[1]->inputs[0]);
     if (!tw) {
         /* QLinearMatMul also takes two activations: B per tensor, int8 B as uint8 when
@@ -280,6 +328,8 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     case OQ_QG_MATMUL:
         if (!weight_ok(dq[1], 2, 1, false) || tw->rank != 2)
             return false;
+        if (!q && !matmul_add(g, n, tw->dims[1], grp))
+            return false;
         break;
     case OQ_QG_GEMM: {
         bool tb = oq_node_attr_int(n, "transB", 0) != 0;
@@ -296,16 +346,18 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     grp->anchor = n;
     grp->dq_x = dq[0];
     grp->dq_w = dq[1];
-    grp->dq_b = dq[2];
+    if (!grp->add)
+        grp->dq_b = dq[2];
     grp->post = post;
     grp->q = q;
+    grp->out = q ? q : grp->add ? grp->add : n;
     grp->x_shift = x_conv;
     return true;
 }
 
 static bool skipped(const oq_qgroups *gs, const oq_node *n)
 {
-    return n->id < gs->n_ids && gs->role[n->id] == 1;
+    return n->id < gs->n_ids && (gs->role[n->id] == 1 || gs->role[n->id] == 3);
 }
 
 oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups **out)
@@ -318,15 +370,16 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         return OQ_ERR_NOMEM;
     gs->n_ids = m->next_id;
     gs->role = calloc(gs->n_ids + 1, 1);
-    gs->by_q = calloc(gs->n_ids + 1, sizeof *gs->by_q);
+    gs->by_out = calloc(gs->n_ids + 1, sizeof *gs->by_out);
     size_t cap = 0;
-    if (!gs->role || !gs->by_q)
+    if (!gs->role || !gs->by_out)
         goto nomem;
     for (oq_node *n = g->first; n; n = n->next) {
         oq_qgroup tmp;
         if (!match(g, n, arith, &tmp))
             continue;
-        if (tmp.q->id >= gs->n_ids || gs->by_q[tmp.q->id])
+        if (tmp.out->id >= gs->n_ids || gs->by_out[tmp.out->id] || gs->role[tmp.out->id] ||
+            gs->role[tmp.anchor->id])
             continue;
         if (gs->n == cap) {
             size_t nc = cap ? cap * 2 : 16;
@@ -341,12 +394,12 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
             goto nomem;
         *grp = tmp;
         oq_node *st = &grp->step;
-        st->name = tmp.q->name;
+        st->name = tmp.out->name;
         st->op_type = (char *)OQ_QGROUP_OP;
         st->domain = (char *)OQ_QGROUP_DOMAIN;
         grp->step_in[0] = tmp.dq_x->inputs[0];
         grp->step_in[1] = tmp.dyn_b ? tmp.dq_w->inputs[0] : NULL;
-        grp->step_out[0] = tmp.q->outputs[0];
+        grp->step_out[0] = tmp.out->outputs[0];
         st->n_inputs = tmp.dyn_b ? 2 : 1;
         st->inputs = grp->step_in;
         st->n_outputs = 1;
@@ -354,11 +407,12 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         st->n_attrs = tmp.anchor->n_attrs; /* the kernel reads the anchor's attributes */
         st->attrs = tmp.anchor->attrs;
         st->graph = g;
-        st->id = tmp.q->id;
+        st->id = tmp.out->id;
         gs->groups[gs->n++] = grp;
-        gs->by_q[tmp.q->id] = grp;
-        gs->role[tmp.q->id] = 2;
-        gs->role[tmp.anchor->id] = 1;
+        gs->by_out[tmp.out->id] = grp;
+        if (tmp.out != tmp.anchor)
+            gs->role[tmp.anchor->id] = 1;
+        gs->role[tmp.out->id] = tmp.q ? 2 : 3;
         if (tmp.post)
             gs->role[tmp.post->id] = 1;
     }
@@ -397,7 +451,8 @@ oq_node *oq_qgroups_step_node(const oq_qgroups *gs, oq_node *n)
     case 1:
         return NULL;
     case 2:
-        return &gs->by_q[n->id]->step;
+    case 3:
+        return &gs->by_out[n->id]->step;
     default:
         return n;
     }
@@ -413,6 +468,6 @@ void oq_qgroups_free(oq_qgroups *gs)
         free(gs->groups[i]);
     free(gs->groups);
     free(gs->role);
-    free(gs->by_q);
+    free(gs->by_out);
     free(gs);
 }

@@ -13,10 +13,18 @@
  *
  * and DQ(x) ─▶ Softmax ─▶ Q (QLinearSoftmax: a lookup table of exponentials).
  *
- * The plan runs the Q node as one step of the fused kernel (its run-time inputs are x's
- * quantized tensor, and B's for a MatMul of two activations; the rest is constant), does not run the anchor and the
- * Relu/Clip, and does not run a DequantizeLinear whose output only the anchor reads.
- * Their intermediate tensors are not produced: an observer sees the Q output.
+ * A Gemm or MatMul with no Q after it has a float output: QGemm without y_scale,
+ * y = float(acc + C) * (x_scale * w_scale), or MatMulIntegerToFloat,
+ * y = float(acc) * (x_scale * w_scale); a MatMul followed by an Add of a DequantizeLinear
+ * of an int32 [N] bias is a QGemm with that bias (onnxruntime's MatMulAddFusion runs
+ * first) and the group's output is the Add's.
+ *
+ * The plan runs the group's output node (the Q; for a float output the anchor or the
+ * Add) as one step of the fused kernel (its run-time inputs are x's quantized tensor, and
+ * B's for a MatMul of two activations; the rest is constant), does not run the anchor
+ * and the Relu/Clip, and does not run a DequantizeLinear whose output only the group
+ * reads. Their intermediate tensors are not produced: an observer sees the group's
+ * output.
  */
 #ifndef ONNXQ_EXEC_QGROUP_H
 #define ONNXQ_EXEC_QGROUP_H
@@ -39,11 +47,14 @@ typedef struct oq_qgroup {
     oq_node step;          /* the node the plan compiles: must stay the first member
                             * (the kernel finds the group from k->node) */
     oq_value *step_in[2];  /* x (quantized); MatMul with a non-constant B: B (quantized) */
-    oq_value *step_out[1]; /* the Q output */
+    oq_value *step_out[1]; /* the output node's output */
     oq_qgroup_kind kind;
     oq_arith arith;
     oq_node *anchor;       /* Conv / Gemm / MatMul */
-    oq_node *dq_x, *dq_w, *dq_b, *post, *q;
+    oq_node *dq_x, *dq_w, *dq_b, *post;
+    oq_node *q;            /* NULL: a float output */
+    oq_node *add;          /* MatMul + Add(DQ(int32 bias)) with a float output, or NULL */
+    oq_node *out;          /* the node whose output the group computes: q, add or anchor */
     bool x_shift;          /* int8 activation run as uint8 x + 128 (onnxruntime's
                             * QDQS8ToU8Transformer); output likewise */
     bool dyn_b;            /* MatMul whose B is an activation (per-tensor DQ) */

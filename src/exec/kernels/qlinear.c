@@ -49,6 +49,8 @@ typedef struct qstate {
     bool sat;              /* int16 saturation of product pairs */
     bool x_s8;             /* x is int8 (read as x + 128) */
     bool y_s8;
+    bool float_out;        /* no Q: y = float(acc) * scale (QGemm without y_scale,
+                            * MatMulIntegerToFloat) */
     int32_t xzp;           /* in the raw (uint8) domain */
     int32_t yzp;           /* in the output's own dtype */
     float fmin, fmax;      /* qmin - yzp, qmax - yzp */
@@ -119,11 +121,15 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     s->kind = grp->kind;
     s->dot = pick_dot();
     s->dot4 = pick_dot4();
-    oq_tensor *t_xs, *t_xz, *t_ys, *t_yz, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
+    oq_tensor *t_xs, *t_xz, *t_ys = NULL, *t_yz = NULL, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
     const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
     const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
-    const float *ys = tdata(grp->q->inputs[1], &t_ys);
-    const void *yz = tdata(grp->q->inputs[2], &t_yz);
+    /* a float output has no y scale: 1 (the rest of the code divides by it) */
+    static const float one = 1.0f;
+    static const uint8_t zero = 0;
+    const float *ys = grp->q ? tdata(grp->q->inputs[1], &t_ys) : &one;
+    const void *yz = grp->q ? tdata(grp->q->inputs[2], &t_yz) : &zero;
+    s->float_out = !grp->q;
     if (s->kind == OQ_QG_SOFTMAX) {
         if (!xs || !xz || !ys || !yz)
             return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
@@ -149,10 +155,10 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         (grp->dyn_b && !wz))
         return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
     s->x_s8 = t_xz->dtype == OQ_DTYPE_INT8;
-    s->y_s8 = t_yz->dtype == OQ_DTYPE_INT8;
-    s->out_dtype = t_yz->dtype;
+    s->y_s8 = !s->float_out && t_yz->dtype == OQ_DTYPE_INT8;
+    s->out_dtype = s->float_out ? OQ_DTYPE_FLOAT : t_yz->dtype;
     s->xzp = zp_at(t_xz, xz, 0) + (s->x_s8 ? 128 : 0);
-    s->yzp = zp_at(t_yz, yz, 0);
+    s->yzp = s->float_out ? 0 : zp_at(t_yz, yz, 0);
     s->fmin = (float)((s->y_s8 ? -128 : 0) - s->yzp);
     s->fmax = (float)((s->y_s8 ? 127 : 255) - s->yzp);
     if (grp->dyn_b) {
@@ -167,7 +173,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         s->scale = malloc(sizeof *s->scale);
         if (!s->scale)
             return OQ_ERR_NOMEM;
-        s->scale[0] = xs[0] * ws[0] / ys[0];
+        s->scale[0] = s->float_out ? xs[0] * ws[0] : xs[0] * ws[0] / ys[0];
         return OQ_OK;
     }
     bool w_s8 = t_w->dtype == OQ_DTYPE_INT8;
@@ -253,7 +259,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         /* qlinearconv.cc / quantize_linear_matmul.cc: X_scale * W_scale / Y_scale;
          * quant_gemm.cc: alpha * a_scale * b_scale, then / y_scale */
         float sc = s->kind == OQ_QG_GEMM ? alpha * xs[0] * wsn : xs[0] * wsn;
-        s->scale[n] = sc / ys[0];
+        s->scale[n] = s->float_out ? sc : sc / ys[0];
         if (b)
             s->bias[n] = b[oq_tensor_numel(t_b) == 1 ? 0 : n];
     }
@@ -373,7 +379,7 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 /* Sum of a[k] w[k] over Kp (a multiple of QL_KBLOCK, zero padded: a pad pair is 0,
  * as MLAS pads an odd K), adjacent pairs saturated to int16 when sat. The sum wraps
- * modulo 2^32 like MLAS's int32 accumulators (requant() only uses it modulo 2^32). */
+ * modulo 2^32 like MLAS's int32 accumulators (emit() only uses it modulo 2^32). */
 static int64_t dot_generic(const int16_t *a, const int16_t *w, int64_t Kp, bool sat)
 {
     uint32_t acc = 0;
@@ -537,15 +543,20 @@ static dot_fn pick_dot(void)
 }
 
 static inline int32_t requant_acc(const qstate *s, int64_t acc, float scale);
+static inline void store(const qstate *s, void *y, int64_t i, int32_t v);
 
-/* one output element from the raw dot product and the row's sum of a */
-static inline int32_t requant(const qstate *s, int64_t K, int64_t n, int64_t dot, int64_t rowsum,
-                              int32_t wzp, int32_t wsum, float scale)
+/* output element i from the raw dot product and the row's sum of a: requantized, or
+ * for a float output float(acc) * scale (MLAS_QGEMM_SCALE_BIAS_OUTPUT_PROCESSOR) */
+static inline void emit(const qstate *s, void *y, int64_t i, int64_t K, int64_t n, int64_t dot,
+                        int64_t rowsum, int32_t wzp, int32_t wsum, float scale)
 {
     int64_t acc = dot - (int64_t)wzp * rowsum - (int64_t)s->xzp * wsum + K * (int64_t)s->xzp * wzp;
     if (s->bias)
         acc += s->bias[n];
-    return requant_acc(s, acc, scale);
+    if (s->float_out)
+        ((float *)y)[i] = (float)(int32_t)(uint32_t)(uint64_t)acc * scale;
+    else
+        store(s, y, i, requant_acc(s, acc, scale));
 }
 
 /* the requantization of a finished accumulator (bias included) */
@@ -614,9 +625,10 @@ static void run_rows(void *arg, int64_t begin, int64_t end, int worker)
             if (n % 4 == 0 && n + 4 <= N)
                 s->dot4(a, j->w + n * Kp, Kp, Kp, s->sat, d4);
             d = n + 4 - n % 4 <= N ? d4[n % 4] : s->dot(a, j->w + n * Kp, Kp, s->sat);
-            int32_t v = s->dyn_b ? requant(s, K, n, d, rowsum, j->wzp1, j->wsum[n], s->scale[0])
-                                 : requant(s, K, n, d, rowsum, s->wzp[n], s->wsum[n], s->scale[n]);
-            store(s, j->y, m * N + n, v);
+            if (s->dyn_b)
+                emit(s, j->y, m * N + n, K, n, d, rowsum, j->wzp1, j->wsum[n], s->scale[0]);
+            else
+                emit(s, j->y, m * N + n, K, n, d, rowsum, s->wzp[n], s->wsum[n], s->scale[n]);
         }
     }
 }
@@ -692,18 +704,16 @@ static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
                     int64_t d4[4];
                     s->dot4(rows + i * Kp, wn, Kp, Kp, s->sat, d4);
                     for (int r = 0; r < 4; r++)
-                        store(s, j->y, ybase + r * j->opix + i,
-                              requant(s, s->K, n + r, d4[r], rowsum[i], s->wzp[n + r],
-                                      s->wsum[n + r], s->scale[n + r]));
+                        emit(s, j->y, ybase + r * j->opix + i, s->K, n + r, d4[r], rowsum[i],
+                             s->wzp[n + r], s->wsum[n + r], s->scale[n + r]);
                 }
             }
             for (; n < nend; n++) {
                 const int16_t *wn = s->w + n * Kp;
                 int64_t ybase = (j->img * s->N + n) * j->opix + p0;
                 for (int64_t i = 0; i < nb; i++)
-                    store(s, j->y, ybase + i,
-                          requant(s, s->K, n, s->dot(rows + i * Kp, wn, Kp, s->sat), rowsum[i],
-                                  s->wzp[n], s->wsum[n], s->scale[n]));
+                    emit(s, j->y, ybase + i, s->K, n, s->dot(rows + i * Kp, wn, Kp, s->sat),
+                         rowsum[i], s->wzp[n], s->wsum[n], s->scale[n]);
             }
         }
     }
@@ -828,7 +838,7 @@ static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
             wsum[n] = (int32_t)sum;
         }
         j->x = (const uint8_t *)x0 + xo * M * K;
-        j->y = (uint8_t *)y0 + bi * M * N;
+        j->y = (uint8_t *)y0 + bi * M * N * (s->float_out ? (int64_t)sizeof(float) : 1);
         int64_t work = (K * N) | 1;
         oq_k_parallel_for(k, M, (65536 + work - 1) / work, run_rows, j);
     }
