@@ -115,10 +115,8 @@ static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **
     if ((c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0) || (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0))
         return false;
     oq_value *w = n->inputs[1];
-    if (!w || w->kind != OQ_VALUE_INITIALIZER || w->is_graph_input || !w->initializer) {
-        *why = "B is not a constant initializer";
-        return false;
-    }
+    if (!w || w->kind != OQ_VALUE_INITIALIZER || w->is_graph_input || !w->initializer)
+        return false; /* activation x activation: nothing to quantize here */
     oq_tensor *wt = w->initializer;
     if (wt->dtype != OQ_DTYPE_FLOAT || wt->rank != 2) {
         *why = "B is not a 2-D float tensor";
@@ -392,9 +390,15 @@ static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64
     oq_value *bias = oq_pass_is_op(n, "Gemm") && n->n_inputs > 2 ? n->inputs[2] : NULL;
     oq_value *in[6] = {n->inputs[0], vq, vs, vz, NULL, bias};
     char *nn = uname(g, n->name && *n->name ? n->name : "MatMulNBits", "_nbits");
-    oq_node *mn = vs && nn && (vz || zp_default) ? oq_node_new(g, "MatMulNBits", "com.microsoft", nn, in, bias ? 6 : 4,
-                                                               n->outputs, 1)
-                                                 : NULL;
+    if (!vs || !nn || (!vz && !zp_default)) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the new node takes the old one's place and output */
+    oq_node *pos = n->next;
+    oq_value *y = n->outputs[0];
+    oq_pass_remove_node(n);
+    oq_node *mn = oq_node_new(g, "MatMulNBits", "com.microsoft", nn, in, bias ? 6 : 4, &y, 1);
     if (!mn) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -405,8 +409,10 @@ static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64
     oq_node_set_attr_int(mn, "block_size", B);
     oq_node_set_attr_int(mn, "accuracy_level", c->accuracy_level);
     oq_value *old = t->w;
-    oq_graph_insert_before(g, n, mn);
-    oq_pass_remove_node(n);
+    if (pos)
+        oq_graph_insert_before(g, pos, mn);
+    else
+        oq_graph_append(g, mn);
     t->node = mn;
     oq_pass_drop_if_unused(old);
     *qbytes = N * nb * blob + N * nb * 4 + (vz ? N * zrow : 0);
