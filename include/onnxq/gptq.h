@@ -69,7 +69,9 @@ void oq_gptq_stats_free(oq_gptq_stats *h);
  * then row by row of W (input feature k = 0..K-1) with the error spread over the rows
  * not yet quantized, in lazy batches of max(128, block) rows. A feature never seen
  * (H[k][k] == 0) keeps its weights and spreads nothing. Block parameters come from the
- * updated weights when the first row of the block is reached. Outputs as oq_wq_rtn.
+ * updated weights when the first row of the block is reached; the error is taken
+ * against the dequantized value as the model computes it (rounded to float16 with
+ * half_scales: DequantizeLinear's output type). Outputs as oq_wq_rtn.
  * OQ_ERR_NUMERIC when H stays indefinite. */
 oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                            double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,

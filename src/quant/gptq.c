@@ -286,7 +286,10 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
                 int32_t zp = zero_points[b * N + n];
                 int32_t qv = oq_quantize_value((float)W[k * N + n], sc, zp, qmin, qmax);
                 q[k * N + n] = qv;
-                e[n] = (W[k * N + n] - (double)oq_dequantize_value(qv, sc, zp)) / dk;
+                float dq = oq_dequantize_value(qv, sc, zp);
+                if (s->half_scales) /* what a DequantizeLinear with float16 scales outputs */
+                    dq = oq_half_to_float(oq_float_to_half(dq));
+                e[n] = (W[k * N + n] - (double)dq) / dk;
             }
             for (int64_t j = k + 1; j < i2; j++) {
                 double u = U[k * K + j];
