@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "onnxq/calib.h"
 #include "onnxq/exec.h"
@@ -470,7 +471,7 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
     c->sequential = oq_pass_opt_bool(opts, "sequential", true);
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
-    c->progress = oq_pass_opt_bool(opts, "progress", false);
+    c->progress = oq_pass_opt_bool(opts, "progress", false) && isatty(fileno(stderr)); /* a line redrawn in place */
     c->op_types = oq_pass_opt_string(opts, "op-types", "MatMul,Gemm");
     oq_status st = compile_re(oq_pass_opt_string(opts, "include-nodes", ""), &c->inc, &c->has_inc, "include-nodes", d);
     if (st == OQ_OK)
