@@ -17,25 +17,9 @@ typedef struct want_ctx {
     const char *list;
 } want_ctx;
 
-static bool in_list(const char *list, const char *op)
-{
-    size_t n = strlen(op);
-    for (const char *p = list; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',' && *e != ' ')
-            e++;
-        if ((size_t)(e - p) == n && strncmp(p, op, n) == 0)
-            return true;
-        p = e;
-    }
-    return false;
-}
-
 static bool node_wanted(const oq_node *n, const char *list)
 {
-    return n && n->op_type && oq_domain_is_default(n->domain) && in_list(list, n->op_type);
+    return n && n->op_type && oq_domain_is_default(n->domain) && oq_pass_name_in_list(list, n->op_type);
 }
 
 static bool want_value(const oq_value *v, void *user)

@@ -48,6 +48,16 @@ int32_t oq_pass_value_elem_type(const oq_value *v);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
 
+/* ---- small shared helpers (passes/util.c) */
+/* Is name one of the comma- (or space-) separated items of list? */
+bool oq_pass_name_in_list(const char *list, const char *name);
+/* A name not used in g or its enclosing scopes, based on a followed by b (arena copy). */
+char *oq_pass_unique_name2(oq_graph *g, const char *a, const char *b);
+/* Compile a POSIX extended regex option (empty: *has stays false); a bad one is
+ * OQ_ERR_USAGE "WHO: OPT \"PAT\": reason". */
+#include <regex.h>
+oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pat, regex_t *re, bool *has, oq_diag *d);
+
 /* ---- calibration samples from pass options (passes/calib_source.c) */
 typedef struct oq_calib_source oq_calib_source;
 /* The source the options name: exactly one of data=DIR, images=DIR (size, mean, std,

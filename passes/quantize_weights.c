@@ -60,49 +60,6 @@ typedef struct wq_group {
     oq_diag *d;
 } wq_group;
 
-static bool in_list(const char *list, const char *op)
-{
-    size_t n = strlen(op);
-    for (const char *p = list; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',' && *e != ' ')
-            e++;
-        if (e > p && (size_t)(e - p) == n && strncmp(p, op, n) == 0)
-            return true;
-        p = e;
-    }
-    return false;
-}
-
-static oq_status compile_re(const char *pat, regex_t *re, bool *has, const char *opt, oq_diag *d)
-{
-    if (!pat || !*pat)
-        return OQ_OK;
-    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char buf[200];
-        regerror(rc, re, buf, sizeof buf);
-        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": %s \"%s\": %s", opt, pat, buf);
-    }
-    *has = true;
-    return OQ_OK;
-}
-
-static char *uname(oq_graph *g, const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, a, la);
-    memcpy(s + la, b, lb + 1);
-    char *u = oq_graph_unique_name(g, s);
-    free(s);
-    return u;
-}
-
 /* Is n a node whose B this pass quantizes? Fills t; *why gets the reason when a node of a
  * selected op type is left alone (NULL: not a candidate at all). */
 static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **why)
@@ -110,7 +67,7 @@ static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **
     *why = NULL;
     memset(t, 0, sizeof *t);
     bool mm = oq_pass_is_op(n, "MatMul"), gemm = oq_pass_is_op(n, "Gemm");
-    if ((!mm && !gemm) || !in_list(c->op_types, n->op_type) || n->n_inputs < 2 || n->n_outputs < 1)
+    if ((!mm && !gemm) || !oq_pass_name_in_list(c->op_types, n->op_type) || n->n_inputs < 2 || n->n_outputs < 1)
         return false;
     const char *name = n->name ? n->name : "";
     if ((c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0) || (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0))
@@ -296,15 +253,15 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
         st = sb ? OQ_ERR_INVALID : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    char *nq = uname(g, base, "_wq"), *ns = uname(g, base, "_wscale");
+    char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
     oq_value *vq = nq ? oq_graph_add_initializer(g, nq, dt, wdims, 2, qb, qn) : NULL;
     oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, c->scale_dtype, sdims, 2, sb, sn) : NULL;
     oq_value *vz = NULL;
     if (vs && zp_needed) {
-        char *nz = uname(g, base, "_wzero_point");
+        char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
         vz = nz ? oq_graph_add_initializer(g, nz, dt, sdims, 2, zb, zn) : NULL;
     }
-    char *nd = uname(g, base, "_wdequantized"), *ndn = uname(g, base, "_DequantizeLinear");
+    char *nd = oq_pass_unique_name2(g, base, "_wdequantized"), *ndn = oq_pass_unique_name2(g, base, "_DequantizeLinear");
     oq_value *vd = nd ? oq_graph_new_value(g, nd) : NULL;
     oq_value *in[3] = {vq, vs, vz};
     oq_node *dq = vs && vd && ndn && (vz || !zp_needed) ? oq_node_new(g, "DequantizeLinear", "", ndn, in, vz ? 3 : 2, &vd, 1)
@@ -318,7 +275,7 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
     oq_graph_insert_before(g, t->node, dq);
     oq_value *wf = vd;
     if (c->scale_dtype != OQ_DTYPE_FLOAT) { /* DequantizeLinear's output has the scale's type */
-        char *nc = uname(g, base, "_wfloat"), *ncn = uname(g, base, "_Cast");
+        char *nc = oq_pass_unique_name2(g, base, "_wfloat"), *ncn = oq_pass_unique_name2(g, base, "_Cast");
         wf = nc ? oq_graph_new_value(g, nc) : NULL;
         oq_node *cast = wf && ncn ? oq_node_new(g, "Cast", "", ncn, &vd, 1, &wf, 1) : NULL;
         if (!cast) {
@@ -380,17 +337,17 @@ static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64
             }
         }
     int64_t bdims[3] = {N, nb, blob}, sdims[1] = {N * nb}, zdims[1] = {N * zrow};
-    char *nq = uname(g, base, "_wq"), *ns = uname(g, base, "_wscale");
+    char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
     oq_value *vq = nq ? oq_graph_add_initializer(g, nq, OQ_DTYPE_UINT8, bdims, 3, pb, N * nb * blob) : NULL;
     oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, OQ_DTYPE_FLOAT, sdims, 1, ps, N * nb * 4) : NULL;
     oq_value *vz = NULL;
     if (vs && !zp_default) {
-        char *nz = uname(g, base, "_wzero_point");
+        char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
         vz = nz ? oq_graph_add_initializer(g, nz, OQ_DTYPE_UINT8, zdims, 1, pz, N * zrow) : NULL;
     }
     oq_value *bias = oq_pass_is_op(n, "Gemm") && n->n_inputs > 2 ? n->inputs[2] : NULL;
     oq_value *in[6] = {n->inputs[0], vq, vs, vz, NULL, bias};
-    char *nn = uname(g, n->name && *n->name ? n->name : "MatMulNBits", "_nbits");
+    char *nn = oq_pass_unique_name2(g, n->name && *n->name ? n->name : "MatMulNBits", "_nbits");
     if (!vs || !nn || (!vz && !zp_default)) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -473,9 +430,9 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
     c->progress = oq_pass_opt_bool(opts, "progress", false) && isatty(fileno(stderr)); /* a line redrawn in place */
     c->op_types = oq_pass_opt_string(opts, "op-types", "MatMul,Gemm");
-    oq_status st = compile_re(oq_pass_opt_string(opts, "include-nodes", ""), &c->inc, &c->has_inc, "include-nodes", d);
+    oq_status st = oq_pass_compile_regex(WHO, "include-nodes", oq_pass_opt_string(opts, "include-nodes", ""), &c->inc, &c->has_inc, d);
     if (st == OQ_OK)
-        st = compile_re(oq_pass_opt_string(opts, "exclude-nodes", ""), &c->exc, &c->has_exc, "exclude-nodes", d);
+        st = oq_pass_compile_regex(WHO, "exclude-nodes", oq_pass_opt_string(opts, "exclude-nodes", ""), &c->exc, &c->has_exc, d);
     if (st == OQ_OK && !c->nbits && oq_model_opset(m, "") < 21)
         st = oq_diag_error(d, OQ_ERR_UNSUPPORTED,
                            WHO ": format=qdq writes blocked DequantizeLinear (opset 21); the model has opset %lld "

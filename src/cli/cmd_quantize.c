@@ -243,6 +243,35 @@ static void soptb(strb *b, bool *first, const char *k, bool v)
     sadd(b, v ? "=true" : "=false");
 }
 
+/* The calibration sample options of the calibrate and quantize-weights passes. */
+static void source_opts(strb *b, bool *f, const qconfig *c)
+{
+    if (c->calib)
+        sopt(b, f, "data", c->calib);
+    if (c->calib_images) {
+        sopt(b, f, "images", c->calib_images);
+        sopt(b, f, "mean", c->mean);
+        sopt(b, f, "std", c->std);
+        soptb(b, f, "bgr", c->bgr);
+        sopt(b, f, "layout", c->layout);
+        soptf(b, f, "scale", "%.17g", c->scale);
+        if (c->grey)
+            soptb(b, f, "grey", true);
+    }
+    if (*c->dims)
+        sopt(b, f, "dims", c->dims);
+    if (*c->input_values)
+        sopt(b, f, "values", c->input_values);
+    if (c->calib_random > 0) {
+        soptf(b, f, "random", "%.0f", (double)c->calib_random);
+        soptf(b, f, "seed", "%.0f", (double)c->seed);
+    }
+    if (*c->size)
+        sopt(b, f, "size", c->size);
+    if (c->max_samples > 0)
+        soptf(b, f, "max-samples", "%.0f", (double)c->max_samples);
+}
+
 /* --mode weight-only: [upgrade-opset{to=21}] constant-to-initializer quantize-weights{...} */
 static char *build_wonly_pipeline(qconfig *c, bool progress)
 {
@@ -268,30 +297,7 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
     sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
     if (strcmp(c->algo, "gptq") == 0) {
         soptf(&b, &f, "damp", "%.17g", c->gptq_damp);
-        if (c->calib)
-            sopt(&b, &f, "data", c->calib);
-        if (c->calib_images) {
-            sopt(&b, &f, "images", c->calib_images);
-            sopt(&b, &f, "mean", c->mean);
-            sopt(&b, &f, "std", c->std);
-            soptb(&b, &f, "bgr", c->bgr);
-            sopt(&b, &f, "layout", c->layout);
-            soptf(&b, &f, "scale", "%.17g", c->scale);
-            if (c->grey)
-                soptb(&b, &f, "grey", true);
-            if (*c->size)
-                sopt(&b, &f, "size", c->size);
-        }
-        if (c->calib_random > 0) {
-            soptf(&b, &f, "random", "%.0f", (double)c->calib_random);
-            soptf(&b, &f, "seed", "%.0f", (double)c->seed);
-        }
-        if (*c->dims)
-            sopt(&b, &f, "dims", c->dims);
-        if (*c->input_values)
-            sopt(&b, &f, "values", c->input_values);
-        if (c->max_samples > 0)
-            soptf(&b, &f, "max-samples", "%.0f", (double)c->max_samples);
+        source_opts(&b, &f, c);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
         soptb(&b, &f, "progress", progress);
     }
@@ -371,30 +377,7 @@ static char *build_pipeline(qconfig *c, bool progress)
     if (c->calib || c->calib_images || c->calib_random > 0) {
         sadd(&b, ",calibrate");
         f = true;
-        if (c->calib)
-            sopt(&b, &f, "data", c->calib);
-        if (c->calib_images) {
-            sopt(&b, &f, "images", c->calib_images);
-            sopt(&b, &f, "mean", c->mean);
-            sopt(&b, &f, "std", c->std);
-            soptb(&b, &f, "bgr", c->bgr);
-            sopt(&b, &f, "layout", c->layout);
-            soptf(&b, &f, "scale", "%.17g", c->scale);
-            if (c->grey)
-                soptb(&b, &f, "grey", true);
-        }
-        if (*c->dims)
-            sopt(&b, &f, "dims", c->dims);
-        if (*c->input_values)
-            sopt(&b, &f, "values", c->input_values);
-        if (c->calib_random > 0) {
-            soptf(&b, &f, "random", "%.0f", (double)c->calib_random);
-            soptf(&b, &f, "seed", "%.0f", (double)c->seed);
-        }
-        if (*c->size)
-            sopt(&b, &f, "size", c->size);
-        if (c->max_samples > 0)
-            soptf(&b, &f, "max-samples", "%.0f", (double)c->max_samples);
+        source_opts(&b, &f, c);
         sopt(&b, &f, "method", c->method);
         soptf(&b, &f, "percentile", "%.17g",
               c->percentile > 0 ? c->percentile : oq_default_percentile(oq_dtype_from_name(c->act_dtype)));
