@@ -159,14 +159,15 @@ void oq_gptq_stats_free(oq_gptq_stats *h)
 }
 
 /* In place: a (K x K, symmetric positive definite) -> its lower Cholesky factor L.
- * false when a pivot is not positive. */
+ * false when a pivot is not positive (or lost to rounding: below 1e-12 of its diagonal
+ * entry, a singular matrix that rounding would let through with a huge inverse). */
 static bool cholesky_lower(double *a, int64_t K)
 {
     for (int64_t j = 0; j < K; j++) {
-        double s = a[j * K + j];
+        double s = a[j * K + j], d0 = s;
         for (int64_t p = 0; p < j; p++)
             s -= a[j * K + p] * a[j * K + p];
-        if (!(s > 0.0) || !isfinite(s))
+        if (!(s > 1e-12 * d0) || !isfinite(s))
             return false;
         double l = sqrt(s);
         a[j * K + j] = l;
