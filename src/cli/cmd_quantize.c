@@ -456,10 +456,12 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "nan_policy", c->nan_policy);
     /* a choice the target made is written as null ("the target's"), so that the file
      * with another --target gives that target's choice; "resolved" has the values */
-    bool tw = !strcmp(c->src_weight_symmetric, "target");
+    /* (and a weight-only default, "mode": the mode's) */
+    bool tw = !strcmp(c->src_weight_symmetric, "target") || !strcmp(c->src_weight_symmetric, "mode");
     json_kv_string(w, "act_dtype", strcmp(c->src_act_dtype, "target") ? c->act_dtype : NULL);
     json_kv_bool(w, "act_symmetric", c->act_symmetric);
-    json_kv_string(w, "weight_dtype", strcmp(c->src_weight_dtype, "target") ? c->weight_dtype : NULL);
+    json_kv_string(w, "weight_dtype",
+                   strcmp(c->src_weight_dtype, "target") && strcmp(c->src_weight_dtype, "mode") ? c->weight_dtype : NULL);
     json_key(w, "weight_symmetric");
     if (tw)
         json_null(w);
@@ -468,7 +470,8 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_bool(w, "per_channel", c->per_channel);
     json_kv_int(w, "weight_block_size", c->weight_block_size);
     json_kv_bool(w, "reduce_range", c->reduce_range);
-    json_kv_string(w, "op_types", strcmp(c->src_op_types, "target") ? c->op_types : NULL);
+    json_kv_string(w, "op_types",
+                   strcmp(c->src_op_types, "target") && strcmp(c->src_op_types, "mode") ? c->op_types : NULL);
     json_kv_string(w, "include_nodes", c->include_nodes);
     json_kv_string(w, "exclude_nodes", c->exclude_nodes);
     json_kv_string(w, "overrides", c->overrides);
@@ -895,6 +898,9 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
+    /* weight-only's own defaults (int4, MatMul,Gemm, symmetric) stand where the target's
+     * would: "mode" in --print-config's sources */
+    bool wo_wdt = !c.weight_dtype, wo_ops = !c.op_types, wo_sym = !wsym_option && !c.weight_symmetric_set;
     if (weight_only(&c) &&
         resolve_weight_only(&c, c.act_dtype || c.act_symmetric || !c.per_channel || c.reduce_range || *c.overrides ||
                                     fallback) != 0) {
@@ -904,6 +910,16 @@ int cmd_quantize(int argc, char **argv)
     if (resolve_target(&c, cfg_act, cfg_wdt, cfg_ops, wsym_option) != 0) {
         rc = CLI_BAD;
         goto done;
+    }
+    if (weight_only(&c)) {
+        if (wo_wdt)
+            c.src_weight_dtype = "mode";
+        if (wo_ops)
+            c.src_op_types = "mode";
+        if (wo_sym) {
+            c.weight_symmetric = true;
+            c.src_weight_symmetric = "mode";
+        }
     }
     if (!in || (!out && !print_config)) {
         cli_error("quantize", "%s", !in ? "missing input model" : "missing -o OUT");
