@@ -938,6 +938,9 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
+    if (weight_only(&c) && nsrc > 0 && strcmp(c.algo, "rtn") == 0 && !quiet)
+        fprintf(stderr, "onnxq quantize: note: --algo rtn uses no calibration data (the samples are ignored; "
+                        "--algo gptq uses them)\n");
     if (nsrc == 0 && !*c.overrides && !weight_only(&c)) {
         cli_error("quantize", "no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
         rc = CLI_BAD;
