@@ -373,15 +373,7 @@ static oq_status compute(qctx *c, const oq_value *v)
 
 static char *name2(qctx *c, const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 1);
-    if (!s)
-        return NULL;
-    memcpy(s, a, la);
-    memcpy(s + la, b, lb + 1);
-    char *u = oq_graph_unique_name(c->g, s);
-    free(s);
-    return u;
+    return oq_pass_unique_name2(c->g, a, b);
 }
 
 static oq_value *add_init(qctx *c, const char *base, const char *suffix, int32_t dtype,
@@ -943,16 +935,7 @@ static oq_status parse_types(qctx *c, const char *s)
 
 static oq_status compile_re(qctx *c, const char *pat, regex_t *re, bool *has, const char *opt)
 {
-    if (!pat || !*pat)
-        return OQ_OK;
-    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char buf[200];
-        regerror(rc, re, buf, sizeof buf);
-        return oq_diag_error(c->d, OQ_ERR_USAGE, "insert-qdq: %s \"%s\": %s", opt, pat, buf);
-    }
-    *has = true;
-    return OQ_OK;
+    return oq_pass_compile_regex("insert-qdq", opt, pat, re, has, c->d);
 }
 
 static int32_t parse_qtype(const char *s, bool weight)

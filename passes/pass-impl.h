@@ -47,4 +47,39 @@ int64_t oq_pass_value_rank(const oq_value *v);
 int32_t oq_pass_value_elem_type(const oq_value *v);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
+
+/* ---- small shared helpers (passes/util.c) */
+/* Is name one of the comma- (or space-) separated items of list? */
+bool oq_pass_name_in_list(const char *list, const char *name);
+/* A name not used in g or its enclosing scopes, based on a followed by b (arena copy). */
+char *oq_pass_unique_name2(oq_graph *g, const char *a, const char *b);
+/* Compile a POSIX extended regex option (empty: *has stays false); a bad one is
+ * OQ_ERR_USAGE "WHO: OPT \"PAT\": reason". */
+#include <regex.h>
+oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pat, regex_t *re, bool *has, oq_diag *d);
+
+/* ---- calibration samples from pass options (passes/calib_source.c) */
+typedef struct oq_calib_source oq_calib_source;
+/* The source the options name: exactly one of data=DIR, images=DIR (size, mean, std,
+ * bgr, layout, scale, grey), random=N (seed, size); then dims, values, max-samples.
+ * Errors start with `who`. */
+oq_status oq_pass_calib_source(const oq_pass_options *opts, const char *who, oq_calib_source **out, oq_diag *d);
+/* Does any of data, images, random name a source? */
+bool oq_pass_calib_source_given(const oq_pass_options *opts);
+/* The option definitions oq_pass_calib_source reads, for a pass's option table. */
+#define OQ_PASS_CALIB_SOURCE_OPTIONS                                                                               \
+    {"data", OQ_OPT_STRING, "", "folder of samples (one subfolder per sample, or .npy/.pb files)"},               \
+    {"images", OQ_OPT_STRING, "", "folder of PNG/JPEG images (size: from the model input unless given)"},         \
+    {"random", OQ_OPT_INT, "0", "N random samples (smoke runs only: ranges are not meaningful)"},                 \
+    {"seed", OQ_OPT_INT, "1", "seed for random"},                                                                 \
+    {"size", OQ_OPT_STRING, "", "HxW: image size; for random, the last two dims of a 4-D input"},                 \
+    {"mean", OQ_OPT_STRING, "0,0,0", "images: per-channel mean subtracted after dividing by scale"},              \
+    {"std", OQ_OPT_STRING, "1,1,1", "images: per-channel std divided by"},                                        \
+    {"bgr", OQ_OPT_BOOL, "false", "images: channels in B,G,R order"},                                             \
+    {"layout", OQ_OPT_STRING, "nchw", "images: nchw or nhwc"},                                                    \
+    {"scale", OQ_OPT_FLOAT, "255", "images: pixels are divided by this first"},                                   \
+    {"grey", OQ_OPT_BOOL, "false", "images: one channel (luma)"},                                                 \
+    {"dims", OQ_OPT_STRING, "", "random: NAME=N,...: sizes of symbolic dimensions"},                              \
+    {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"},    \
+    {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"}
 #endif

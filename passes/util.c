@@ -1,6 +1,8 @@
 /* Helpers shared by the built-in passes. */
 #include "pass-impl.h"
 
+#include <regex.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -327,4 +329,47 @@ oq_value *oq_pass_new_initializer(oq_graph *g, const char *base, int32_t dtype, 
     if (!t || oq_graph_set_initializer(g, v, t) != OQ_OK)
         return NULL;
     return v;
+}
+
+bool oq_pass_name_in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        if (e > p && (size_t)(e - p) == n && strncmp(p, name, n) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+char *oq_pass_unique_name2(oq_graph *g, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    char *u = oq_graph_unique_name(g, s);
+    free(s);
+    return u;
+}
+
+oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pat, regex_t *re, bool *has, oq_diag *d)
+{
+    if (!pat || !*pat)
+        return OQ_OK;
+    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char buf[200];
+        regerror(rc, re, buf, sizeof buf);
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: %s \"%s\": %s", who, opt, pat, buf);
+    }
+    *has = true;
+    return OQ_OK;
 }

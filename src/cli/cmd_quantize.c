@@ -50,6 +50,11 @@ typedef struct qconfig {
     int64_t opset_in, opset_target;
     bool fold_bias, qdq_cleanup;
     char *pipeline;
+    /* --mode: static (the pipeline above) or weight-only (quantize-weights) */
+    const char *mode;
+    const char *wformat, *algo, *wscale_dtype; /* weight-only: qdq|matmulnbits, rtn|gptq */
+    int64_t accuracy_level;
+    double gptq_damp;
 } qconfig;
 
 static void config_default(qconfig *c)
@@ -75,6 +80,16 @@ static void config_default(qconfig *c)
     c->overrides = "";
     c->dims = "";
     c->input_values = "";
+    c->mode = "static";
+    c->wformat = "qdq";
+    c->algo = "rtn";
+    c->wscale_dtype = "auto";
+    c->gptq_damp = 0.01;
+}
+
+static bool weight_only(const qconfig *c)
+{
+    return strcmp(c->mode, "weight-only") == 0;
 }
 
 static void help(FILE *f)
@@ -82,11 +97,26 @@ static void help(FILE *f)
     fprintf(f,
             "usage: onnxq quantize IN -o OUT [--calib DIR | --calib-images DIR ... |\n"
             "                       --calib-random N] [options]\n\n"
-            "Static post-training quantization to a QDQ model (onnxruntime, TensorRT-style).\n"
+            "Static post-training quantization to a QDQ model (onnxruntime, TensorRT-style), or\n"
+            "weight-only blockwise quantization of MatMul/Gemm weights (--mode weight-only).\n"
             "Defaults (target ort-x86): activations uint8 asymmetric per tensor, weights uint8\n"
             "symmetric (zero point 128) per channel, bias int32, percentile 99.99 calibration (99.999\n"
             "for 16-bit activations),\n"
             "Conv/Gemm/MatMul and the ops onnxruntime fuses around them.\n\n"
+            "mode:\n"
+            "  --mode M               static (default: weights and activations, calibrated) |\n"
+            "                         weight-only (MatMul/Gemm constant weights only, blockwise;\n"
+            "                         no calibration for --algo rtn)\n"
+            "weight-only (docs/quantize.md \"Weight-only\"):\n"
+            "  --weight-dtype T       int4 (default) | uint4 | int8 | uint8\n"
+            "  --weight-block-size N  a power of two in 16..256 along the reduction axis (default 32)\n"
+            "  --weight-asymmetric    a zero point per block (default symmetric)\n"
+            "  --format F             qdq (default: blocked DequantizeLinear, opset 21) |\n"
+            "                         matmulnbits (com.microsoft MatMulNBits, onnxruntime)\n"
+            "  --weight-scale-dtype T qdq scales float16 (default) | float32\n"
+            "  --accuracy-level L     matmulnbits accuracy_level 0..4 (default 0)\n"
+            "  --algo A               rtn (default: round to nearest) | gptq (needs --calib/...)\n"
+            "  --gptq-damp D          GPTQ dampening, fraction of the mean Hessian diagonal (default 0.01)\n\n"
             "deployment target:\n"
             "  --target T             where the model will run (default ort-x86):\n"
             "                         ort-x86       onnxruntime on any x86-64 CPU: U8U8, cannot saturate\n"
@@ -213,6 +243,120 @@ static void soptb(strb *b, bool *first, const char *k, bool v)
     sadd(b, v ? "=true" : "=false");
 }
 
+/* The calibration sample options of the calibrate and quantize-weights passes. */
+static void source_opts(strb *b, bool *f, const qconfig *c)
+{
+    if (c->calib)
+        sopt(b, f, "data", c->calib);
+    if (c->calib_images) {
+        sopt(b, f, "images", c->calib_images);
+        sopt(b, f, "mean", c->mean);
+        sopt(b, f, "std", c->std);
+        soptb(b, f, "bgr", c->bgr);
+        sopt(b, f, "layout", c->layout);
+        soptf(b, f, "scale", "%.17g", c->scale);
+        if (c->grey)
+            soptb(b, f, "grey", true);
+    }
+    if (*c->dims)
+        sopt(b, f, "dims", c->dims);
+    if (*c->input_values)
+        sopt(b, f, "values", c->input_values);
+    if (c->calib_random > 0) {
+        soptf(b, f, "random", "%.0f", (double)c->calib_random);
+        soptf(b, f, "seed", "%.0f", (double)c->seed);
+    }
+    if (*c->size)
+        sopt(b, f, "size", c->size);
+    if (c->max_samples > 0)
+        soptf(b, f, "max-samples", "%.0f", (double)c->max_samples);
+}
+
+/* --mode weight-only: [upgrade-opset{to=21}] constant-to-initializer quantize-weights{...} */
+static char *build_wonly_pipeline(qconfig *c, bool progress)
+{
+    strb b = {0};
+    bool f = true;
+    if (c->opset_target > c->opset_in) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "upgrade-opset{to=%lld},", (long long)c->opset_target);
+        sadd(&b, buf);
+    }
+    sadd(&b, "constant-to-initializer,quantize-weights");
+    sopt(&b, &f, "dtype", c->weight_dtype);
+    soptf(&b, &f, "block-size", "%.0f", (double)c->weight_block_size);
+    soptb(&b, &f, "symmetric", c->weight_symmetric);
+    sopt(&b, &f, "format", c->wformat);
+    if (strcmp(c->wformat, "qdq") == 0)
+        sopt(&b, &f, "scale-dtype", c->wscale_dtype);
+    else
+        soptf(&b, &f, "accuracy-level", "%.0f", (double)c->accuracy_level);
+    sopt(&b, &f, "algo", c->algo);
+    sopt(&b, &f, "op-types", c->op_types);
+    sopt(&b, &f, "include-nodes", c->include_nodes);
+    sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
+    if (strcmp(c->algo, "gptq") == 0) {
+        soptf(&b, &f, "damp", "%.17g", c->gptq_damp);
+        source_opts(&b, &f, c);
+        soptf(&b, &f, "threads", "%.0f", (double)c->threads);
+        soptb(&b, &f, "progress", progress);
+    }
+    sadd(&b, "}");
+    return b.p;
+}
+
+/* --mode weight-only: its defaults (int4, blocks of 32, MatMul and Gemm) where neither an
+ * option nor the config chose, and the checks of its options. 0, or -1 after a message. */
+static int resolve_weight_only(qconfig *c, bool static_only_option)
+{
+    if (static_only_option) {
+        cli_error("quantize", "--mode weight-only quantizes weights only: --act-dtype, --act-symmetric, "
+                              "--per-tensor, --reduce-range, --overrides and --target-sqnr do not apply");
+        return -1;
+    }
+    if (!c->weight_dtype)
+        c->weight_dtype = "int4";
+    if (strcmp(c->weight_dtype, "int4") && strcmp(c->weight_dtype, "uint4") && strcmp(c->weight_dtype, "int8") &&
+        strcmp(c->weight_dtype, "uint8")) {
+        cli_error("quantize", "--mode weight-only: --weight-dtype %s: one of int4, uint4, int8, uint8", c->weight_dtype);
+        return -1;
+    }
+    if (c->weight_block_size == 0)
+        c->weight_block_size = 32;
+    int64_t bs = c->weight_block_size;
+    if (bs < 16 || bs > 256 || (bs & (bs - 1)) != 0) {
+        cli_error("quantize", "--weight-block-size %lld: a power of two in 16..256 in --mode weight-only", (long long)bs);
+        return -1;
+    }
+    if (!c->op_types)
+        c->op_types = "MatMul,Gemm";
+    if (strcmp(c->wformat, "qdq") && strcmp(c->wformat, "matmulnbits")) {
+        cli_error("quantize", "--format %s: one of qdq, matmulnbits", c->wformat);
+        return -1;
+    }
+    if (strcmp(c->algo, "rtn") && strcmp(c->algo, "gptq")) {
+        cli_error("quantize", "--algo %s: one of rtn, gptq", c->algo);
+        return -1;
+    }
+    if (strcmp(c->wscale_dtype, "auto") && strcmp(c->wscale_dtype, "float16") && strcmp(c->wscale_dtype, "float32")) {
+        cli_error("quantize", "--weight-scale-dtype %s: one of float16, float32", c->wscale_dtype);
+        return -1;
+    }
+    if (!strcmp(c->wformat, "matmulnbits") && !strcmp(c->wscale_dtype, "float16")) {
+        cli_error("quantize", "--weight-scale-dtype float16: MatMulNBits keeps float32 scales (the type of its input)");
+        return -1;
+    }
+    if (c->accuracy_level < 0 || c->accuracy_level > 4) {
+        cli_error("quantize", "--accuracy-level %lld: must be in 0..4", (long long)c->accuracy_level);
+        return -1;
+    }
+    if (!(c->gptq_damp >= 0 && c->gptq_damp <= 10)) {
+        cli_error("quantize", "--gptq-damp %g: must be in [0, 10]", c->gptq_damp);
+        return -1;
+    }
+    return 0;
+}
+
 static bool needs21(const char *dt)
 {
     return strstr(dt, "16") != NULL || strstr(dt, "4") != NULL;
@@ -233,30 +377,7 @@ static char *build_pipeline(qconfig *c, bool progress)
     if (c->calib || c->calib_images || c->calib_random > 0) {
         sadd(&b, ",calibrate");
         f = true;
-        if (c->calib)
-            sopt(&b, &f, "data", c->calib);
-        if (c->calib_images) {
-            sopt(&b, &f, "images", c->calib_images);
-            sopt(&b, &f, "mean", c->mean);
-            sopt(&b, &f, "std", c->std);
-            soptb(&b, &f, "bgr", c->bgr);
-            sopt(&b, &f, "layout", c->layout);
-            soptf(&b, &f, "scale", "%.17g", c->scale);
-            if (c->grey)
-                soptb(&b, &f, "grey", true);
-        }
-        if (*c->dims)
-            sopt(&b, &f, "dims", c->dims);
-        if (*c->input_values)
-            sopt(&b, &f, "values", c->input_values);
-        if (c->calib_random > 0) {
-            soptf(&b, &f, "random", "%.0f", (double)c->calib_random);
-            soptf(&b, &f, "seed", "%.0f", (double)c->seed);
-        }
-        if (*c->size)
-            sopt(&b, &f, "size", c->size);
-        if (c->max_samples > 0)
-            soptf(&b, &f, "max-samples", "%.0f", (double)c->max_samples);
+        source_opts(&b, &f, c);
         sopt(&b, &f, "method", c->method);
         soptf(&b, &f, "percentile", "%.17g",
               c->percentile > 0 ? c->percentile : oq_default_percentile(oq_dtype_from_name(c->act_dtype)));
@@ -335,10 +456,12 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "nan_policy", c->nan_policy);
     /* a choice the target made is written as null ("the target's"), so that the file
      * with another --target gives that target's choice; "resolved" has the values */
-    bool tw = !strcmp(c->src_weight_symmetric, "target");
+    /* (and a weight-only default, "mode": the mode's) */
+    bool tw = !strcmp(c->src_weight_symmetric, "target") || !strcmp(c->src_weight_symmetric, "mode");
     json_kv_string(w, "act_dtype", strcmp(c->src_act_dtype, "target") ? c->act_dtype : NULL);
     json_kv_bool(w, "act_symmetric", c->act_symmetric);
-    json_kv_string(w, "weight_dtype", strcmp(c->src_weight_dtype, "target") ? c->weight_dtype : NULL);
+    json_kv_string(w, "weight_dtype",
+                   strcmp(c->src_weight_dtype, "target") && strcmp(c->src_weight_dtype, "mode") ? c->weight_dtype : NULL);
     json_key(w, "weight_symmetric");
     if (tw)
         json_null(w);
@@ -347,13 +470,22 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_bool(w, "per_channel", c->per_channel);
     json_kv_int(w, "weight_block_size", c->weight_block_size);
     json_kv_bool(w, "reduce_range", c->reduce_range);
-    json_kv_string(w, "op_types", strcmp(c->src_op_types, "target") ? c->op_types : NULL);
+    json_kv_string(w, "op_types",
+                   strcmp(c->src_op_types, "target") && strcmp(c->src_op_types, "mode") ? c->op_types : NULL);
     json_kv_string(w, "include_nodes", c->include_nodes);
     json_kv_string(w, "exclude_nodes", c->exclude_nodes);
     json_kv_string(w, "overrides", c->overrides);
     json_kv_int(w, "threads", c->threads);
     json_kv_string(w, "target", c->target);
     json_kv_bool(w, "prepare", c->prepare != 0);
+    json_kv_string(w, "mode", c->mode);
+    if (weight_only(c)) {
+        json_kv_string(w, "format", c->wformat);
+        json_kv_string(w, "weight_scale_dtype", c->wscale_dtype);
+        json_kv_int(w, "accuracy_level", c->accuracy_level);
+        json_kv_string(w, "algo", c->algo);
+        json_kv_double(w, "gptq_damp", c->gptq_damp);
+    }
     json_key(w, "resolved");
     json_begin_object(w);
     json_kv_string(w, "target", c->tgt->name);
@@ -452,6 +584,12 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         else if (!strcmp(k, "exclude_nodes")) sp = &c->exclude_nodes;
         else if (!strcmp(k, "overrides")) sp = &c->overrides;
         else if (!strcmp(k, "threads")) ip = &c->threads;
+        else if (!strcmp(k, "mode")) sp = &c->mode;
+        else if (!strcmp(k, "format")) sp = &c->wformat;
+        else if (!strcmp(k, "weight_scale_dtype")) sp = &c->wscale_dtype;
+        else if (!strcmp(k, "accuracy_level")) ip = &c->accuracy_level;
+        else if (!strcmp(k, "algo")) sp = &c->algo;
+        else if (!strcmp(k, "gptq_damp")) dp = &c->gptq_damp;
         else if (!strcmp(k, "resolved")) continue; /* output only */
         else {
             cli_error("quantize", "%s: unknown key \"%s\"", path, k);
@@ -465,7 +603,8 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
             if (ok && !*sp && (sp == &c->size || sp == &c->mean || sp == &c->std || sp == &c->layout ||
                                sp == &c->method || sp == &c->nan_policy || sp == &c->include_nodes ||
                                sp == &c->exclude_nodes || sp == &c->overrides || sp == &c->target ||
-                               sp == &c->dims || sp == &c->input_values))
+                               sp == &c->dims || sp == &c->input_values || sp == &c->mode || sp == &c->wformat ||
+                               sp == &c->algo || sp == &c->wscale_dtype))
                 ok = false;
         } else if (bp) {
             ok = v->type == OQ_JSON_BOOL;
@@ -585,6 +724,36 @@ static qdq_counts qdq_counts_of(const cli_pass_log *log)
     return q;
 }
 
+/* --mode weight-only: refuse a run that quantized nothing; print the weight bytes. */
+static int wonly_report(const cli_pass_log *log, const qconfig *c, bool quiet, oq_diag *d)
+{
+    int64_t n = 0, fb = 0, qb = 0;
+    for (size_t k = 0; k < log->n; k++) {
+        if (strcmp(log->names[k], "quantize-weights") != 0)
+            continue;
+        const oq_pass_result *r = &log->results[k];
+        for (size_t i = 0; i < r->n_stats; i++) {
+            if (strcmp(r->stats[i].name, "weights_quantized") == 0)
+                n = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "weight_bytes_float") == 0)
+                fb = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "weight_bytes_quantized") == 0)
+                qb = r->stats[i].value;
+        }
+    }
+    if (n == 0) {
+        oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                    "no weight quantized: no node of %s%s with a constant 2-D float B in the main graph", c->op_types,
+                    *c->include_nodes || *c->exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "");
+        return -1;
+    }
+    if (!quiet)
+        fprintf(stderr, "onnxq quantize: weight-only: %lld weight%s, %lld bytes of float32 -> %lld bytes (%.4f, 1/%.2f) "
+                        "(scales%s included)\n", (long long)n, n == 1 ? "" : "s", (long long)fb, (long long)qb,
+                (double)qb / (double)fb, (double)fb / (double)qb, c->weight_symmetric ? "" : " and zero points");
+    return 0;
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     qconfig c;
@@ -682,6 +851,12 @@ int cmd_quantize(int argc, char **argv)
         else if (strcmp(a, "--prepare") == 0 || strcmp(a, "--no-prepare") == 0) {
             c.prepare = a[2] == 'p';
         }
+        STR("--mode", mode)
+        STR("--format", wformat)
+        STR("--algo", algo)
+        STR("--weight-scale-dtype", wscale_dtype)
+        I64("--accuracy-level", accuracy_level)
+        F64("--gptq-damp", gptq_damp)
         FLAG("--per-tensor", per_channel, false)
         I64("--weight-block-size", weight_block_size)
         FLAG("--reduce-range", reduce_range, true)
@@ -718,9 +893,33 @@ int cmd_quantize(int argc, char **argv)
             goto done;
         }
     }
+    if (strcmp(c.mode, "static") && !weight_only(&c)) {
+        cli_error("quantize", "--mode \"%s\": unknown (static, weight-only)", c.mode);
+        rc = CLI_BAD;
+        goto done;
+    }
+    /* weight-only's own defaults (int4, MatMul,Gemm, symmetric) stand where the target's
+     * would: "mode" in --print-config's sources */
+    bool wo_wdt = !c.weight_dtype, wo_ops = !c.op_types, wo_sym = !wsym_option && !c.weight_symmetric_set;
+    if (weight_only(&c) &&
+        resolve_weight_only(&c, c.act_dtype || c.act_symmetric || !c.per_channel || c.reduce_range || *c.overrides ||
+                                    fallback) != 0) {
+        rc = CLI_BAD;
+        goto done;
+    }
     if (resolve_target(&c, cfg_act, cfg_wdt, cfg_ops, wsym_option) != 0) {
         rc = CLI_BAD;
         goto done;
+    }
+    if (weight_only(&c)) {
+        if (wo_wdt)
+            c.src_weight_dtype = "mode";
+        if (wo_ops)
+            c.src_op_types = "mode";
+        if (wo_sym) {
+            c.weight_symmetric = true;
+            c.src_weight_symmetric = "mode";
+        }
     }
     if (!in || (!out && !print_config)) {
         cli_error("quantize", "%s", !in ? "missing input model" : "missing -o OUT");
@@ -734,7 +933,15 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
-    if (nsrc == 0 && !*c.overrides) {
+    if (weight_only(&c) && nsrc == 0 && strcmp(c.algo, "gptq") == 0) {
+        cli_error("quantize", "--algo gptq: no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (weight_only(&c) && nsrc > 0 && strcmp(c.algo, "rtn") == 0 && !quiet)
+        fprintf(stderr, "onnxq quantize: note: --algo rtn uses no calibration data (the samples are ignored; "
+                        "--algo gptq uses them)\n");
+    if (nsrc == 0 && !*c.overrides && !weight_only(&c)) {
         cli_error("quantize", "no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
         rc = CLI_BAD;
         goto done;
@@ -780,6 +987,8 @@ int cmd_quantize(int argc, char **argv)
     c.opset_target = c.opset_in < 13 ? 13 : c.opset_in;
     if ((needs21(c.act_dtype) || needs21(c.weight_dtype) || c.weight_block_size > 0) && c.opset_target < 21)
         c.opset_target = 21;
+    if (weight_only(&c) && strcmp(c.wformat, "matmulnbits") == 0)
+        c.opset_target = c.opset_in; /* a com.microsoft op: the default domain stays as it is */
     if (*c.overrides && c.opset_target < 21) {
         /* a 16-bit or 4-bit dtype in the overrides (mixed precision) needs opset 21 too */
         oq_json *ov = NULL;
@@ -797,7 +1006,7 @@ int cmd_quantize(int argc, char **argv)
     }
     if (strcmp(c.target, "host") == 0 && !quiet && !print_config)
         fprintf(stderr, "onnxq quantize: --target host: %s (%s)\n", c.tgt->name, oq_target_host_reason());
-    c.pipeline = build_pipeline(&c, !quiet);
+    c.pipeline = weight_only(&c) ? build_wonly_pipeline(&c, !quiet) : build_pipeline(&c, !quiet);
     if (!c.pipeline) {
         rc = CLI_FAIL;
         goto done;
@@ -832,6 +1041,11 @@ int cmd_quantize(int argc, char **argv)
     ro.user = &report.passes;
     st = oq_pipeline_run(pl, m, &ro, &d);
     qdq_counts qc = qdq_counts_of(&report.passes);
+    if (st == OQ_OK && weight_only(&c) && wonly_report(&report.passes, &c, quiet, &d) != 0) {
+        cli_print_diag(&d);
+        rc = CLI_FAIL;
+        goto done;
+    }
     if (st == OQ_OK && qc.seen && qc.selected == 0) {
         /* writing the float model back and exiting 0 would hide that nothing happened */
         const char *filt = *c.include_nodes || *c.exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "";
@@ -867,7 +1081,8 @@ int cmd_quantize(int argc, char **argv)
     fa.arith = c.tgt->arith;
     fa.target = c.tgt->name;
     fa.weight_dtype = c.weight_dtype;
-    if (st == OQ_OK && c.tgt->arith != OQ_ARITH_REFERENCE && (c.calib || c.calib_images || c.calib_random > 0)) {
+    if (st == OQ_OK && c.tgt->arith != OQ_ARITH_REFERENCE && (c.calib || c.calib_images || c.calib_random > 0) &&
+        !weight_only(&c)) {
         /* the saturation check: what the target's arithmetic loses, per layer */
         size_t nw = 0;
         oq_diag sd;

@@ -1,0 +1,650 @@
+/* quantize-weights: weight-only quantization of the constant B of MatMul (and Gemm) in
+ * blocks along the reduction axis, with round to nearest (algo=rtn) or GPTQ (algo=gptq,
+ * calibration samples: include/onnxq/gptq.h). Activations stay float. Output as
+ *   format=qdq          B -> DequantizeLinear(Bq int4/uint4/int8/uint8, scale[, zp];
+ *                       axis, block_size) [-> Cast to float when the scales are float16]
+ *                       (opset 21)
+ *   format=matmulnbits  the node -> com.microsoft MatMulNBits(A, B packed uint8
+ *                       [N, n_blocks, blob], scales [N*n_blocks][, zero_points packed
+ *                       [N * ceil(n_blocks*bits/8)]], bias) with K, N, bits, block_size,
+ *                       accuracy_level (onnxruntime's layout)
+ * docs/passes/quantize-weights.md, docs/quantize.md "Weight-only". */
+#include "pass-impl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "onnxq/calib.h"
+#include "onnxq/exec.h"
+#include "onnxq/gptq.h"
+#include "onnxq/quant.h"
+
+#define WHO "quantize-weights"
+
+typedef struct wq_cfg {
+    oq_wq_spec spec;
+    bool nbits;              /* format=matmulnbits */
+    int32_t scale_dtype;     /* FLOAT or FLOAT16 */
+    int64_t accuracy_level;
+    bool gptq, sequential, progress;
+    double damp;
+    int threads;
+    const char *op_types;
+    regex_t inc, exc;
+    bool has_inc, has_exc;
+} wq_cfg;
+
+/* One MatMul/Gemm whose B is quantized. */
+typedef struct wq_target {
+    oq_node *node;
+    oq_value *w;             /* the float initializer */
+    int64_t K, N;
+    bool trans;              /* B stored [N, K] (Gemm transB=1) */
+    int32_t *q;              /* [K*N] after quantization */
+    float *scales;           /* [nb*N] */
+    int32_t *zps;
+    int group;               /* GPTQ: index of its input group */
+} wq_target;
+
+/* GPTQ: the targets that read one activation value share its statistics. */
+typedef struct wq_group {
+    oq_value *x;
+    int64_t K;
+    oq_gptq_stats h;
+    oq_status st;            /* first error seen by the observer */
+    oq_diag *d;
+} wq_group;
+
+/* Is n a node whose B this pass quantizes? Fills t; *why gets the reason when a node of a
+ * selected op type is left alone (NULL: not a candidate at all). */
+static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **why)
+{
+    *why = NULL;
+    memset(t, 0, sizeof *t);
+    bool mm = oq_pass_is_op(n, "MatMul"), gemm = oq_pass_is_op(n, "Gemm");
+    if ((!mm && !gemm) || !oq_pass_name_in_list(c->op_types, n->op_type) || n->n_inputs < 2 || n->n_outputs < 1)
+        return false;
+    const char *name = n->name ? n->name : "";
+    if ((c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0) || (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0))
+        return false;
+    oq_value *w = n->inputs[1];
+    if (!w || w->kind != OQ_VALUE_INITIALIZER || w->is_graph_input || !w->initializer)
+        return false; /* activation x activation: nothing to quantize here */
+    oq_tensor *wt = w->initializer;
+    if (wt->dtype != OQ_DTYPE_FLOAT || wt->rank != 2) {
+        *why = "B is not a 2-D float tensor";
+        return false;
+    }
+    t->node = n;
+    t->w = w;
+    t->trans = gemm && oq_node_attr_int(n, "transB", 0) != 0;
+    t->K = t->trans ? wt->dims[1] : wt->dims[0];
+    t->N = t->trans ? wt->dims[0] : wt->dims[1];
+    if (t->K <= 0 || t->N <= 0) {
+        *why = "B is empty";
+        return false;
+    }
+    if (c->nbits && gemm) {
+        if (oq_node_attr_int(n, "transA", 0) != 0 || oq_node_attr_float(n, "alpha", 1.0f) != 1.0f) {
+            *why = "Gemm with transA or alpha != 1 has no MatMulNBits form";
+            return false;
+        }
+        oq_value *cv = n->n_inputs > 2 ? n->inputs[2] : NULL;
+        oq_tensor *ct = cv ? oq_value_const_tensor(cv) : NULL;
+        if (cv && (oq_node_attr_float(n, "beta", 1.0f) != 1.0f || !ct || ct->dtype != OQ_DTYPE_FLOAT ||
+                   ct->rank != 1 || ct->dims[0] != t->N)) {
+            *why = "Gemm's C is not a constant 1-D bias of N values (beta 1)";
+            return false;
+        }
+    }
+    return true;
+}
+
+/* W as [K, N] float (transposed from [N, K] for Gemm transB=1); malloc'ed. */
+static float *weight_kn(const wq_target *t, oq_diag *d)
+{
+    const float *src = oq_tensor_data(t->w->initializer, d);
+    if (!src)
+        return NULL;
+    float *w = malloc((size_t)(t->K * t->N) * sizeof(float));
+    if (!w)
+        return NULL;
+    for (int64_t k = 0; k < t->K; k++)
+        for (int64_t n = 0; n < t->N; n++)
+            w[k * t->N + n] = t->trans ? src[n * t->K + k] : src[k * t->N + n];
+    return w;
+}
+
+/* ------------------------------------------------------------------ GPTQ statistics */
+
+typedef struct sweep_ctx {
+    wq_group *groups;
+    size_t n;
+} sweep_ctx;
+
+static void group_add(wq_group *g, const oq_rt_tensor *t)
+{
+    if (g->st != OQ_OK || t->dtype != OQ_DTYPE_FLOAT || t->rank < 1 || t->dims[t->rank - 1] != g->K) {
+        if (g->st == OQ_OK && !(t->dtype == OQ_DTYPE_FLOAT && t->rank >= 1 && t->dims[t->rank - 1] == g->K))
+            g->st = oq_diag_error(g->d, OQ_ERR_INVALID, WHO ": activation \"%s\" is not float with a last dim of %" PRId64,
+                                  g->x->name, g->K);
+        return;
+    }
+    int64_t numel = oq_rt_tensor_numel(t);
+    g->st = oq_gptq_stats_add(&g->h, t->data, numel / g->K, g->d);
+}
+
+static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
+{
+    sweep_ctx *s = user;
+    if (node->graph != node->graph->model->graph || out_index >= node->n_outputs)
+        return;
+    const oq_value *v = node->outputs[out_index];
+    for (size_t i = 0; i < s->n; i++)
+        if (s->groups[i].x == v)
+            group_add(&s->groups[i], t);
+}
+
+/* Run every sample through the model as it is now and accumulate the statistics of
+ * groups[0..n). */
+static oq_status sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, wq_group *groups, size_t n, oq_diag *d)
+{
+    sweep_ctx sc = {groups, n};
+    oq_plan_options po = oq_plan_options_default();
+    po.threads = c->threads;
+    po.on_tensor = on_tensor;
+    po.user = &sc;
+    oq_plan *p = NULL;
+    oq_status st = oq_plan_compile(m, &po, &p, d);
+    if (st != OQ_OK)
+        return st;
+    size_t nin = oq_plan_n_inputs(p);
+    oq_rt_tensor *in = calloc(nin ? nin : 1, sizeof *in);
+    if (!in) {
+        oq_plan_free(p);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    uint64_t ns = oq_calib_source_count(src);
+    for (uint64_t k = 0; k < ns && st == OQ_OK; k++) {
+        char label[512] = "";
+        st = oq_calib_source_sample(src, p, k, in, nin, label, sizeof label, d);
+        if (st != OQ_OK)
+            break;
+        for (size_t i = 0; i < nin; i++) /* a target reading a graph input directly */
+            for (size_t j = 0; j < n; j++)
+                if (strcmp(groups[j].x->name, oq_plan_input_name(p, i)) == 0 && groups[j].x->is_graph_input)
+                    group_add(&groups[j], &in[i]);
+        st = oq_plan_run(p, in, nin, NULL, 0, d);
+        if (st != OQ_OK)
+            oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, WHO ": while running sample %s", label);
+        for (size_t i = 0; i < nin; i++)
+            oq_rt_tensor_release(&in[i]);
+        for (size_t j = 0; j < n && st == OQ_OK; j++)
+            st = groups[j].st;
+    }
+    free(in);
+    oq_plan_free(p);
+    return st;
+}
+
+/* ------------------------------------------------------------------ rewriting ------ */
+
+static int32_t bits_of(int32_t dt)
+{
+    return dt == OQ_DTYPE_INT4 || dt == OQ_DTYPE_UINT4 ? 4 : 8;
+}
+
+static bool is_signed(int32_t dt)
+{
+    return dt == OQ_DTYPE_INT4 || dt == OQ_DTYPE_INT8;
+}
+
+/* The scales as the stored tensor's bytes: float32, or float16 (already representable). */
+static void *scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes)
+{
+    *nbytes = n * (dt == OQ_DTYPE_FLOAT16 ? 2 : 4);
+    void *b = malloc((size_t)(*nbytes ? *nbytes : 1));
+    if (!b)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OQ_DTYPE_FLOAT16)
+            ((uint16_t *)b)[i] = oq_float_to_half(s[i]);
+        else
+            ((float *)b)[i] = s[i];
+    }
+    return b;
+}
+
+static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t *qbytes, oq_diag *d)
+{
+    oq_graph *g = t->node->graph;
+    int32_t dt = c->spec.dtype;
+    int64_t K = t->K, N = t->N, nb = oq_wq_n_blocks(K, c->spec.block);
+    const char *base = oq_model_strdup(m, t->w->name);
+    /* back to B's layout: [K, N], or [N, K] for transB */
+    int64_t wdims[2] = {t->trans ? N : K, t->trans ? K : N}, sdims[2] = {t->trans ? N : nb, t->trans ? nb : N};
+    int32_t *qv = malloc((size_t)(K * N) * sizeof(int32_t)), *zv = malloc((size_t)(nb * N) * sizeof(int32_t));
+    float *sv = malloc((size_t)(nb * N) * sizeof(float));
+    int64_t qn = oq_dtype_nbytes(dt, K * N), zn = oq_dtype_nbytes(dt, nb * N), sn = 0;
+    void *qb = malloc((size_t)qn), *zb = malloc((size_t)(zn ? zn : 1)), *sb = NULL;
+    oq_status st = OQ_OK;
+    if (!qv || !zv || !sv || !qb || !zb || !base) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    bool zp_needed = false;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            qv[t->trans ? n * K + k : k * N + n] = t->q[k * N + n];
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t i = t->trans ? n * nb + b : b * N + n;
+            sv[i] = t->scales[b * N + n];
+            zv[i] = t->zps[b * N + n];
+            zp_needed |= zv[i] != 0;
+        }
+    sb = scale_bytes(sv, nb * N, c->scale_dtype, &sn);
+    if (!sb || oq_pack_ints(dt, qv, K * N, qb, d) != OQ_OK || oq_pack_ints(dt, zv, nb * N, zb, d) != OQ_OK) {
+        st = sb ? OQ_ERR_INVALID : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
+    oq_value *vq = nq ? oq_graph_add_initializer(g, nq, dt, wdims, 2, qb, qn) : NULL;
+    oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, c->scale_dtype, sdims, 2, sb, sn) : NULL;
+    oq_value *vz = NULL;
+    if (vs && zp_needed) {
+        char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
+        vz = nz ? oq_graph_add_initializer(g, nz, dt, sdims, 2, zb, zn) : NULL;
+    }
+    char *nd = oq_pass_unique_name2(g, base, "_wdequantized"), *ndn = oq_pass_unique_name2(g, base, "_DequantizeLinear");
+    oq_value *vd = nd ? oq_graph_new_value(g, nd) : NULL;
+    oq_value *in[3] = {vq, vs, vz};
+    oq_node *dq = vs && vd && ndn && (vz || !zp_needed) ? oq_node_new(g, "DequantizeLinear", "", ndn, in, vz ? 3 : 2, &vd, 1)
+                                                       : NULL;
+    if (!dq) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    oq_node_set_attr_int(dq, "axis", t->trans ? 1 : 0);
+    oq_node_set_attr_int(dq, "block_size", c->spec.block);
+    oq_graph_insert_before(g, t->node, dq);
+    oq_value *wf = vd;
+    if (c->scale_dtype != OQ_DTYPE_FLOAT) { /* DequantizeLinear's output has the scale's type */
+        char *nc = oq_pass_unique_name2(g, base, "_wfloat"), *ncn = oq_pass_unique_name2(g, base, "_Cast");
+        wf = nc ? oq_graph_new_value(g, nc) : NULL;
+        oq_node *cast = wf && ncn ? oq_node_new(g, "Cast", "", ncn, &vd, 1, &wf, 1) : NULL;
+        if (!cast) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        oq_node_set_attr_int(cast, "to", OQ_DTYPE_FLOAT);
+        oq_graph_insert_before(g, t->node, cast);
+    }
+    oq_value *old = t->w;
+    st = oq_node_set_input(t->node, 1, wf);
+    if (st != OQ_OK) {
+        oq_diag_error(d, st, "out of memory");
+        goto done;
+    }
+    oq_pass_drop_if_unused(old);
+    *qbytes = qn + sn + (vz ? zn : 0);
+done:
+    free(qv);
+    free(zv);
+    free(sv);
+    free(qb);
+    free(zb);
+    free(sb);
+    return st;
+}
+
+static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64_t *qbytes, oq_diag *d)
+{
+    oq_node *n = t->node;
+    oq_graph *g = n->graph;
+    int64_t K = t->K, N = t->N, B = c->spec.block, nb = oq_wq_n_blocks(K, B);
+    int32_t bits = bits_of(c->spec.dtype), off = is_signed(c->spec.dtype) ? 1 << (bits - 1) : 0;
+    int64_t blob = B * bits / 8, zrow = (nb * bits + 7) / 8;
+    const char *base = oq_model_strdup(m, t->w->name);
+    uint8_t *pb = calloc((size_t)(N * nb * blob), 1), *pz = calloc((size_t)(N * zrow), 1);
+    float *ps = malloc((size_t)(N * nb) * sizeof(float));
+    oq_status st = OQ_OK;
+    if (!pb || !pz || !ps || !base) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* stored values are unsigned: q + 2^(bits-1) for a signed type (the symmetric zero
+     * point 0 becomes MatMulNBits' default 2^(bits-1)); LSB first within each byte */
+    bool zp_default = true;
+    for (int64_t col = 0; col < N; col++)
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t z = t->zps[b * N + col] + off;
+            zp_default &= z == 1 << (bits - 1);
+            ps[col * nb + b] = t->scales[b * N + col];
+            int64_t zbit = b * bits;
+            pz[col * zrow + zbit / 8] |= (uint8_t)(z << (zbit % 8));
+            uint8_t *blk = pb + (col * nb + b) * blob;
+            for (int64_t i = 0; i < B; i++) {
+                int64_t k = b * B + i;
+                int32_t u = k < K ? t->q[k * N + col] + off : z; /* padding dequantizes to 0 */
+                int64_t bit = i * bits;
+                blk[bit / 8] |= (uint8_t)(u << (bit % 8));
+            }
+        }
+    int64_t bdims[3] = {N, nb, blob}, sdims[1] = {N * nb}, zdims[1] = {N * zrow};
+    char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
+    oq_value *vq = nq ? oq_graph_add_initializer(g, nq, OQ_DTYPE_UINT8, bdims, 3, pb, N * nb * blob) : NULL;
+    oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, OQ_DTYPE_FLOAT, sdims, 1, ps, N * nb * 4) : NULL;
+    oq_value *vz = NULL;
+    if (vs && !zp_default) {
+        char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
+        vz = nz ? oq_graph_add_initializer(g, nz, OQ_DTYPE_UINT8, zdims, 1, pz, N * zrow) : NULL;
+    }
+    oq_value *bias = oq_pass_is_op(n, "Gemm") && n->n_inputs > 2 ? n->inputs[2] : NULL;
+    oq_value *in[6] = {n->inputs[0], vq, vs, vz, NULL, bias};
+    char *nn = oq_pass_unique_name2(g, n->name && *n->name ? n->name : "MatMulNBits", "_nbits");
+    if (!vs || !nn || (!vz && !zp_default)) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the new node takes the old one's place and output */
+    oq_node *pos = n->next;
+    oq_value *y = n->outputs[0];
+    oq_pass_remove_node(n);
+    oq_node *mn = oq_node_new(g, "MatMulNBits", "com.microsoft", nn, in, bias ? 6 : 4, &y, 1);
+    if (!mn) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    oq_node_set_attr_int(mn, "K", K);
+    oq_node_set_attr_int(mn, "N", N);
+    oq_node_set_attr_int(mn, "bits", bits);
+    oq_node_set_attr_int(mn, "block_size", B);
+    oq_node_set_attr_int(mn, "accuracy_level", c->accuracy_level);
+    oq_value *old = t->w;
+    if (pos)
+        oq_graph_insert_before(g, pos, mn);
+    else
+        oq_graph_append(g, mn);
+    t->node = mn;
+    oq_pass_drop_if_unused(old);
+    *qbytes = N * nb * blob + N * nb * 4 + (vz ? N * zrow : 0);
+done:
+    free(pb);
+    free(pz);
+    free(ps);
+    return st;
+}
+
+/* ------------------------------------------------------------------ run ------------ */
+
+static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, oq_diag *d)
+{
+    memset(c, 0, sizeof *c);
+    const char *dt = oq_pass_opt_string(opts, "dtype", "int4");
+    c->spec.dtype = oq_dtype_from_name(dt);
+    if (c->spec.dtype != OQ_DTYPE_INT4 && c->spec.dtype != OQ_DTYPE_UINT4 && c->spec.dtype != OQ_DTYPE_INT8 &&
+        c->spec.dtype != OQ_DTYPE_UINT8)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": dtype \"%s\" unknown (int4, uint4, int8, uint8)", dt);
+    c->spec.symmetric = oq_pass_opt_bool(opts, "symmetric", true);
+    c->spec.block = oq_pass_opt_int(opts, "block-size", 32);
+    if (c->spec.block < 16 || c->spec.block > 256 || (c->spec.block & (c->spec.block - 1)) != 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": block-size %" PRId64 " must be a power of two in 16..256",
+                             c->spec.block);
+    const char *fmt = oq_pass_opt_string(opts, "format", "qdq");
+    if (strcmp(fmt, "matmulnbits") == 0)
+        c->nbits = true;
+    else if (strcmp(fmt, "qdq") != 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": format \"%s\" unknown (qdq, matmulnbits)", fmt);
+    const char *sd = oq_pass_opt_string(opts, "scale-dtype", "auto");
+    if (strcmp(sd, "auto") == 0)
+        c->scale_dtype = c->nbits ? OQ_DTYPE_FLOAT : OQ_DTYPE_FLOAT16;
+    else if (strcmp(sd, "float32") == 0 || strcmp(sd, "float") == 0)
+        c->scale_dtype = OQ_DTYPE_FLOAT;
+    else if (strcmp(sd, "float16") == 0)
+        c->scale_dtype = OQ_DTYPE_FLOAT16;
+    else
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": scale-dtype \"%s\" unknown (auto, float16, float32)", sd);
+    if (c->nbits && c->scale_dtype != OQ_DTYPE_FLOAT)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": format=matmulnbits keeps float32 scales (the type of its input A)");
+    c->spec.half_scales = c->scale_dtype == OQ_DTYPE_FLOAT16;
+    c->accuracy_level = oq_pass_opt_int(opts, "accuracy-level", 0);
+    if (c->accuracy_level < 0 || c->accuracy_level > 4)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": accuracy-level %" PRId64 " must be in 0..4", c->accuracy_level);
+    const char *algo = oq_pass_opt_string(opts, "algo", "rtn");
+    if (strcmp(algo, "gptq") == 0)
+        c->gptq = true;
+    else if (strcmp(algo, "rtn") != 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": algo \"%s\" unknown (rtn, gptq)", algo);
+    if (c->gptq && !oq_pass_calib_source_given(opts))
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": algo=gptq needs calibration samples (data=DIR, images=DIR or random=N)");
+    c->damp = oq_pass_opt_float(opts, "damp", 0.01);
+    if (!(c->damp >= 0 && c->damp <= 10))
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
+    c->sequential = oq_pass_opt_bool(opts, "sequential", true);
+    c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
+    c->progress = oq_pass_opt_bool(opts, "progress", false) && isatty(fileno(stderr)); /* a line redrawn in place */
+    c->op_types = oq_pass_opt_string(opts, "op-types", "MatMul,Gemm");
+    oq_status st = oq_pass_compile_regex(WHO, "include-nodes", oq_pass_opt_string(opts, "include-nodes", ""), &c->inc, &c->has_inc, d);
+    if (st == OQ_OK)
+        st = oq_pass_compile_regex(WHO, "exclude-nodes", oq_pass_opt_string(opts, "exclude-nodes", ""), &c->exc, &c->has_exc, d);
+    if (st == OQ_OK && !c->nbits && oq_model_opset(m, "") < 21)
+        st = oq_diag_error(d, OQ_ERR_UNSUPPORTED,
+                           WHO ": format=qdq writes blocked DequantizeLinear (opset 21); the model has opset %lld "
+                           "(run upgrade-opset{to=21} first, or use format=matmulnbits)",
+                           (long long)oq_model_opset(m, ""));
+    return st;
+}
+
+static void free_cfg(wq_cfg *c)
+{
+    if (c->has_inc)
+        regfree(&c->inc);
+    if (c->has_exc)
+        regfree(&c->exc);
+}
+
+static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_stats *h, oq_pass_result *res,
+                                 oq_diag *d)
+{
+    int64_t nb = oq_wq_n_blocks(t->K, c->spec.block);
+    t->q = malloc((size_t)(t->K * t->N) * sizeof(int32_t));
+    t->scales = malloc((size_t)(nb * t->N) * sizeof(float));
+    t->zps = malloc((size_t)(nb * t->N) * sizeof(int32_t));
+    float *w = weight_kn(t, d);
+    oq_status st;
+    char lb[128], what[300];
+    snprintf(what, sizeof what, "node \"%s\", weight \"%s\"", oq_node_label(t->node, lb, sizeof lb), t->w->name);
+    if (!t->q || !t->scales || !t->zps || !w) {
+        free(w);
+        return oq_diag_error(d, OQ_ERR_NOMEM, WHO ": %s: out of memory", what);
+    }
+    if (h) {
+        double used = c->damp;
+        st = oq_gptq_quantize(w, t->K, t->N, &c->spec, h, c->damp, t->q, t->scales, t->zps, &used, d);
+        if (st == OQ_OK && used != c->damp)
+            oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, lb, t->node->op_type,
+                        WHO ": weight \"%s\": GPTQ needed dampening %g (damp=%g was not enough)", t->w->name, used,
+                        c->damp);
+        if (st == OQ_OK)
+            oq_pass_stat_add(res, "gptq_layers", 1);
+    } else {
+        st = oq_wq_rtn(w, t->K, t->N, &c->spec, t->q, t->scales, t->zps, d);
+    }
+    if (st != OQ_OK)
+        oq_diag_add(d, OQ_SEV_NOTE, st, NULL, lb, t->node->op_type, "while quantizing %s", what);
+    free(w);
+    return st;
+}
+
+static oq_status rewrite_target(oq_model *m, const wq_cfg *c, wq_target *t, oq_pass_result *res, oq_diag *d)
+{
+    int64_t qbytes = 0, fbytes = t->K * t->N * 4;
+    oq_status st = c->nbits ? rewrite_nbits(m, c, t, &qbytes, d) : rewrite_qdq(m, c, t, &qbytes, d);
+    if (st != OQ_OK)
+        return st;
+    oq_pass_stat_add(res, "weights_quantized", 1);
+    oq_pass_stat_add(res, "weight_bytes_float", fbytes);
+    oq_pass_stat_add(res, "weight_bytes_quantized", qbytes);
+    return OQ_OK;
+}
+
+static void free_target(wq_target *t)
+{
+    free(t->q);
+    free(t->scales);
+    free(t->zps);
+    t->q = NULL;
+    t->scales = NULL;
+    t->zps = NULL;
+}
+
+/* GPTQ: statistics group by group (one K x K matrix at a time when sequential: the
+ * targets of a group see the inputs that the already quantized layers produce), then
+ * quantize and rewrite the group's targets. */
+static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg *c, wq_target *ts, size_t nt,
+                          oq_pass_result *res, oq_diag *d)
+{
+    oq_calib_source *src = NULL;
+    oq_status st = oq_pass_calib_source(opts, WHO, &src, d);
+    if (st != OQ_OK)
+        return st;
+    wq_group *gs = calloc(nt, sizeof *gs);
+    size_t ng = 0;
+    if (!gs) {
+        oq_calib_source_free(src);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nt; i++) {
+        oq_value *x = ts[i].node->inputs[0];
+        size_t j = 0;
+        while (j < ng && !(gs[j].x == x && gs[j].K == ts[i].K))
+            j++;
+        if (j == ng) {
+            gs[ng].x = x;
+            gs[ng].K = ts[i].K;
+            gs[ng].d = d;
+            ng++;
+        }
+        ts[i].group = (int)j;
+    }
+    size_t step = c->sequential ? 1 : ng;
+    for (size_t g0 = 0; g0 < ng && st == OQ_OK; g0 += step) {
+        size_t g1 = g0 + step < ng ? g0 + step : ng;
+        for (size_t j = g0; j < g1 && st == OQ_OK; j++)
+            st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
+        if (st == OQ_OK && c->progress)
+            fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
+        if (st == OQ_OK)
+            st = sweep(m, c, src, gs + g0, g1 - g0, d);
+        for (size_t i = 0; i < nt && st == OQ_OK; i++) {
+            if ((size_t)ts[i].group < g0 || (size_t)ts[i].group >= g1)
+                continue;
+            if (gs[ts[i].group].h.rows == 0) {
+                oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, ts[i].node->name, ts[i].node->op_type,
+                            WHO ": input \"%s\" was never computed on the samples: round to nearest",
+                            gs[ts[i].group].x->name);
+                st = quantize_target(c, &ts[i], NULL, res, d);
+            } else {
+                st = quantize_target(c, &ts[i], &gs[ts[i].group].h, res, d);
+            }
+            if (st == OQ_OK)
+                st = rewrite_target(m, c, &ts[i], res, d);
+            free_target(&ts[i]);
+        }
+        for (size_t j = g0; j < g1; j++)
+            oq_gptq_stats_free(&gs[j].h);
+    }
+    if (c->progress)
+        fprintf(stderr, "\r\033[K");
+    oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
+    for (size_t j = 0; j < ng; j++)
+        oq_gptq_stats_free(&gs[j].h);
+    free(gs);
+    oq_calib_source_free(src);
+    return st;
+}
+
+static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
+{
+    wq_cfg c;
+    oq_status st = parse_cfg(opts, m, &c, d);
+    if (st != OQ_OK) {
+        free_cfg(&c);
+        return st;
+    }
+    oq_graph *g = m->graph;
+    size_t cap = 0, nt = 0;
+    for (oq_node *n = g->first; n; n = n->next)
+        cap++;
+    wq_target *ts = calloc(cap ? cap : 1, sizeof *ts);
+    if (!ts) {
+        free_cfg(&c);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    for (oq_node *n = g->first; n; n = n->next) {
+        const char *why = NULL;
+        if (select_node(&c, n, &ts[nt], &why)) {
+            nt++;
+        } else if (why) {
+            char lb[128];
+            oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type, WHO ": left in float: %s",
+                        why);
+            oq_pass_stat_add(res, "nodes_skipped", 1);
+        }
+    }
+    if (nt > 0 && c.nbits && oq_model_opset(m, "com.microsoft") < 1)
+        oq_model_set_opset(m, "com.microsoft", 1);
+    if (c.gptq && nt > 0) {
+        st = run_gptq(m, opts, &c, ts, nt, res, d);
+    } else {
+        for (size_t i = 0; i < nt && st == OQ_OK; i++) {
+            st = quantize_target(&c, &ts[i], NULL, res, d);
+            if (st == OQ_OK)
+                st = rewrite_target(m, &c, &ts[i], res, d);
+            free_target(&ts[i]);
+        }
+    }
+    for (size_t i = 0; i < nt; i++)
+        free_target(&ts[i]);
+    free(ts);
+    free_cfg(&c);
+    if (st == OQ_OK && nt > 0) {
+        res->changed = true;
+        oq_pass_prune_value_info(g);
+    }
+    return st;
+}
+
+static const oq_pass_option_def options[] = {
+    {"dtype", OQ_OPT_STRING, "int4", "weight type: int4, uint4, int8, uint8"},
+    {"block-size", OQ_OPT_INT, "32", "elements of the reduction axis per scale: a power of two in 16..256"},
+    {"symmetric", OQ_OPT_BOOL, "true", "zero point at the type's middle (false: one zero point per block)"},
+    {"format", OQ_OPT_STRING, "qdq", "qdq (blocked DequantizeLinear, opset 21) or matmulnbits (com.microsoft)"},
+    {"scale-dtype", OQ_OPT_STRING, "auto", "qdq scales: float16 or float32 (auto: float16 for qdq, float32 for matmulnbits)"},
+    {"accuracy-level", OQ_OPT_INT, "0", "matmulnbits: MatMulNBits accuracy_level 0..4 (4: int8 activations in onnxruntime)"},
+    {"algo", OQ_OPT_STRING, "rtn", "rtn (round to nearest) or gptq (needs samples)"},
+    {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},
+    {"sequential", OQ_OPT_BOOL, "true", "gptq: one input's statistics at a time, later layers see quantized ones"},
+    {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types whose constant B is quantized"},
+    {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches (POSIX extended regex)"},
+    {"exclude-nodes", OQ_OPT_STRING, "", "skip nodes whose name matches"},
+    OQ_PASS_CALIB_SOURCE_OPTIONS,
+    {"threads", OQ_OPT_INT, "0", "gptq: executor threads (0: one per CPU)"},
+    {"progress", OQ_OPT_BOOL, "false", "gptq: progress on stderr"},
+};
+
+const oq_pass oq_pass_quantize_weights = {
+    .abi_version = OQ_PASS_ABI_VERSION,
+    .struct_size = sizeof(oq_pass),
+    .name = "quantize-weights",
+    .summary = "weight-only blockwise quantization of MatMul/Gemm constant weights (RTN or GPTQ; QDQ or MatMulNBits)",
+    .options = options,
+    .n_options = sizeof options / sizeof options[0],
+    .run = run,
+};

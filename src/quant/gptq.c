@@ -1,0 +1,318 @@
+/* Weight-only blockwise quantization: round to nearest and GPTQ. include/onnxq/gptq.h,
+ * docs/quantize.md "Weight-only". */
+#include "onnxq/gptq.h"
+
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/quant.h"
+
+int64_t oq_wq_n_blocks(int64_t K, int64_t block)
+{
+    return block > 0 ? (K + block - 1) / block : 0;
+}
+
+static bool wq_range(const oq_wq_spec *s, int32_t *qmin, int32_t *qmax)
+{
+    if (s->dtype != OQ_DTYPE_INT4 && s->dtype != OQ_DTYPE_UINT4 && s->dtype != OQ_DTYPE_INT8 &&
+        s->dtype != OQ_DTYPE_UINT8)
+        return false;
+    return oq_qrange(s->dtype, false, qmin, qmax) == OQ_OK;
+}
+
+static float storable_scale(float sc, bool half)
+{
+    if (!(sc > 0.0f) || !isfinite(sc))
+        sc = 1.0f;
+    if (!half)
+        return sc < FLT_MIN ? FLT_MIN : sc;
+    if (sc > 65504.0f)
+        sc = 65504.0f;
+    float h = oq_half_to_float(oq_float_to_half(sc));
+    return h > 0.0f ? h : 0x1p-24f; /* the smallest float16 subnormal */
+}
+
+/* Parameters of a group whose values lie in [mn, mx]. */
+static void params_of_range(double mn, double mx, const oq_wq_spec *s, float *scale, int32_t *zp)
+{
+    int32_t qmin = 0, qmax = 0;
+    wq_range(s, &qmin, &qmax);
+    if (s->symmetric) {
+        int32_t mid = qmin < 0 ? 0 : (qmin + qmax + 1) / 2;
+        double lo = (double)(qmin - mid), hi = (double)(qmax - mid); /* int4: -8, 7 */
+        double a = mn < 0 ? mn / lo : 0.0, b = mx > 0 ? mx / hi : 0.0;
+        *scale = storable_scale((float)(a > b ? a : b), s->half_scales);
+        *zp = mid;
+        return;
+    }
+    double lo = mn < 0 ? mn : 0.0, hi = mx > 0 ? mx : 0.0;
+    *scale = storable_scale((float)((hi - lo) / ((double)qmax - qmin)), s->half_scales);
+    double z = (double)qmin - nearbyint(lo / (double)*scale);
+    *zp = (int32_t)(z < qmin ? qmin : z > qmax ? qmax : z);
+}
+
+void oq_wq_group_params(const float *v, int64_t n, int64_t stride, const oq_wq_spec *s, float *scale,
+                        int32_t *zero_point)
+{
+    double mn = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = v[i * stride];
+        if (i == 0 || x < mn)
+            mn = x;
+        if (i == 0 || x > mx)
+            mx = x;
+    }
+    params_of_range(mn, mx, s, scale, zero_point);
+}
+
+static oq_status check_args(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, oq_diag *d)
+{
+    int32_t a, b;
+    if (!wq_range(s, &a, &b))
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "weight-only: dtype %s (int4, uint4, int8, uint8)",
+                             oq_dtype_name(s->dtype));
+    if (K <= 0 || N <= 0 || s->block <= 0)
+        return oq_diag_error(d, OQ_ERR_INVALID, "weight-only: bad shape [%" PRId64 ", %" PRId64 "] or block %" PRId64,
+                             K, N, s->block);
+    for (int64_t i = 0; i < K * N; i++)
+        if (!isfinite(w[i]))
+            return oq_diag_error(d, OQ_ERR_NUMERIC, "weight-only: %s at element %" PRId64,
+                                 isnan(w[i]) ? "NaN" : "Inf", i);
+    return OQ_OK;
+}
+
+oq_status oq_wq_rtn(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, int32_t *q, float *scales,
+                    int32_t *zero_points, oq_diag *d)
+{
+    oq_status st = check_args(w, K, N, s, d);
+    if (st != OQ_OK)
+        return st;
+    int32_t qmin, qmax;
+    wq_range(s, &qmin, &qmax);
+    int64_t nb = oq_wq_n_blocks(K, s->block);
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t k0 = b * s->block, k1 = k0 + s->block < K ? k0 + s->block : K;
+        for (int64_t n = 0; n < N; n++) {
+            float sc;
+            int32_t zp;
+            oq_wq_group_params(w + k0 * N + n, k1 - k0, N, s, &sc, &zp);
+            scales[b * N + n] = sc;
+            zero_points[b * N + n] = zp;
+            for (int64_t k = k0; k < k1; k++)
+                q[k * N + n] = oq_quantize_value(w[k * N + n], sc, zp, qmin, qmax);
+        }
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ GPTQ ------- */
+
+oq_status oq_gptq_stats_init(oq_gptq_stats *h, int64_t K, oq_diag *d)
+{
+    memset(h, 0, sizeof *h);
+    if (K <= 0 || K > (int64_t)1 << 16)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "gptq: reduction size %" PRId64 " out of range (1..65536)", K);
+    h->xtx = calloc((size_t)(K * K), sizeof(double));
+    if (!h->xtx)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory for a %" PRId64 "x%" PRId64 " Hessian", K, K);
+    h->K = K;
+    return OQ_OK;
+}
+
+oq_status oq_gptq_stats_add(oq_gptq_stats *h, const float *x, int64_t rows, oq_diag *d)
+{
+    int64_t K = h->K;
+    double *r = malloc((size_t)K * sizeof(double));
+    if (!r)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
+    for (int64_t t = 0; t < rows; t++) {
+        const float *xr = x + t * K;
+        for (int64_t i = 0; i < K; i++) {
+            if (!isfinite(xr[i])) {
+                free(r);
+                return oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: %s in a layer input (row %" PRId64 ", element %" PRId64 ")",
+                                     isnan(xr[i]) ? "NaN" : "Inf", t, i);
+            }
+            r[i] = xr[i];
+        }
+        for (int64_t i = 0; i < K; i++) {
+            double xi = r[i];
+            if (xi == 0.0)
+                continue;
+            double *hr = h->xtx + i * K;
+            for (int64_t j = i; j < K; j++)
+                hr[j] += xi * r[j];
+        }
+    }
+    h->rows += (uint64_t)rows;
+    free(r);
+    return OQ_OK;
+}
+
+void oq_gptq_stats_free(oq_gptq_stats *h)
+{
+    free(h->xtx);
+    memset(h, 0, sizeof *h);
+}
+
+/* In place: a (K x K, symmetric positive definite) -> its lower Cholesky factor L.
+ * false when a pivot is not positive (or lost to rounding: below 1e-12 of its diagonal
+ * entry, a singular matrix that rounding would let through with a huge inverse). */
+static bool cholesky_lower(double *a, int64_t K)
+{
+    for (int64_t j = 0; j < K; j++) {
+        double s = a[j * K + j], d0 = s;
+        for (int64_t p = 0; p < j; p++)
+            s -= a[j * K + p] * a[j * K + p];
+        if (!(s > 1e-12 * d0) || !isfinite(s))
+            return false;
+        double l = sqrt(s);
+        a[j * K + j] = l;
+        for (int64_t i = j + 1; i < K; i++) {
+            double t = a[i * K + j];
+            for (int64_t p = 0; p < j; p++)
+                t -= a[i * K + p] * a[j * K + p];
+            a[i * K + j] = t / l;
+        }
+        for (int64_t i = 0; i < j; i++)
+            a[i * K + j] = 0.0;
+    }
+    return true;
+}
+
+/* u = the upper Cholesky factor of a^-1 (a^-1 = u^T u), a positive definite; a is
+ * destroyed. false when a is not positive definite. */
+static bool chol_inverse_upper(double *a, double *u, int64_t K)
+{
+    if (!cholesky_lower(a, K))
+        return false;
+    /* inverse of L in place of u (lower): L X = I, column by column */
+    memset(u, 0, (size_t)(K * K) * sizeof(double));
+    for (int64_t c = 0; c < K; c++) {
+        u[c * K + c] = 1.0 / a[c * K + c];
+        for (int64_t i = c + 1; i < K; i++) {
+            double t = 0;
+            for (int64_t p = c; p < i; p++)
+                t -= a[i * K + p] * u[p * K + c];
+            u[i * K + c] = t / a[i * K + i];
+        }
+    }
+    /* a^-1 = L^-T L^-1 into a (symmetric) */
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = i; j < K; j++) {
+            double t = 0;
+            for (int64_t p = j; p < K; p++) /* (L^-1)[p][i] = 0 for p < i; p >= j >= i */
+                t += u[p * K + i] * u[p * K + j];
+            a[i * K + j] = a[j * K + i] = t;
+        }
+    if (!cholesky_lower(a, K))
+        return false;
+    for (int64_t i = 0; i < K; i++) /* u = L^T */
+        for (int64_t j = 0; j < K; j++)
+            u[i * K + j] = j >= i ? a[j * K + i] : 0.0;
+    return true;
+}
+
+oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
+                           double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,
+                           oq_diag *d)
+{
+    oq_status st = check_args(w, K, N, s, d);
+    if (st != OQ_OK)
+        return st;
+    if (!h || h->K != K || h->rows == 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "gptq: no input statistics for a reduction size of %" PRId64, K);
+    if (!(damp >= 0.0) || !isfinite(damp))
+        return oq_diag_error(d, OQ_ERR_USAGE, "gptq: dampening %g must be >= 0", damp);
+    int32_t qmin, qmax;
+    wq_range(s, &qmin, &qmax);
+    int64_t lazy = s->block > 128 ? s->block : 128;
+    size_t kk = (size_t)(K * K);
+    double *H = malloc(kk * sizeof(double)), *A = malloc(kk * sizeof(double)), *U = malloc(kk * sizeof(double));
+    double *W = malloc((size_t)(K * N) * sizeof(double)), *E = malloc((size_t)(lazy * N) * sizeof(double));
+    if (!H || !A || !U || !W || !E) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
+        goto done;
+    }
+    double f = 2.0 / (double)h->rows, mean = 0.0;
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = i; j < K; j++)
+            H[i * K + j] = H[j * K + i] = f * h->xtx[i * K + j];
+    for (int64_t i = 0; i < K; i++) {
+        if (H[i * K + i] == 0.0)
+            H[i * K + i] = 1.0; /* a feature never seen: its own row, nothing to spread */
+        mean += H[i * K + i];
+    }
+    mean /= (double)K;
+    bool ok = false;
+    double fac = damp;
+    for (int attempt = 0; attempt < 3 && !ok; attempt++, fac *= 10.0) {
+        memcpy(A, H, kk * sizeof(double));
+        for (int64_t i = 0; i < K; i++)
+            A[i * K + i] += fac * mean;
+        ok = chol_inverse_upper(A, U, K);
+        if (ok && damp_used)
+            *damp_used = fac;
+    }
+    if (!ok) {
+        st = oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: the input Hessian is not positive definite even with "
+                                              "dampening %g (give more calibration data or a larger dampening)", fac / 10.0);
+        goto done;
+    }
+    for (int64_t i = 0; i < K * N; i++)
+        W[i] = w[i];
+    for (int64_t i1 = 0; i1 < K; i1 += lazy) {
+        int64_t i2 = i1 + lazy < K ? i1 + lazy : K;
+        for (int64_t k = i1; k < i2; k++) {
+            int64_t b = k / s->block;
+            if (k % s->block == 0) {
+                int64_t k1 = k + s->block < K ? k + s->block : K;
+                for (int64_t n = 0; n < N; n++) {
+                    double mn = W[k * N + n], mx = mn;
+                    for (int64_t j = k + 1; j < k1; j++) {
+                        double x = W[j * N + n];
+                        mn = x < mn ? x : mn;
+                        mx = x > mx ? x : mx;
+                    }
+                    params_of_range(mn, mx, s, &scales[b * N + n], &zero_points[b * N + n]);
+                }
+            }
+            double dk = U[k * K + k];
+            double *e = E + (k - i1) * N;
+            for (int64_t n = 0; n < N; n++) {
+                float sc = scales[b * N + n];
+                int32_t zp = zero_points[b * N + n];
+                int32_t qv = oq_quantize_value((float)W[k * N + n], sc, zp, qmin, qmax);
+                q[k * N + n] = qv;
+                float dq = oq_dequantize_value(qv, sc, zp);
+                if (s->half_scales) /* what a DequantizeLinear with float16 scales outputs */
+                    dq = oq_half_to_float(oq_float_to_half(dq));
+                e[n] = (W[k * N + n] - (double)dq) / dk;
+            }
+            for (int64_t j = k + 1; j < i2; j++) {
+                double u = U[k * K + j];
+                if (u != 0.0)
+                    for (int64_t n = 0; n < N; n++)
+                        W[j * N + n] -= u * e[n];
+            }
+        }
+        for (int64_t j = i2; j < K; j++)
+            for (int64_t k = i1; k < i2; k++) {
+                double u = U[k * K + j];
+                const double *e = E + (k - i1) * N;
+                if (u != 0.0)
+                    for (int64_t n = 0; n < N; n++)
+                        W[j * N + n] -= u * e[n];
+            }
+    }
+done:
+    free(H);
+    free(A);
+    free(U);
+    free(W);
+    free(E);
+    return st;
+}

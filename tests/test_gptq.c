@@ -1,0 +1,172 @@
+/* Weight-only quantization (src/quant/gptq.c): block parameters computed by hand, RTN,
+ * GPTQ's properties (no correlation between inputs: exactly RTN; correlated inputs: a
+ * smaller layer output error than RTN) and its errors. tests/weight_only.sh compares
+ * whole models with a numpy GPTQ. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/gptq.h"
+
+static uint64_t rng = 12345;
+static double urand(void) /* splitmix64 -> [0, 1) */
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+static float nrand(void)
+{
+    return (float)(sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()));
+}
+
+Test(wq, group_params_by_hand)
+{
+    float v[16];
+    for (int i = 0; i < 16; i++)
+        v[i] = (float)(i - 8) * 0.5f; /* -4 .. 3.5 */
+    oq_wq_spec s = {OQ_DTYPE_INT4, true, 16, false};
+    float sc;
+    int32_t zp;
+    oq_wq_group_params(v, 16, 1, &s, &sc, &zp); /* max(4/8, 3.5/7) = 0.5 */
+    cr_assert_eq(sc, 0.5f);
+    cr_assert_eq(zp, 0);
+    s.dtype = OQ_DTYPE_UINT4; /* symmetric uint4: zero point 8, the same scale */
+    oq_wq_group_params(v, 16, 1, &s, &sc, &zp);
+    cr_assert_eq(sc, 0.5f);
+    cr_assert_eq(zp, 8);
+    float w[3] = {1.0f, -2.0f, 0.5f};
+    s.symmetric = false; /* [-2, 1]: scale 3/15 = 0.2, zp = 0 - round(-2/0.2) = 10 */
+    oq_wq_group_params(w, 3, 1, &s, &sc, &zp);
+    cr_assert_float_eq(sc, 0.2f, 1e-8);
+    cr_assert_eq(zp, 10);
+    s.dtype = OQ_DTYPE_INT8; /* asymmetric int8: 3/255, zp = -128 - round(-2/(3/255)) = 42 */
+    oq_wq_group_params(w, 3, 1, &s, &sc, &zp);
+    cr_assert_float_eq(sc, 3.0f / 255.0f, 1e-9);
+    cr_assert_eq(zp, 42);
+    s.symmetric = true; /* max(2/128, 1/127) = 1/64 */
+    oq_wq_group_params(w, 3, 1, &s, &sc, &zp);
+    cr_assert_eq(sc, 1.0f / 64.0f);
+    cr_assert_eq(zp, 0);
+    float z[4] = {0};
+    oq_wq_group_params(z, 4, 1, &s, &sc, &zp); /* all zero: scale 1 */
+    cr_assert_eq(sc, 1.0f);
+    s.half_scales = true; /* 0.1 / 7 rounded to float16 */
+    float t[2] = {0.1f, 0.0f};
+    oq_wq_group_params(t, 2, 1, &s, &sc, &zp);
+    cr_assert_eq(sc, oq_half_to_float(oq_float_to_half(0.1f / 127.0f)));
+}
+
+Test(wq, rtn_blocks_along_k_with_a_partial_block)
+{
+    /* K = 20, N = 2, blocks of 16: block 1 holds k = 16..19 only */
+    enum { K = 20, N = 2 };
+    float w[K * N];
+    for (int k = 0; k < K; k++) {
+        w[k * N] = (float)k;              /* block 0: max 15 -> 15/7; block 1: 19/7 */
+        w[k * N + 1] = k == 17 ? -8.0f : 1.0f; /* block 1: max(8/8, 1/7) = 1 */
+    }
+    int32_t q[K * N], zp[2 * N];
+    float sc[2 * N];
+    oq_wq_spec s = {OQ_DTYPE_INT4, true, 16, false};
+    cr_assert_eq(oq_wq_rtn(w, K, N, &s, q, sc, zp, NULL), OQ_OK);
+    cr_assert_float_eq(sc[0], 15.0f / 7.0f, 1e-6);
+    cr_assert_float_eq(sc[2], 19.0f / 7.0f, 1e-6);
+    cr_assert_eq(sc[3], 1.0f);
+    cr_assert_eq(q[15 * N], 7);
+    cr_assert_eq(q[7 * N], 3); /* 7 / (15/7) = 3.27 */
+    cr_assert_eq(q[17 * N + 1], -8);
+    cr_assert_eq(q[18 * N + 1], 1);
+    w[3] = NAN;
+    cr_assert_eq(oq_wq_rtn(w, K, N, &s, q, sc, zp, NULL), OQ_ERR_NUMERIC);
+}
+
+/* ||X (dequant(q) - W)||^2 */
+static double out_err(const float *x, int64_t rows, const float *w, const int32_t *q, const float *sc, const int32_t *zp,
+                      int64_t K, int64_t N, int64_t B)
+{
+    double e = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t n = 0; n < N; n++) {
+            double t = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t p = (k / B) * N + n;
+                t += (double)x[r * K + k] * ((double)(q[k * N + n] - zp[p]) * sc[p] - w[k * N + n]);
+            }
+            e += t * t;
+        }
+    return e;
+}
+
+Test(gptq, uncorrelated_inputs_give_rtn_and_correlated_ones_beat_it)
+{
+    enum { K = 48, N = 8, R = 200, B = 16 };
+    float *w = malloc(sizeof(float) * K * N), *x = malloc(sizeof(float) * R * K);
+    int32_t *q = malloc(sizeof(int32_t) * K * N), *qr = malloc(sizeof(int32_t) * K * N);
+    float sc[3 * N], scr[3 * N];
+    int32_t zp[3 * N], zpr[3 * N];
+    for (int i = 0; i < K * N; i++)
+        w[i] = nrand();
+    oq_wq_spec s = {OQ_DTYPE_INT4, true, B, false};
+    cr_assert_eq(oq_wq_rtn(w, K, N, &s, qr, scr, zpr, NULL), OQ_OK);
+    /* rows that are unit vectors times a scale: H diagonal, U diagonal, nothing spreads */
+    oq_gptq_stats h;
+    cr_assert_eq(oq_gptq_stats_init(&h, K, NULL), OQ_OK);
+    for (int r = 0; r < R; r++) {
+        memset(x, 0, sizeof(float) * K);
+        x[r % K] = (float)(1 + r % 5);
+        cr_assert_eq(oq_gptq_stats_add(&h, x, 1, NULL), OQ_OK);
+    }
+    double used = -1;
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.01, q, sc, zp, &used, NULL), OQ_OK);
+    cr_assert_eq(used, 0.01);
+    cr_assert_eq(memcmp(q, qr, sizeof(int32_t) * K * N), 0);
+    cr_assert_eq(memcmp(sc, scr, sizeof sc), 0);
+    oq_gptq_stats_free(&h);
+    /* correlated inputs: x = z M with M mixing neighbouring features */
+    for (int r = 0; r < R; r++) {
+        float z[K];
+        for (int k = 0; k < K; k++)
+            z[k] = nrand();
+        for (int k = 0; k < K; k++)
+            x[r * K + k] = z[k] + 0.8f * z[(k + 1) % K] + 0.5f * z[(k + 7) % K];
+    }
+    cr_assert_eq(oq_gptq_stats_init(&h, K, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_stats_add(&h, x, R, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.01, q, sc, zp, NULL, NULL), OQ_OK);
+    double eg = out_err(x, R, w, q, sc, zp, K, N, B), er = out_err(x, R, w, qr, scr, zpr, K, N, B);
+    cr_assert_lt(eg, 0.8 * er, "GPTQ %g vs RTN %g", eg, er);
+    oq_gptq_stats_free(&h);
+    free(w);
+    free(x);
+    free(q);
+    free(qr);
+}
+
+Test(gptq, errors)
+{
+    enum { K = 8, N = 2 };
+    float w[K * N] = {0}, x[K] = {0};
+    int32_t q[K * N], zp[N];
+    float sc[N];
+    oq_wq_spec s = {OQ_DTYPE_INT4, true, 16, false};
+    oq_gptq_stats h;
+    cr_assert_eq(oq_gptq_stats_init(&h, K, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.01, q, sc, zp, NULL, NULL), OQ_ERR_USAGE); /* no rows */
+    x[0] = NAN;
+    cr_assert_eq(oq_gptq_stats_add(&h, x, 1, NULL), OQ_ERR_NUMERIC);
+    /* one row (1, 1, 0...): H is singular on features 0 and 1; without dampening no
+     * Cholesky factor exists, with it one does */
+    x[0] = 1;
+    x[1] = 1;
+    cr_assert_eq(oq_gptq_stats_add(&h, x, 1, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.0, q, sc, zp, NULL, NULL), OQ_ERR_NUMERIC);
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.01, q, sc, zp, NULL, NULL), OQ_OK);
+    s.dtype = OQ_DTYPE_INT16;
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.01, q, sc, zp, NULL, NULL), OQ_ERR_UNSUPPORTED);
+    oq_gptq_stats_free(&h);
+}
