@@ -56,6 +56,12 @@ typedef struct oq_satcheck_output {
 
 typedef struct oq_satcheck oq_satcheck;
 
+/* Whether arith can make any layer of m lose to saturation: only OQ_ARITH_AVX2 saturates,
+ * and only products with an int8 operand (a DequantizeLinear of int8 data in the main
+ * graph); uint8 x uint8 (U8U8) and exact integer arithmetic differ from the reference by
+ * rounding alone. */
+bool oq_satcheck_can_saturate(const oq_model *m, oq_arith arith);
+
 /* The model must outlive s. Layers: activation Q -> DQ pairs with a scalar scale and
  * zero point (per-channel activation pairs are not compared). */
 oq_status oq_satcheck_new(oq_model *quant_model, oq_arith arith, int threads, oq_satcheck **out,

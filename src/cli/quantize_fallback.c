@@ -130,6 +130,13 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
     oq_calib_source *src = NULL;
     oq_satcheck *sc = NULL;
     *n_warned = 0;
+    if (!oq_satcheck_can_saturate(m, a->arith)) {
+        if (!a->quiet)
+            fprintf(stderr, "onnxq quantize: saturation check skipped: nothing can saturate (%s)\n",
+                    a->arith == OQ_ARITH_AVX2 ? "avx2 arithmetic, no int8 operand: U8U8"
+                                              : "exact int32 accumulation");
+        return OQ_OK;
+    }
     oq_status st = open_source(a, false, &src, d);
     if (st == OQ_OK)
         st = oq_satcheck_new(m, a->arith, (int)a->threads, &sc, d);

@@ -54,6 +54,27 @@ static bool const_scalar(const oq_value *v, double *out)
     return p && oq_elems_to_double(p, t->dtype, 0, 1, out);
 }
 
+bool oq_satcheck_can_saturate(const oq_model *m, oq_arith arith)
+{
+    if (arith != OQ_ARITH_AVX2 || !m || !m->graph)
+        return false;
+    for (const oq_node *n = m->graph->first; n; n = n->next) {
+        if (!op_is(n, "DequantizeLinear") || n->n_inputs < 1 || !n->inputs[0])
+            continue;
+        /* the data's type: the constant's, else its zero point's (the same type), else
+         * the value's */
+        const oq_value *v = n->inputs[0];
+        const oq_tensor *t = oq_value_const_tensor(v);
+        if (!(t && t->has_dtype) && n->n_inputs > 2 && n->inputs[2])
+            t = oq_value_const_tensor(n->inputs[2]);
+        int32_t dt = t && t->has_dtype ? t->dtype
+                     : v->type && v->type->has_elem_type ? v->type->elem_type : OQ_DTYPE_UNDEFINED;
+        if (dt == OQ_DTYPE_INT8 || dt == OQ_DTYPE_UNDEFINED)
+            return true;
+    }
+    return false;
+}
+
 static void on_ref(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
 {
     oq_satcheck *s = user;
