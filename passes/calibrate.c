@@ -12,25 +12,6 @@
 
 #include "onnxq/calib.h"
 
-/* "HxW" -> height, width; "" -> 0, 0. */
-static bool parse_size(const char *s, int64_t *h, int64_t *w)
-{
-    *h = *w = 0;
-    if (!s || !*s)
-        return true;
-    char *end;
-    long long a = strtoll(s, &end, 10);
-    if (end == s || (*end != 'x' && *end != 'X'))
-        return false;
-    const char *t = end + 1;
-    long long b = strtoll(t, &end, 10);
-    if (end == t || *end || a <= 0 || b <= 0 || a > 1 << 16 || b > 1 << 16)
-        return false;
-    *h = a;
-    *w = b;
-    return true;
-}
-
 /* Observe only inputs and outputs of nodes whose op type is in a comma-separated list. */
 typedef struct want_ctx {
     const char *list;
@@ -70,13 +51,6 @@ static bool want_value(const oq_value *v, void *user)
 
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
-    const char *data = oq_pass_opt_string(opts, "data", "");
-    const char *images = oq_pass_opt_string(opts, "images", "");
-    int64_t nrand = oq_pass_opt_int(opts, "random", 0);
-    int nsrc = (*data != 0) + (*images != 0) + (nrand > 0);
-    if (nsrc != 1)
-        return oq_diag_error(d, OQ_ERR_USAGE,
-                             "calibrate: give exactly one of data=DIR, images=DIR, random=N (got %d)", nsrc);
     oq_calib_options o;
     oq_calib_options_default(&o);
     const char *method = oq_pass_opt_string(opts, "method", "percentile");
@@ -120,51 +94,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         o.want = want_value;
         o.want_user = &wc;
     }
-    int64_t h, w;
-    if (!parse_size(oq_pass_opt_string(opts, "size", ""), &h, &w))
-        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: size must be HxW, e.g. 224x224");
-
     oq_calib_source *src = NULL;
-    oq_status st;
-    if (*data) {
-        st = oq_calib_source_dir(data, &src, d);
-    } else if (*images) {
-        oq_image_opts io;
-        oq_image_opts_default(&io, h, w); /* 0x0: the model input's fixed H, W */
-        if (oq_pass_opt_bool(opts, "grey", false))
-            io.channels = 1;
-        if (!oq_image_parse_triple(oq_pass_opt_string(opts, "mean", "0,0,0"), io.mean) ||
-            !oq_image_parse_triple(oq_pass_opt_string(opts, "std", "1,1,1"), io.std))
-            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: mean and std are three numbers a,b,c");
-        for (int i = 0; i < 3; i++)
-            if (!(io.std[i] != 0))
-                return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: std must not be 0");
-        io.bgr = oq_pass_opt_bool(opts, "bgr", false);
-        const char *lay = oq_pass_opt_string(opts, "layout", "nchw");
-        if (strcmp(lay, "nchw") == 0)
-            io.layout = OQ_LAYOUT_NCHW;
-        else if (strcmp(lay, "nhwc") == 0)
-            io.layout = OQ_LAYOUT_NHWC;
-        else
-            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: layout \"%s\" unknown (nchw, nhwc)", lay);
-        io.scale = (float)oq_pass_opt_float(opts, "scale", 255.0);
-        if (!(io.scale > 0))
-            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: scale must be > 0");
-        st = oq_calib_source_images(images, &io, &src, d);
-    } else {
-        st = oq_calib_source_random((uint64_t)nrand, (uint64_t)oq_pass_opt_int(opts, "seed", 1), h, w, &src, d);
-    }
-    if (st == OQ_OK)
-        st = oq_calib_source_set_dims(src, oq_pass_opt_string(opts, "dims", ""), d);
-    if (st == OQ_OK)
-        st = oq_calib_source_set_values(src, oq_pass_opt_string(opts, "values", ""), d);
-    if (st != OQ_OK) {
-        oq_calib_source_free(src);
+    oq_status st = oq_pass_calib_source("calibrate", opts, &src, d);
+    if (st != OQ_OK)
         return st;
-    }
-    int64_t lim = oq_pass_opt_int(opts, "max-samples", 0);
-    if (lim > 0)
-        oq_calib_source_limit(src, (uint64_t)lim);
 
     oq_calib_table t;
     st = oq_calibrate(m, src, &o, &t, d);
@@ -188,20 +121,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
 }
 
 static const oq_pass_option_def options[] = {
-    {"data", OQ_OPT_STRING, "", "folder of samples (one subfolder per sample, or .npy/.pb files)"},
-    {"images", OQ_OPT_STRING, "", "folder of PNG/JPEG images (size: from the model input unless given)"},
-    {"random", OQ_OPT_INT, "0", "N random samples (smoke runs only: ranges are not meaningful)"},
-    {"seed", OQ_OPT_INT, "1", "seed for random"},
-    {"size", OQ_OPT_STRING, "", "HxW: image size; for random, the last two dims of a 4-D input"},
-    {"mean", OQ_OPT_STRING, "0,0,0", "images: per-channel mean subtracted after dividing by scale"},
-    {"std", OQ_OPT_STRING, "1,1,1", "images: per-channel std divided by"},
-    {"bgr", OQ_OPT_BOOL, "false", "images: channels in B,G,R order"},
-    {"layout", OQ_OPT_STRING, "nchw", "images: nchw or nhwc"},
-    {"scale", OQ_OPT_FLOAT, "255", "images: pixels are divided by this first"},
-    {"grey", OQ_OPT_BOOL, "false", "images: one channel (luma)"},
-    {"dims", OQ_OPT_STRING, "", "random: NAME=N,...: sizes of symbolic dimensions"},
-    {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"},
-    {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},
+    OQ_PASS_CALIB_SOURCE_OPTIONS,
     {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy or mse"},
     {"percentile", OQ_OPT_FLOAT, "99.99", "for method=percentile (default 99.99 for 8-bit dtypes, 99.999 for 16-bit)"},
     {"averaging", OQ_OPT_FLOAT, "0", "minmax moving-average constant in (0,1] (0: exact min/max)"},

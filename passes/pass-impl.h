@@ -47,4 +47,27 @@ int64_t oq_pass_value_rank(const oq_value *v);
 int32_t oq_pass_value_elem_type(const oq_value *v);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
+
+/* ---- calibration data (passes/calib_source.c): the options every pass that runs
+ * samples takes (data, images, random, seed, size, mean, std, bgr, layout, scale, grey,
+ * dims, values, max-samples), as entries of an oq_pass_option_def table, and the
+ * source they describe (OQ_ERR_USAGE messages start with "PASS: "). */
+#define OQ_PASS_CALIB_SOURCE_OPTIONS \
+    {"data", OQ_OPT_STRING, "", "folder of samples (one subfolder per sample, or .npy/.pb files)"}, \
+    {"images", OQ_OPT_STRING, "", "folder of PNG/JPEG images (size: from the model input unless given)"}, \
+    {"random", OQ_OPT_INT, "0", "N random samples (smoke runs only: ranges are not meaningful)"}, \
+    {"seed", OQ_OPT_INT, "1", "seed for random"}, \
+    {"size", OQ_OPT_STRING, "", "HxW: image size; for random, the last two dims of a 4-D input"}, \
+    {"mean", OQ_OPT_STRING, "0,0,0", "images: per-channel mean subtracted after dividing by scale"}, \
+    {"std", OQ_OPT_STRING, "1,1,1", "images: per-channel std divided by"}, \
+    {"bgr", OQ_OPT_BOOL, "false", "images: channels in B,G,R order"}, \
+    {"layout", OQ_OPT_STRING, "nchw", "images: nchw or nhwc"}, \
+    {"scale", OQ_OPT_FLOAT, "255", "images: pixels are divided by this first"}, \
+    {"grey", OQ_OPT_BOOL, "false", "images: one channel (luma)"}, \
+    {"dims", OQ_OPT_STRING, "", "random: NAME=N,...: sizes of symbolic dimensions"}, \
+    {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"}, \
+    {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"}
+struct oq_calib_source;
+oq_status oq_pass_calib_source(const char *pass, const oq_pass_options *opts, struct oq_calib_source **out,
+                               oq_diag *d);
 #endif

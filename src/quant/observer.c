@@ -301,3 +301,35 @@ oq_status oq_minmax_per_channel(const float *x, const int64_t *dims, size_t rank
     }
     return OQ_OK;
 }
+
+oq_status oq_absmax_per_channel_update(float *acc, const float *x, const int64_t *dims, size_t rank, int axis,
+                                       uint64_t *nonfinite, const char *what, oq_diag *d)
+{
+    const char *w = what ? what : "tensor";
+    if (rank == 0 || axis < -(int)rank || axis >= (int)rank)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: axis %d is out of range for rank %zu", w, axis, rank);
+    if (axis < 0)
+        axis += (int)rank;
+    int64_t outer = oq_dims_numel(dims, (size_t)axis);
+    int64_t ch = dims[axis];
+    int64_t inner = oq_dims_numel(dims + axis + 1, rank - (size_t)axis - 1);
+    if (outer < 0 || ch < 0 || inner < 0 || oq_dims_numel(dims, rank) < 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: bad shape", w);
+    uint64_t bad = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < ch; c++) {
+            const float *p = x + (o * ch + c) * inner;
+            float m = acc[c];
+            for (int64_t i = 0; i < inner; i++) {
+                float a = fabsf(p[i]);
+                if (!(a <= FLT_MAX)) /* NaN or Inf */
+                    bad++;
+                else if (a > m)
+                    m = a;
+            }
+            acc[c] = m;
+        }
+    if (nonfinite)
+        *nonfinite += bad;
+    return OQ_OK;
+}
