@@ -42,6 +42,8 @@ EXAMPLES = [
     ("docs/verify.md", "-o g.onnx --calib models/calib --target generic --quiet"),
     ("docs/quantize.md", "--weight-dtype int8 --weight-asymmetric --quiet"),
     ("docs/quantize.md", "2>&1 | grep saturation"),
+    ("docs/quantize.md", "--smooth-quant 0.5 --quiet 2>&1 | cut"),
+    ("docs/passes/smooth-quant.md", "smooth-quant{alpha=0.5,data=models/calib}"),
 ]
 
 MASKS = [
