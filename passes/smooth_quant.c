@@ -29,6 +29,7 @@
 typedef struct sq_layer {
     oq_node *n;
     bool w_transposed; /* Gemm transB=1: W is [N, K] */
+    double w_before, w_after; /* max |W| of this layer before and after */
 } sq_layer;
 
 typedef struct sq_group {
@@ -39,6 +40,9 @@ typedef struct sq_group {
     float *xmax;       /* K running abs maxima */
     bool seen;
     uint64_t nonfinite;
+    double *s;         /* K scales (phase 1) */
+    double x_before, x_after;
+    char orig_name[256]; /* X's name in the float model (a fold renames X) */
 } sq_group;
 
 typedef struct sq_ctx {
@@ -281,11 +285,19 @@ static bool can_fold(const oq_value *x, int64_t K, int depth)
     return false;
 }
 
-/* Multiply x's producer's output channels by f (can_fold was true). */
+/* Multiply x's producer's output channels by f (can_fold was true). x now holds other
+ * numbers than the float model's tensor of that name: it is renamed NAME_smoothed, so
+ * that tools matching tensors by name (verify's per-layer table, the fallback ranking)
+ * do not compare the two. */
 static oq_status fold(oq_value *x, int64_t K, const double *f, oq_diag *d)
 {
     oq_node *p = x->producer;
     oq_status st;
+    char base[300];
+    snprintf(base, sizeof base, "%s_smoothed", x->name ? x->name : "x");
+    char *nn = oq_graph_unique_name(x->graph, base);
+    if (!nn || oq_value_rename(x, nn) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
     if (oq_pass_is_op(p, "LayerNormalization")) {
         st = scale_const(p, 1, f, 0, 0, "smooth", d);
         if (st == OQ_OK && p->n_inputs > 2 && p->inputs[2])
@@ -361,40 +373,66 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static oq_status smooth_group(sq_group *g, double alpha, FILE *js, bool *first, oq_pass_result *res, oq_diag *d)
+/* Phase 1, from the weights as they are in the float model: s per channel, and the
+ * maxima before and after for the report. */
+static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
 {
     int64_t K = g->K;
-    double *wmax = calloc((size_t)K, sizeof(double)), *s = malloc((size_t)K * sizeof(double)),
-           *inv = malloc((size_t)K * sizeof(double));
-    double *wmax_l = calloc((size_t)K, sizeof(double));
+    double *wmax = calloc((size_t)K, sizeof(double)), *wmax_l = calloc((size_t)K, sizeof(double));
+    g->s = malloc((size_t)K * sizeof(double));
     oq_status st = OQ_OK;
-    if (!wmax || !s || !inv || !wmax_l) {
+    if (!wmax || !wmax_l || !g->s) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    double w_before = 0;
     for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++)
-        st = weight_absmax(&g->layers[k], K, wmax, &w_before, d);
+        st = weight_absmax(&g->layers[k], K, wmax, &g->layers[k].w_before, d);
     if (st != OQ_OK)
         goto done;
-    double x_before = 0, x_after = 0;
     for (int64_t j = 0; j < K; j++) {
         double xm = g->xmax[j];
         if (!(xm > 0)) {
-            s[j] = 1.0; /* a channel that stayed 0: nothing to move */
+            g->s[j] = 1.0; /* a channel that stayed 0: nothing to move */
         } else {
             double wp = pow(wmax[j], 1.0 - alpha);
             if (wp < SQ_MIN)
                 wp = SQ_MIN;
             double v = pow(xm, alpha) / wp;
-            s[j] = v < SQ_MIN ? SQ_MIN : v > SQ_MAX ? SQ_MAX : v;
+            g->s[j] = v < SQ_MIN ? SQ_MIN : v > SQ_MAX ? SQ_MAX : v;
         }
-        inv[j] = 1.0 / s[j];
-        if (xm > x_before)
-            x_before = xm;
-        if (xm / s[j] > x_after)
-            x_after = xm / s[j];
+        if (xm > g->x_before)
+            g->x_before = xm;
+        if (xm / g->s[j] > g->x_after)
+            g->x_after = xm / g->s[j];
     }
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        sq_layer *l = &g->layers[k];
+        double unused = 0;
+        for (int64_t j = 0; j < K; j++)
+            wmax_l[j] = 0;
+        st = weight_absmax(l, K, wmax_l, &unused, d);
+        for (int64_t j = 0; j < K; j++)
+            if (wmax_l[j] * g->s[j] > l->w_after)
+                l->w_after = wmax_l[j] * g->s[j];
+    }
+done:
+    free(wmax);
+    free(wmax_l);
+    return st;
+}
+
+/* Phase 2: W * s in every layer, 1/s into X's producer or a new Mul; note and JSON. */
+static oq_status apply_scales(sq_group *g, FILE *js, bool *first, oq_pass_result *res, oq_diag *d)
+{
+    int64_t K = g->K;
+    double *inv = malloc((size_t)K * sizeof(double));
+    oq_status st = OQ_OK;
+    if (!inv)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < K; j++)
+        inv[j] = 1.0 / g->s[j];
+    const char *xname = g->x->name ? g->x->name : "";
+    const char *now; /* what the layers read afterwards */
     char where[300];
     if (only_layers_use(g) && can_fold(g->x, K, 0)) {
         oq_node *p = g->x->producer;
@@ -403,13 +441,14 @@ static oq_status smooth_group(sq_group *g, double alpha, FILE *js, bool *first, 
         st = fold(g->x, K, inv, d);
         if (st != OQ_OK)
             goto done;
+        now = g->x->name;
         oq_pass_stat_add(res, "scales_folded", 1);
     } else {
         oq_graph *gr = g->x->kind == OQ_VALUE_NODE && g->x->producer ? g->x->producer->graph : g->layers[0].n->graph;
         char base[300];
-        snprintf(base, sizeof base, "%s_smooth_scale", g->x->name ? g->x->name : "x");
+        snprintf(base, sizeof base, "%s_smooth_scale", xname);
         oq_value *sv = oq_pass_new_initializer(gr, base, OQ_DTYPE_FLOAT, &K, 1, inv);
-        snprintf(base, sizeof base, "%s_smooth", g->x->name ? g->x->name : "x");
+        snprintf(base, sizeof base, "%s_smooth", xname);
         char *oname = oq_graph_unique_name(gr, base);
         oq_value *out = oname ? oq_graph_new_value(gr, oname) : NULL;
         oq_value *ins[2] = {g->x, sv};
@@ -425,25 +464,18 @@ static oq_status smooth_group(sq_group *g, double alpha, FILE *js, bool *first, 
         for (size_t k = 0; k < g->n_layers; k++)
             oq_node_set_input(g->layers[k].n, 0, out);
         snprintf(where, sizeof where, "Mul \"%s\" inserted", oname);
+        now = out->name;
         oq_pass_stat_add(res, "muls_inserted", 1);
     }
     for (size_t k = 0; k < g->n_layers; k++) {
         sq_layer *l = &g->layers[k];
-        double wb = 0, wa = 0;
-        for (int64_t j = 0; j < K; j++)
-            wmax_l[j] = 0;
-        if ((st = weight_absmax(l, K, wmax_l, &wb, d)) != OQ_OK)
+        if ((st = scale_const(l->n, 1, g->s, l->w_transposed ? 0 : 1, 0, "smooth", d)) != OQ_OK)
             goto done;
-        if ((st = scale_const(l->n, 1, s, l->w_transposed ? 0 : 1, 0, "smooth", d)) != OQ_OK)
-            goto done;
-        for (int64_t j = 0; j < K; j++)
-            if (wmax_l[j] * s[j] > wa)
-                wa = wmax_l[j] * s[j];
         char lbuf[200];
         const char *lb = oq_node_label(l->n, lbuf, sizeof lbuf);
         oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, lb, l->n->op_type,
                     "smooth-quant: input \"%s\" (%lld channels): 1/s %s; max|X| %.6g -> %.6g, max|W| %.6g -> %.6g",
-                    g->x->name, (long long)K, where, x_before, x_after, wb, wa);
+                    g->orig_name, (long long)K, where, g->x_before, g->x_after, l->w_before, l->w_after);
         if (js) {
             fputs(*first ? "{\"node\":" : ",{\"node\":", js);
             *first = false;
@@ -451,21 +483,20 @@ static oq_status smooth_group(sq_group *g, double alpha, FILE *js, bool *first, 
             fputs(",\"op\":", js);
             json_str(js, l->n->op_type);
             fputs(",\"input\":", js);
-            json_str(js, g->x->name);
+            json_str(js, g->orig_name);
+            fputs(",\"smoothed_input\":", js);
+            json_str(js, now);
             fprintf(js, ",\"channels\":%lld,\"scale_to\":", (long long)K);
             json_str(js, where);
-            json_num(js, "x_max_before", x_before);
-            json_num(js, "x_max_after", x_after);
-            json_num(js, "w_max_before", wb);
-            json_num(js, "w_max_after", wa);
+            json_num(js, "x_max_before", g->x_before);
+            json_num(js, "x_max_after", g->x_after);
+            json_num(js, "w_max_before", l->w_before);
+            json_num(js, "w_max_after", l->w_after);
             fputc('}', js);
         }
         oq_pass_stat_add(res, "layers_smoothed", 1);
     }
 done:
-    free(wmax);
-    free(wmax_l);
-    free(s);
     free(inv);
     return st;
 }
@@ -521,11 +552,17 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     fprintf(js, "{\"alpha\":%.17g,\"layers\":[", alpha);
     bool first = true;
     for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
-        if (!c.groups[i].seen) {
+        sq_group *g = &c.groups[i];
+        snprintf(g->orig_name, sizeof g->orig_name, "%s", g->x->name ? g->x->name : "");
+        if (g->seen)
+            st = compute_scales(g, alpha, d);
+        else
             oq_pass_stat_add(res, "inputs_not_observed", 1);
+    }
+    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
+        if (!c.groups[i].seen)
             continue;
-        }
-        st = smooth_group(&c.groups[i], alpha, js, &first, res, d);
+        st = apply_scales(&c.groups[i], js, &first, res, d);
         res->changed = true;
     }
     fputs("]}", js);
@@ -542,6 +579,7 @@ done:
     for (size_t i = 0; i < c.n_groups; i++) {
         free(c.groups[i].layers);
         free(c.groups[i].xmax);
+        free(c.groups[i].s);
     }
     free(c.groups);
     free(c.by_id);

@@ -121,8 +121,12 @@ Test(smooth_quant, layernorm_matmul_folds_into_gamma_and_beta)
     for (size_t i = 0; i < m->metadata.count; i++)
         if (strcmp(m->metadata.items[i].key, "onnxq.smooth_quant") == 0)
             meta = m->metadata.items[i].value;
-    cr_assert(meta && strstr(meta, "\"node\":\"mm\"") && strstr(meta, "folded into LayerNormalization"),
+    cr_assert(meta && strstr(meta, "\"node\":\"mm\"") && strstr(meta, "folded into LayerNormalization") &&
+                  strstr(meta, "\"input\":\"h\"") && strstr(meta, "\"smoothed_input\":\"h_smoothed\""),
               "per-layer record: %s", meta ? meta : "(none)");
+    /* h now holds h / s: renamed, so that nothing matches it with the float model's h */
+    cr_assert_str_eq(ln->outputs[0]->name, "h_smoothed");
+    cr_assert_eq(mm->inputs[0], ln->outputs[0]);
     assert_equivalent(before, m, (int64_t[]){1, 2, 4}, 3);
     oq_model_free(before);
     oq_model_free(m);
@@ -278,6 +282,11 @@ Test(smooth_quant, matmul_add_chain_folds)
     /* mm1's input x is a graph input: a Mul; mm2's input h folds into mm1 and the Add */
     cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
     cr_assert_eq(tp_stat(&r, "muls_inserted"), 1);
+    cr_assert(oq_graph_find_value(m->graph, "t_smoothed") && oq_graph_find_value(m->graph, "h_smoothed"),
+              "both values on the fold path are renamed");
+    cr_assert_null(oq_graph_find_value(m->graph, "h"));
+    oq_node *mul = tp_find_op(m, "Mul");
+    cr_assert_str_eq(mul->inputs[0]->name, "x", "the graph input keeps its name; the Mul reads it");
     assert_equivalent(before, m, (int64_t[]){2, 4}, 2);
     oq_model_free(before);
     oq_model_free(m);
