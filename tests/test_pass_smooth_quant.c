@@ -71,6 +71,24 @@ static void assert_equivalent(oq_model *before, oq_model *m, const int64_t *dims
     free(x);
 }
 
+/* Equivalence, then free what a test made. */
+static void finish(oq_model *before, oq_model *m, const int64_t *dims, size_t rank, char *dir)
+{
+    assert_equivalent(before, m, dims, rank);
+    oq_model_free(before);
+    oq_model_free(m);
+    free(dir);
+}
+
+/* max |w[j, :]| of a row-major [rows, cols] weight */
+static double row_absmax(const float *w, int j, int cols)
+{
+    double m = 0;
+    for (int n = 0; n < cols; n++)
+        m = fmax(m, fabs(w[j * cols + n]));
+    return m;
+}
+
 /* LayerNorm samples: 2 samples of [1, 2, 4] whose rows normalize to exactly +-1. */
 static const float ln_rows[2 * 2 * 4] = {2, -2, 2, -2, 1, 1, -1, -1, -3, 3, -3, 3, 0.5f, 0.5f, -0.5f, -0.5f};
 static const float gamma4[4] = {1.0f, 8.0f, 0.5f, 2.0f};
@@ -106,9 +124,7 @@ Test(smooth_quant, layernorm_matmul_folds_into_gamma_and_beta)
     const float *g = tp_floats(ln->inputs[1]), *b = tp_floats(ln->inputs[2]), *w = tp_floats(mm->inputs[1]);
     for (int j = 0; j < 4; j++) {
         double xmax = fabs(gamma4[j]) + fabs(beta4[j]); /* normalized values are +-1 */
-        double wmax = 0;
-        for (int n = 0; n < 3; n++)
-            wmax = fmax(wmax, fabs(w43[j * 3 + n]));
+        double wmax = row_absmax(w43, j, 3);
         double s = sq_scale(xmax, wmax, 0.5);
         assert_close_rel(g[j], gamma4[j] / s, "gamma", j);
         assert_close_rel(b[j], beta4[j] / s, "beta", j);
@@ -127,10 +143,7 @@ Test(smooth_quant, layernorm_matmul_folds_into_gamma_and_beta)
     /* h now holds h / s: renamed, so that nothing matches it with the float model's h */
     cr_assert_str_eq(ln->outputs[0]->name, "h_smoothed");
     cr_assert_eq(mm->inputs[0], ln->outputs[0]);
-    assert_equivalent(before, m, (int64_t[]){1, 2, 4}, 3);
-    oq_model_free(before);
-    oq_model_free(m);
-    free(dir);
+    finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
 }
 
 Test(smooth_quant, alpha_zero_and_one)
@@ -144,17 +157,12 @@ Test(smooth_quant, alpha_zero_and_one)
         oq_node *ln = tp_find_op(m, "LayerNormalization");
         const float *g = tp_floats(ln->inputs[1]);
         for (int j = 0; j < 4; j++) {
-            double wmax = 0;
-            for (int n = 0; n < 3; n++)
-                wmax = fmax(wmax, fabs(w43[j * 3 + n]));
+            double wmax = row_absmax(w43, j, 3);
             /* alpha 0: s = 1 / max|W|; alpha 1: s = max|X| (every channel of X ends at 1) */
             double s = a == 0 ? 1 / wmax : fabs(gamma4[j]) + fabs(beta4[j]);
             assert_close_rel(g[j], gamma4[j] / s, "gamma", j);
         }
-        assert_equivalent(before, m, (int64_t[]){1, 2, 4}, 3);
-        oq_model_free(before);
-        oq_model_free(m);
-        free(dir);
+        finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
     }
 }
 
@@ -192,10 +200,7 @@ Test(smooth_quant, mul_gemm_transb_folds_into_the_constant)
             assert_close_rel(b[n * 4 + j], b34[n * 4 + j] * s, "B", n * 4 + j);
     }
     cr_assert_float_eq(tp_floats(gemm->inputs[2])[2], -0.3f, 0, "the Gemm bias is not touched");
-    assert_equivalent(before, m, (int64_t[]){2, 4}, 2);
-    oq_model_free(before);
-    oq_model_free(m);
-    free(dir);
+    finish(before, m, (int64_t[]){2, 4}, 2, dir);
 }
 
 /* Two MatMuls share h: one s from the max over both weights, folded once. */
@@ -218,20 +223,14 @@ Test(smooth_quant, shared_consumers_share_s)
             mm2 = n;
     const float *g = tp_floats(ln->inputs[1]), *w2 = tp_floats(mm2->inputs[1]);
     for (int j = 0; j < 4; j++) {
-        double wmax = 0;
-        for (int n = 0; n < 3; n++)
-            wmax = fmax(wmax, fabs(w43[j * 3 + n]));
-        for (int n = 0; n < 2; n++)
-            wmax = fmax(wmax, fabs(w42[j * 2 + n]));
+        double wmax = row_absmax(w43, j, 3);
+        wmax = fmax(wmax, row_absmax(w42, j, 2));
         double s = sq_scale(fabs(gamma4[j]) + fabs(beta4[j]), wmax, 0.5);
         assert_close_rel(g[j], gamma4[j] / s, "gamma", j);
         for (int n = 0; n < 2; n++)
             assert_close_rel(w2[j * 2 + n], w42[j * 2 + n] * s, "W2", j * 2 + n);
     }
-    assert_equivalent(before, m, (int64_t[]){1, 2, 4}, 3);
-    oq_model_free(before);
-    oq_model_free(m);
-    free(dir);
+    finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
 }
 
 /* h also feeds a Relu (not a layer): the LayerNorm must keep its output, so a Mul(1/s)
@@ -252,15 +251,10 @@ Test(smooth_quant, other_consumer_gets_a_mul)
     cr_assert_eq(tp_find_op(m, "Relu")->inputs[0], ln->outputs[0]);
     const float *inv = tp_floats(mul->inputs[1]);
     for (int j = 0; j < 4; j++) {
-        double wmax = 0;
-        for (int n = 0; n < 3; n++)
-            wmax = fmax(wmax, fabs(w43[j * 3 + n]));
+        double wmax = row_absmax(w43, j, 3);
         assert_close_rel(inv[j], 1 / sq_scale(fabs(gamma4[j]) + fabs(beta4[j]), wmax, 0.5), "1/s", j);
     }
-    assert_equivalent(before, m, (int64_t[]){1, 2, 4}, 3); /* y */
-    oq_model_free(before);
-    oq_model_free(m);
-    free(dir);
+    finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
 }
 
 /* MatMul(W1) -> Add(bias) -> MatMul(W2): 1/s goes into W1's output columns and the bias. */
@@ -287,10 +281,7 @@ Test(smooth_quant, matmul_add_chain_folds)
     cr_assert_null(oq_graph_find_value(m->graph, "h"));
     oq_node *mul = tp_find_op(m, "Mul");
     cr_assert_str_eq(mul->inputs[0]->name, "x", "the graph input keeps its name; the Mul reads it");
-    assert_equivalent(before, m, (int64_t[]){2, 4}, 2);
-    oq_model_free(before);
-    oq_model_free(m);
-    free(dir);
+    finish(before, m, (int64_t[]){2, 4}, 2, dir);
 }
 
 Test(smooth_quant, bad_alpha_is_a_usage_error)
