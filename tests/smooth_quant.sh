@@ -37,6 +37,10 @@ echo '{"smooth_quant": 2}' >"$work/cfg.json"
 "$exe" quantize "$model" --calib-random 2 --smooth-quant 0.25 --print-config >"$work/cfg.out" 2>&1
 grep -q '"smooth_quant": 0.25' "$work/cfg.out" && grep -q 'smooth-quant{alpha=0.25,random=2' "$work/cfg.out" ||
   { echo "FAIL: --print-config:"; cat "$work/cfg.out"; fails=$((fails + 1)); }
+# and --config reads it back
+"$exe" quantize "$model" --calib-random 2 --smooth-quant 0.25 --print-config >"$work/cfg.json" 2>/dev/null
+"$exe" quantize "$model" --config "$work/cfg.json" --print-config >"$work/cfg2.out" 2>&1
+cmp -s "$work/cfg.json" "$work/cfg2.out" || { echo "FAIL: --config does not round-trip smooth_quant"; fails=$((fails + 1)); }
 "$exe" quantize "$model" --calib-random 2 --print-config >"$work/cfg.out" 2>&1
 grep -q '"smooth_quant": null' "$work/cfg.out" && ! grep -q 'smooth-quant' <(grep pipeline "$work/cfg.out") ||
   { echo "FAIL: --print-config without --smooth-quant:"; cat "$work/cfg.out"; fails=$((fails + 1)); }
