@@ -9,7 +9,7 @@
  * The 1/s goes into X's producer when every use of X is such a layer and the producer
  * is linear per channel: LayerNormalization (scale and bias), Mul by a constant,
  * MatMul / Gemm with a constant weight (its output columns and bias), or an Add of a
- * constant after one of these; otherwise a Mul(X, 1/s) is inserted in front of the
+ * constant or a Relu / LeakyRelu after one of these; otherwise a Mul(X, 1/s) is inserted in front of the
  * layers. Statistics come from the executor's observers (oq_calib_run) with the same
  * data options as calibrate. Per layer: one note, and JSON in the model's
  * metadata_props under OQ_SMOOTH_METADATA_KEY (onnxq quantize moves it into its --json
@@ -282,6 +282,11 @@ static bool can_fold(const oq_value *x, int64_t K, int depth)
         const oq_value *u = p->inputs[1 - ci];
         return single_use(u) && can_fold(u, K, depth + 1);
     }
+    if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu")) {
+        /* f(u / s) = f(u) / s for s > 0 (every s is >= 1e-5) */
+        const oq_value *u = p->n_inputs == 1 ? p->inputs[0] : NULL;
+        return u && single_use(u) && can_fold(u, K, depth + 1);
+    }
     return false;
 }
 
@@ -306,6 +311,8 @@ static oq_status fold(oq_value *x, int64_t K, const double *f, oq_diag *d)
     }
     if (oq_pass_is_op(p, "Mul"))
         return scale_const(p, (size_t)const_input(p), f, 0, K, "smooth", d);
+    if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu"))
+        return fold(p->inputs[0], K, f, d);
     if (oq_pass_is_op(p, "Add")) {
         int ci = const_input(p);
         st = fold(p->inputs[1 - ci], K, f, d);
@@ -316,6 +323,23 @@ static oq_status fold(oq_value *x, int64_t K, const double *f, oq_diag *d)
     if (st == OQ_OK && oq_pass_is_op(p, "Gemm") && p->n_inputs > 2 && p->inputs[2])
         st = scale_const(p, 2, f, 0, K, "smooth", d);
     return st;
+}
+
+/* "folded into Relu "r" -> Add "a" -> MatMul "m"": the nodes fold() changes, from x up. */
+static void describe_fold(const oq_value *x, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "folded into");
+    for (const oq_node *p = x->producer; p && len < size;) {
+        char lb[200];
+        len += (size_t)snprintf(buf + len, size - len, "%s %s \"%s\"", len > 11 ? " ->" : "", p->op_type,
+                                oq_node_label(p, lb, sizeof lb));
+        if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu"))
+            p = p->inputs[0]->producer;
+        else if (oq_pass_is_op(p, "Add"))
+            p = p->inputs[1 - const_input(p)]->producer;
+        else
+            p = NULL;
+    }
 }
 
 /* Does every use of x belong to the group's layers (as their input 0)? */
@@ -435,9 +459,7 @@ static oq_status apply_scales(sq_group *g, FILE *js, bool *first, oq_pass_result
     const char *now; /* what the layers read afterwards */
     char where[300];
     if (only_layers_use(g) && can_fold(g->x, K, 0)) {
-        oq_node *p = g->x->producer;
-        char lb[200];
-        snprintf(where, sizeof where, "folded into %s \"%s\"", p->op_type, oq_node_label(p, lb, sizeof lb));
+        describe_fold(g->x, where, sizeof where);
         st = fold(g->x, K, inv, d);
         if (st != OQ_OK)
             goto done;

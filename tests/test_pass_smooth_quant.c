@@ -284,6 +284,49 @@ Test(smooth_quant, matmul_add_chain_folds)
     finish(before, m, (int64_t[]){2, 4}, 2, dir);
 }
 
+/* MatMul(W1) -> Relu -> MatMul(W2): Relu(u / s) = Relu(u) / s, so 1/s goes through the
+ * Relu into W1's columns; a Sigmoid in its place gets a Mul. */
+Test(smooth_quant, folds_through_relu_not_sigmoid)
+{
+    for (int k = 0; k < 2; k++) {
+        oq_model *m = tp_model(13);
+        tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2, 4}, 2);
+        static const float w1[16] = {1, 0, 0.5f, 0, 0, 20, 0, 0, 0, 0, 1, 0, -1, 0, 0, 0.5f};
+        tp_init_f(m, "W1", (int64_t[]){4, 4}, 2, w1);
+        tp_init_f(m, "W2", (int64_t[]){4, 3}, 2, w43);
+        tp_node(m, "MatMul", "mm1", "x,W1", "t");
+        tp_node(m, k == 0 ? "Relu" : "Sigmoid", "act", "t", "h");
+        tp_node(m, "MatMul", "mm2", "h,W2", "y");
+        tp_output(m, "y");
+        char *dir = write_samples(gemm_rows, 2, (int64_t[]){2, 4}, 2);
+        oq_model *before = pp_clone(m);
+        oq_pass_result r = run_sq(m, dir, 0.5);
+        cr_assert_eq(tp_stat(&r, "scales_folded"), k == 0 ? 1 : 0);
+        cr_assert_eq(tp_count_op(m, "Mul"), k == 0 ? 1 : 2, "x's Mul (graph input), and h's for the Sigmoid");
+        if (k == 0) {
+            /* t = x W1 on the four sample rows, by hand: t0 in {2,-4,4,-2}, t1 in {-40,20,40,
+             * -20}, t2 in {2.5,-2,-1,0.5}, t3 in {-0.5,1,-1,0.5}; max Relu(t_j) = 4, 40, 2.5, 1.
+             * W1's column j is divided by mm2's s_j. */
+            const double hmax[4] = {4, 40, 2.5, 1};
+            const float *nw1 = NULL;
+            for (oq_node *n = m->graph->first; n; n = n->next)
+                if (strcmp(n->name, "mm1") == 0)
+                    nw1 = tp_floats(n->inputs[1]);
+            for (int j = 0; j < 4; j++) {
+                double sj = sq_scale(hmax[j], row_absmax(w43, j, 3), 0.5);
+                for (int i = 0; i < 4; i++) {
+                    /* mm1's own smoothing: every channel of x reaches 2; rows of W1 * s_x[i]
+                     * (both from the float weights; two float roundings: 2 ulps) */
+                    double sx = sq_scale(2.0, row_absmax(w1, i, 4), 0.5), want = w1[i * 4 + j] * sx / sj;
+                    cr_assert(fabs(nw1[i * 4 + j] - want) <= 2 * REL_ULP * fabs(want), "W1[%d] = %.9g, want %.9g",
+                              i * 4 + j, nw1[i * 4 + j], want);
+                }
+            }
+        }
+        finish(before, m, (int64_t[]){2, 4}, 2, dir);
+    }
+}
+
 Test(smooth_quant, bad_alpha_is_a_usage_error)
 {
     oq_model *m = ln_model();
