@@ -9,8 +9,8 @@
  * The 1/s goes into X's producer when every use of X is such a layer and the producer
  * is linear per channel: LayerNormalization (scale and bias), Mul by a constant,
  * MatMul / Gemm with a constant weight (its output columns and bias), or an Add of a
- * constant or a Relu / LeakyRelu after one of these; otherwise a Mul(X, 1/s) is inserted in front of the
- * layers. Statistics come from the executor's observers (oq_calib_run) with the same
+ * constant or a Relu / LeakyRelu after one of these; otherwise a Mul(X, 1/s) is
+ * inserted in front of the layers. Statistics come from the executor's observers (oq_calib_run) with the same
  * data options as calibrate. Per layer: one note, and JSON in the model's
  * metadata_props under OQ_SMOOTH_METADATA_KEY (onnxq quantize moves it into its --json
  * report). docs/passes/smooth-quant.md */
@@ -29,7 +29,7 @@
 typedef struct sq_layer {
     oq_node *n;
     bool w_transposed; /* Gemm transB=1: W is [N, K] */
-    double w_before, w_after; /* max |W| of this layer before and after */
+    double w_before;   /* max |W| of this layer in the float model */
 } sq_layer;
 
 typedef struct sq_group {
@@ -42,7 +42,9 @@ typedef struct sq_group {
     uint64_t nonfinite;
     double *s;         /* K scales (phase 1) */
     double x_before, x_after;
-    char orig_name[256]; /* X's name in the float model (a fold renames X) */
+    char *orig_name;   /* X's name in the float model (a fold renames X) */
+    char where[300];   /* where 1/s went (phase 2) */
+    const char *now;   /* what the layers read after phase 2 */
 } sq_group;
 
 typedef struct sq_ctx {
@@ -402,10 +404,10 @@ static void json_str(FILE *f, const char *s)
 static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
 {
     int64_t K = g->K;
-    double *wmax = calloc((size_t)K, sizeof(double)), *wmax_l = calloc((size_t)K, sizeof(double));
+    double *wmax = calloc((size_t)K, sizeof(double));
     g->s = malloc((size_t)K * sizeof(double));
     oq_status st = OQ_OK;
-    if (!wmax || !wmax_l || !g->s) {
+    if (!wmax || !g->s) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -429,24 +431,13 @@ static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
         if (xm / g->s[j] > g->x_after)
             g->x_after = xm / g->s[j];
     }
-    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
-        sq_layer *l = &g->layers[k];
-        double unused = 0;
-        for (int64_t j = 0; j < K; j++)
-            wmax_l[j] = 0;
-        st = weight_absmax(l, K, wmax_l, &unused, d);
-        for (int64_t j = 0; j < K; j++)
-            if (wmax_l[j] * g->s[j] > l->w_after)
-                l->w_after = wmax_l[j] * g->s[j];
-    }
 done:
     free(wmax);
-    free(wmax_l);
     return st;
 }
 
-/* Phase 2: W * s in every layer, 1/s into X's producer or a new Mul; note and JSON. */
-static oq_status apply_scales(sq_group *g, FILE *js, bool *first, oq_pass_result *res, oq_diag *d)
+/* Phase 2: W * s in every layer, 1/s into X's producer or a new Mul. */
+static oq_status apply_scales(sq_group *g, oq_pass_result *res, oq_diag *d)
 {
     int64_t K = g->K;
     double *inv = malloc((size_t)K * sizeof(double));
@@ -455,15 +446,15 @@ static oq_status apply_scales(sq_group *g, FILE *js, bool *first, oq_pass_result
         return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
     for (int64_t j = 0; j < K; j++)
         inv[j] = 1.0 / g->s[j];
-    const char *xname = g->x->name ? g->x->name : "";
-    const char *now; /* what the layers read afterwards */
-    char where[300];
+    const char *xname = g->orig_name;
+    char *where = g->where;
+    size_t wsize = sizeof g->where;
     if (only_layers_use(g) && can_fold(g->x, K, 0)) {
-        describe_fold(g->x, where, sizeof where);
+        describe_fold(g->x, where, wsize);
         st = fold(g->x, K, inv, d);
         if (st != OQ_OK)
             goto done;
-        now = g->x->name;
+        g->now = g->x->name;
         oq_pass_stat_add(res, "scales_folded", 1);
     } else {
         oq_graph *gr = g->x->kind == OQ_VALUE_NODE && g->x->producer ? g->x->producer->graph : g->layers[0].n->graph;
@@ -485,41 +476,56 @@ static oq_status apply_scales(sq_group *g, FILE *js, bool *first, oq_pass_result
             oq_graph_insert_before(gr, gr->first, mul);
         for (size_t k = 0; k < g->n_layers; k++)
             oq_node_set_input(g->layers[k].n, 0, out);
-        snprintf(where, sizeof where, "Mul \"%s\" inserted", oname);
-        now = out->name;
+        snprintf(where, wsize, "Mul \"%s\" inserted", oname);
+        g->now = out->name;
         oq_pass_stat_add(res, "muls_inserted", 1);
     }
-    for (size_t k = 0; k < g->n_layers; k++) {
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
         sq_layer *l = &g->layers[k];
-        if ((st = scale_const(l->n, 1, g->s, l->w_transposed ? 0 : 1, 0, "smooth", d)) != OQ_OK)
-            goto done;
-        char lbuf[200];
-        const char *lb = oq_node_label(l->n, lbuf, sizeof lbuf);
-        oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, lb, l->n->op_type,
-                    "smooth-quant: input \"%s\" (%lld channels): 1/s %s; max|X| %.6g -> %.6g, max|W| %.6g -> %.6g",
-                    g->orig_name, (long long)K, where, g->x_before, g->x_after, l->w_before, l->w_after);
-        if (js) {
-            fputs(*first ? "{\"node\":" : ",{\"node\":", js);
-            *first = false;
-            json_str(js, lb);
-            fputs(",\"op\":", js);
-            json_str(js, l->n->op_type);
-            fputs(",\"input\":", js);
-            json_str(js, g->orig_name);
-            fputs(",\"smoothed_input\":", js);
-            json_str(js, now);
-            fprintf(js, ",\"channels\":%lld,\"scale_to\":", (long long)K);
-            json_str(js, where);
-            json_num(js, "x_max_before", g->x_before);
-            json_num(js, "x_max_after", g->x_after);
-            json_num(js, "w_max_before", l->w_before);
-            json_num(js, "w_max_after", l->w_after);
-            fputc('}', js);
-        }
+        st = scale_const(l->n, 1, g->s, l->w_transposed ? 0 : 1, 0, "smooth", d);
         oq_pass_stat_add(res, "layers_smoothed", 1);
     }
 done:
     free(inv);
+    return st;
+}
+
+/* Phase 3, after every group is applied (a fold may rescale another group's layer):
+ * one note per layer and its JSON record, with the weights as they are now. */
+static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag *d)
+{
+    double *wm = calloc((size_t)g->K, sizeof(double));
+    if (!wm)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    oq_status st = OQ_OK;
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        const sq_layer *l = &g->layers[k];
+        double w_after = 0;
+        if ((st = weight_absmax(l, g->K, wm, &w_after, d)) != OQ_OK)
+            break;
+        char lbuf[200];
+        const char *lb = oq_node_label(l->n, lbuf, sizeof lbuf);
+        oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, lb, l->n->op_type,
+                    "smooth-quant: input \"%s\" (%lld channels): 1/s %s; max|X| %.6g -> %.6g, max|W| %.6g -> %.6g",
+                    g->orig_name, (long long)g->K, g->where, g->x_before, g->x_after, l->w_before, w_after);
+        fputs(*first ? "{\"node\":" : ",{\"node\":", js);
+        *first = false;
+        json_str(js, lb);
+        fputs(",\"op\":", js);
+        json_str(js, l->n->op_type);
+        fputs(",\"input\":", js);
+        json_str(js, g->orig_name);
+        fputs(",\"smoothed_input\":", js);
+        json_str(js, g->now);
+        fprintf(js, ",\"channels\":%lld,\"scale_to\":", (long long)g->K);
+        json_str(js, g->where);
+        json_num(js, "x_max_before", g->x_before);
+        json_num(js, "x_max_after", g->x_after);
+        json_num(js, "w_max_before", l->w_before);
+        json_num(js, "w_max_after", w_after);
+        fputc('}', js);
+    }
+    free(wm);
     return st;
 }
 
@@ -566,6 +572,14 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     if ((st = oq_calib_run(m, src, &h, &samples, d)) != OQ_OK)
         goto done;
     oq_pass_stat_add(res, "samples", (int64_t)samples);
+    uint64_t nonfinite = 0;
+    for (size_t i = 0; i < c.n_groups; i++)
+        nonfinite += c.groups[i].nonfinite;
+    if (nonfinite) {
+        oq_pass_stat_add(res, "nonfinite_skipped", (int64_t)nonfinite);
+        oq_diag_warn(d, "smooth-quant: %llu NaN/Inf values in MatMul/Gemm inputs left out of max|X|",
+                     (unsigned long long)nonfinite);
+    }
     js = open_memstream(&json, &json_len);
     if (!js) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
@@ -575,8 +589,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     bool first = true;
     for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
         sq_group *g = &c.groups[i];
-        snprintf(g->orig_name, sizeof g->orig_name, "%s", g->x->name ? g->x->name : "");
-        if (g->seen)
+        g->orig_name = strdup(g->x->name ? g->x->name : "");
+        if (!g->orig_name)
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        else if (g->seen)
             st = compute_scales(g, alpha, d);
         else
             oq_pass_stat_add(res, "inputs_not_observed", 1);
@@ -584,9 +600,12 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
         if (!c.groups[i].seen)
             continue;
-        st = apply_scales(&c.groups[i], js, &first, res, d);
+        st = apply_scales(&c.groups[i], res, d);
         res->changed = true;
     }
+    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++)
+        if (c.groups[i].seen)
+            st = report_group(&c.groups[i], js, &first, d);
     fputs("]}", js);
     fclose(js);
     js = NULL;
@@ -602,6 +621,7 @@ done:
         free(c.groups[i].layers);
         free(c.groups[i].xmax);
         free(c.groups[i].s);
+        free(c.groups[i].orig_name);
     }
     free(c.groups);
     free(c.by_id);

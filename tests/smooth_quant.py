@@ -111,6 +111,17 @@ if not diff <= tol:
     fails += 1
 mdl = onnx.load(sm)
 ops = [n.op_type for n in mdl.graph.node]
+# the record's w_max_after is the max |W| the layers hold now (fc1: rows * its s, columns
+# / fc2's s), x_max_after max|X| / s
+rec = json.loads({p.key: p.value for p in mdl.metadata_props}["onnxq.smooth_quant"])
+inits = {t.name: numpy_helper.to_array(t) for t in mdl.graph.initializer}
+for node in mdl.graph.node:
+    for l in rec["layers"]:
+        if node.name == l["node"]:
+            wmax = float(np.max(np.abs(inits[node.input[1]])))
+            if abs(l["w_max_after"] - wmax) > 1e-6 * wmax:
+                print("FAIL: %s: w_max_after %g, the model holds %g" % (node.name, l["w_max_after"], wmax))
+                fails += 1
 if ops.count("Mul") != 0 or "LayerNormalization" not in ops:
     print("FAIL: expected fc1's 1/s in the LayerNorm and fc2's through Relu and Add into fc1, no Mul; got", ops)
     fails += 1
