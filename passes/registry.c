@@ -22,6 +22,7 @@
     X(infer_shapes)                 \
     X(qdq_cleanup)                  \
     X(upgrade_opset)                \
+    X(smooth_quant)                 \
     X(calibrate)                    \
     X(insert_qdq)                   \
     X(quantize_weights)

@@ -45,6 +45,8 @@ EXAMPLES = [
     ("docs/quantize.md", "-o wo.onnx --mode weight-only\n"),
     ("docs/quantize.md", "--format matmulnbits --weight-asymmetric\n"),
     ("docs/quantize.md", "--algo gptq --calib models/calib --quiet"),
+    ("docs/quantize.md", "--smooth-quant 0.5 --quiet 2>&1 | cut"),
+    ("docs/passes/smooth-quant.md", "smooth-quant{alpha=0.5,data=models/calib}"),
 ]
 
 MASKS = [

@@ -44,6 +44,9 @@ extern "C" {
 #endif
 
 #define OQ_CALIB_METADATA_KEY "onnxq.calibration"
+/* The smooth-quant pass's per-layer record (JSON {"alpha":a,"layers":[{...}]}), in
+ * metadata_props until a tool takes it out (onnxq quantize: into its --json report). */
+#define OQ_SMOOTH_METADATA_KEY "onnxq.smooth_quant"
 
 /* ------------------------------------------------------------------ sources ---- */
 
@@ -100,6 +103,26 @@ oq_status oq_calib_source_sample(oq_calib_source *s, const oq_plan *p, uint64_t 
                                  size_t n, char *label, size_t lsize, oq_diag *d);
 
 /* ------------------------------------------------------------------ calibration -- */
+
+/* The sample loop under oq_calibrate, for passes that gather their own statistics
+ * (smooth-quant): compile a plan of m with these observers and run every sample of src
+ * through it. on_input also sees the main graph's inputs of each sample (before the
+ * run; the executor does not hand them over), begin_sample gets the sample's label
+ * first, and a non-OK check() (after the inputs and after the run) stops the loop with
+ * that status. Any hook may be NULL. *samples: how many ran. */
+typedef struct oq_calib_hooks {
+    int threads;                   /* executor threads (<= 0: all CPUs) */
+    oq_tensor_observer on_tensor;
+    oq_input_observer on_input;
+    void (*begin_sample)(const char *label, void *user);
+    oq_status (*check)(void *user);
+    void *user;                    /* passed to every hook except progress */
+    void (*progress)(uint64_t done, uint64_t total, const char *label, void *user);
+    void *progress_user;
+} oq_calib_hooks;
+
+oq_status oq_calib_run(oq_model *m, oq_calib_source *src, const oq_calib_hooks *h, uint64_t *samples,
+                       oq_diag *d);
 
 typedef struct oq_calib_options {
     oq_range_request range;        /* method, percentile, dtype, symmetric, reduce_range */

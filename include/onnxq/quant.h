@@ -109,6 +109,15 @@ void oq_histogram_grow(oq_histogram *h, double a, double b);
 oq_status oq_minmax_per_channel(const float *x, const int64_t *dims, size_t rank, int axis,
                                 float *mins, float *maxs, const char *what, oq_diag *d);
 
+/* A streaming per-channel absolute-maximum observer (SmoothQuant's activation
+ * statistics): acc[c] <- max(acc[c], |x|) over every element of channel c of x along
+ * `axis` (negative counts from the end), i.e. the max over all other axes. acc has
+ * dims[axis] entries, zeroed by the caller before the first update; its size is fixed
+ * by the channel count, not by how many tensors were seen. NaN and Inf are skipped and
+ * counted in *nonfinite (may be NULL). A bad axis or shape is OQ_ERR_USAGE naming what. */
+oq_status oq_absmax_per_channel_update(float *acc, const float *x, const int64_t *dims, size_t rank, int axis,
+                                       uint64_t *nonfinite, const char *what, oq_diag *d);
+
 /* ------------------------------------------------------------ range selection ---- */
 
 typedef enum oq_calib_method {

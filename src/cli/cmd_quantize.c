@@ -1,7 +1,8 @@
 /* onnxq quantize IN -o OUT [--calib DIR | --calib-images DIR ... | --calib-random N] [options]
  *
  * Static post-training quantization as a pipeline of passes:
- *   [upgrade-opset{to=13|21}] constant-to-initializer calibrate insert-qdq [fold-bias]
+ *   [upgrade-opset{to=13|21}] constant-to-initializer fold-batchnorm [smooth-quant] calibrate
+ *   insert-qdq [fold-bias]
  *   [qdq-cleanup]
  * The resolved configuration is printed with --print-config, loaded with --config FILE
  * (the same JSON; command-line options win over the file) and stored in the output's
@@ -46,6 +47,7 @@ typedef struct qconfig {
     const char *src_act_dtype, *src_weight_dtype, *src_weight_symmetric, *src_op_types;
     bool weight_symmetric_set;
     int prepare;                /* --prepare: graph preparation before calibration */
+    double smooth_quant;        /* --smooth-quant ALPHA in [0, 1]; < 0: off */
     bool pair_limit;            /* int8 weights for a target whose CPU saturates u8 x s8 pairs */
     int64_t opset_in, opset_target;
     bool fold_bias, qdq_cleanup;
@@ -75,6 +77,7 @@ static void config_default(qconfig *c)
     c->per_channel = true;
     c->target = "ort-x86";
     c->prepare = 0;
+    c->smooth_quant = -1;
     c->include_nodes = "";
     c->exclude_nodes = "";
     c->overrides = "";
@@ -128,7 +131,10 @@ static void help(FILE *f)
             "  --prepare              graph preparation before calibration (default off; faster in\n"
             "                         onnxruntime, accuracy varies by model: docs/quantize.md):\n"
             "                         fuse-activations (HardSwish chains; x*HardSigmoid(x) below opset 14),\n"
-            "                         fold-linear (Mul/Add by constants into Conv/Gemm weights)\n\n"
+            "                         fold-linear (Mul/Add by constants into Conv/Gemm weights)\n"
+            "  --smooth-quant ALPHA   SmoothQuant before calibration: per input channel of MatMul/Gemm,\n"
+            "                         s = max|X|^ALPHA / max|W|^(1-ALPHA); X / s, W * s (ALPHA in [0, 1],\n"
+            "                         typical 0.5; the float model stays equivalent; docs/passes/smooth-quant.md)\n\n"
             "calibration data:\n"
             "  --calib DIR            one subfolder per sample with <input>.pb/.npy or input_N.pb,\n"
             "                         or a flat folder of .npy/.pb files (one-input models)\n"
@@ -374,6 +380,15 @@ static char *build_pipeline(qconfig *c, bool progress)
     sadd(&b, "constant-to-initializer,fold-batchnorm");
     if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
         sadd(&b, ",fuse-activations,fold-linear,eliminate-dead");
+    if (c->smooth_quant >= 0 && (c->calib || c->calib_images || c->calib_random > 0)) {
+        sadd(&b, ",smooth-quant");
+        f = true;
+        soptf(&b, &f, "alpha", "%.17g", c->smooth_quant);
+        source_opts(&b, &f, c);
+        soptf(&b, &f, "threads", "%.0f", (double)c->threads);
+        soptb(&b, &f, "progress", progress);
+        sadd(&b, "}");
+    }
     if (c->calib || c->calib_images || c->calib_random > 0) {
         sadd(&b, ",calibrate");
         f = true;
@@ -486,6 +501,11 @@ static void write_config(json_writer *w, const qconfig *c)
         json_kv_string(w, "algo", c->algo);
         json_kv_double(w, "gptq_damp", c->gptq_damp);
     }
+    json_key(w, "smooth_quant"); /* null: off */
+    if (c->smooth_quant >= 0)
+        json_double(w, c->smooth_quant);
+    else
+        json_null(w);
     json_key(w, "resolved");
     json_begin_object(w);
     json_kv_string(w, "target", c->tgt->name);
@@ -574,6 +594,18 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
                 return -1;
             }
             c->prepare = v->b;
+            continue;
+        }
+        else if (!strcmp(k, "smooth_quant")) {
+            if (v->type == OQ_JSON_NULL) {
+                c->smooth_quant = -1;
+                continue;
+            }
+            if (v->type != OQ_JSON_NUMBER || !(v->num >= 0 && v->num <= 1)) {
+                cli_error("quantize", "%s: key \"%s\" must be null or a number in [0, 1]", path, k);
+                return -1;
+            }
+            c->smooth_quant = v->num;
             continue;
         }
         else if (!strcmp(k, "per_channel")) bp = &c->per_channel;
@@ -841,6 +873,15 @@ int cmd_quantize(int argc, char **argv)
                 goto done;
             }
         }
+        else if (strcmp(a, "--smooth-quant") == 0 && has) {
+            bad = parse_f64(v, &c.smooth_quant);
+            i++;
+            if (!bad && !(c.smooth_quant >= 0 && c.smooth_quant <= 1)) {
+                cli_error("quantize", "--smooth-quant %s: must be in [0, 1] (typical 0.5)", v);
+                rc = CLI_BAD;
+                goto done;
+            }
+        }
         F64("--averaging", averaging)
         STR("--nan-policy", nan_policy)
         STR("--act-dtype", act_dtype)
@@ -941,6 +982,18 @@ int cmd_quantize(int argc, char **argv)
     if (weight_only(&c) && nsrc > 0 && strcmp(c.algo, "rtn") == 0 && !quiet)
         fprintf(stderr, "onnxq quantize: note: --algo rtn uses no calibration data (the samples are ignored; "
                         "--algo gptq uses them)\n");
+    if (weight_only(&c) && c.smooth_quant >= 0) {
+        cli_error("quantize", "--smooth-quant is for --mode static (it moves activation outliers into weights "
+                              "before activations are quantized)");
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (nsrc == 0 && c.smooth_quant >= 0) {
+        cli_error("quantize", "--smooth-quant needs calibration data: give --calib DIR, --calib-images DIR or "
+                              "--calib-random N");
+        rc = CLI_BAD;
+        goto done;
+    }
     if (nsrc == 0 && !*c.overrides && !weight_only(&c)) {
         cli_error("quantize", "no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
         rc = CLI_BAD;
@@ -1040,6 +1093,7 @@ int cmd_quantize(int argc, char **argv)
     ro.after_pass = cli_pass_log_after_pass;
     ro.user = &report.passes;
     st = oq_pipeline_run(pl, m, &ro, &d);
+    report.smooth_quant = cli_take_metadata(m, OQ_SMOOTH_METADATA_KEY);
     qdq_counts qc = qdq_counts_of(&report.passes);
     if (st == OQ_OK && weight_only(&c) && wonly_report(&report.passes, &c, quiet, &d) != 0) {
         cli_print_diag(&d);
@@ -1136,6 +1190,8 @@ int cmd_quantize(int argc, char **argv)
         }
     }
 done:
+    free(report.smooth_quant);
+    report.smooth_quant = NULL;
     free(dims_text);
     free(values_text);
     cli_data_opts_free(&data);

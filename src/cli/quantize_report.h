@@ -11,7 +11,11 @@ typedef struct cli_qreport {
     cli_pass_log passes;      /* ro.after_pass = cli_pass_log_after_pass, ro.user = &passes */
     bool fallback;            /* --target-sqnr given */
     bool fallback_met;
+    char *smooth_quant;       /* the smooth-quant pass's JSON record (malloc'ed), or NULL */
 } cli_qreport;
+
+/* Remove metadata_props entry `key` from m; its value (malloc'ed) or NULL. */
+char *cli_take_metadata(oq_model *m, const char *key);
 
 /* Write the summary; config writes the configuration object (as --print-config). */
 int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, const char *out,

@@ -737,16 +737,96 @@ static void on_input(const oq_value *v, const oq_rt_tensor *t, void *user)
         observe(c, &c->slots[c->by_id[v->id]], NULL, t);
 }
 
+static void begin_sample(const char *label, void *user)
+{
+    ((cal_ctx *)user)->label = label;
+}
+
+static oq_status check(void *user)
+{
+    return ((cal_ctx *)user)->st;
+}
+
+oq_status oq_calib_run(oq_model *m, oq_calib_source *src, const oq_calib_hooks *h, uint64_t *samples,
+                       oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    oq_plan *plan = NULL;
+    oq_rt_tensor *in = NULL, *outs = NULL;
+    size_t n_in = 0, n_out = 0;
+    oq_graph *g = m->graph;
+    *samples = 0;
+    if (!g)
+        return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
+    oq_plan_options po = oq_plan_options_default();
+    po.threads = h->threads;
+    po.on_tensor = h->on_tensor;
+    po.on_input = h->on_input;
+    po.user = h->user;
+    st = oq_plan_compile(m, &po, &plan, d);
+    if (st != OQ_OK)
+        goto done;
+    n_in = oq_plan_n_inputs(plan);
+    n_out = oq_plan_n_outputs(plan);
+    in = calloc(n_in ? n_in : 1, sizeof(oq_rt_tensor));
+    outs = calloc(n_out ? n_out : 1, sizeof(oq_rt_tensor));
+    if (!in || !outs) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    uint64_t total = oq_calib_source_count(src);
+    char label[600];
+    if (h->progress)
+        h->progress(0, total, "", h->progress_user);
+    for (uint64_t k = 0; k < total; k++) {
+        st = source_sample(src, plan, k, in, n_in, label, sizeof label, d);
+        if (st != OQ_OK)
+            goto done;
+        if (h->begin_sample)
+            h->begin_sample(label, h->user);
+        /* graph inputs are not handed to the observer by the executor */
+        for (size_t i = 0; h->on_input && i < n_in; i++) {
+            oq_value *v = oq_graph_find_local(g, oq_plan_input_name(plan, i));
+            if (v)
+                h->on_input(v, &in[i], h->user);
+        }
+        if (h->check && (st = h->check(h->user)) != OQ_OK)
+            goto done;
+        size_t errs_before = d ? d->count : 0;
+        oq_status rs = oq_plan_run(plan, in, n_in, outs, n_out, d);
+        for (size_t i = 0; i < n_in; i++)
+            oq_rt_tensor_release(&in[i]);
+        for (size_t i = 0; i < n_out; i++)
+            oq_rt_tensor_release(&outs[i]);
+        if (rs != OQ_OK) {
+            name_sample(d, errs_before, label, defaulted_dims(src, plan) ? " (generated data: symbolic "
+                                                   "dimensions without --dim NAME=N are 1)" : "");
+            st = rs;
+            goto done;
+        }
+        if (h->check && (st = h->check(h->user)) != OQ_OK)
+            goto done;
+        if (h->progress)
+            h->progress(k + 1, total, label, h->progress_user);
+    }
+    *samples = total;
+done:
+    if (in)
+        for (size_t i = 0; i < n_in; i++)
+            oq_rt_tensor_release(&in[i]);
+    free(in);
+    free(outs);
+    oq_plan_free(plan);
+    return st;
+}
+
 oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
                        oq_calib_table *out, oq_diag *d)
 {
     memset(out, 0, sizeof(*out));
     oq_status st = OQ_OK;
-    oq_plan *plan = NULL;
     cal_ctx c;
     memset(&c, 0, sizeof c);
-    oq_rt_tensor *in = NULL, *outs = NULL;
-    size_t n_in = 0, n_out = 0;
     oq_graph *g = m->graph;
     if (!g)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
@@ -775,60 +855,20 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     c.policy = o->nan_policy;
     c.d = d;
 
-    oq_plan_options po = oq_plan_options_default();
-    po.threads = o->threads;
-    po.on_tensor = on_tensor;
-    po.on_input = on_input;
-    po.user = &c;
-    st = oq_plan_compile(m, &po, &plan, d);
+    oq_calib_hooks h = {
+        .threads = o->threads,
+        .on_tensor = on_tensor,
+        .on_input = on_input,
+        .begin_sample = begin_sample,
+        .check = check,
+        .user = &c,
+        .progress = o->progress,
+        .progress_user = o->progress_user,
+    };
+    uint64_t total = 0;
+    st = oq_calib_run(m, src, &h, &total, d);
     if (st != OQ_OK)
         goto done;
-    n_in = oq_plan_n_inputs(plan);
-    n_out = oq_plan_n_outputs(plan);
-    in = calloc(n_in ? n_in : 1, sizeof(oq_rt_tensor));
-    outs = calloc(n_out ? n_out : 1, sizeof(oq_rt_tensor));
-    if (!in || !outs) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    uint64_t total = oq_calib_source_count(src);
-    char label[600];
-    if (o->progress)
-        o->progress(0, total, "", o->progress_user);
-    for (uint64_t k = 0; k < total; k++) {
-        st = source_sample(src, plan, k, in, n_in, label, sizeof label, d);
-        if (st != OQ_OK)
-            goto done;
-        c.label = label;
-        /* graph inputs are not handed to the observer by the executor */
-        for (size_t i = 0; i < n_in; i++) {
-            oq_value *v = oq_graph_find_local(g, oq_plan_input_name(plan, i));
-            if (v && v->id < c.n_ids && c.by_id[v->id] >= 0)
-                observe(&c, &c.slots[c.by_id[v->id]], NULL, &in[i]);
-        }
-        if (c.st != OQ_OK) {
-            st = c.st;
-            goto done;
-        }
-        size_t errs_before = d ? d->count : 0;
-        oq_status rs = oq_plan_run(plan, in, n_in, outs, n_out, d);
-        for (size_t i = 0; i < n_in; i++)
-            oq_rt_tensor_release(&in[i]);
-        for (size_t i = 0; i < n_out; i++)
-            oq_rt_tensor_release(&outs[i]);
-        if (rs != OQ_OK) {
-            name_sample(d, errs_before, label, defaulted_dims(src, plan) ? " (generated data: symbolic "
-                                                   "dimensions without --dim NAME=N are 1)" : "");
-            st = rs;
-            goto done;
-        }
-        if (c.st != OQ_OK) {
-            st = c.st;
-            goto done;
-        }
-        if (o->progress)
-            o->progress(k + 1, total, label, o->progress_user);
-    }
     out->samples = total;
 
     /* the table */
@@ -873,12 +913,6 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
                      (unsigned long long)out->nan_total, (unsigned long long)out->inf_total,
                      n_bad_tensors, first_bad);
 done:
-    if (in)
-        for (size_t i = 0; i < n_in; i++)
-            oq_rt_tensor_release(&in[i]);
-    free(in);
-    free(outs);
-    oq_plan_free(plan);
     free(c.slots);
     free(c.by_id);
     if (st != OQ_OK)

@@ -259,20 +259,31 @@ bool oq_observer_minmax(const oq_observer *o, float *rmin, float *rmax)
     return true;
 }
 
+/* dims = [outer..., ch, inner...] around `axis` (negative counts from the end). A bad
+ * axis is OQ_ERR_USAGE, a bad shape `bad_shape`, both naming w. */
+static oq_status channel_split(const int64_t *dims, size_t rank, int axis, int64_t *outer, int64_t *ch,
+                               int64_t *inner, oq_status bad_shape, const char *w, oq_diag *d)
+{
+    if (rank == 0 || axis < -(int)rank || axis >= (int)rank)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: axis %d is out of range for rank %zu", w, axis, rank);
+    if (axis < 0)
+        axis += (int)rank;
+    *outer = oq_dims_numel(dims, (size_t)axis);
+    *ch = dims[axis];
+    *inner = oq_dims_numel(dims + axis + 1, rank - (size_t)axis - 1);
+    if (*outer < 0 || *ch < 0 || *inner < 0 || oq_dims_numel(dims, rank) < 0)
+        return oq_diag_error(d, bad_shape, "%s: bad shape", w);
+    return OQ_OK;
+}
+
 oq_status oq_minmax_per_channel(const float *x, const int64_t *dims, size_t rank, int axis,
                                 float *mins, float *maxs, const char *what, oq_diag *d)
 {
     const char *w = what ? what : "weight";
-    if (rank == 0 || axis < -(int)rank || axis >= (int)rank)
-        return oq_diag_error(d, OQ_ERR_USAGE, "%s: axis %d is out of range for rank %zu", w,
-                             axis, rank);
-    if (axis < 0)
-        axis += (int)rank;
-    int64_t outer = oq_dims_numel(dims, (size_t)axis);
-    int64_t ch = dims[axis];
-    int64_t inner = oq_dims_numel(dims + axis + 1, rank - (size_t)axis - 1);
-    if (outer < 0 || ch < 0 || inner < 0 || oq_dims_numel(dims, rank) < 0)
-        return oq_diag_error(d, OQ_ERR_INVALID, "%s: bad shape", w);
+    int64_t outer, ch, inner;
+    oq_status st = channel_split(dims, rank, axis, &outer, &ch, &inner, OQ_ERR_INVALID, w, d);
+    if (st != OQ_OK)
+        return st;
     for (int64_t c = 0; c < ch; c++) {
         mins[c] = 0.0f;
         maxs[c] = 0.0f;
@@ -299,5 +310,31 @@ oq_status oq_minmax_per_channel(const float *x, const int64_t *dims, size_t rank
         mins[c] = mn;
         maxs[c] = mx;
     }
+    return OQ_OK;
+}
+
+oq_status oq_absmax_per_channel_update(float *acc, const float *x, const int64_t *dims, size_t rank, int axis,
+                                       uint64_t *nonfinite, const char *what, oq_diag *d)
+{
+    int64_t outer, ch, inner;
+    oq_status st = channel_split(dims, rank, axis, &outer, &ch, &inner, OQ_ERR_USAGE, what ? what : "tensor", d);
+    if (st != OQ_OK)
+        return st;
+    uint64_t bad = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < ch; c++) {
+            const float *p = x + (o * ch + c) * inner;
+            float m = acc[c];
+            for (int64_t i = 0; i < inner; i++) {
+                float a = fabsf(p[i]);
+                if (!(a <= FLT_MAX)) /* NaN or Inf */
+                    bad++;
+                else if (a > m)
+                    m = a;
+            }
+            acc[c] = m;
+        }
+    if (nonfinite)
+        *nonfinite += bad;
     return OQ_OK;
 }

@@ -1,0 +1,648 @@
+/* smooth-quant: SmoothQuant (Xiao et al. 2022, arXiv:2211.10438) before calibration.
+ * For every float activation X that feeds MatMul / Gemm layers with a constant weight,
+ * per input channel j (X's last axis):
+ *   s_j = max|X_j|^alpha / max(max|W_j,:|^(1-alpha), 1e-5), clamped to [1e-5, 1e5]
+ * (max|X_j| over the calibration samples and every other axis; max|W_j,:| over every
+ * layer that reads X; a channel X never leaves 0 keeps s_j = 1), then X_j <- X_j / s_j
+ * and W_j,: <- W_j,: * s_j: the model computes the same function, with the activation
+ * outliers moved into the weights (which are quantized per channel).
+ * The 1/s goes into X's producer when every use of X is such a layer and the producer
+ * is linear per channel: LayerNormalization (scale and bias), Mul by a constant,
+ * MatMul / Gemm with a constant weight (its output columns and bias), or an Add of a
+ * constant or a Relu / LeakyRelu after one of these; otherwise a Mul(X, 1/s) is
+ * inserted in front of the layers. Statistics come from the executor's observers (oq_calib_run) with the same
+ * data options as calibrate. Per layer: one note, and JSON in the model's
+ * metadata_props under OQ_SMOOTH_METADATA_KEY (onnxq quantize moves it into its --json
+ * report). docs/passes/smooth-quant.md */
+#include "pass-impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/calib.h"
+
+#define SQ_MIN 1e-5
+#define SQ_MAX 1e5
+
+typedef struct sq_layer {
+    oq_node *n;
+    bool w_transposed; /* Gemm transB=1: W is [N, K] */
+    double w_before;   /* max |W| of this layer in the float model */
+} sq_layer;
+
+typedef struct sq_group {
+    oq_value *x;
+    int64_t K;
+    sq_layer *layers;
+    size_t n_layers;
+    float *xmax;       /* K running abs maxima */
+    bool seen;
+    uint64_t nonfinite;
+    double *s;         /* K scales (phase 1) */
+    double x_before, x_after;
+    char *orig_name;   /* X's name in the float model (a fold renames X) */
+    char where[300];   /* where 1/s went (phase 2) */
+    const char *now;   /* what the layers read after phase 2 */
+} sq_group;
+
+typedef struct sq_ctx {
+    sq_group *groups;
+    size_t n_groups;
+    int32_t *by_id;    /* value id -> group, -1 */
+    uint32_t n_ids;
+    oq_status st;
+    oq_diag *d;
+} sq_ctx;
+
+/* ------------------------------------------------------------ matching */
+
+static bool is_float_const(const oq_value *v, size_t rank)
+{
+    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
+    return t && oq_dtype_is_float(t->dtype) && (rank == 0 || t->rank == rank);
+}
+
+/* A layer SmoothQuant rewrites: MatMul(X, W) or Gemm(X, W[, C]) with transA=0 and a
+ * constant 2-D weight; X not constant. *K: X's channel count. */
+static bool layer_of(const oq_node *n, int64_t *K, bool *wt)
+{
+    bool mm = oq_pass_is_op(n, "MatMul"), gemm = oq_pass_is_op(n, "Gemm");
+    if ((!mm && !gemm) || n->n_inputs < 2 || !n->inputs[0] || !n->inputs[1] || oq_value_const_tensor(n->inputs[0]) ||
+        !is_float_const(n->inputs[1], 2))
+        return false;
+    if (gemm && oq_node_attr_int(n, "transA", 0) != 0)
+        return false;
+    int32_t et = oq_pass_value_elem_type(n->inputs[0]);
+    if (et >= 0 && et != OQ_DTYPE_FLOAT)
+        return false;
+    oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
+    *wt = gemm && oq_node_attr_int(n, "transB", 0) != 0;
+    *K = w->dims[*wt ? 1 : 0];
+    return *K > 0;
+}
+
+static oq_status collect(sq_ctx *c, oq_graph *g)
+{
+    for (oq_node *n = g->first; n; n = n->next) {
+        int64_t K;
+        bool wt;
+        if (!layer_of(n, &K, &wt))
+            continue;
+        oq_value *x = n->inputs[0];
+        if (x->id >= c->n_ids)
+            continue;
+        sq_group *gr;
+        if (c->by_id[x->id] >= 0) {
+            gr = &c->groups[c->by_id[x->id]];
+            if (gr->K != K)
+                continue; /* not a valid model; the checker or the executor says so */
+        } else {
+            sq_group *ng = realloc(c->groups, (c->n_groups + 1) * sizeof(*ng));
+            if (!ng)
+                return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+            c->groups = ng;
+            gr = &c->groups[c->n_groups];
+            memset(gr, 0, sizeof(*gr));
+            gr->x = x;
+            gr->K = K;
+            gr->xmax = calloc((size_t)K, sizeof(float));
+            if (!gr->xmax)
+                return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+            c->by_id[x->id] = (int32_t)c->n_groups++;
+        }
+        sq_layer *nl = realloc(gr->layers, (gr->n_layers + 1) * sizeof(*nl));
+        if (!nl)
+            return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        gr->layers = nl;
+        gr->layers[gr->n_layers].n = n;
+        gr->layers[gr->n_layers].w_transposed = wt;
+        gr->n_layers++;
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------ statistics */
+
+static void observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
+{
+    if (c->st != OQ_OK || !v || v->id >= c->n_ids || c->by_id[v->id] < 0 || t->dtype != OQ_DTYPE_FLOAT)
+        return;
+    sq_group *g = &c->groups[c->by_id[v->id]];
+    if (t->rank == 0 || t->dims[t->rank - 1] != g->K) {
+        char buf[64];
+        c->st = oq_diag_error(c->d, OQ_ERR_INVALID, "smooth-quant: tensor \"%s\" is %s, expected %lld channels last",
+                              v->name, oq_rt_tensor_describe(t, buf, sizeof buf), (long long)g->K);
+        return;
+    }
+    if (oq_rt_tensor_numel(t) <= 0)
+        return;
+    c->st = oq_absmax_per_channel_update(g->xmax, t->data, t->dims, t->rank, -1, &g->nonfinite, v->name, c->d);
+    g->seen = true;
+}
+
+static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
+{
+    if (out_index < node->n_outputs)
+        observe(user, node->outputs[out_index], t);
+}
+
+static void on_input(const oq_value *v, const oq_rt_tensor *t, void *user)
+{
+    observe(user, v, t);
+}
+
+static oq_status check(void *user)
+{
+    return ((sq_ctx *)user)->st;
+}
+
+/* ------------------------------------------------------------ rewriting */
+
+/* The value's constant as doubles; NULL (with d) on failure. */
+static double *const_values(const oq_value *v, int64_t *n, oq_diag *d)
+{
+    double *out = NULL;
+    if (oq_pass_tensor_to_double(oq_value_const_tensor(v), &out, n, d) != OQ_OK)
+        return NULL;
+    return out;
+}
+
+/* Replace input idx of node n (a constant) by c * f along axis `axis` of its dims (f has
+ * dims[axis] entries, or K entries broadcast over the last axis when `last_k` > 0: a
+ * constant whose last dim is 1, or a scalar, is expanded to K there). */
+static oq_status scale_const(oq_node *n, size_t idx, const double *f, int64_t axis_from_end, int64_t last_k,
+                             const char *suffix, oq_diag *d)
+{
+    oq_value *v = n->inputs[idx];
+    oq_tensor *t = oq_value_const_tensor(v);
+    int64_t cnt;
+    double *vals = const_values(v, &cnt, d);
+    if (!vals)
+        return OQ_ERR_INVALID;
+    int64_t dims[OQ_RT_MAX_RANK];
+    size_t rank = t->rank;
+    for (size_t i = 0; i < rank; i++)
+        dims[i] = t->dims[i];
+    double *nv = vals;
+    if (last_k > 0 && (rank == 0 || dims[rank - 1] == 1)) { /* broadcast the K axis in */
+        if (rank == 0) {
+            rank = 1;
+            dims[0] = 1;
+        }
+        dims[rank - 1] = last_k;
+        nv = malloc((size_t)(cnt * last_k) * sizeof(double));
+        if (!nv) {
+            free(vals);
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < cnt; i++)
+            for (int64_t j = 0; j < last_k; j++)
+                nv[i * last_k + j] = vals[i];
+        free(vals);
+        cnt *= last_k;
+    }
+    size_t ax = rank - 1 - (size_t)axis_from_end;
+    int64_t ch = dims[ax], inner = oq_dims_numel(dims + ax + 1, rank - ax - 1);
+    for (int64_t i = 0; i < cnt; i++)
+        nv[i] *= f[(i / inner) % ch];
+    char base[256];
+    snprintf(base, sizeof base, "%s_%s", v->name ? v->name : "c", suffix);
+    oq_value *nc = oq_pass_new_initializer(n->graph, base, t->dtype, dims, rank, nv);
+    free(nv);
+    if (!nc)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    oq_node_set_input(n, idx, nc);
+    oq_pass_drop_if_unused(v);
+    return OQ_OK;
+}
+
+/* The index of n's only constant input among the first two, or -1. */
+static int const_input(const oq_node *n)
+{
+    if (n->n_inputs != 2 || !n->inputs[0] || !n->inputs[1])
+        return -1;
+    bool c0 = is_float_const(n->inputs[0], 0), c1 = is_float_const(n->inputs[1], 0);
+    if (c0 == c1)
+        return -1;
+    return c0 ? 0 : 1;
+}
+
+/* A constant whose last dim is 1 or K (any rank up to the output's). */
+static bool broadcasts_over_k(const oq_value *v, int64_t K)
+{
+    oq_tensor *t = oq_value_const_tensor(v);
+    return t && t->rank < OQ_RT_MAX_RANK && (t->rank == 0 || t->dims[t->rank - 1] == 1 || t->dims[t->rank - 1] == K);
+}
+
+static bool single_use(const oq_value *v)
+{
+    return v->n_uses == 1 && !oq_value_is_graph_output(v);
+}
+
+/* Can x's producer absorb a per-channel factor on its output x (K channels, last axis)? */
+static bool can_fold(const oq_value *x, int64_t K, int depth)
+{
+    const oq_node *p = x->kind == OQ_VALUE_NODE ? x->producer : NULL;
+    if (!p || depth > 8 || p->n_outputs < 1 || p->outputs[0] != x)
+        return false;
+    if (oq_pass_is_op(p, "LayerNormalization")) {
+        int64_t r = oq_pass_value_rank(x), axis = oq_node_attr_int(p, "axis", -1);
+        if (!(axis == -1 || (r > 0 && axis == r - 1)) || p->n_inputs < 2 || !is_float_const(p->inputs[1], 0))
+            return false;
+        oq_tensor *s = oq_value_const_tensor(p->inputs[1]);
+        if (s->rank == 0 || oq_tensor_numel(s) != K || s->dims[s->rank - 1] != K)
+            return false;
+        if (p->n_inputs > 2 && p->inputs[2]) {
+            oq_tensor *b = oq_value_const_tensor(p->inputs[2]);
+            if (!b || !oq_dtype_is_float(b->dtype) || b->rank == 0 || oq_tensor_numel(b) != K ||
+                b->dims[b->rank - 1] != K)
+                return false;
+        }
+        return true;
+    }
+    if (oq_pass_is_op(p, "Mul")) {
+        int ci = const_input(p);
+        return ci >= 0 && broadcasts_over_k(p->inputs[ci], K);
+    }
+    int64_t k2;
+    bool wt;
+    if (layer_of(p, &k2, &wt)) {
+        oq_tensor *w = oq_value_const_tensor(p->inputs[1]);
+        if (w->dims[wt ? 0 : 1] != K)
+            return false;
+        if (oq_pass_is_op(p, "Gemm") && p->n_inputs > 2 && p->inputs[2] &&
+            !(is_float_const(p->inputs[2], 0) && broadcasts_over_k(p->inputs[2], K)))
+            return false;
+        return true;
+    }
+    if (oq_pass_is_op(p, "Add")) {
+        int ci = const_input(p);
+        if (ci < 0 || !broadcasts_over_k(p->inputs[ci], K))
+            return false;
+        const oq_value *u = p->inputs[1 - ci];
+        return single_use(u) && can_fold(u, K, depth + 1);
+    }
+    if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu")) {
+        /* f(u / s) = f(u) / s for s > 0 (every s is >= 1e-5) */
+        const oq_value *u = p->n_inputs == 1 ? p->inputs[0] : NULL;
+        return u && single_use(u) && can_fold(u, K, depth + 1);
+    }
+    return false;
+}
+
+/* Multiply x's producer's output channels by f (can_fold was true). x now holds other
+ * numbers than the float model's tensor of that name: it is renamed NAME_smoothed, so
+ * that tools matching tensors by name (verify's per-layer table, the fallback ranking)
+ * do not compare the two. */
+static oq_status fold(oq_value *x, int64_t K, const double *f, oq_diag *d)
+{
+    oq_node *p = x->producer;
+    oq_status st;
+    char base[300];
+    snprintf(base, sizeof base, "%s_smoothed", x->name ? x->name : "x");
+    char *nn = oq_graph_unique_name(x->graph, base);
+    if (!nn || oq_value_rename(x, nn) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    if (oq_pass_is_op(p, "LayerNormalization")) {
+        st = scale_const(p, 1, f, 0, 0, "smooth", d);
+        if (st == OQ_OK && p->n_inputs > 2 && p->inputs[2])
+            st = scale_const(p, 2, f, 0, 0, "smooth", d);
+        return st;
+    }
+    if (oq_pass_is_op(p, "Mul"))
+        return scale_const(p, (size_t)const_input(p), f, 0, K, "smooth", d);
+    if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu"))
+        return fold(p->inputs[0], K, f, d);
+    if (oq_pass_is_op(p, "Add")) {
+        int ci = const_input(p);
+        st = fold(p->inputs[1 - ci], K, f, d);
+        return st == OQ_OK ? scale_const(p, (size_t)ci, f, 0, K, "smooth", d) : st;
+    }
+    bool wt = oq_pass_is_op(p, "Gemm") && oq_node_attr_int(p, "transB", 0) != 0;
+    st = scale_const(p, 1, f, wt ? 1 : 0, 0, "smooth", d); /* output columns of W */
+    if (st == OQ_OK && oq_pass_is_op(p, "Gemm") && p->n_inputs > 2 && p->inputs[2])
+        st = scale_const(p, 2, f, 0, K, "smooth", d);
+    return st;
+}
+
+/* "folded into Relu "r" -> Add "a" -> MatMul "m"": the nodes fold() changes, from x up. */
+static void describe_fold(const oq_value *x, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "folded into");
+    for (const oq_node *p = x->producer; p && len < size;) {
+        char lb[200];
+        len += (size_t)snprintf(buf + len, size - len, "%s %s \"%s\"", len > 11 ? " ->" : "", p->op_type,
+                                oq_node_label(p, lb, sizeof lb));
+        if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu"))
+            p = p->inputs[0]->producer;
+        else if (oq_pass_is_op(p, "Add"))
+            p = p->inputs[1 - const_input(p)]->producer;
+        else
+            p = NULL;
+    }
+}
+
+/* Does every use of x belong to the group's layers (as their input 0)? */
+static bool only_layers_use(const sq_group *g)
+{
+    if (oq_value_is_graph_output(g->x))
+        return false;
+    for (size_t i = 0; i < g->x->n_uses; i++) {
+        bool found = false;
+        for (size_t k = 0; k < g->n_layers && !found; k++)
+            found = g->x->uses[i].node == g->layers[k].n && g->x->uses[i].index == 0;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* max |W_j,:| of layer l per input channel j, folded into wmax (max over layers). */
+static oq_status weight_absmax(const sq_layer *l, int64_t K, double *wmax, double *overall, oq_diag *d)
+{
+    int64_t n;
+    double *w = const_values(l->n->inputs[1], &n, d);
+    if (!w)
+        return OQ_ERR_INVALID;
+    int64_t N = n / K;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = l->w_transposed ? i % K : i / N;
+        double a = fabs(w[i]);
+        if (a > wmax[j])
+            wmax[j] = a;
+        if (a > *overall)
+            *overall = a;
+    }
+    free(w);
+    return OQ_OK;
+}
+
+static void json_num(FILE *f, const char *key, double v)
+{
+    fprintf(f, ",\"%s\":%.9g", key, isfinite(v) ? v : 0.0);
+}
+
+/* A JSON string (names are ONNX names: escape what JSON needs). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+/* Phase 1, from the weights as they are in the float model: s per channel, and the
+ * maxima before and after for the report. */
+static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
+{
+    int64_t K = g->K;
+    double *wmax = calloc((size_t)K, sizeof(double));
+    g->s = malloc((size_t)K * sizeof(double));
+    oq_status st = OQ_OK;
+    if (!wmax || !g->s) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++)
+        st = weight_absmax(&g->layers[k], K, wmax, &g->layers[k].w_before, d);
+    if (st != OQ_OK)
+        goto done;
+    for (int64_t j = 0; j < K; j++) {
+        double xm = g->xmax[j];
+        if (!(xm > 0)) {
+            g->s[j] = 1.0; /* a channel that stayed 0: nothing to move */
+        } else {
+            double wp = pow(wmax[j], 1.0 - alpha);
+            if (wp < SQ_MIN)
+                wp = SQ_MIN;
+            double v = pow(xm, alpha) / wp;
+            g->s[j] = v < SQ_MIN ? SQ_MIN : v > SQ_MAX ? SQ_MAX : v;
+        }
+        if (xm > g->x_before)
+            g->x_before = xm;
+        if (xm / g->s[j] > g->x_after)
+            g->x_after = xm / g->s[j];
+    }
+done:
+    free(wmax);
+    return st;
+}
+
+/* Phase 2: W * s in every layer, 1/s into X's producer or a new Mul. */
+static oq_status apply_scales(sq_group *g, oq_pass_result *res, oq_diag *d)
+{
+    int64_t K = g->K;
+    double *inv = malloc((size_t)K * sizeof(double));
+    oq_status st = OQ_OK;
+    if (!inv)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < K; j++)
+        inv[j] = 1.0 / g->s[j];
+    const char *xname = g->orig_name;
+    char *where = g->where;
+    size_t wsize = sizeof g->where;
+    if (only_layers_use(g) && can_fold(g->x, K, 0)) {
+        describe_fold(g->x, where, wsize);
+        st = fold(g->x, K, inv, d);
+        if (st != OQ_OK)
+            goto done;
+        g->now = g->x->name;
+        oq_pass_stat_add(res, "scales_folded", 1);
+    } else {
+        oq_graph *gr = g->x->kind == OQ_VALUE_NODE && g->x->producer ? g->x->producer->graph : g->layers[0].n->graph;
+        char base[300];
+        snprintf(base, sizeof base, "%s_smooth_scale", xname);
+        oq_value *sv = oq_pass_new_initializer(gr, base, OQ_DTYPE_FLOAT, &K, 1, inv);
+        snprintf(base, sizeof base, "%s_smooth", xname);
+        char *oname = oq_graph_unique_name(gr, base);
+        oq_value *out = oname ? oq_graph_new_value(gr, oname) : NULL;
+        oq_value *ins[2] = {g->x, sv};
+        oq_node *mul = sv && out ? oq_node_new(gr, "Mul", "", oname, ins, 2, &out, 1) : NULL;
+        if (!mul) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if (g->x->kind == OQ_VALUE_NODE && g->x->producer)
+            oq_graph_insert_after(gr, g->x->producer, mul);
+        else
+            oq_graph_insert_before(gr, gr->first, mul);
+        for (size_t k = 0; k < g->n_layers; k++)
+            oq_node_set_input(g->layers[k].n, 0, out);
+        snprintf(where, wsize, "Mul \"%s\" inserted", oname);
+        g->now = out->name;
+        oq_pass_stat_add(res, "muls_inserted", 1);
+    }
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        sq_layer *l = &g->layers[k];
+        st = scale_const(l->n, 1, g->s, l->w_transposed ? 0 : 1, 0, "smooth", d);
+        oq_pass_stat_add(res, "layers_smoothed", 1);
+    }
+done:
+    free(inv);
+    return st;
+}
+
+/* Phase 3, after every group is applied (a fold may rescale another group's layer):
+ * one note per layer and its JSON record, with the weights as they are now. */
+static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag *d)
+{
+    double *wm = calloc((size_t)g->K, sizeof(double));
+    if (!wm)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    oq_status st = OQ_OK;
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        const sq_layer *l = &g->layers[k];
+        double w_after = 0;
+        if ((st = weight_absmax(l, g->K, wm, &w_after, d)) != OQ_OK)
+            break;
+        char lbuf[200];
+        const char *lb = oq_node_label(l->n, lbuf, sizeof lbuf);
+        oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, lb, l->n->op_type,
+                    "smooth-quant: input \"%s\" (%lld channels): 1/s %s; max|X| %.6g -> %.6g, max|W| %.6g -> %.6g",
+                    g->orig_name, (long long)g->K, g->where, g->x_before, g->x_after, l->w_before, w_after);
+        fputs(*first ? "{\"node\":" : ",{\"node\":", js);
+        *first = false;
+        json_str(js, lb);
+        fputs(",\"op\":", js);
+        json_str(js, l->n->op_type);
+        fputs(",\"input\":", js);
+        json_str(js, g->orig_name);
+        fputs(",\"smoothed_input\":", js);
+        json_str(js, g->now);
+        fprintf(js, ",\"channels\":%lld,\"scale_to\":", (long long)g->K);
+        json_str(js, g->where);
+        json_num(js, "x_max_before", g->x_before);
+        json_num(js, "x_max_after", g->x_after);
+        json_num(js, "w_max_before", l->w_before);
+        json_num(js, "w_max_after", w_after);
+        fputc('}', js);
+    }
+    free(wm);
+    return st;
+}
+
+static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
+{
+    double alpha = oq_pass_opt_float(opts, "alpha", 0.5);
+    if (!(alpha >= 0 && alpha <= 1))
+        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: alpha %g is outside [0, 1]", alpha);
+    if (!m->graph)
+        return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
+    sq_ctx c;
+    memset(&c, 0, sizeof c);
+    c.d = d;
+    oq_calib_source *src = NULL;
+    char *json = NULL;
+    size_t json_len = 0;
+    FILE *js = NULL;
+    oq_status st = oq_pass_calib_source(opts, "smooth-quant", &src, d);
+    if (st != OQ_OK)
+        return st;
+    c.n_ids = m->next_id + 1;
+    c.by_id = malloc(c.n_ids * sizeof(int32_t));
+    if (!c.by_id) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < c.n_ids; i++)
+        c.by_id[i] = -1;
+    if ((st = collect(&c, m->graph)) != OQ_OK || c.n_groups == 0)
+        goto done;
+    oq_calib_progress_state ps;
+    memset(&ps, 0, sizeof ps);
+    ps.what = "smooth-quant";
+    oq_calib_hooks h = {
+        .threads = (int)oq_pass_opt_int(opts, "threads", 0),
+        .on_tensor = on_tensor,
+        .on_input = on_input,
+        .check = check,
+        .user = &c,
+        .progress = oq_pass_opt_bool(opts, "progress", false) ? oq_calib_progress_stderr : NULL,
+        .progress_user = &ps,
+    };
+    uint64_t samples = 0;
+    if ((st = oq_calib_run(m, src, &h, &samples, d)) != OQ_OK)
+        goto done;
+    oq_pass_stat_add(res, "samples", (int64_t)samples);
+    uint64_t nonfinite = 0;
+    for (size_t i = 0; i < c.n_groups; i++)
+        nonfinite += c.groups[i].nonfinite;
+    if (nonfinite) {
+        oq_pass_stat_add(res, "nonfinite_skipped", (int64_t)nonfinite);
+        oq_diag_warn(d, "smooth-quant: %llu NaN/Inf values in MatMul/Gemm inputs left out of max|X|",
+                     (unsigned long long)nonfinite);
+    }
+    js = open_memstream(&json, &json_len);
+    if (!js) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    fprintf(js, "{\"alpha\":%.17g,\"layers\":[", alpha);
+    bool first = true;
+    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
+        sq_group *g = &c.groups[i];
+        g->orig_name = strdup(g->x->name ? g->x->name : "");
+        if (!g->orig_name)
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        else if (g->seen)
+            st = compute_scales(g, alpha, d);
+        else
+            oq_pass_stat_add(res, "inputs_not_observed", 1);
+    }
+    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
+        if (!c.groups[i].seen)
+            continue;
+        st = apply_scales(&c.groups[i], res, d);
+        res->changed = true;
+    }
+    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++)
+        if (c.groups[i].seen)
+            st = report_group(&c.groups[i], js, &first, d);
+    fputs("]}", js);
+    fclose(js);
+    js = NULL;
+    if (st == OQ_OK && res->changed) {
+        oq_pass_prune_value_info(m->graph);
+        oq_model_set_metadata(m, OQ_SMOOTH_METADATA_KEY, json);
+    }
+done:
+    if (js)
+        fclose(js);
+    free(json);
+    for (size_t i = 0; i < c.n_groups; i++) {
+        free(c.groups[i].layers);
+        free(c.groups[i].xmax);
+        free(c.groups[i].s);
+        free(c.groups[i].orig_name);
+    }
+    free(c.groups);
+    free(c.by_id);
+    oq_calib_source_free(src);
+    return st;
+}
+
+static const oq_pass_option_def options[] = {
+    {"alpha", OQ_OPT_FLOAT, "0.5", "migration strength in [0, 1]: 0 leaves X, 1 moves all of max|X| into W"},
+    OQ_PASS_CALIB_SOURCE_OPTIONS,
+    {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
+    {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},
+};
+
+const oq_pass oq_pass_smooth_quant = {
+    .abi_version = OQ_PASS_ABI_VERSION,
+    .struct_size = sizeof(oq_pass),
+    .name = "smooth-quant",
+    .summary = "SmoothQuant: move activation outliers of MatMul/Gemm inputs into the weights (per-channel "
+               "scales from calibration samples)",
+    .options = options,
+    .n_options = sizeof options / sizeof options[0],
+    .run = run,
+};

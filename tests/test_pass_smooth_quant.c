@@ -1,0 +1,353 @@
+/* smooth-quant: the scales it computes, where 1/s goes, and float equivalence.
+ *
+ * The calibration samples are built so that max|X_j| is known exactly: LayerNormalization
+ * with epsilon 0 on rows like [2,-2,2,-2] or [1,1,-1,-1] gives normalized values of
+ * exactly +-1, so its output channel j reaches |gamma_j| + |beta_j|; Mul by a constant
+ * on inputs of +-1, +-2 gives |c_j| * 2. The expected s_j = max|X_j|^a / max|W_j|^(1-a)
+ * is evaluated here in double from those hand-derived maxima (not from the pass), and the
+ * rewritten constants must equal the originals times s_j or 1/s_j up to float rounding of
+ * one product (1 ulp: relative 2^-23).
+ *
+ * Equivalence: the model before (a copy) and after the pass run in onnxq's executor on
+ * the same deterministic inputs must agree to 1e-5 relative + 1e-5 absolute: the rewrite
+ * is exact in real arithmetic; in float it rounds the new constants once and the layer
+ * sums (<= 4 terms of size <= ~20 here) once more (see tests/test_pass_fold_linear.c). */
+#include <math.h>
+
+#include "onnxq/tensor_io.h"
+#include "test_pass_prep_util.h"
+#include "testutil.h"
+
+#define REL_ULP 1.2e-7 /* 2^-23: one float rounding of the product */
+
+static void assert_close_rel(float got, double want, const char *what, int j)
+{
+    cr_assert(fabs((double)got - want) <= REL_ULP * fabs(want) + 1e-30, "%s[%d] = %.9g, want %.9g", what, j, got,
+              want);
+}
+
+/* Write samples (each rows x K floats, shape [1, rows, K] or [rows, K]) as .npy files. */
+static char *write_samples(const float *data, int n_samples, const int64_t *dims, size_t rank)
+{
+    char *dir = tu_tmpdir();
+    int64_t per = oq_dims_numel(dims, rank);
+    for (int k = 0; k < n_samples; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/s%d.npy", dir, k);
+        oq_rt_tensor t;
+        cr_assert_eq(oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, rank, (void *)(data + k * per)), OQ_OK);
+        cr_assert_eq(oq_tensor_file_write_npy(path, &t, NULL), OQ_OK);
+    }
+    return dir;
+}
+
+static oq_pass_result run_sq(oq_model *m, const char *dir, double alpha)
+{
+    char pl[700];
+    snprintf(pl, sizeof pl, "smooth-quant{alpha=%g,data=\"%s\",threads=1}", alpha, dir);
+    return tp_run(m, pl);
+}
+
+static double sq_scale(double xmax, double wmax, double a)
+{
+    double wp = pow(wmax, 1 - a);
+    return pow(xmax, a) / (wp < 1e-5 ? 1e-5 : wp);
+}
+
+static void assert_equivalent(oq_model *before, oq_model *m, const int64_t *dims, size_t rank)
+{
+    int64_t n = oq_dims_numel(dims, rank);
+    float *x = malloc((size_t)n * sizeof(float)), *a, *b;
+    for (uint32_t seed = 1; seed <= 3; seed++) {
+        pp_fill(x, n, 3.0f, seed);
+        int64_t na = pp_run(before, x, dims, rank, &a), nb = pp_run(m, x, dims, rank, &b);
+        cr_assert_eq(na, nb);
+        double max_abs;
+        cr_assert(pp_worst(a, b, na, 1e-5, 1e-5, &max_abs) <= 1.0, "outputs differ beyond float rounding (%g)",
+                  max_abs);
+        free(a);
+        free(b);
+    }
+    free(x);
+}
+
+/* Equivalence, then free what a test made. */
+static void finish(oq_model *before, oq_model *m, const int64_t *dims, size_t rank, char *dir)
+{
+    assert_equivalent(before, m, dims, rank);
+    oq_model_free(before);
+    oq_model_free(m);
+    free(dir);
+}
+
+/* max |w[j, :]| of a row-major [rows, cols] weight */
+static double row_absmax(const float *w, int j, int cols)
+{
+    double m = 0;
+    for (int n = 0; n < cols; n++)
+        m = fmax(m, fabs(w[j * cols + n]));
+    return m;
+}
+
+/* LayerNorm samples: 2 samples of [1, 2, 4] whose rows normalize to exactly +-1. */
+static const float ln_rows[2 * 2 * 4] = {2, -2, 2, -2, 1, 1, -1, -1, -3, 3, -3, 3, 0.5f, 0.5f, -0.5f, -0.5f};
+static const float gamma4[4] = {1.0f, 8.0f, 0.5f, 2.0f};
+static const float beta4[4] = {0.0f, 0.5f, -0.25f, 0.0f};
+static const float w43[4 * 3] = {0.5f, -1.0f, 0.25f, 0.25f, 0.125f, -0.5f, 2.0f, 1.0f, -1.0f, -0.25f, 0.5f, 1.0f};
+
+/* x[1,2,4] -> LayerNormalization(gamma, beta, epsilon 0) -> h -> MatMul(W) -> y */
+static oq_model *ln_model(void)
+{
+    oq_model *m = tp_model(17);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){1, 2, 4}, 3);
+    tp_init_f(m, "gamma", (int64_t[]){4}, 1, gamma4);
+    tp_init_f(m, "beta", (int64_t[]){4}, 1, beta4);
+    tp_init_f(m, "W", (int64_t[]){4, 3}, 2, w43);
+    oq_node *ln = tp_node(m, "LayerNormalization", "ln", "x,gamma,beta", "h");
+    oq_node_set_attr_float(ln, "epsilon", 0.0f);
+    tp_node(m, "MatMul", "mm", "h,W", "y");
+    tp_output(m, "y");
+    return m;
+}
+
+Test(smooth_quant, layernorm_matmul_folds_into_gamma_and_beta)
+{
+    oq_model *m = ln_model();
+    char *dir = write_samples(ln_rows, 2, (int64_t[]){1, 2, 4}, 3);
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = run_sq(m, dir, 0.5);
+    cr_assert_eq(tp_stat(&r, "layers_smoothed"), 1);
+    cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
+    cr_assert_eq(tp_stat(&r, "muls_inserted"), 0);
+    cr_assert_eq(tp_count_op(m, "Mul"), 0);
+    oq_node *ln = tp_find_op(m, "LayerNormalization"), *mm = tp_find_op(m, "MatMul");
+    const float *g = tp_floats(ln->inputs[1]), *b = tp_floats(ln->inputs[2]), *w = tp_floats(mm->inputs[1]);
+    for (int j = 0; j < 4; j++) {
+        double xmax = fabs(gamma4[j]) + fabs(beta4[j]); /* normalized values are +-1 */
+        double wmax = row_absmax(w43, j, 3);
+        double s = sq_scale(xmax, wmax, 0.5);
+        assert_close_rel(g[j], gamma4[j] / s, "gamma", j);
+        assert_close_rel(b[j], beta4[j] / s, "beta", j);
+        for (int n = 0; n < 3; n++)
+            assert_close_rel(w[j * 3 + n], w43[j * 3 + n] * s, "W", j * 3 + n);
+    }
+    /* the outlier channel 1 (max 8.5 against 2 elsewhere) is now level with the rest */
+    cr_assert(fabs(8.5 / sq_scale(8.5, 0.5, 0.5) - sqrt(8.5 * 0.5)) < 1e-12);
+    const char *meta = NULL;
+    for (size_t i = 0; i < m->metadata.count; i++)
+        if (strcmp(m->metadata.items[i].key, "onnxq.smooth_quant") == 0)
+            meta = m->metadata.items[i].value;
+    cr_assert(meta && strstr(meta, "\"node\":\"mm\"") && strstr(meta, "folded into LayerNormalization") &&
+                  strstr(meta, "\"input\":\"h\"") && strstr(meta, "\"smoothed_input\":\"h_smoothed\""),
+              "per-layer record: %s", meta ? meta : "(none)");
+    /* h now holds h / s: renamed, so that nothing matches it with the float model's h */
+    cr_assert_str_eq(ln->outputs[0]->name, "h_smoothed");
+    cr_assert_eq(mm->inputs[0], ln->outputs[0]);
+    finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
+}
+
+Test(smooth_quant, alpha_zero_and_one)
+{
+    for (int k = 0; k < 2; k++) {
+        double a = k;
+        oq_model *m = ln_model();
+        char *dir = write_samples(ln_rows, 2, (int64_t[]){1, 2, 4}, 3);
+        oq_model *before = pp_clone(m);
+        run_sq(m, dir, a);
+        oq_node *ln = tp_find_op(m, "LayerNormalization");
+        const float *g = tp_floats(ln->inputs[1]);
+        for (int j = 0; j < 4; j++) {
+            double wmax = row_absmax(w43, j, 3);
+            /* alpha 0: s = 1 / max|W|; alpha 1: s = max|X| (every channel of X ends at 1) */
+            double s = a == 0 ? 1 / wmax : fabs(gamma4[j]) + fabs(beta4[j]);
+            assert_close_rel(g[j], gamma4[j] / s, "gamma", j);
+        }
+        finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
+    }
+}
+
+/* x[2,4] -> Mul(c) -> a -> Gemm(a, B[3,4], C[3], transB=1) -> y */
+static const float c4[4] = {1.0f, 10.0f, -1.0f, 0.5f};
+static const float b34[3 * 4] = {0.5f, 0.25f, -1.0f, 2.0f, -0.5f, 0.125f, 0.5f, 1.0f, 1.0f, -0.25f, 0.25f, -0.5f};
+static const float gemm_rows[2 * 2 * 4] = {1, -2, 2, -1, -2, 1, -1, 2, 2, 2, -2, -2, -1, -1, 1, 1};
+
+Test(smooth_quant, mul_gemm_transb_folds_into_the_constant)
+{
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2, 4}, 2);
+    tp_init_f(m, "c", (int64_t[]){4}, 1, c4);
+    tp_init_f(m, "B", (int64_t[]){3, 4}, 2, b34);
+    tp_init_f(m, "C", (int64_t[]){3}, 1, (const float[]){0.1f, 0.2f, -0.3f});
+    tp_node(m, "Mul", "mul", "x,c", "a");
+    oq_node *gemm = tp_node(m, "Gemm", "gemm", "a,B,C", "y");
+    oq_node_set_attr_int(gemm, "transB", 1);
+    tp_output(m, "y");
+    char *dir = write_samples(gemm_rows, 2, (int64_t[]){2, 4}, 2);
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = run_sq(m, dir, 0.5);
+    cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
+    oq_node *mul = tp_find_op(m, "Mul");
+    gemm = tp_find_op(m, "Gemm");
+    const float *c = tp_floats(mul->inputs[1]), *b = tp_floats(gemm->inputs[1]);
+    for (int j = 0; j < 4; j++) {
+        double xmax = 2.0 * fabs(c4[j]); /* every input channel reaches |2| */
+        double wmax = 0;
+        for (int n = 0; n < 3; n++)
+            wmax = fmax(wmax, fabs(b34[n * 4 + j])); /* transB: column j of B[3,4] */
+        double s = sq_scale(xmax, wmax, 0.5);
+        assert_close_rel(c[j], c4[j] / s, "c", j);
+        for (int n = 0; n < 3; n++)
+            assert_close_rel(b[n * 4 + j], b34[n * 4 + j] * s, "B", n * 4 + j);
+    }
+    cr_assert_float_eq(tp_floats(gemm->inputs[2])[2], -0.3f, 0, "the Gemm bias is not touched");
+    finish(before, m, (int64_t[]){2, 4}, 2, dir);
+}
+
+/* Two MatMuls share h: one s from the max over both weights, folded once. */
+Test(smooth_quant, shared_consumers_share_s)
+{
+    oq_model *m = ln_model();
+    static const float w42[4 * 2] = {4.0f, 0.5f, 0.25f, 0.25f, 0.5f, 8.0f, 1.0f, -1.0f};
+    tp_init_f(m, "W2", (int64_t[]){4, 2}, 2, w42);
+    tp_node(m, "MatMul", "mm2", "h,W2", "y2");
+    tp_output(m, "y2");
+    char *dir = write_samples(ln_rows, 2, (int64_t[]){1, 2, 4}, 3);
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = run_sq(m, dir, 0.5);
+    cr_assert_eq(tp_stat(&r, "layers_smoothed"), 2);
+    cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
+    oq_node *ln = tp_find_op(m, "LayerNormalization");
+    oq_node *mm2 = NULL;
+    for (oq_node *n = m->graph->first; n; n = n->next)
+        if (strcmp(n->name, "mm2") == 0)
+            mm2 = n;
+    const float *g = tp_floats(ln->inputs[1]), *w2 = tp_floats(mm2->inputs[1]);
+    for (int j = 0; j < 4; j++) {
+        double wmax = row_absmax(w43, j, 3);
+        wmax = fmax(wmax, row_absmax(w42, j, 2));
+        double s = sq_scale(fabs(gamma4[j]) + fabs(beta4[j]), wmax, 0.5);
+        assert_close_rel(g[j], gamma4[j] / s, "gamma", j);
+        for (int n = 0; n < 2; n++)
+            assert_close_rel(w2[j * 2 + n], w42[j * 2 + n] * s, "W2", j * 2 + n);
+    }
+    finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
+}
+
+/* h also feeds a Relu (not a layer): the LayerNorm must keep its output, so a Mul(1/s)
+ * goes in front of the MatMul only. */
+Test(smooth_quant, other_consumer_gets_a_mul)
+{
+    oq_model *m = ln_model();
+    tp_node(m, "Relu", "relu", "h", "r");
+    tp_output(m, "r");
+    char *dir = write_samples(ln_rows, 2, (int64_t[]){1, 2, 4}, 3);
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = run_sq(m, dir, 0.5);
+    cr_assert_eq(tp_stat(&r, "muls_inserted"), 1);
+    cr_assert_eq(tp_stat(&r, "scales_folded"), 0);
+    oq_node *ln = tp_find_op(m, "LayerNormalization"), *mul = tp_find_op(m, "Mul"), *mm = tp_find_op(m, "MatMul");
+    cr_assert_float_eq(tp_floats(ln->inputs[1])[1], 8.0f, 0, "gamma unchanged");
+    cr_assert(mul && mm->inputs[0] == mul->outputs[0] && mul->inputs[0] == ln->outputs[0]);
+    cr_assert_eq(tp_find_op(m, "Relu")->inputs[0], ln->outputs[0]);
+    const float *inv = tp_floats(mul->inputs[1]);
+    for (int j = 0; j < 4; j++) {
+        double wmax = row_absmax(w43, j, 3);
+        assert_close_rel(inv[j], 1 / sq_scale(fabs(gamma4[j]) + fabs(beta4[j]), wmax, 0.5), "1/s", j);
+    }
+    finish(before, m, (int64_t[]){1, 2, 4}, 3, dir);
+}
+
+/* MatMul(W1) -> Add(bias) -> MatMul(W2): 1/s goes into W1's output columns and the bias. */
+Test(smooth_quant, matmul_add_chain_folds)
+{
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2, 4}, 2);
+    tp_init_f(m, "W1", (int64_t[]){4, 4}, 2,
+              (const float[]){1, 0, 0, 0, 0, 20, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.5f});
+    tp_init_f(m, "bias", (int64_t[]){4}, 1, (const float[]){0.5f, -1.0f, 0.0f, 0.25f});
+    tp_init_f(m, "W2", (int64_t[]){4, 3}, 2, w43);
+    tp_node(m, "MatMul", "mm1", "x,W1", "t");
+    tp_node(m, "Add", "add", "t,bias", "h");
+    tp_node(m, "MatMul", "mm2", "h,W2", "y");
+    tp_output(m, "y");
+    char *dir = write_samples(gemm_rows, 2, (int64_t[]){2, 4}, 2);
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = run_sq(m, dir, 0.5);
+    /* mm1's input x is a graph input: a Mul; mm2's input h folds into mm1 and the Add */
+    cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
+    cr_assert_eq(tp_stat(&r, "muls_inserted"), 1);
+    cr_assert(oq_graph_find_value(m->graph, "t_smoothed") && oq_graph_find_value(m->graph, "h_smoothed"),
+              "both values on the fold path are renamed");
+    cr_assert_null(oq_graph_find_value(m->graph, "h"));
+    oq_node *mul = tp_find_op(m, "Mul");
+    cr_assert_str_eq(mul->inputs[0]->name, "x", "the graph input keeps its name; the Mul reads it");
+    finish(before, m, (int64_t[]){2, 4}, 2, dir);
+}
+
+/* MatMul(W1) -> Relu -> MatMul(W2): Relu(u / s) = Relu(u) / s, so 1/s goes through the
+ * Relu into W1's columns; a Sigmoid in its place gets a Mul. */
+Test(smooth_quant, folds_through_relu_not_sigmoid)
+{
+    for (int k = 0; k < 2; k++) {
+        oq_model *m = tp_model(13);
+        tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){2, 4}, 2);
+        static const float w1[16] = {1, 0, 0.5f, 0, 0, 20, 0, 0, 0, 0, 1, 0, -1, 0, 0, 0.5f};
+        tp_init_f(m, "W1", (int64_t[]){4, 4}, 2, w1);
+        tp_init_f(m, "W2", (int64_t[]){4, 3}, 2, w43);
+        tp_node(m, "MatMul", "mm1", "x,W1", "t");
+        tp_node(m, k == 0 ? "Relu" : "Sigmoid", "act", "t", "h");
+        tp_node(m, "MatMul", "mm2", "h,W2", "y");
+        tp_output(m, "y");
+        char *dir = write_samples(gemm_rows, 2, (int64_t[]){2, 4}, 2);
+        oq_model *before = pp_clone(m);
+        oq_pass_result r = run_sq(m, dir, 0.5);
+        cr_assert_eq(tp_stat(&r, "scales_folded"), k == 0 ? 1 : 0);
+        cr_assert_eq(tp_count_op(m, "Mul"), k == 0 ? 1 : 2, "x's Mul (graph input), and h's for the Sigmoid");
+        if (k == 0) {
+            /* t = x W1 on the four sample rows, by hand: t0 in {2,-4,4,-2}, t1 in {-40,20,40,
+             * -20}, t2 in {2.5,-2,-1,0.5}, t3 in {-0.5,1,-1,0.5}; max Relu(t_j) = 4, 40, 2.5, 1.
+             * W1's column j is divided by mm2's s_j. */
+            const double hmax[4] = {4, 40, 2.5, 1};
+            const float *nw1 = NULL;
+            for (oq_node *n = m->graph->first; n; n = n->next)
+                if (strcmp(n->name, "mm1") == 0)
+                    nw1 = tp_floats(n->inputs[1]);
+            for (int j = 0; j < 4; j++) {
+                double sj = sq_scale(hmax[j], row_absmax(w43, j, 3), 0.5);
+                for (int i = 0; i < 4; i++) {
+                    /* mm1's own smoothing: every channel of x reaches 2; rows of W1 * s_x[i]
+                     * (both from the float weights; two float roundings: 2 ulps) */
+                    double sx = sq_scale(2.0, row_absmax(w1, i, 4), 0.5), want = w1[i * 4 + j] * sx / sj;
+                    cr_assert(fabs(nw1[i * 4 + j] - want) <= 2 * REL_ULP * fabs(want), "W1[%d] = %.9g, want %.9g",
+                              i * 4 + j, nw1[i * 4 + j], want);
+                }
+            }
+        }
+        finish(before, m, (int64_t[]){2, 4}, 2, dir);
+    }
+}
+
+Test(smooth_quant, bad_alpha_is_a_usage_error)
+{
+    oq_model *m = ln_model();
+    char msg[512];
+    cr_assert_eq(tp_run_fail(m, "smooth-quant{alpha=1.5,random=1}", msg, sizeof msg), OQ_ERR_USAGE);
+    cr_assert(strstr(msg, "alpha 1.5 is outside [0, 1]"), "%s", msg);
+    cr_assert_eq(tp_run_fail(m, "smooth-quant{alpha=0.5}", msg, sizeof msg), OQ_ERR_USAGE);
+    cr_assert(strstr(msg, "smooth-quant: give exactly one of"), "%s", msg);
+    oq_model_free(m);
+}
+
+/* The per-channel observer: max |x| over every axis but the channel axis. */
+Test(smooth_quant, absmax_observer)
+{
+    float acc[3] = {0, 0, 0};
+    const float x[2 * 3 * 2] = {1, -4, 2, 0.5f, -3, 3, -6, 1, NAN, 7, 0.25f, INFINITY};
+    uint64_t bad = 0;
+    cr_assert_eq(oq_absmax_per_channel_update(acc, x, (int64_t[]){2, 3, 2}, 3, 1, &bad, "x", NULL), OQ_OK);
+    cr_assert_float_eq(acc[0], 6.0f, 0);
+    cr_assert_float_eq(acc[1], 7.0f, 0);
+    cr_assert_float_eq(acc[2], 3.0f, 0);
+    cr_assert_eq(bad, 2);
+    cr_assert_eq(oq_absmax_per_channel_update(acc, x, (int64_t[]){2, 3, 2}, 3, 3, &bad, "x", NULL), OQ_ERR_USAGE);
+}
