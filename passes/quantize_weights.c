@@ -403,7 +403,8 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": format \"%s\" unknown (qdq, matmulnbits)", fmt);
     const char *sd = oq_pass_opt_string(opts, "scale-dtype", "auto");
     if (strcmp(sd, "auto") == 0)
-        c->scale_dtype = c->nbits ? OQ_DTYPE_FLOAT : OQ_DTYPE_FLOAT16;
+        c->scale_dtype = OQ_DTYPE_FLOAT; /* onnxruntime turns DQ(float32 scales) -> MatMul into
+                                          * MatMulNBits; a float16 DQ needs a Cast and is not fused */
     else if (strcmp(sd, "float32") == 0 || strcmp(sd, "float") == 0)
         c->scale_dtype = OQ_DTYPE_FLOAT;
     else if (strcmp(sd, "float16") == 0)
@@ -626,7 +627,7 @@ static const oq_pass_option_def options[] = {
     {"block-size", OQ_OPT_INT, "32", "elements of the reduction axis per scale: a power of two in 16..256"},
     {"symmetric", OQ_OPT_BOOL, "true", "zero point at the type's middle (false: one zero point per block)"},
     {"format", OQ_OPT_STRING, "qdq", "qdq (blocked DequantizeLinear, opset 21) or matmulnbits (com.microsoft)"},
-    {"scale-dtype", OQ_OPT_STRING, "auto", "qdq scales: float16 or float32 (auto: float16 for qdq, float32 for matmulnbits)"},
+    {"scale-dtype", OQ_OPT_STRING, "auto", "qdq scales: float16 (smaller; onnxruntime does not fuse it) or float32 (auto: float32)"},
     {"accuracy-level", OQ_OPT_INT, "0", "matmulnbits: MatMulNBits accuracy_level 0..4 (4: int8 activations in onnxruntime)"},
     {"algo", OQ_OPT_STRING, "rtn", "rtn (round to nearest) or gptq (needs samples)"},
     {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},

@@ -36,6 +36,8 @@ two_gptq two qdq int4 sym 16 gptq
 CASES
 while read -r name base fmt dt sym block algo; do
   opt=(--mode weight-only --format "$fmt" --weight-dtype "$dt" --weight-block-size "$block" --algo "$algo" --quiet)
+  # float16 scales (smallest); the default, float32, is checked below
+  [ "$fmt" = qdq ] && opt+=(--weight-scale-dtype float16)
   [ "$sym" = asym ] && opt+=(--weight-asymmetric)
   [ "$algo" = gptq ] && opt+=(--calib "$w/calib")
   if ! "$exe" quantize "$w/$base.onnx" -o "$w/$name.onnx" "${opt[@]}" 2>"$w/err"; then
@@ -46,7 +48,24 @@ while read -r name base fmt dt sym block algo; do
 done < "$w/cases.txt"
 # the pass directly (onnxq opt) gives the same model as the command
 "$exe" opt "$w/mm.onnx" -o "$w/mm_pass.onnx" \
-  --passes 'constant-to-initializer,quantize-weights{dtype=int4,block-size=16}' 2>"$w/err" || { echo "FAIL: opt: $(cat "$w/err")"; fail=1; }
+  --passes 'constant-to-initializer,quantize-weights{dtype=int4,block-size=16,scale-dtype=float16}' 2>"$w/err" || { echo "FAIL: opt: $(cat "$w/err")"; fail=1; }
+# the default scales are float32: DequantizeLinear feeds the MatMul directly (no Cast),
+# the form onnxruntime turns into MatMulNBits; the integers are those of float16 scales
+# except where the scale's rounding moves them
+"$exe" quantize "$w/mm.onnx" -o "$w/mm_default.onnx" --mode weight-only --weight-block-size 16 --quiet 2>"$w/err" ||
+  { echo "FAIL: quantize default scales: $(cat "$w/err")"; fail=1; }
+/usr/bin/python3 - "$w" <<'PY' || fail=1
+import sys, onnx
+from onnx import TensorProto
+m = onnx.load(f'{sys.argv[1]}/mm_default.onnx')
+inits = {t.name: t for t in m.graph.initializer}
+dq = [n for n in m.graph.node if n.op_type == 'DequantizeLinear']
+mm = [n for n in m.graph.node if n.op_type == 'MatMul']
+ok = len(dq) == 1 and inits[dq[0].input[1]].data_type == TensorProto.FLOAT and \
+    not any(n.op_type == 'Cast' for n in m.graph.node) and mm and mm[0].input[1] == dq[0].output[0]
+print('ok default scales: float32, DequantizeLinear -> MatMul' if ok else 'FAIL: default scales not float32 DQ -> MatMul')
+sys.exit(0 if ok else 1)
+PY
 /usr/bin/python3 - "$w" <<'PY' || fail=1
 import sys, onnx
 w = sys.argv[1]
