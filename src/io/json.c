@@ -2,7 +2,6 @@
 #include "io/json.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,4 +110,13 @@ const cJSON *oq_json_get(const cJSON *obj, const char *key)
         if (m->string && strcmp(m->string, key) == 0)
             found = m;
     return found;
+}
+
+bool oq_json_add_raw(cJSON *to, const char *key, const char *text)
+{
+    cJSON *x = cJSON_CreateRaw(text);
+    if (x && (key ? cJSON_AddItemToObject(to, key, x) : cJSON_AddItemToArray(to, x)))
+        return true;
+    cJSON_Delete(x);
+    return false;
 }

@@ -14,6 +14,7 @@
 #define ONNXQ_IO_JSON_H
 
 #include <cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "onnxq/status.h"
@@ -28,5 +29,10 @@ oq_status oq_json_parse_file(const char *path, cJSON **out, oq_diag *d);
 /* Member `key` of an object (the last one of that name, as before cJSON: RFC 8259
  * leaves duplicates to the reader), or NULL (also when obj is not an object). */
 const cJSON *oq_json_get(const cJSON *obj, const char *key);
+
+/* Writing: add the JSON text `text` (a number as onnxq formats it: "%.9g", "1e999")
+ * as member `key` of object `to`, or as the next element of array `to` (key NULL).
+ * cJSON prints it as it is. False when out of memory. */
+bool oq_json_add_raw(cJSON *to, const char *key, const char *text);
 
 #endif

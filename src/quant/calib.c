@@ -959,22 +959,11 @@ const oq_calib_entry *oq_calib_table_find_value(const oq_calib_table *t, const o
 
 /* ------------------------------------------------------------------ JSON table --- */
 
-/* A JSON number as text: cJSON prints raw items as they are, so the table keeps the
- * digits chosen here (%.9g reads back to the same float). */
-static bool add_num(cJSON *to, const char *key, const char *text)
-{
-    cJSON *x = cJSON_CreateRaw(text);
-    if (x && (key ? cJSON_AddItemToObject(to, key, x) : cJSON_AddItemToArray(to, x)))
-        return true;
-    cJSON_Delete(x);
-    return false;
-}
-
 static bool add_float(cJSON *to, float v)
 {
     char num[32];
     snprintf(num, sizeof num, "%.9g", (double)v);
-    return add_num(to, NULL, num);
+    return oq_json_add_raw(to, NULL, num); /* as written: reads back to the same float */
 }
 
 char *oq_calib_table_to_json(const oq_calib_table *t)
@@ -984,9 +973,9 @@ char *oq_calib_table_to_json(const oq_calib_table *t)
     snprintf(pct, sizeof pct, "%.17g", t->percentile);
     cJSON *root = cJSON_CreateObject();
     cJSON *ts = NULL;
-    bool ok = root && add_num(root, "samples", samples) &&
+    bool ok = root && oq_json_add_raw(root, "samples", samples) &&
               cJSON_AddStringToObject(root, "method", oq_calib_method_name(t->method)) &&
-              add_num(root, "percentile", pct) && (ts = cJSON_AddObjectToObject(root, "tensors"));
+              oq_json_add_raw(root, "percentile", pct) && (ts = cJSON_AddObjectToObject(root, "tensors"));
     for (size_t i = 0; ok && i < t->count; i++) {
         const oq_calib_entry *e = &t->items[i];
         cJSON *a = cJSON_CreateArray();
