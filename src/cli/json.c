@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/text.h"
+
 void json_init(json_writer *w, FILE *f, int indent)
 {
     memset(w, 0, sizeof *w);
@@ -79,45 +81,13 @@ void json_begin_object_inline(json_writer *w) { begin(w, true, true); }
 void json_end_object(json_writer *w) { end(w, true); }
 void json_end_array(json_writer *w) { end(w, false); }
 
-size_t json_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* Bytes cJSON does not escape the way onnxq writes them: NUL (it ends a C string), DEL
  * and bytes that are not valid UTF-8 (cJSON copies them), all written as \u00XX. */
 static size_t irregular_len(const unsigned char *s, size_t n)
 {
     if (s[0] == 0 || s[0] == 0x7f)
         return 0;
-    return json_utf8_len(s, n);
+    return oq_utf8_len(s, n);
 }
 
 /* A string with irregular bytes: cJSON escapes the runs between them (its printed
@@ -175,7 +145,7 @@ void json_key(json_writer *w, const char *key)
         return;
     }
     for (size_t i = 0, l; i < n; i += l) {
-        l = json_utf8_len(k + i, n - i);
+        l = oq_utf8_len(k + i, n - i);
         if (l) {
             memcpy(w->key + len, k + i, l);
             len += l;

@@ -75,10 +75,6 @@ void json_kv_int(json_writer *w, const char *key, int64_t v);
 void json_kv_double(json_writer *w, const char *key, double v);
 void json_kv_bool(json_writer *w, const char *key, bool v);
 
-/* Length of the valid UTF-8 sequence starting at s (at most n bytes), 0 if invalid
- * (overlong, surrogate, > U+10FFFF, truncated). n must be >= 1. */
-size_t json_utf8_len(const unsigned char *s, size_t n);
-
 /* Writes the document and a newline and frees the tree; returns 0, or -1 on misuse,
  * out of memory or a write error (nothing is written after misuse or out of memory). */
 int json_finish(json_writer *w);
