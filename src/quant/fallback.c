@@ -11,6 +11,7 @@
 #include "onnxq/exec.h"
 #include "onnxq/verify.h"
 #include "io/json.h"
+#include "ir/text.h"
 
 oq_fallback_options oq_fallback_options_default(void)
 {
@@ -495,43 +496,6 @@ fail:
     return st;
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || b->oom)
-        return;
-    if (b->len + (size_t)n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->len + (size_t)n + 1)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 /* A number of the steps JSON: 4 decimals; +-Inf (identical outputs) as +-1e999, which
  * JSON readers (Python's, onnxq's) read back as infinity; NaN as null. */
 static bool add_db(cJSON *o, const char *key, double x)
@@ -726,11 +690,11 @@ done:
 
 static char *group_nodes_list(const fb_group *groups, size_t k)
 {
-    sbuf b = {0};
+    oq_sbuf b = {0};
     char lb[128];
     for (size_t g = 0; g < k; g++)
         for (size_t j = 0; j < groups[g].n; j++)
-            sb_printf(&b, "%s%s", b.len ? "," : "", oq_node_label(groups[g].nodes[j], lb, sizeof lb));
+            oq_sb_printf(&b, "%s%s", b.len ? "," : "", oq_node_label(groups[g].nodes[j], lb, sizeof lb));
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -1005,9 +969,9 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         *s = tmp;
         s->node = xstrdup(oq_node_label(chosen[0], lb, sizeof lb));
         s->op_type = xstrdup(chosen[0]->op_type);
-        sbuf nb = {0};
+        oq_sbuf nb = {0};
         for (size_t k = 0; k < nc; k++)
-            sb_printf(&nb, "%s%s", k ? "," : "", oq_node_label(chosen[k], lb, sizeof lb));
+            oq_sb_printf(&nb, "%s%s", k ? "," : "", oq_node_label(chosen[k], lb, sizeof lb));
         s->nodes = nb.p;
         if (nb.oom || !s->node || !s->op_type) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
@@ -1031,9 +995,9 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     }
     oq_verify_free(v);
     {
-        sbuf b = {0};
+        oq_sbuf b = {0};
         for (size_t i = 1; i < res->n_steps; i++)
-            sb_printf(&b, "%s%s", i > 1 ? "," : "", res->steps[i].nodes);
+            oq_sb_printf(&b, "%s%s", i > 1 ? "," : "", res->steps[i].nodes);
         if (b.oom)
             return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
         res->in_float = b.p;
