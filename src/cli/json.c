@@ -335,7 +335,7 @@ static void layout(const json_writer *w, const char *s)
 
 int json_finish(json_writer *w)
 {
-    if (w->depth != 0 || w->key || !w->root)
+    if (w->depth != 0 || w->key)
         w->error = true;
     char *text = w->root ? cJSON_PrintUnformatted(w->root) : NULL;
     if (w->root && !text)

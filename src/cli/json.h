@@ -75,8 +75,9 @@ void json_kv_int(json_writer *w, const char *key, int64_t v);
 void json_kv_double(json_writer *w, const char *key, double v);
 void json_kv_bool(json_writer *w, const char *key, bool v);
 
-/* Writes the document and a newline and frees the tree; returns 0, or -1 on misuse,
- * out of memory or a write error (nothing is written after misuse or out of memory). */
+/* Writes the document (as far as it was built: values given by misuse are dropped) and a
+ * newline, and frees the tree; returns 0, or -1 on misuse, out of memory or a write
+ * error. Every json_init needs its json_finish (the tree is freed there). */
 int json_finish(json_writer *w);
 
 #endif
