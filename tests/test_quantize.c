@@ -855,7 +855,11 @@ Test(json, parse_and_errors)
     const char nul[] = "[\"a\0b\"]";
     cr_assert_eq(oq_json_parse(nul, sizeof nul - 1, "n.json", &j, &d), OQ_ERR_PARSE);
     cr_assert(strstr(d.entries[2].message, "n.json: line 1, column 4: NUL byte"), "%s", d.entries[2].message);
-    cr_assert_eq(oq_json_parse(" \n", 2, "e.json", &j, &d), OQ_ERR_PARSE);
+    char *ws = malloc(2); /* not NUL-terminated: the sanitizer build sees an over-read */
+    cr_assert_not_null(ws);
+    memcpy(ws, " \n", 2);
+    cr_assert_eq(oq_json_parse(ws, 2, "e.json", &j, &d), OQ_ERR_PARSE);
+    free(ws);
     cr_assert(strstr(d.entries[3].message, "e.json: line 2, column 1: no JSON document"), "%s", d.entries[3].message);
     oq_diag_free(&d);
 }

@@ -32,6 +32,14 @@ static oq_status parse_error(const char *text, size_t len, const char *p, const 
                          msg, near);
 }
 
+/* Past JSON whitespace in [p, end): text need not be NUL-terminated. */
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
 oq_status oq_json_parse(const char *text, size_t len, const char *what, cJSON **out,
                         oq_diag *d)
 {
@@ -46,12 +54,11 @@ oq_status oq_json_parse(const char *text, size_t len, const char *what, cJSON **
     if (!j) {
         /* cJSON says where, not what: the position it stopped at; an empty document
          * stops at 0 */
-        if (len == 0 || strspn(text, " \t\r\n") == len)
+        if (skip_ws(text, text + len) == text + len)
             return parse_error(text, len, text + len, what, "no JSON document", d);
         return parse_error(text, len, end, what, "invalid JSON", d);
     }
-    while (end < text + len && strchr(" \t\r\n", *end))
-        end++;
+    end = skip_ws(end, text + len);
     if (end != text + len) {
         cJSON_Delete(j);
         return parse_error(text, len, end, what, "trailing characters after the document", d);
