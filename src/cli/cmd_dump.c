@@ -4,6 +4,8 @@
  * (--dot). --stats adds per-tensor statistics of every initializer and Constant-node
  * tensor, with per-output-channel min/max for Conv/ConvTranspose/Gemm/MatMul weights.
  * Output depends only on the model file: no addresses, times or hash orders.
+ * What is shown comes from the library (include/onnxq/inspect.h, ir/text.h): this file
+ * parses the arguments and renders text and JSON.
  */
 #include <inttypes.h>
 #include <math.h>
