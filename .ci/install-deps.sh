@@ -9,7 +9,7 @@
 # groff-base (man -l renders onnxq.1: tests/man_page.sh). The libFuzzer targets
 # (tests/fuzz/run.sh) need clang and libclang-rt-14-dev, installed by hand: not in CI.
 set -euo pipefail
-PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev"
+PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libpng-dev libjpeg-dev libcjson-dev"
 if [ "${1:-}" = "--test" ]; then
     PKGS="$PKGS libonnx-testdata python3-onnx python3-numpy graphviz"
     PKGS="$PKGS python3-pil fonts-dejavu-core fonts-liberation fonts-freefont-ttf"

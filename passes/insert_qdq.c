@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "onnxq/calib.h"
+#include "io/json.h"
 
 enum { MK_NONE = 0, MK_CALIB = 1, MK_LINK = 2, MK_FIXED = 3, MK_GROUP = 4 };
 
@@ -38,7 +39,7 @@ typedef struct qctx {
     uint32_t n_node_ids;
     oq_calib_table table;
     bool have_table;
-    oq_json *over;
+    cJSON *over;
     /* options */
     int32_t act_dtype, w_dtype;
     bool act_sym, w_sym, per_channel, reduce_range, quant_bias;
@@ -208,21 +209,21 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
     const char *name = v->name;
     /* a body's tensor: by its scoped name (as in the calibration table), else its name */
     char *key = v->graph && v->graph->parent ? oq_calib_value_key(v) : NULL;
-    const oq_json *o = key ? oq_json_get(c->over, key) : NULL;
+    const cJSON *o = key ? oq_json_get(c->over, key) : NULL;
     free(key);
     if (!o)
         o = oq_json_get(c->over, name);
     if (!o)
         return 0;
-    if (o->type != OQ_JSON_OBJECT) {
+    if (!cJSON_IsObject(o)) {
         oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: entry \"%s\" is not an object", name);
         return -1;
     }
-    const oq_json *js = oq_json_get(o, "scale"), *jz = oq_json_get(o, "zero_point");
-    const oq_json *jt = oq_json_get(o, "dtype"), *jmin = oq_json_get(o, "min"), *jmax = oq_json_get(o, "max");
+    const cJSON *js = oq_json_get(o, "scale"), *jz = oq_json_get(o, "zero_point");
+    const cJSON *jt = oq_json_get(o, "dtype"), *jmin = oq_json_get(o, "min"), *jmax = oq_json_get(o, "max");
     int32_t dt = c->act_dtype;
     if (jt) {
-        dt = jt->type == OQ_JSON_STRING ? oq_dtype_from_name(jt->str) : OQ_DTYPE_UNDEFINED;
+        dt = cJSON_IsString(jt) ? oq_dtype_from_name(jt->valuestring) : OQ_DTYPE_UNDEFINED;
         int32_t a, b;
         if (dt == OQ_DTYPE_INT32 || oq_qrange(dt, false, &a, &b) != OQ_OK) {
             oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": dtype must be uint8, int8, uint16, int16, uint4 or int4",
@@ -233,19 +234,19 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
     int32_t qmin, qmax;
     oq_qrange(dt, false, &qmin, &qmax);
     if (js) {
-        if (js->type != OQ_JSON_NUMBER || !(js->num > 0) || !isfinite((float)js->num)) {
+        if (!cJSON_IsNumber(js) || !(js->valuedouble > 0) || !isfinite((float)js->valuedouble)) {
             oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": scale must be a positive number", name);
             return -1;
         }
-        *scale = (float)js->num;
+        *scale = (float)js->valuedouble;
         *zp = 0;
         if (jz) {
-            if (jz->type != OQ_JSON_NUMBER || jz->num != floor(jz->num) || jz->num < qmin || jz->num > qmax) {
+            if (!cJSON_IsNumber(jz) || jz->valuedouble != floor(jz->valuedouble) || jz->valuedouble < qmin || jz->valuedouble > qmax) {
                 oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": zero_point must be an integer in [%d, %d]",
                               name, (int)qmin, (int)qmax);
                 return -1;
             }
-            *zp = (int32_t)jz->num;
+            *zp = (int32_t)jz->valuedouble;
         } else if (!oq_dtype_is_signed(dt)) {
             *zp = (qmin + qmax + 1) / 2;
         }
@@ -255,7 +256,7 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
     float lo, hi;
     bool have = table_range(c, v, &lo, &hi);
     if (jmin || jmax) {
-        if ((jmin && jmin->type != OQ_JSON_NUMBER) || (jmax && jmax->type != OQ_JSON_NUMBER)) {
+        if ((jmin && !cJSON_IsNumber(jmin)) || (jmax && !cJSON_IsNumber(jmax))) {
             oq_diag_error(c->d, OQ_ERR_USAGE, "overrides: \"%s\": min/max must be numbers", name);
             return -1;
         }
@@ -264,9 +265,9 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
             return -1;
         }
         if (jmin)
-            lo = (float)jmin->num;
+            lo = (float)jmin->valuedouble;
         if (jmax)
-            hi = (float)jmax->num;
+            hi = (float)jmax->valuedouble;
         have = true;
     }
     if (!have) {
@@ -679,10 +680,10 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     oq_weight_spec_default(&s);
     s.dtype = c->w_dtype;
     /* mixed precision: {"W": {"dtype": "int16"}} in the overrides file */
-    const oq_json *ow = c->over ? oq_json_get(c->over, wv->name) : NULL;
-    const oq_json *owt = ow && ow->type == OQ_JSON_OBJECT ? oq_json_get(ow, "dtype") : NULL;
+    const cJSON *ow = c->over ? oq_json_get(c->over, wv->name) : NULL;
+    const cJSON *owt = oq_json_get(ow, "dtype");
     if (owt) {
-        int32_t dt = owt->type == OQ_JSON_STRING ? parse_qtype(owt->str, true) : OQ_DTYPE_UNDEFINED;
+        int32_t dt = cJSON_IsString(owt) ? parse_qtype(owt->valuestring, true) : OQ_DTYPE_UNDEFINED;
         if (dt == OQ_DTYPE_UNDEFINED)
             return oq_diag_error(c->d, OQ_ERR_USAGE,
                                  "overrides: weight \"%s\": dtype must be int8, uint8, int16, uint16, int4 or uint4",
@@ -886,7 +887,7 @@ static void free_ctx(qctx *c)
     free(c->vi);
     free(c->sel);
     oq_calib_table_free(&c->table);
-    oq_json_free(c->over);
+    cJSON_Delete(c->over);
     if (c->op_types) {
         for (size_t i = 0; i < c->n_op_types; i++)
             free(c->op_types[i]);
@@ -1286,13 +1287,14 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         st = oq_json_parse_file(ovf, &c.over, d);
         if (st != OQ_OK)
             goto done;
-        if (c.over->type != OQ_JSON_OBJECT) {
+        if (!cJSON_IsObject(c.over)) {
             st = oq_diag_error(d, OQ_ERR_USAGE, "%s: expected an object {\"tensor\": {...}}", ovf);
             goto done;
         }
-        for (size_t i = 0; i < c.over->n; i++)
-            if (!override_key_known(c.g, c.over->keys[i]))
-                oq_diag_warn(d, "%s: tensor \"%s\" is not in the model (ignored)", ovf, c.over->keys[i]);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, c.over)
+            if (!override_key_known(c.g, e->string))
+                oq_diag_warn(d, "%s: tensor \"%s\" is not in the model (ignored)", ovf, e->string);
     }
     size_t kidx = 0;
     for (kidx = 0; kidx < m->metadata.count; kidx++)

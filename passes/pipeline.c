@@ -629,3 +629,13 @@ oq_status oq_pass_run_simple(const oq_registry *reg, const char *pipeline, oq_mo
     oq_pipeline_free(pl);
     return st;
 }
+
+oq_status oq_pass_prepare_float_reference(oq_model *m, void *user, oq_diag *d)
+{
+    oq_registry *reg = NULL;
+    oq_status st = oq_registry_new(&reg, d);
+    if (st == OQ_OK)
+        st = oq_pass_run_simple(reg, "constant-to-initializer,fold-batchnorm", m, NULL, d);
+    oq_registry_free(reg);
+    return st;
+}

@@ -4,7 +4,9 @@
 # `pkg-config --cflags --libs onnxq` and run it WITHOUT LD_LIBRARY_PATH (the .pc's rpath
 # must find the installed libonnxq.so); its standard output must be the page's, and its
 # stderr the page's diagnostic. The classes it prints are the shapes the program draws
-# (ground truth by construction), for the float and the quantized model.
+# (ground truth by construction), for the float and the quantized model; the model's op
+# histogram and its largest weight's statistics (onnxq/inspect.h) are checked against
+# python3-onnx and numpy.
 # Usage (ctest does this): bash tests/api_example.sh ONNXQ SOURCE_DIR BINARY_DIR
 set -u
 SRC=${2:?usage: api_example.sh ONNXQ SOURCE_DIR BINARY_DIR}
@@ -48,6 +50,30 @@ rc=$?
 [ $rc = 0 ] || { echo "FAIL: example exit $rc: $(head -3 "$work/got.err")"; fail=1; }
 if diff -u "$work/want.out" "$work/got.out"; then ok "stdout is the page's"; else echo "FAIL: stdout differs from docs/api.md"; fail=1; fi
 if diff -u "$work/want.err" "$work/got.err"; then ok "stderr is the page's"; else echo "FAIL: stderr differs from docs/api.md"; fail=1; fi
+# the inspection lines (onnxq/inspect.h) against python3-onnx and numpy on the same model
+/usr/bin/python3 - "$SRC/models/shapes_cnn.onnx" "$work/got.out" <<'EOF' || fail=1
+import collections, sys
+import onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+got = open(sys.argv[2]).read().splitlines()
+ops = collections.Counter(n.op_type for n in m.graph.node)
+nodes = [l for l in got if l.startswith("nodes: ")]
+want = {}
+if nodes:
+    it = nodes[0].split(":", 2)[2].split()
+    want = {it[i]: int(it[i + 1]) for i in range(0, len(it), 2)}
+ok = bool(nodes) and nodes[0].split(":")[1].strip() == str(len(m.graph.node)) and want == dict(ops)
+print(("ok" if ok else "FAIL") + ": op histogram", nodes, dict(ops))
+w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+big = max(w, key=lambda k: w[k].size)
+line = [l for l in got if l.startswith("largest: ")]
+ref = "largest: %s float32, min %.6g max %.6g, %d channels (axis 0 of Gemm)" % (
+    big, w[big].min(), w[big].max(), w[big].shape[0])
+ok2 = line == [ref]
+print(("ok" if ok2 else "FAIL") + ": largest weight statistics", line, ref)
+sys.exit(0 if ok and ok2 else 1)
+EOF
 # the written model is valid and quantized
 "$1" check "$work/q.onnx" >/dev/null 2>&1 || { echo "FAIL: onnxq check on the quantized model"; fail=1; }
 nq=$("$1" dump "$work/q.onnx" | awk '$2 == "QuantizeLinear" && $1 ~ /^[0-9]+$/ {print $1; exit}')

@@ -3,8 +3,9 @@
 # passes/ <- src/cli/. Checked on the built objects: no symbol that an object of a lower
 # layer uses may be defined by an object of a higher one. In particular src/ir/ calls
 # nothing in src/io/ (external data is mapped through the callbacks io installs,
-# ir/ir-impl.h oq_model_io_ops).
-# Not checked yet: src/quant/ -> passes/ (calib.c runs passes through oq_pass_run_simple).
+# ir/ir-impl.h oq_model_io_ops), and src/quant/ calls nothing in passes/ (verify's
+# reference copy of the float model is prepared by the caller's
+# oq_verify_options.prepare_reference, e.g. oq_pass_prepare_float_reference).
 # Usage: layering.sh ONNXQ SOURCE_DIR BUILD_DIR
 set -u
 build=${3:?usage: layering.sh ONNXQ SOURCE_DIR BUILD_DIR}
@@ -31,4 +32,5 @@ check() { # LOW HIGH...: LOW uses nothing HIGH defines
 check ir io exec quant passes
 check io quant passes
 check exec io quant passes
+check quant passes
 exit $fail

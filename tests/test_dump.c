@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/ir-impl.h" /* oq_graph_new_in: a subgraph built by hand */
 #include "onnxq/onnxq.h"
 #include "onnxq/stats.h"
 #include "testutil.h"
@@ -351,6 +352,130 @@ Test(stats, tensor_wrappers_and_weight_axis)
     cr_assert_eq(oq_weight_channel_axis(ct, 1, 4), 1);
     oq_node *other = oq_node_new(g, "Conv", "com.example", "o", in, 2, &y, 1);
     cr_assert_eq(oq_weight_channel_axis(other, 1, 4), -1);
+    oq_diag_free(&d);
+    oq_model_free(m);
+}
+
+/* ---------------------------------------------------------------- inspection ----- */
+
+/* x: float32[N, 3] -> Gemm(x, W, transB=1) -> y, W = {{1, -2, 3}, {4, 5, -6}}; an If
+ * "cond_if" whose then_branch holds a Constant c = {0.5, 0} and a Relu. Values by hand
+ * in the comments. */
+Test(inspect, summary_stats_types_dot)
+{
+    oq_model *m = oq_model_new();
+    oq_graph *g = m->graph;
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[] = {-1, 3};
+    const char *xn[] = {"N", NULL};
+    oq_value *x = oq_graph_new_value(g, "x");
+    oq_graph_add_input(g, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, xn, 2));
+    float wv[] = {1, -2, 3, 4, 5, -6};
+    int64_t wd[] = {2, 3};
+    oq_value *w = oq_graph_add_initializer(g, "W", OQ_DTYPE_FLOAT, wd, 2, wv, sizeof wv);
+    oq_value *y = oq_graph_new_value(g, "y"), *gin[] = {x, w};
+    oq_node *gemm = oq_node_new(g, "Gemm", "", "gemm", gin, 2, &y, 1);
+    oq_node_set_attr_int(gemm, "transB", 1);
+    oq_graph_append(g, gemm);
+    oq_value *cond = oq_graph_new_value(g, "cond"), *z = oq_graph_new_value(g, "z");
+    oq_node *iff = oq_node_new(g, "If", "", "cond_if", &cond, 1, &z, 1);
+    oq_graph_append(g, iff);
+    oq_graph *sub = oq_graph_new_in(m, g, iff);
+    oq_attr *a = oq_model_alloc(m, sizeof *a);
+    cr_assert(sub && a);
+    a->name = oq_model_strdup(m, "then_branch");
+    a->has_type = true;
+    a->type = OQ_ATTR_GRAPH;
+    a->g = sub;
+    iff->attrs = oq_model_alloc(m, sizeof *iff->attrs);
+    iff->attrs[0] = a;
+    iff->n_attrs = 1;
+    oq_value *c = oq_graph_new_value(sub, "c"), *r = oq_graph_new_value(sub, "r");
+    oq_node *cn = oq_node_new(sub, "Constant", "", "k", NULL, 0, &c, 1);
+    float cv[] = {0.5f, 0};
+    int64_t cd[] = {2};
+    oq_node_set_attr_tensor(cn, "value", oq_tensor_new(m, "", OQ_DTYPE_FLOAT, cd, 1, cv, sizeof cv));
+    oq_graph_append(sub, cn);
+    oq_graph_append(sub, oq_node_new(sub, "Relu", "", "relu", &c, 1, &r, 1));
+    oq_graph_add_output(g, y, NULL);
+
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_inspect in;
+    cr_assert_eq(oq_inspect_model(m, &in, &d), OQ_OK);
+    /* four nodes in two graphs, one of each op: by name */
+    cr_assert_eq(in.n_nodes, 4);
+    cr_assert_eq(in.n_ops, 4);
+    const char *order[] = {"Constant", "Gemm", "If", "Relu"};
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_str_eq(in.ops[i].op_type, order[i]);
+        cr_assert_str_eq(in.ops[i].domain, "");
+        cr_assert_eq(in.ops[i].count, 1);
+    }
+    /* W in the main graph, then c in the If's branch */
+    cr_assert_eq(in.n_tensors, 2);
+    cr_assert_str_eq(in.tensors[0].name, "W");
+    cr_assert(!in.tensors[0].constant);
+    cr_assert_str_eq(in.tensors[0].scope, "");
+    cr_assert_eq(in.tensors[0].bytes, 24);
+    cr_assert_str_eq(in.tensors[1].name, "c");
+    cr_assert(in.tensors[1].constant);
+    cr_assert_str_eq(in.tensors[1].scope, "cond_if.then_branch");
+    /* float32: 6 elements (24 bytes) in an initializer, 2 (8 bytes) in a Constant */
+    const oq_inspect_params *p = &in.params[OQ_DTYPE_FLOAT];
+    cr_assert(p->tensors[0] == 1 && p->elements[0] == 6 && p->bytes[0] == 24);
+    cr_assert(p->tensors[1] == 1 && p->elements[1] == 2 && p->bytes[1] == 8);
+
+    /* W: min -6, max 5, mean 5/6; Gemm transB=1: output channels along axis 0, rows
+     * {1, -2, 3} -> [-2, 3] and {4, 5, -6} -> [-6, 5] */
+    oq_inspect_stats st;
+    cr_assert_eq(oq_inspect_tensor_stats(&in.tensors[0], &st, &d), OQ_OK);
+    cr_assert_null(st.skipped);
+    cr_assert(st.s.min == -6 && st.s.max == 5 && fabs(st.s.mean - 5.0 / 6.0) < 1e-12);
+    cr_assert_eq(st.axis, 0);
+    cr_assert_eq(st.consumer, gemm);
+    cr_assert_eq(st.channels, 2);
+    cr_assert(st.mins[0] == -2 && st.maxs[0] == 3 && st.mins[1] == -6 && st.maxs[1] == 5);
+    oq_inspect_stats_free(&st);
+    /* c = {0.5, 0}: one zero, no consumer with a channel axis */
+    cr_assert_eq(oq_inspect_tensor_stats(&in.tensors[1], &st, &d), OQ_OK);
+    cr_assert(st.s.zeros == 1 && st.s.max == 0.5 && st.axis == -1 && !st.mins);
+    oq_inspect_stats_free(&st);
+    /* a complex tensor has no statistics: skipped, named by its dtype */
+    oq_inspect_tensor cx = in.tensors[0];
+    float xv[2] = {1, 2};
+    int64_t one = 1;
+    cx.tensor = oq_tensor_new(m, "X", OQ_DTYPE_COMPLEX64, &one, 1, xv, sizeof xv);
+    cr_assert_not_null(cx.tensor);
+    cr_assert_eq(oq_inspect_tensor_stats(&cx, &st, &d), OQ_OK);
+    cr_assert_str_eq(st.skipped, "complex64");
+    oq_inspect_stats_free(&st);
+    cr_assert_eq(oq_inspect_tensor_bytes(cx.tensor), 8);
+    oq_inspect_free(&in);
+    cr_assert_eq(d.errors, 0);
+
+    /* types: declared, from the initializer, unknown */
+    char *t = oq_value_type_text(x);
+    cr_assert_str_eq(t, "float32[N, 3]");
+    free(t);
+    t = oq_value_type_text(w);
+    cr_assert_str_eq(t, "float32[2, 3]");
+    free(t);
+    cr_assert_null(oq_value_type_text(z));
+    t = oq_type_text(NULL);
+    cr_assert_str_eq(t, "?");
+    free(t);
+
+    /* Graphviz: the title, the Gemm box, the branch as a cluster tied to its If */
+    mem dm;
+    mem_open(&dm);
+    cr_assert_eq(oq_inspect_write_dot(m, "t.onnx", dm.f, &d), OQ_OK);
+    mem_close(&dm);
+    cr_assert(strstr(dm.buf, "digraph onnx {\n  graph [rankdir=TB, fontname=\"Helvetica\", label=\"t.onnx\"];"), "%s", dm.buf);
+    cr_assert(strstr(dm.buf, "[label=\"Gemm\\ngemm\"];"), "%s", dm.buf);
+    cr_assert(strstr(dm.buf, "subgraph cluster_0 {\n    label=\"If cond_if: then_branch\"; style=dashed;"), "%s", dm.buf);
+    cr_assert(strstr(dm.buf, "[style=dotted, arrowhead=none];"), "%s", dm.buf);
+    free(dm.buf);
     oq_diag_free(&d);
     oq_model_free(m);
 }

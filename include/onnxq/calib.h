@@ -23,8 +23,6 @@
  *
  * The table travels between the `calibrate` and `insert-qdq` passes as JSON in the
  * model's metadata_props under OQ_CALIB_METADATA_KEY (insert-qdq removes it).
- *
- * Also here: a small JSON reader (oq_json_*) for --config and the overrides file.
  */
 #ifndef ONNXQ_CALIB_H
 #define ONNXQ_CALIB_H
@@ -189,37 +187,6 @@ typedef struct oq_calib_progress_state {
 void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user);
 /* Erase the terminal line before other output is printed (nothing when not a terminal). */
 void oq_calib_progress_clear(oq_calib_progress_state *s);
-
-/* ------------------------------------------------------------------ JSON reader -- */
-
-typedef enum oq_json_type {
-    OQ_JSON_NULL = 0,
-    OQ_JSON_BOOL,
-    OQ_JSON_NUMBER,
-    OQ_JSON_STRING,
-    OQ_JSON_ARRAY,
-    OQ_JSON_OBJECT
-} oq_json_type;
-
-typedef struct oq_json oq_json;
-struct oq_json {
-    oq_json_type type;
-    bool b;
-    double num;
-    char *str;                /* STRING (NUL-terminated; embedded \u0000 refused) */
-    size_t n;                 /* ARRAY / OBJECT members */
-    oq_json *items;           /* n values */
-    char **keys;              /* OBJECT: n keys */
-};
-
-/* Parse a whole document (RFC 8259; nesting depth <= 256). `what` names it in errors:
- * "config.json: line 3: expected ':'". *out is malloc'ed; free with oq_json_free. */
-oq_status oq_json_parse(const char *text, size_t len, const char *what, oq_json **out,
-                        oq_diag *d);
-oq_status oq_json_parse_file(const char *path, oq_json **out, oq_diag *d);
-void oq_json_free(oq_json *j);
-/* Member of an object (last one wins), or NULL. */
-const oq_json *oq_json_get(const oq_json *obj, const char *key);
 
 #ifdef __cplusplus
 }

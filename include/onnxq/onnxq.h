@@ -10,6 +10,7 @@
 #include "onnxq/status.h"
 #include "onnxq/ir.h"
 #include "onnxq/stats.h"
+#include "onnxq/inspect.h"
 #include "onnxq/quant.h"
 #include "onnxq/image.h"
 #include "onnxq/verify.h"

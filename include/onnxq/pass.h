@@ -323,6 +323,11 @@ oq_status oq_pipeline_run(const oq_pipeline *p, oq_model *m, const oq_pipeline_r
 oq_status oq_pass_run_simple(const oq_registry *reg, const char *pipeline, oq_model *m,
                              oq_pass_result *res, oq_diag *d);
 
+/* What onnxq quantize runs before quantizing that changes weights
+ * (constant-to-initializer, fold-batchnorm), with the built-in passes: for
+ * oq_verify_options.prepare_reference (user is unused). */
+oq_status oq_pass_prepare_float_reference(oq_model *m, void *user, oq_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,6 +74,14 @@ typedef struct oq_verify_options {
     bool arith_loss;  /* arith != reference: also run the quantized model with the
                        * reference arithmetic and accumulate the target's loss against it
                        * (oq_verify_layer.arith, oq_verify_output.arith; default true) */
+    /* Prepares a copy of the float model for the weight comparison (may be NULL, the
+     * default): a weight the quantizer made from others (BatchNorm folded into
+     * W_bnfold, a Constant node turned into an initializer) has a float counterpart only
+     * in a model prepared the same way. oq_pass_prepare_float_reference (onnxq/pass.h)
+     * prepares it as onnxq quantize does. Called at most once, on the first weight
+     * without a counterpart; NULL or a failure: such weights are not compared. */
+    oq_status (*prepare_reference)(oq_model *m, void *user, oq_diag *d);
+    void *prepare_user;
 } oq_verify_options;
 
 oq_verify_options oq_verify_options_default(void);

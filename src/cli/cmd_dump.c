@@ -4,6 +4,8 @@
  * (--dot). --stats adds per-tensor statistics of every initializer and Constant-node
  * tensor, with per-output-channel min/max for Conv/ConvTranspose/Gemm/MatMul weights.
  * Output depends only on the model file: no addresses, times or hash orders.
+ * What is shown comes from the library (include/onnxq/inspect.h, ir/text.h): this file
+ * parses the arguments and renders text and JSON.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -13,158 +15,14 @@
 
 #include "cli/cli.h"
 #include "cli/json.h"
+#include "ir/text.h"
+#include "onnxq/inspect.h"
 #include "onnxq/stats.h"
 
 #define LIST_SHOW 16      /* lists/tensors up to this many values are shown whole */
 #define LIST_HEAD 10      /* otherwise the first LIST_HEAD values, then "..." */
 #define STR_SHOW 48       /* string values longer than this are cut */
 #define CHAN_SHOW 16      /* text: per-channel rows shown whole up to this many */
-
-/* ---------------------------------------------------------------- string builder - */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        sb_add(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-}
-
-static const char *sb_str(const sbuf *b) { return b->p ? b->p : ""; }
-static void sb_reset(sbuf *b) { b->len = 0; if (b->p) b->p[0] = '\0'; }
-static void sb_free(sbuf *b) { free(b->p); memset(b, 0, sizeof *b); }
-
-/* Text with C-style escapes for control characters, `"`, `\` and invalid UTF-8;
- * quoted when `quote`. */
-static void sb_escaped(sbuf *b, const char *s, size_t n, bool quote);
-
-/* A name in text output: bare when it is made of plain characters, else quoted with
- * C-style escapes (also for the empty name). */
-static void sb_name_n(sbuf *b, const char *s, size_t n)
-{
-    bool plain = n > 0;
-    for (size_t i = 0; i < n && plain; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              strchr("_.:/-+@#[]()<>", c)))
-            plain = false;
-    }
-    if (plain)
-        sb_add(b, s, n);
-    else
-        sb_escaped(b, s, n, true);
-}
-
-static void sb_escaped(sbuf *b, const char *s, size_t n, bool quote)
-{
-    if (quote)
-        sb_puts(b, "\"");
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c == '"' && quote) || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            sb_add(b, e, 2);
-            i++;
-        } else if (c == '\n') {
-            sb_puts(b, "\\n");
-            i++;
-        } else if (c == '\t') {
-            sb_puts(b, "\\t");
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            sb_printf(b, "\\x%02x", c);
-            i++;
-        } else {
-            size_t len = json_utf8_len((const unsigned char *)s + i, n - i);
-            if (len == 0) {
-                sb_printf(b, "\\x%02x", c);
-                i++;
-            } else {
-                sb_add(b, s + i, len);
-                i += len;
-            }
-        }
-    }
-    if (quote)
-        sb_puts(b, "\"");
-}
-
-/* Free text (producer, doc string, metadata): escaped but not quoted. */
-static void sb_text(sbuf *b, const char *s)
-{
-    sb_escaped(b, s ? s : "", s ? strlen(s) : 0, false);
-}
-
-static void sb_name(sbuf *b, const char *s) { sb_name_n(b, s ? s : "", s ? strlen(s) : 0); }
-
-/* Shortest %g form that reads back to the same value (float32 or double). */
-static void sb_real(sbuf *b, double v, bool f32)
-{
-    if (isnan(v)) {
-        sb_puts(b, "nan");
-        return;
-    }
-    if (isinf(v)) {
-        sb_puts(b, v > 0 ? "inf" : "-inf");
-        return;
-    }
-    char buf[48];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (f32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
-            break;
-    }
-    sb_puts(b, buf);
-}
 
 /* ---------------------------------------------------------------- types, values -- */
 
@@ -173,108 +31,8 @@ static const char *domain_label(const char *d)
     return oq_domain_is_default(d) ? "ai.onnx" : d;
 }
 
-static void sb_dims(sbuf *b, const int64_t *dims, size_t rank)
-{
-    sb_puts(b, "[");
-    for (size_t i = 0; i < rank; i++)
-        sb_printf(b, "%s%" PRId64, i ? ", " : "", dims[i]);
-    sb_puts(b, "]");
-}
-
-/* float32[1, 3, N, ?]; "[...]" when the rank is unknown, "[]" for a scalar. */
-static void sb_type(sbuf *b, const oq_type *t)
-{
-    if (!t) {
-        sb_puts(b, "?");
-        return;
-    }
-    switch (t->kind) {
-    case OQ_TYPE_TENSOR:
-    case OQ_TYPE_SPARSE_TENSOR:
-        if (t->kind == OQ_TYPE_SPARSE_TENSOR)
-            sb_puts(b, "sparse ");
-        sb_puts(b, t->has_elem_type ? oq_dtype_name(t->elem_type) : "?");
-        if (!t->shape) {
-            sb_puts(b, "[...]");
-            break;
-        }
-        sb_puts(b, "[");
-        for (size_t i = 0; i < t->shape->rank; i++) {
-            const oq_dim *d = &t->shape->dims[i];
-            if (i)
-                sb_puts(b, ", ");
-            if (d->kind == OQ_DIM_VALUE)
-                sb_printf(b, "%" PRId64, d->value);
-            else if (d->kind == OQ_DIM_PARAM && d->param)
-                sb_name(b, d->param);
-            else
-                sb_puts(b, "?");
-        }
-        sb_puts(b, "]");
-        break;
-    case OQ_TYPE_SEQUENCE:
-        sb_puts(b, "seq(");
-        sb_type(b, t->elem);
-        sb_puts(b, ")");
-        break;
-    case OQ_TYPE_OPTIONAL:
-        sb_puts(b, "optional(");
-        sb_type(b, t->elem);
-        sb_puts(b, ")");
-        break;
-    case OQ_TYPE_MAP:
-        sb_printf(b, "map(%s, ", t->has_key_type ? oq_dtype_name(t->key_type) : "?");
-        sb_type(b, t->elem);
-        sb_puts(b, ")");
-        break;
-    case OQ_TYPE_OPAQUE:
-        sb_printf(b, "opaque(%s%s%s)", t->opaque_domain ? t->opaque_domain : "",
-                  t->opaque_domain && *t->opaque_domain ? "." : "",
-                  t->opaque_name ? t->opaque_name : "");
-        break;
-    default:
-        sb_puts(b, "?");
-        break;
-    }
-}
-
-static bool is_constant_node(const oq_node *n)
-{
-    return n && n->op_type && strcmp(n->op_type, "Constant") == 0 &&
-           oq_domain_is_default(n->domain);
-}
-
-/* The tensor a Constant node holds in its "value" attribute, or NULL. */
-static oq_tensor *constant_tensor(const oq_node *n)
-{
-    if (!is_constant_node(n))
-        return NULL;
-    oq_attr *a = oq_node_attr(n, "value");
-    return a && a->t ? a->t : NULL;
-}
-
-/* Best known type of a value as text; false (nothing written) when unknown. */
-static bool sb_value_type(sbuf *b, const oq_value *v)
-{
-    if (!v)
-        return false;
-    if (v->type) {
-        sb_type(b, v->type);
-        return true;
-    }
-    const oq_tensor *t = v->initializer;
-    if (!t && v->kind == OQ_VALUE_NODE && v->producer_index == 0)
-        t = constant_tensor(v->producer);
-    if (t) {
-        sb_puts(b, oq_dtype_name(t->dtype));
-        sb_dims(b, t->dims, t->rank);
-        return true;
-    }
-    return false;
-}
-
 /* Element i of a dense tensor view. */
-static void sb_elem(sbuf *b, const void *data, int32_t dtype, int64_t i)
+static void sb_elem(oq_sbuf *b, const void *data, int32_t dtype, int64_t i)
 {
     const uint8_t *p = data;
     double x;
@@ -282,24 +40,24 @@ static void sb_elem(sbuf *b, const void *data, int32_t dtype, int64_t i)
     case OQ_DTYPE_INT64: {
         int64_t v;
         memcpy(&v, p + (size_t)i * 8, 8);
-        sb_printf(b, "%" PRId64, v);
+        oq_sb_printf(b, "%" PRId64, v);
         return;
     }
     case OQ_DTYPE_UINT64: {
         uint64_t v;
         memcpy(&v, p + (size_t)i * 8, 8);
-        sb_printf(b, "%" PRIu64, v);
+        oq_sb_printf(b, "%" PRIu64, v);
         return;
     }
     case OQ_DTYPE_BOOL:
-        sb_puts(b, p[i] ? "true" : "false");
+        oq_sb_puts(b, p[i] ? "true" : "false");
         return;
     case OQ_DTYPE_STRING: {
         const oq_bytes *s = (const oq_bytes *)data + i;
         size_t n = s->len > STR_SHOW ? STR_SHOW : s->len;
-        sb_name_n(b, (const char *)s->data, n);
+        oq_sb_name_n(b, (const char *)s->data, n);
         if (n < s->len)
-            sb_puts(b, "...");
+            oq_sb_puts(b, "...");
         return;
     }
     case OQ_DTYPE_COMPLEX64:
@@ -316,24 +74,24 @@ static void sb_elem(sbuf *b, const void *data, int32_t dtype, int64_t i)
             re = d[0];
             im = d[1];
         }
-        sb_puts(b, "(");
-        sb_real(b, re, dtype == OQ_DTYPE_COMPLEX64);
-        sb_puts(b, im < 0 ? "" : "+");
-        sb_real(b, im, dtype == OQ_DTYPE_COMPLEX64);
-        sb_puts(b, "j)");
+        oq_sb_puts(b, "(");
+        oq_sb_real(b, re, dtype == OQ_DTYPE_COMPLEX64);
+        oq_sb_puts(b, im < 0 ? "" : "+");
+        oq_sb_real(b, im, dtype == OQ_DTYPE_COMPLEX64);
+        oq_sb_puts(b, "j)");
         return;
     }
     default:
         break;
     }
     if (!oq_elems_to_double(data, dtype, i, 1, &x)) {
-        sb_puts(b, "?");
+        oq_sb_puts(b, "?");
         return;
     }
     if (oq_dtype_is_float(dtype))
-        sb_real(b, x, dtype != OQ_DTYPE_DOUBLE);
+        oq_sb_real(b, x, dtype != OQ_DTYPE_DOUBLE);
     else
-        sb_printf(b, "%.0f", x);
+        oq_sb_printf(b, "%.0f", x);
 }
 
 static bool tensor_values_printable(int32_t dtype)
@@ -355,370 +113,140 @@ static const void *tensor_peek(oq_tensor *t)
 }
 
 /* tensor float32[2, 3] {1, 2, 3, 4, 5, 6}; long ones show the first values. */
-static void sb_tensor(sbuf *b, oq_tensor *t)
+static void sb_tensor(oq_sbuf *b, oq_tensor *t)
 {
-    sb_puts(b, "tensor ");
-    sb_puts(b, oq_dtype_name(t->dtype));
-    sb_dims(b, t->dims, t->rank);
+    oq_sb_puts(b, "tensor ");
+    oq_sb_puts(b, oq_dtype_name(t->dtype));
+    oq_sb_dims(b, t->dims, t->rank);
     int64_t n = oq_tensor_numel(t);
     if (oq_tensor_is_external(t)) {
-        sb_printf(b, " (%" PRId64 " values, external)", n);
+        oq_sb_printf(b, " (%" PRId64 " values, external)", n);
         return;
     }
     const void *data = tensor_peek(t);
     if (!data) {
-        sb_printf(b, " (%" PRId64 " values)", n);
+        oq_sb_printf(b, " (%" PRId64 " values)", n);
         return;
     }
     int64_t show = n <= LIST_SHOW ? n : LIST_HEAD;
-    sb_puts(b, " {");
+    oq_sb_puts(b, " {");
     for (int64_t i = 0; i < show; i++) {
         if (i)
-            sb_puts(b, ", ");
+            oq_sb_puts(b, ", ");
         sb_elem(b, data, t->dtype, i);
     }
     if (show < n)
-        sb_printf(b, ", ... (%" PRId64 " values)", n);
-    sb_puts(b, "}");
+        oq_sb_printf(b, ", ... (%" PRId64 " values)", n);
+    oq_sb_puts(b, "}");
 }
 
 /* One-line form of an attribute value (graphs are printed by the caller). */
-static void sb_attr(sbuf *b, const oq_attr *a)
+static void sb_attr(oq_sbuf *b, const oq_attr *a)
 {
     size_t n, show;
     if (a->ref_attr_name) {
-        sb_printf(b, "@%s (reference to a function attribute)", a->ref_attr_name);
+        oq_sb_printf(b, "@%s (reference to a function attribute)", a->ref_attr_name);
         return;
     }
     switch (a->type) {
-    case OQ_ATTR_FLOAT: sb_real(b, a->f, true); break;
-    case OQ_ATTR_INT: sb_printf(b, "%" PRId64, a->i); break;
+    case OQ_ATTR_FLOAT: oq_sb_real(b, a->f, true); break;
+    case OQ_ATTR_INT: oq_sb_printf(b, "%" PRId64, a->i); break;
     case OQ_ATTR_STRING:
-        sb_name_n(b, (const char *)a->s.data, a->s.len > STR_SHOW ? STR_SHOW : a->s.len);
+        oq_sb_name_n(b, (const char *)a->s.data, a->s.len > STR_SHOW ? STR_SHOW : a->s.len);
         if (a->s.len > STR_SHOW)
-            sb_printf(b, "... (%zu bytes)", a->s.len);
+            oq_sb_printf(b, "... (%zu bytes)", a->s.len);
         break;
     case OQ_ATTR_TENSOR:
         if (a->t)
             sb_tensor(b, a->t);
         break;
     case OQ_ATTR_SPARSE_TENSOR:
-        sb_puts(b, "sparse ");
+        oq_sb_puts(b, "sparse ");
         if (a->sparse_tensor) {
             const oq_sparse_tensor *s = a->sparse_tensor;
-            sb_puts(b, s->values ? oq_dtype_name(s->values->dtype) : "?");
-            sb_dims(b, s->dims, s->rank);
-            sb_printf(b, " (%" PRId64 " stored values)",
+            oq_sb_puts(b, s->values ? oq_dtype_name(s->values->dtype) : "?");
+            oq_sb_dims(b, s->dims, s->rank);
+            oq_sb_printf(b, " (%" PRId64 " stored values)",
                       s->values ? oq_tensor_numel(s->values) : 0);
         }
         break;
-    case OQ_ATTR_TYPE_PROTO: sb_type(b, a->tp); break;
+    case OQ_ATTR_TYPE_PROTO: oq_sb_type(b, a->tp); break;
     case OQ_ATTR_FLOATS:
     case OQ_ATTR_INTS:
     case OQ_ATTR_STRINGS:
         n = a->type == OQ_ATTR_FLOATS ? a->n_floats
             : a->type == OQ_ATTR_INTS ? a->n_ints : a->n_strings;
         show = n <= LIST_SHOW ? n : LIST_HEAD;
-        sb_puts(b, "[");
+        oq_sb_puts(b, "[");
         for (size_t i = 0; i < show; i++) {
             if (i)
-                sb_puts(b, ", ");
+                oq_sb_puts(b, ", ");
             if (a->type == OQ_ATTR_FLOATS)
-                sb_real(b, a->floats[i], true);
+                oq_sb_real(b, a->floats[i], true);
             else if (a->type == OQ_ATTR_INTS)
-                sb_printf(b, "%" PRId64, a->ints[i]);
+                oq_sb_printf(b, "%" PRId64, a->ints[i]);
             else {
                 size_t len = a->strings[i].len > STR_SHOW ? STR_SHOW : a->strings[i].len;
-                sb_name_n(b, (const char *)a->strings[i].data, len);
+                oq_sb_name_n(b, (const char *)a->strings[i].data, len);
                 if (len < a->strings[i].len)
-                    sb_puts(b, "...");
+                    oq_sb_puts(b, "...");
             }
         }
         if (show < n)
-            sb_printf(b, ", ... (%zu values)", n);
-        sb_puts(b, "]");
+            oq_sb_printf(b, ", ... (%zu values)", n);
+        oq_sb_puts(b, "]");
         break;
     case OQ_ATTR_TENSORS:
-        sb_printf(b, "%zu tensors [", a->n_tensors);
+        oq_sb_printf(b, "%zu tensors [", a->n_tensors);
         for (size_t i = 0; i < a->n_tensors && i < LIST_HEAD; i++) {
             if (i)
-                sb_puts(b, ", ");
-            sb_puts(b, oq_dtype_name(a->tensors[i]->dtype));
-            sb_dims(b, a->tensors[i]->dims, a->tensors[i]->rank);
+                oq_sb_puts(b, ", ");
+            oq_sb_puts(b, oq_dtype_name(a->tensors[i]->dtype));
+            oq_sb_dims(b, a->tensors[i]->dims, a->tensors[i]->rank);
         }
-        sb_puts(b, a->n_tensors > LIST_HEAD ? ", ...]" : "]");
+        oq_sb_puts(b, a->n_tensors > LIST_HEAD ? ", ...]" : "]");
         break;
-    case OQ_ATTR_SPARSE_TENSORS: sb_printf(b, "%zu sparse tensors", a->n_sparse_tensors); break;
+    case OQ_ATTR_SPARSE_TENSORS: oq_sb_printf(b, "%zu sparse tensors", a->n_sparse_tensors); break;
     case OQ_ATTR_TYPE_PROTOS:
-        sb_puts(b, "[");
+        oq_sb_puts(b, "[");
         for (size_t i = 0; i < a->n_type_protos; i++) {
             if (i)
-                sb_puts(b, ", ");
-            sb_type(b, a->type_protos[i]);
+                oq_sb_puts(b, ", ");
+            oq_sb_type(b, a->type_protos[i]);
         }
-        sb_puts(b, "]");
+        oq_sb_puts(b, "]");
         break;
     default:
-        sb_printf(b, "(attribute type %d)", (int)a->type);
+        oq_sb_printf(b, "(attribute type %d)", (int)a->type);
         break;
     }
 }
 
-/* ---------------------------------------------------------------- collection ----- */
-
-typedef struct tensor_ref {
-    oq_tensor *t;
-    const char *name;    /* value name (Constant: its output) */
-    bool constant;       /* from a Constant node, else an initializer */
-    const char *scope;   /* "" for the main graph, else "node.attr/..." */
-    oq_value *value;     /* the value it defines, or NULL */
-} tensor_ref;
-
-typedef struct op_count {
-    const char *op, *domain;
-    int64_t count;
-} op_count;
-
-typedef struct dtype_total {
-    int64_t tensors[2], elements[2], bytes[2]; /* [0] initializers, [1] Constant nodes */
-} dtype_total;
+/* ---------------------------------------------------------------- context -------- */
 
 typedef struct dump_ctx {
     oq_model *m;
     const char *path;
     FILE *out;
     bool stats;
-    tensor_ref *tensors;
-    size_t n_tensors, cap_tensors;
-    op_count *ops;
-    size_t n_ops, cap_ops;
-    int64_t n_nodes_all;
-    int64_t n_sparse_init;
-    dtype_total by_dtype[OQ_DTYPE_COUNT];
+    oq_inspect in;        /* the library's inspection (include/onnxq/inspect.h) */
     bool oom;
     bool failed;          /* a tensor could not be read for --stats */
-    /* dot */
-    uint8_t *declared;    /* bitmap over value ids */
-    size_t declared_bits;
-    unsigned dot_counter;
 } dump_ctx;
 
-static int64_t tensor_bytes(const oq_tensor *t)
+static void compute_stats(dump_ctx *c, const oq_inspect_tensor *r, oq_inspect_stats *ts)
 {
-    int64_t n = oq_tensor_numel(t);
-    if (n < 0)
-        return 0;
-    if (t->dtype == OQ_DTYPE_STRING) {
-        int64_t s = 0;
-        for (size_t i = 0; i < t->n_string_data; i++)
-            s += (int64_t)t->string_data[i].len;
-        return s;
-    }
-    int64_t b = oq_dtype_nbytes(t->dtype, n);
-    return b < 0 ? 0 : b;
-}
-
-static void count_param(dump_ctx *c, int src, int32_t dtype, int64_t numel, int64_t bytes)
-{
-    if (dtype < 0 || dtype >= OQ_DTYPE_COUNT)
-        dtype = OQ_DTYPE_UNDEFINED;
-    dtype_total *d = &c->by_dtype[dtype];
-    d->tensors[src]++;
-    d->elements[src] += numel < 0 ? 0 : numel;
-    d->bytes[src] += bytes;
-}
-
-static void add_tensor(dump_ctx *c, oq_tensor *t, const char *name, bool constant,
-                       const char *scope, oq_value *v)
-{
-    if (c->n_tensors == c->cap_tensors) {
-        size_t cap = c->cap_tensors ? c->cap_tensors * 2 : 64;
-        tensor_ref *p = realloc(c->tensors, cap * sizeof *p);
-        if (!p) {
-            c->oom = true;
-            return;
-        }
-        c->tensors = p;
-        c->cap_tensors = cap;
-    }
-    c->tensors[c->n_tensors++] = (tensor_ref){t, name ? name : "", constant, scope, v};
-    count_param(c, constant ? 1 : 0, t->dtype, oq_tensor_numel(t), tensor_bytes(t));
-}
-
-static void count_op(dump_ctx *c, const oq_node *n)
-{
-    const char *op = n->op_type ? n->op_type : "";
-    const char *dom = oq_domain_is_default(n->domain) ? "" : n->domain;
-    c->n_nodes_all++;
-    for (size_t i = 0; i < c->n_ops; i++)
-        if (strcmp(c->ops[i].op, op) == 0 && strcmp(c->ops[i].domain, dom) == 0) {
-            c->ops[i].count++;
-            return;
-        }
-    if (c->n_ops == c->cap_ops) {
-        size_t cap = c->cap_ops ? c->cap_ops * 2 : 32;
-        op_count *p = realloc(c->ops, cap * sizeof *p);
-        if (!p) {
-            c->oom = true;
-            return;
-        }
-        c->ops = p;
-        c->cap_ops = cap;
-    }
-    c->ops[c->n_ops++] = (op_count){op, dom, 1};
-}
-
-static int op_cmp(const void *pa, const void *pb)
-{
-    const op_count *a = pa, *b = pb;
-    if (a->count != b->count)
-        return a->count > b->count ? -1 : 1;
-    int r = strcmp(a->op, b->op);
-    return r ? r : strcmp(a->domain, b->domain);
-}
-
-/* Constant nodes: value (tensor), value_float(s), value_int(s), value_string(s),
- * sparse_value. */
-static void collect_constant(dump_ctx *c, oq_node *n, const char *scope)
-{
-    oq_value *out = n->n_outputs ? n->outputs[0] : NULL;
-    for (size_t i = 0; i < n->n_attrs; i++) {
-        const oq_attr *a = n->attrs[i];
-        if (!a->name)
-            continue;
-        if (strcmp(a->name, "value") == 0 && a->t)
-            add_tensor(c, a->t, out ? out->name : a->t->name, true, scope, out);
-        else if (strcmp(a->name, "value_float") == 0)
-            count_param(c, 1, OQ_DTYPE_FLOAT, 1, 4);
-        else if (strcmp(a->name, "value_floats") == 0)
-            count_param(c, 1, OQ_DTYPE_FLOAT, (int64_t)a->n_floats, 4 * (int64_t)a->n_floats);
-        else if (strcmp(a->name, "value_int") == 0)
-            count_param(c, 1, OQ_DTYPE_INT64, 1, 8);
-        else if (strcmp(a->name, "value_ints") == 0)
-            count_param(c, 1, OQ_DTYPE_INT64, (int64_t)a->n_ints, 8 * (int64_t)a->n_ints);
-        else if (strcmp(a->name, "value_string") == 0)
-            count_param(c, 1, OQ_DTYPE_STRING, 1, (int64_t)a->s.len);
-        else if (strcmp(a->name, "value_strings") == 0) {
-            int64_t bytes = 0;
-            for (size_t k = 0; k < a->n_strings; k++)
-                bytes += (int64_t)a->strings[k].len;
-            count_param(c, 1, OQ_DTYPE_STRING, (int64_t)a->n_strings, bytes);
-        } else if (strcmp(a->name, "sparse_value") == 0 && a->sparse_tensor &&
-                   a->sparse_tensor->values) {
-            const oq_tensor *t = a->sparse_tensor->values;
-            count_param(c, 1, t->dtype, oq_tensor_numel(t), tensor_bytes(t));
-        }
-    }
-}
-
-static void collect(dump_ctx *c, oq_graph *g, const char *scope)
-{
-    for (size_t i = 0; i < g->n_initializers; i++) {
-        oq_tensor *t = g->initializers[i];
-        add_tensor(c, t, t->name, false, scope,
-                   oq_graph_find_local(g, t->name ? t->name : ""));
-    }
-    c->n_sparse_init += (int64_t)g->n_sparse_initializers;
-    size_t idx = 0;
-    for (oq_node *n = g->first; n; n = n->next, idx++) {
-        count_op(c, n);
-        if (is_constant_node(n))
-            collect_constant(c, n, scope);
-        for (size_t i = 0; i < n->n_attrs; i++) {
-            const oq_attr *a = n->attrs[i];
-            size_t ng = a->type == OQ_ATTR_GRAPH ? (a->g ? 1 : 0) : a->n_graphs;
-            for (size_t k = 0; k < ng; k++) {
-                oq_graph *sub = a->type == OQ_ATTR_GRAPH ? a->g : a->graphs[k];
-                sbuf s = {0};
-                if (*scope)
-                    sb_printf(&s, "%s/", scope);
-                if (n->name && *n->name)
-                    sb_puts(&s, n->name);
-                else
-                    sb_printf(&s, "#%zu", idx);
-                sb_printf(&s, ".%s", a->name ? a->name : "");
-                if (a->type == OQ_ATTR_GRAPHS)
-                    sb_printf(&s, "[%zu]", k);
-                char *sc = oq_model_strdup(c->m, sb_str(&s));
-                if (s.oom || !sc)
-                    c->oom = true;
-                sb_free(&s);
-                if (sc)
-                    collect(c, sub, sc);
-            }
-        }
-    }
-}
-
-/* Output-channel axis for a weight, found from its first Conv/Gemm/MatMul consumer. */
-static int weight_axis(const tensor_ref *r, const oq_node **consumer)
-{
-    *consumer = NULL;
-    if (!r->value)
-        return -1;
-    for (size_t i = 0; i < r->value->n_uses; i++) {
-        const oq_use *u = &r->value->uses[i];
-        int ax = oq_weight_channel_axis(u->node, u->index, r->t->rank);
-        if (ax >= 0 && r->t->dims[ax] > 0) {
-            *consumer = u->node;
-            return ax;
-        }
-    }
-    return -1;
-}
-
-typedef struct tensor_stats {
-    bool ok;
-    const char *skipped;   /* reason when no statistics (string, complex, error) */
-    oq_stats s;
-    int axis;
-    const oq_node *consumer;
-    double *mins, *maxs;   /* axis >= 0 */
-    int64_t nch;
-} tensor_stats;
-
-static void compute_stats(dump_ctx *c, const tensor_ref *r, tensor_stats *ts)
-{
-    memset(ts, 0, sizeof *ts);
-    ts->axis = -1;
-    if (!oq_stats_dtype_supported(r->t->dtype)) {
-        ts->skipped = oq_dtype_name(r->t->dtype);
-        return;
-    }
     oq_diag d;
     oq_diag_init(&d);
     d.file = c->path;
-    if (oq_tensor_stats(r->t, &ts->s, &d) != OQ_OK) {
+    oq_status st = oq_inspect_tensor_stats(r, ts, &d);
+    if (d.count)
         cli_print_diag(&d);
-        oq_diag_free(&d);
-        ts->skipped = "unreadable";
+    if (st == OQ_ERR_NOMEM)
+        c->oom = true;
+    else if (st != OQ_OK)
         c->failed = true;
-        return;
-    }
-    ts->ok = true;
-    ts->axis = ts->s.count > 0 ? weight_axis(r, &ts->consumer) : -1;
-    if (ts->axis >= 0) {
-        ts->nch = r->t->dims[ts->axis];
-        ts->mins = malloc((size_t)ts->nch * sizeof(double));
-        ts->maxs = malloc((size_t)ts->nch * sizeof(double));
-        if (!ts->mins || !ts->maxs ||
-            oq_tensor_channel_minmax(r->t, (size_t)ts->axis, ts->mins, ts->maxs, &d) != OQ_OK) {
-            cli_print_diag(&d);
-            if (!ts->mins || !ts->maxs)
-                c->oom = true;
-            free(ts->mins);
-            free(ts->maxs);
-            ts->mins = ts->maxs = NULL;
-            ts->axis = -1;
-        }
-    }
     oq_diag_free(&d);
-}
-
-static void free_stats(tensor_stats *ts)
-{
-    free(ts->mins);
-    free(ts->maxs);
 }
 
 /* ---------------------------------------------------------------- text ----------- */
@@ -731,65 +259,65 @@ static void put_indent(FILE *f, int n)
 
 static void text_vinfos(dump_ctx *c, oq_vinfo **vi, size_t n, int indent)
 {
-    sbuf b = {0};
+    oq_sbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        sb_reset(&b);
+        oq_sb_reset(&b);
         oq_value *v = vi[i]->value;
-        sb_name(&b, v ? v->name : NULL);
-        sb_puts(&b, ": ");
+        oq_sb_name(&b, v ? v->name : NULL);
+        oq_sb_puts(&b, ": ");
         if (vi[i]->type)
-            sb_type(&b, vi[i]->type);
-        else if (!sb_value_type(&b, v))
-            sb_puts(&b, "?");
+            oq_sb_type(&b, vi[i]->type);
+        else if (!oq_sb_value_type(&b, v))
+            oq_sb_puts(&b, "?");
         if (v && v->initializer)
-            sb_puts(&b, "  (has an initializer)");
+            oq_sb_puts(&b, "  (has an initializer)");
         put_indent(c->out, indent);
-        fprintf(c->out, "%s\n", sb_str(&b));
+        fprintf(c->out, "%s\n", oq_sb_str(&b));
     }
     c->oom |= b.oom;
-    sb_free(&b);
+    oq_sb_free(&b);
 }
 
 static void text_graph_nodes(dump_ctx *c, const oq_graph *g, int indent);
 
 static void text_node(dump_ctx *c, const oq_node *n, size_t idx, int indent)
 {
-    sbuf b = {0};
-    sb_printf(&b, "#%zu ", idx);
-    sb_name(&b, n->op_type);
+    oq_sbuf b = {0};
+    oq_sb_printf(&b, "#%zu ", idx);
+    oq_sb_name(&b, n->op_type);
     if (n->name && *n->name) {
-        sb_puts(&b, " ");
-        sb_name(&b, n->name);
+        oq_sb_puts(&b, " ");
+        oq_sb_name(&b, n->name);
     }
     if (!oq_domain_is_default(n->domain)) {
-        sb_puts(&b, "  domain ");
-        sb_name(&b, n->domain);
+        oq_sb_puts(&b, "  domain ");
+        oq_sb_name(&b, n->domain);
     }
     put_indent(c->out, indent);
-    fprintf(c->out, "%s\n", sb_str(&b));
+    fprintf(c->out, "%s\n", oq_sb_str(&b));
     for (int io = 0; io < 2; io++) {
         size_t cnt = io ? n->n_outputs : n->n_inputs;
         oq_value **vs = io ? n->outputs : n->inputs;
-        sb_reset(&b);
-        sb_puts(&b, io ? "outputs: " : "inputs:  ");
+        oq_sb_reset(&b);
+        oq_sb_puts(&b, io ? "outputs: " : "inputs:  ");
         for (size_t i = 0; i < cnt; i++) {
             if (i)
-                sb_puts(&b, ", ");
-            sb_name(&b, vs[i] ? vs[i]->name : "");
+                oq_sb_puts(&b, ", ");
+            oq_sb_name(&b, vs[i] ? vs[i]->name : "");
         }
         if (cnt == 0)
-            sb_puts(&b, "(none)");
+            oq_sb_puts(&b, "(none)");
         put_indent(c->out, indent + 4);
-        fprintf(c->out, "%s\n", sb_str(&b));
+        fprintf(c->out, "%s\n", oq_sb_str(&b));
     }
     for (size_t i = 0; i < n->n_attrs; i++) {
         const oq_attr *a = n->attrs[i];
         size_t ng = a->ref_attr_name ? 0
                     : a->type == OQ_ATTR_GRAPH ? (a->g ? 1 : 0)
                     : a->type == OQ_ATTR_GRAPHS ? a->n_graphs : 0;
-        sb_reset(&b);
-        sb_name(&b, a->name);
-        sb_puts(&b, " = ");
+        oq_sb_reset(&b);
+        oq_sb_name(&b, a->name);
+        oq_sb_puts(&b, " = ");
         if (a->type == OQ_ATTR_GRAPH || a->type == OQ_ATTR_GRAPHS) {
             /* GRAPH:  name = graph NAME (N nodes, M initializers), body below;
              * GRAPHS: name = K graphs, then "[k] graph NAME (...)" for each */
@@ -797,25 +325,25 @@ static void text_node(dump_ctx *c, const oq_node *n, size_t idx, int indent)
             if (a->ref_attr_name) {
                 sb_attr(&b, a);
             } else if (a->type == OQ_ATTR_GRAPHS) {
-                sb_printf(&b, "%zu graph%s", ng, ng == 1 ? "" : "s");
+                oq_sb_printf(&b, "%zu graph%s", ng, ng == 1 ? "" : "s");
                 body = indent + 10;
             }
             for (size_t k = 0; k < ng; k++) {
                 const oq_graph *sub = a->type == OQ_ATTR_GRAPH ? a->g : a->graphs[k];
                 if (a->type == OQ_ATTR_GRAPHS) {
                     put_indent(c->out, indent + 4);
-                    fprintf(c->out, "%s\n", sb_str(&b));
-                    sb_reset(&b);
-                    sb_printf(&b, "  [%zu] ", k);
+                    fprintf(c->out, "%s\n", oq_sb_str(&b));
+                    oq_sb_reset(&b);
+                    oq_sb_printf(&b, "  [%zu] ", k);
                 }
-                sb_puts(&b, "graph ");
-                sb_name(&b, sub->name);
-                sb_printf(&b, " (%zu node%s, %zu initializer%s)", sub->n_nodes,
+                oq_sb_puts(&b, "graph ");
+                oq_sb_name(&b, sub->name);
+                oq_sb_printf(&b, " (%zu node%s, %zu initializer%s)", sub->n_nodes,
                           sub->n_nodes == 1 ? "" : "s", sub->n_initializers,
                           sub->n_initializers == 1 ? "" : "s");
                 put_indent(c->out, indent + 4);
-                fprintf(c->out, "%s\n", sb_str(&b));
-                sb_reset(&b);
+                fprintf(c->out, "%s\n", oq_sb_str(&b));
+                oq_sb_reset(&b);
                 put_indent(c->out, body);
                 fprintf(c->out, "inputs (%zu):%s\n", sub->n_inputs, sub->n_inputs ? "" : " none");
                 text_vinfos(c, sub->inputs, sub->n_inputs, body + 2);
@@ -829,16 +357,16 @@ static void text_node(dump_ctx *c, const oq_node *n, size_t idx, int indent)
             }
             if (ng == 0) {
                 put_indent(c->out, indent + 4);
-                fprintf(c->out, "%s\n", sb_str(&b));
+                fprintf(c->out, "%s\n", oq_sb_str(&b));
             }
             continue;
         }
         sb_attr(&b, a);
         put_indent(c->out, indent + 4);
-        fprintf(c->out, "%s\n", sb_str(&b));
+        fprintf(c->out, "%s\n", oq_sb_str(&b));
     }
     c->oom |= b.oom;
-    sb_free(&b);
+    oq_sb_free(&b);
 }
 
 static void text_graph_nodes(dump_ctx *c, const oq_graph *g, int indent)
@@ -852,25 +380,25 @@ static void text_stats(dump_ctx *c)
 {
     FILE *f = c->out;
     fprintf(f, "statistics (%zu tensors; min/max/mean/std over finite values, std with ddof 0):\n",
-            c->n_tensors);
-    sbuf b = {0};
-    for (size_t i = 0; i < c->n_tensors; i++) {
-        const tensor_ref *r = &c->tensors[i];
-        tensor_stats ts;
+            c->in.n_tensors);
+    oq_sbuf b = {0};
+    for (size_t i = 0; i < c->in.n_tensors; i++) {
+        const oq_inspect_tensor *r = &c->in.tensors[i];
+        oq_inspect_stats ts;
         compute_stats(c, r, &ts);
-        sb_reset(&b);
-        sb_name(&b, r->name);
-        sb_printf(&b, "  [%s%s", r->constant ? "Constant" : "initializer",
-                  oq_tensor_is_external(r->t) ? ", external data" : "");
+        oq_sb_reset(&b);
+        oq_sb_name(&b, r->name);
+        oq_sb_printf(&b, "  [%s%s", r->constant ? "Constant" : "initializer",
+                  oq_tensor_is_external(r->tensor) ? ", external data" : "");
         if (*r->scope) {
-            sb_puts(&b, " in ");
-            sb_name(&b, r->scope);
+            oq_sb_puts(&b, " in ");
+            oq_sb_name(&b, r->scope);
         }
-        sb_printf(&b, "] %s", oq_dtype_name(r->t->dtype));
-        sb_dims(&b, r->t->dims, r->t->rank);
-        sb_printf(&b, ", %" PRId64 " elements", oq_tensor_numel(r->t));
-        fprintf(f, "  %s\n", sb_str(&b));
-        if (!ts.ok) {
+        oq_sb_printf(&b, "] %s", oq_dtype_name(r->tensor->dtype));
+        oq_sb_dims(&b, r->tensor->dims, r->tensor->rank);
+        oq_sb_printf(&b, ", %" PRId64 " elements", oq_tensor_numel(r->tensor));
+        fprintf(f, "  %s\n", oq_sb_str(&b));
+        if (ts.skipped) {
             fprintf(f, "      skipped (%s)\n", ts.skipped);
             continue;
         }
@@ -879,35 +407,35 @@ static void text_stats(dump_ctx *c)
                    "  nan %" PRId64 "  inf %" PRId64 "\n",
                 s->min, s->max, s->mean, s->std, s->zeros, s->nans, s->pos_infs + s->neg_infs);
         if (ts.axis >= 0) {
-            sb_reset(&b);
-            sb_name(&b, ts.consumer->op_type);
+            oq_sb_reset(&b);
+            oq_sb_name(&b, ts.consumer->op_type);
             if (ts.consumer->name && *ts.consumer->name) {
-                sb_puts(&b, " ");
-                sb_name(&b, ts.consumer->name);
+                oq_sb_puts(&b, " ");
+                oq_sb_name(&b, ts.consumer->name);
             }
             fprintf(f, "      per output channel (axis %d, weight of %s), %" PRId64
                        " channels: min .. max\n",
-                    ts.axis, sb_str(&b), ts.nch);
+                    ts.axis, oq_sb_str(&b), ts.channels);
             int64_t widest = 0;
-            for (int64_t k = 0; k < ts.nch; k++)
+            for (int64_t k = 0; k < ts.channels; k++)
                 if (ts.maxs[k] - ts.mins[k] > ts.maxs[widest] - ts.mins[widest])
                     widest = k;
-            for (int64_t k = 0; k < ts.nch; k++) {
-                if (ts.nch > CHAN_SHOW && k == 8) {
-                    fprintf(f, "        ... (%" PRId64 " more)\n", ts.nch - 10);
-                    k = ts.nch - 3; /* then the last two */
+            for (int64_t k = 0; k < ts.channels; k++) {
+                if (ts.channels > CHAN_SHOW && k == 8) {
+                    fprintf(f, "        ... (%" PRId64 " more)\n", ts.channels - 10);
+                    k = ts.channels - 3; /* then the last two */
                     continue;
                 }
                 fprintf(f, "        [%" PRId64 "] %.6g .. %.6g\n", k, ts.mins[k], ts.maxs[k]);
             }
-            if (ts.nch > CHAN_SHOW)
+            if (ts.channels > CHAN_SHOW)
                 fprintf(f, "        widest: [%" PRId64 "] %.6g .. %.6g\n", widest, ts.mins[widest],
                         ts.maxs[widest]);
         }
-        free_stats(&ts);
+        oq_inspect_stats_free(&ts);
     }
     c->oom |= b.oom;
-    sb_free(&b);
+    oq_sb_free(&b);
 }
 
 static void text_params(dump_ctx *c)
@@ -916,9 +444,9 @@ static void text_params(dump_ctx *c)
     int64_t tot[3][2] = {{0}}; /* tensors, elements, bytes x src */
     for (int d = 0; d < OQ_DTYPE_COUNT; d++)
         for (int s = 0; s < 2; s++) {
-            tot[0][s] += c->by_dtype[d].tensors[s];
-            tot[1][s] += c->by_dtype[d].elements[s];
-            tot[2][s] += c->by_dtype[d].bytes[s];
+            tot[0][s] += c->in.params[d].tensors[s];
+            tot[1][s] += c->in.params[d].elements[s];
+            tot[2][s] += c->in.params[d].bytes[s];
         }
     fprintf(f, "parameters (all graphs): %" PRId64 " elements, %" PRId64 " bytes\n",
             tot[1][0] + tot[1][1], tot[2][0] + tot[2][1]);
@@ -926,14 +454,14 @@ static void text_params(dump_ctx *c)
                " bytes\n", tot[0][0], tot[1][0], tot[2][0]);
     fprintf(f, "  held in Constant nodes: %" PRId64 " tensors, %" PRId64 " elements, %" PRId64
                " bytes\n", tot[0][1], tot[1][1], tot[2][1]);
-    if (c->n_sparse_init)
-        fprintf(f, "  sparse initializers (not counted above): %" PRId64 "\n", c->n_sparse_init);
+    if (c->in.n_sparse_initializers)
+        fprintf(f, "  sparse initializers (not counted above): %" PRId64 "\n", c->in.n_sparse_initializers);
     if (tot[0][0] + tot[0][1] == 0)
         return;
     fprintf(f, "  %-14s %8s %14s %14s %16s %16s\n", "dtype", "tensors", "elements", "bytes",
             "init elements", "const elements");
     for (int d = 0; d < OQ_DTYPE_COUNT; d++) {
-        const dtype_total *t = &c->by_dtype[d];
+        const oq_inspect_params *t = &c->in.params[d];
         if (t->tensors[0] + t->tensors[1] == 0)
             continue;
         fprintf(f, "  %-14s %8" PRId64 " %14" PRId64 " %14" PRId64 " %16" PRId64 " %16" PRId64 "\n",
@@ -946,20 +474,20 @@ static void text_model(dump_ctx *c)
 {
     FILE *f = c->out;
     const oq_model *m = c->m;
-    sbuf b = {0};
-    sb_name(&b, c->path);
-    fprintf(f, "model: %s\n", sb_str(&b));
-    sb_reset(&b);
+    oq_sbuf b = {0};
+    oq_sb_name(&b, c->path);
+    fprintf(f, "model: %s\n", oq_sb_str(&b));
+    oq_sb_reset(&b);
     if ((m->producer_name && *m->producer_name) || (m->producer_version && *m->producer_version)) {
-        sb_text(&b, m->producer_name);
+        oq_sb_text(&b, m->producer_name);
         if (m->producer_version && *m->producer_version) {
-            sb_puts(&b, " ");
-            sb_text(&b, m->producer_version);
+            oq_sb_puts(&b, " ");
+            oq_sb_text(&b, m->producer_version);
         }
     } else {
-        sb_puts(&b, "(none)");
+        oq_sb_puts(&b, "(none)");
     }
-    fprintf(f, "producer: %s\n", sb_str(&b));
+    fprintf(f, "producer: %s\n", oq_sb_str(&b));
     if (m->has_ir_version)
         fprintf(f, "ir_version: %" PRId64 "\n", m->ir_version);
     else
@@ -967,70 +495,69 @@ static void text_model(dump_ctx *c)
     if (m->has_model_version)
         fprintf(f, "model_version: %" PRId64 "\n", m->model_version);
     if (m->domain && *m->domain) {
-        sb_reset(&b);
-        sb_name(&b, m->domain);
-        fprintf(f, "domain: %s\n", sb_str(&b));
+        oq_sb_reset(&b);
+        oq_sb_name(&b, m->domain);
+        fprintf(f, "domain: %s\n", oq_sb_str(&b));
     }
     if (m->doc_string && *m->doc_string) {
-        sb_reset(&b);
+        oq_sb_reset(&b);
         size_t len = strlen(m->doc_string);
-        sb_escaped(&b, m->doc_string, len > 72 ? 72 : len, false);
-        fprintf(f, "doc_string: %s%s\n", sb_str(&b), len > 72 ? "..." : "");
+        oq_sb_escaped(&b, m->doc_string, len > 72 ? 72 : len, false);
+        fprintf(f, "doc_string: %s%s\n", oq_sb_str(&b), len > 72 ? "..." : "");
     }
-    sb_reset(&b);
+    oq_sb_reset(&b);
     for (size_t i = 0; i < m->n_opsets; i++) {
         if (i)
-            sb_puts(&b, ", ");
-        sb_name(&b, domain_label(m->opsets[i].domain));
-        sb_printf(&b, " %" PRId64, m->opsets[i].version);
+            oq_sb_puts(&b, ", ");
+        oq_sb_name(&b, domain_label(m->opsets[i].domain));
+        oq_sb_printf(&b, " %" PRId64, m->opsets[i].version);
     }
-    fprintf(f, "opset_import: %s\n", m->n_opsets ? sb_str(&b) : "(none)");
+    fprintf(f, "opset_import: %s\n", m->n_opsets ? oq_sb_str(&b) : "(none)");
     for (size_t i = 0; i < m->metadata.count; i++) {
-        sb_reset(&b);
-        sb_name(&b, m->metadata.items[i].key);
-        sb_puts(&b, " = ");
-        sb_text(&b, m->metadata.items[i].value);
-        fprintf(f, "metadata: %s\n", sb_str(&b));
+        oq_sb_reset(&b);
+        oq_sb_name(&b, m->metadata.items[i].key);
+        oq_sb_puts(&b, " = ");
+        oq_sb_text(&b, m->metadata.items[i].value);
+        fprintf(f, "metadata: %s\n", oq_sb_str(&b));
     }
     if (m->n_functions) {
-        sb_reset(&b);
+        oq_sb_reset(&b);
         for (size_t i = 0; i < m->n_functions; i++) {
             if (i)
-                sb_puts(&b, ", ");
-            sb_name(&b, m->functions[i]->domain);
-            sb_puts(&b, ":");
-            sb_name(&b, m->functions[i]->name);
+                oq_sb_puts(&b, ", ");
+            oq_sb_name(&b, m->functions[i]->domain);
+            oq_sb_puts(&b, ":");
+            oq_sb_name(&b, m->functions[i]->name);
         }
-        fprintf(f, "functions (%zu): %s\n", m->n_functions, sb_str(&b));
+        fprintf(f, "functions (%zu): %s\n", m->n_functions, oq_sb_str(&b));
     }
     if (m->n_training_info)
         fprintf(f, "training_info: %zu\n", m->n_training_info);
     const oq_graph *g = m->graph;
     if (!g) {
         fprintf(f, "graph: (none)\n");
-        sb_free(&b);
+        oq_sb_free(&b);
         return;
     }
-    sb_reset(&b);
-    sb_name(&b, g->name);
+    oq_sb_reset(&b);
+    oq_sb_name(&b, g->name);
     fprintf(f, "graph: %s: %zu node%s (%" PRId64 " incl. subgraphs), %zu initializer%s\n",
-            sb_str(&b), g->n_nodes, g->n_nodes == 1 ? "" : "s", c->n_nodes_all,
+            oq_sb_str(&b), g->n_nodes, g->n_nodes == 1 ? "" : "s", c->in.n_nodes,
             g->n_initializers, g->n_initializers == 1 ? "" : "s");
     fprintf(f, "inputs (%zu):\n", g->n_inputs);
     text_vinfos(c, g->inputs, g->n_inputs, 2);
     fprintf(f, "outputs (%zu):\n", g->n_outputs);
     text_vinfos(c, g->outputs, g->n_outputs, 2);
-    qsort(c->ops, c->n_ops, sizeof *c->ops, op_cmp);
-    fprintf(f, "op types (%zu distinct, %" PRId64 " nodes incl. subgraphs):\n", c->n_ops,
-            c->n_nodes_all);
-    for (size_t i = 0; i < c->n_ops; i++) {
-        sb_reset(&b);
-        sb_name(&b, c->ops[i].op);
-        if (*c->ops[i].domain) {
-            sb_puts(&b, "  domain ");
-            sb_name(&b, c->ops[i].domain);
+    fprintf(f, "op types (%zu distinct, %" PRId64 " nodes incl. subgraphs):\n", c->in.n_ops,
+            c->in.n_nodes);
+    for (size_t i = 0; i < c->in.n_ops; i++) {
+        oq_sb_reset(&b);
+        oq_sb_name(&b, c->in.ops[i].op_type);
+        if (*c->in.ops[i].domain) {
+            oq_sb_puts(&b, "  domain ");
+            oq_sb_name(&b, c->in.ops[i].domain);
         }
-        fprintf(f, "  %6" PRId64 "  %s\n", c->ops[i].count, sb_str(&b));
+        fprintf(f, "  %6" PRId64 "  %s\n", c->in.ops[i].count, oq_sb_str(&b));
     }
     text_params(c);
     if (c->stats)
@@ -1038,7 +565,7 @@ static void text_model(dump_ctx *c)
     fprintf(f, "nodes (%zu):\n", g->n_nodes);
     text_graph_nodes(c, g, 2);
     c->oom |= b.oom;
-    sb_free(&b);
+    oq_sb_free(&b);
 }
 
 /* ---------------------------------------------------------------- JSON ----------- */
@@ -1172,7 +699,7 @@ static void json_tensor(json_writer *w, oq_tensor *t)
     json_key(w, "dims");
     json_dims(w, t->dims, t->rank);
     json_kv_int(w, "elements", n);
-    json_kv_int(w, "bytes", tensor_bytes(t));
+    json_kv_int(w, "bytes", oq_inspect_tensor_bytes(t));
     if (oq_tensor_is_external(t)) {
         json_kv_bool(w, "external", true);
     } else if (n >= 0 && n <= LIST_SHOW) {
@@ -1358,20 +885,20 @@ static void json_graph(dump_ctx *c, json_writer *w, oq_graph *g)
 static void json_stats(dump_ctx *c, json_writer *w)
 {
     json_begin_array(w);
-    for (size_t i = 0; i < c->n_tensors; i++) {
-        const tensor_ref *r = &c->tensors[i];
-        tensor_stats ts;
+    for (size_t i = 0; i < c->in.n_tensors; i++) {
+        const oq_inspect_tensor *r = &c->in.tensors[i];
+        oq_inspect_stats ts;
         compute_stats(c, r, &ts);
         json_begin_object(w);
         json_kv_string(w, "name", r->name);
         json_kv_string(w, "source", r->constant ? "constant" : "initializer");
         json_kv_string(w, "scope", r->scope);
-        json_kv_bool(w, "external", oq_tensor_is_external(r->t));
-        json_kv_string(w, "dtype", oq_dtype_name(r->t->dtype));
+        json_kv_bool(w, "external", oq_tensor_is_external(r->tensor));
+        json_kv_string(w, "dtype", oq_dtype_name(r->tensor->dtype));
         json_key(w, "dims");
-        json_dims(w, r->t->dims, r->t->rank);
-        json_kv_int(w, "elements", oq_tensor_numel(r->t));
-        if (!ts.ok) {
+        json_dims(w, r->tensor->dims, r->tensor->rank);
+        json_kv_int(w, "elements", oq_tensor_numel(r->tensor));
+        if (ts.skipped) {
             json_kv_string(w, "skipped", ts.skipped);
             json_end_object(w);
             continue;
@@ -1395,19 +922,19 @@ static void json_stats(dump_ctx *c, json_writer *w)
             json_kv_string(w, "node", ts.consumer->name ? ts.consumer->name : "");
             json_key(w, "min");
             json_begin_array_inline(w);
-            for (int64_t k = 0; k < ts.nch; k++)
+            for (int64_t k = 0; k < ts.channels; k++)
                 json_double(w, ts.mins[k]);
             json_end_array(w);
             json_key(w, "max");
             json_begin_array_inline(w);
-            for (int64_t k = 0; k < ts.nch; k++)
+            for (int64_t k = 0; k < ts.channels; k++)
                 json_double(w, ts.maxs[k]);
             json_end_array(w);
             json_end_object(w);
         }
         w->nonfinite_null = false;
         json_end_object(w);
-        free_stats(&ts);
+        oq_inspect_stats_free(&ts);
     }
     json_end_array(w);
 }
@@ -1467,16 +994,15 @@ static int json_model(dump_ctx *c)
     }
     json_end_array(&w);
     json_kv_int(&w, "training_info", (int64_t)m->n_training_info);
-    json_kv_int(&w, "node_count", c->n_nodes_all);
+    json_kv_int(&w, "node_count", c->in.n_nodes);
 
-    qsort(c->ops, c->n_ops, sizeof *c->ops, op_cmp);
     json_key(&w, "op_histogram");
     json_begin_array(&w);
-    for (size_t i = 0; i < c->n_ops; i++) {
+    for (size_t i = 0; i < c->in.n_ops; i++) {
         json_begin_object_inline(&w);
-        json_kv_string(&w, "op", c->ops[i].op);
-        json_kv_string(&w, "domain", c->ops[i].domain);
-        json_kv_int(&w, "count", c->ops[i].count);
+        json_kv_string(&w, "op", c->in.ops[i].op_type);
+        json_kv_string(&w, "domain", c->in.ops[i].domain);
+        json_kv_int(&w, "count", c->in.ops[i].count);
         json_end_object(&w);
     }
     json_end_array(&w);
@@ -1486,9 +1012,9 @@ static int json_model(dump_ctx *c)
     int64_t tot[3][2] = {{0}};
     for (int d = 0; d < OQ_DTYPE_COUNT; d++)
         for (int s = 0; s < 2; s++) {
-            tot[0][s] += c->by_dtype[d].tensors[s];
-            tot[1][s] += c->by_dtype[d].elements[s];
-            tot[2][s] += c->by_dtype[d].bytes[s];
+            tot[0][s] += c->in.params[d].tensors[s];
+            tot[1][s] += c->in.params[d].elements[s];
+            tot[2][s] += c->in.params[d].bytes[s];
         }
     json_kv_int(&w, "tensors", tot[0][0] + tot[0][1]);
     json_kv_int(&w, "elements", tot[1][0] + tot[1][1]);
@@ -1502,11 +1028,11 @@ static int json_model(dump_ctx *c)
         json_kv_int(&w, "bytes", tot[2][s]);
         json_end_object(&w);
     }
-    json_kv_int(&w, "sparse_initializers", c->n_sparse_init);
+    json_kv_int(&w, "sparse_initializers", c->in.n_sparse_initializers);
     json_key(&w, "by_dtype");
     json_begin_array(&w);
     for (int d = 0; d < OQ_DTYPE_COUNT; d++) {
-        const dtype_total *t = &c->by_dtype[d];
+        const oq_inspect_params *t = &c->in.params[d];
         if (t->tensors[0] + t->tensors[1] == 0)
             continue;
         json_begin_object_inline(&w);
@@ -1532,198 +1058,6 @@ static int json_model(dump_ctx *c)
     }
     json_end_object(&w);
     return json_finish(&w);
-}
-
-/* ---------------------------------------------------------------- Graphviz ------- */
-
-/* Contents of a DOT double-quoted string: `"` and `\` escaped, control characters and
- * invalid UTF-8 bytes replaced by '?'. "\n" in `s` is written as a line break. */
-static void dot_esc_n(FILE *f, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            fputc('\\', f);
-            fputc(ch, f);
-            i++;
-        } else if (ch == '\n') {
-            fputs("\\n", f);
-            i++;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            fputc('?', f);
-            i++;
-        } else {
-            size_t len = json_utf8_len((const unsigned char *)s + i, n - i);
-            if (len == 0) {
-                fputc('?', f);
-                i++;
-            } else {
-                fwrite(s + i, 1, len, f);
-                i += len;
-            }
-        }
-    }
-}
-
-static void dot_esc(FILE *f, const char *s) { dot_esc_n(f, s ? s : "", s ? strlen(s) : 0); }
-
-static bool dot_declared(dump_ctx *c, const oq_value *v)
-{
-    if (!c->declared || v->id >= c->declared_bits)
-        return false;
-    return (c->declared[v->id / 8] >> (v->id % 8)) & 1;
-}
-
-static void dot_mark(dump_ctx *c, const oq_value *v)
-{
-    if (c->declared && v->id < c->declared_bits)
-        c->declared[v->id / 8] |= (uint8_t)(1u << (v->id % 8));
-}
-
-/* A box-less node for a graph input, initializer or undefined value. */
-static void dot_value_node(dump_ctx *c, const oq_value *v, int indent)
-{
-    if (dot_declared(c, v))
-        return;
-    dot_mark(c, v);
-    sbuf b = {0};
-    sb_puts(&b, v->name ? v->name : "");
-    sb_puts(&b, "\n");
-    if (!sb_value_type(&b, v))
-        sb_puts(&b, "?");
-    put_indent(c->out, indent);
-    fprintf(c->out, "v%u [label=\"", (unsigned)v->id);
-    dot_esc(c->out, sb_str(&b));
-    if (v->kind == OQ_VALUE_INPUT || v->is_graph_input)
-        fputs("\", shape=ellipse, fillcolor=\"#cfe2ff\"];\n", c->out);
-    else if (v->kind == OQ_VALUE_INITIALIZER)
-        fputs("\", shape=note, fillcolor=\"#fff3cd\", fontsize=9];\n", c->out);
-    else
-        fputs("\", shape=ellipse, style=dashed];\n", c->out);
-    c->oom |= b.oom;
-    sb_free(&b);
-}
-
-/* Edge from where value v comes from to the DOT node `to`, labelled with its type. */
-static void dot_edge(dump_ctx *c, const oq_value *v, const char *to, int indent)
-{
-    char from[32];
-    if (v->kind == OQ_VALUE_NODE && v->producer) {
-        snprintf(from, sizeof from, "n%u", (unsigned)v->producer->id);
-    } else {
-        dot_value_node(c, v, indent);
-        snprintf(from, sizeof from, "v%u", (unsigned)v->id);
-    }
-    sbuf b = {0};
-    put_indent(c->out, indent);
-    fprintf(c->out, "%s -> %s", from, to);
-    if (sb_value_type(&b, v)) {
-        fputs(" [label=\"", c->out);
-        dot_esc(c->out, sb_str(&b));
-        fputs("\"]", c->out);
-    }
-    fputs(";\n", c->out);
-    c->oom |= b.oom;
-    sb_free(&b);
-}
-
-static void dot_graph(dump_ctx *c, const oq_graph *g, int indent)
-{
-    FILE *f = c->out;
-    for (size_t i = 0; i < g->n_inputs; i++)
-        if (g->inputs[i]->value)
-            dot_value_node(c, g->inputs[i]->value, indent);
-    for (size_t i = 0; i < g->n_initializers; i++) {
-        oq_value *v = oq_graph_find_local(g, g->initializers[i]->name ? g->initializers[i]->name : "");
-        if (v && v->n_uses)
-            dot_value_node(c, v, indent);
-    }
-    for (const oq_node *n = g->first; n; n = n->next) {
-        char id[32];
-        snprintf(id, sizeof id, "n%u", (unsigned)n->id);
-        put_indent(f, indent);
-        fprintf(f, "%s [label=\"", id);
-        if (!oq_domain_is_default(n->domain)) {
-            dot_esc(f, n->domain);
-            fputs("::", f);
-        }
-        dot_esc(f, n->op_type);
-        if (n->name && *n->name) {
-            fputs("\\n", f);
-            dot_esc(f, n->name);
-        }
-        fputs("\"];\n", f);
-        for (size_t i = 0; i < n->n_inputs; i++)
-            if (n->inputs[i])
-                dot_edge(c, n->inputs[i], id, indent);
-        for (size_t i = 0; i < n->n_attrs; i++) {
-            const oq_attr *a = n->attrs[i];
-            size_t ng = a->type == OQ_ATTR_GRAPH ? (a->g ? 1 : 0)
-                        : a->type == OQ_ATTR_GRAPHS ? a->n_graphs : 0;
-            for (size_t k = 0; k < ng; k++) {
-                const oq_graph *sub = a->type == OQ_ATTR_GRAPH ? a->g : a->graphs[k];
-                put_indent(f, indent);
-                fprintf(f, "subgraph cluster_%u {\n", c->dot_counter++);
-                put_indent(f, indent + 2);
-                fputs("label=\"", f);
-                dot_esc(f, n->op_type);
-                if (n->name && *n->name) {
-                    fputc(' ', f);
-                    dot_esc(f, n->name);
-                }
-                fputs(": ", f);
-                dot_esc(f, a->name);
-                if (a->type == OQ_ATTR_GRAPHS)
-                    fprintf(f, "[%zu]", k);
-                fputs("\"; style=dashed;\n", f);
-                dot_graph(c, sub, indent + 2);
-                put_indent(f, indent);
-                fputs("}\n", f);
-                /* tie the cluster to the node that owns it (dotted, no arrow) */
-                if (sub->first) {
-                    put_indent(f, indent);
-                    fprintf(f, "%s -> n%u [style=dotted, arrowhead=none];\n", id,
-                            (unsigned)sub->first->id);
-                }
-            }
-        }
-    }
-    for (size_t i = 0; i < g->n_outputs; i++) {
-        const oq_value *v = g->outputs[i]->value;
-        if (!v)
-            continue;
-        char id[32];
-        snprintf(id, sizeof id, "out%u", c->dot_counter++);
-        put_indent(f, indent);
-        fprintf(f, "%s [label=\"", id);
-        dot_esc(f, v->name);
-        fputs("\", shape=ellipse, fillcolor=\"#d1e7dd\"];\n", f);
-        dot_edge(c, v, id, indent);
-    }
-}
-
-static int dot_model(dump_ctx *c)
-{
-    FILE *f = c->out;
-    c->declared_bits = (size_t)c->m->next_id + 1;
-    c->declared = calloc(c->declared_bits / 8 + 1, 1);
-    if (!c->declared)
-        return -1;
-    fputs("digraph onnx {\n", f);
-    fputs("  graph [rankdir=TB, fontname=\"Helvetica\", label=\"", f);
-    dot_esc(f, c->path);
-    if (c->m->graph && c->m->graph->name && *c->m->graph->name) {
-        fputs(": ", f);
-        dot_esc(f, c->m->graph->name);
-    }
-    fputs("\"];\n", f);
-    fputs("  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", "
-          "fontname=\"Helvetica\", fontsize=10];\n", f);
-    fputs("  edge [fontname=\"Helvetica\", fontsize=8];\n", f);
-    if (c->m->graph)
-        dot_graph(c, c->m->graph, 2);
-    fputs("}\n", f);
-    return 0;
 }
 
 /* ---------------------------------------------------------------- command -------- */
@@ -1800,16 +1134,17 @@ int cmd_dump(int argc, char **argv)
     c.path = path;
     c.out = stdout;
     c.stats = stats;
-    if (m->graph)
-        collect(&c, m->graph, "");
     int rc = CLI_OK;
-    if (c.oom) {
+    oq_diag d;
+    oq_diag_init(&d);
+    if (oq_inspect_model(m, &c.in, &d) != OQ_OK) {
         cli_error("dump", "out of memory");
         rc = CLI_FAIL;
         goto done;
     }
     if (dot) {
-        if (dot_model(&c) != 0)
+        /* write errors are found below, as for text and JSON */
+        if (oq_inspect_write_dot(m, path, stdout, &d) == OQ_ERR_NOMEM)
             c.oom = true;
     } else if (json) {
         if (json_model(&c) != 0 && !ferror(stdout)) {
@@ -1830,9 +1165,8 @@ int cmd_dump(int argc, char **argv)
         rc = CLI_FAIL;
     }
 done:
-    free(c.tensors);
-    free(c.ops);
-    free(c.declared);
+    oq_inspect_free(&c.in);
+    oq_diag_free(&d);
     oq_model_free(m);
     return rc;
 }

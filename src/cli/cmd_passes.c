@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "onnxq/pass.h"
 
 oq_registry *cli_registry(const char *cmd, char **plugins, size_t n_plugins, int *rc)
@@ -23,23 +24,6 @@ oq_registry *cli_registry(const char *cmd, char **plugins, size_t n_plugins, int
     *rc = CLI_OK;
     (void)cmd;
     return reg;
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
 }
 
 static const char *type_name(oq_opt_type t)
@@ -91,33 +75,33 @@ int cmd_passes(int argc, char **argv)
     if (!reg)
         goto done;
     size_t n = oq_registry_count(reg);
-    if (json)
-        printf("[");
+    json_writer w; /* one pass a line */
+    if (json) {
+        json_init(&w, stdout, 2);
+        json_begin_array(&w);
+    }
     for (size_t i = 0; i < n; i++) {
         const oq_pass *p = oq_registry_at(reg, i);
         const char *origin = oq_registry_origin(reg, i);
         if (json) {
-            printf("%s\n  {\"name\": ", i ? "," : "");
-            json_str(stdout, p->name);
-            printf(", \"summary\": ");
-            json_str(stdout, p->summary ? p->summary : "");
-            printf(", \"origin\": ");
-            json_str(stdout, origin ? origin : "built-in");
-            printf(", \"iterative\": %s, \"options\": [", p->iterative ? "true" : "false");
+            json_begin_object_inline(&w);
+            json_kv_string(&w, "name", p->name);
+            json_kv_string(&w, "summary", p->summary ? p->summary : "");
+            json_kv_string(&w, "origin", origin ? origin : "built-in");
+            json_kv_bool(&w, "iterative", p->iterative);
+            json_key(&w, "options");
+            json_begin_array(&w);
             for (size_t k = 0; k < p->n_options; k++) {
                 const oq_pass_option_def *o = &p->options[k];
-                printf("%s{\"name\": ", k ? ", " : "");
-                json_str(stdout, o->name);
-                printf(", \"type\": \"%s\", \"default\": ", type_name(o->type));
-                if (o->default_value)
-                    json_str(stdout, o->default_value);
-                else
-                    printf("null");
-                printf(", \"help\": ");
-                json_str(stdout, o->help ? o->help : "");
-                printf("}");
+                json_begin_object(&w);
+                json_kv_string(&w, "name", o->name);
+                json_kv_string(&w, "type", type_name(o->type));
+                json_kv_string(&w, "default", o->default_value); /* NULL: null */
+                json_kv_string(&w, "help", o->help ? o->help : "");
+                json_end_object(&w);
             }
-            printf("]}");
+            json_end_array(&w);
+            json_end_object(&w);
         } else {
             printf("%-26s %s%s", p->name, p->summary ? p->summary : "",
                    p->iterative ? " [iterative]" : "");
@@ -137,8 +121,13 @@ int cmd_passes(int argc, char **argv)
             }
         }
     }
-    if (json)
-        printf("\n]\n");
+    if (json) {
+        json_end_array(&w);
+        if (json_finish(&w) != 0) {
+            cli_error("passes", "cannot write the output");
+            rc = CLI_FAIL;
+        }
+    }
 done:
     oq_registry_free(reg);
     free(plugins);

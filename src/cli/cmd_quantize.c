@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/json.h"
 #include "cli/samples.h"
+#include "io/json.h"
 #include "onnxq/calib.h"
 #include "onnxq/pass.h"
 #include "onnxq/target.h"
@@ -543,15 +544,14 @@ static void write_config_cb(json_writer *w, const void *c)
 }
 
 /* Apply a JSON config object; strings point into j (kept alive by the caller). */
-static int load_config(qconfig *c, const oq_json *j, const char *path)
+static int load_config(qconfig *c, const cJSON *j, const char *path)
 {
-    if (j->type != OQ_JSON_OBJECT) {
+    if (!cJSON_IsObject(j)) {
         cli_error("quantize", "%s: expected a JSON object", path);
         return -1;
     }
-    for (size_t i = 0; i < j->n; i++) {
-        const char *k = j->keys[i];
-        const oq_json *v = &j->items[i];
+    for (const cJSON *v = j->child; v; v = v->next) {
+        const char *k = v->string;
         const char **sp = NULL;
         int64_t *ip = NULL;
         double *dp = NULL;
@@ -572,7 +572,7 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         else if (!strcmp(k, "scale")) dp = &c->scale;
         else if (!strcmp(k, "method")) sp = &c->method;
         else if (!strcmp(k, "percentile")) {
-            if (v->type == OQ_JSON_NULL) /* the activation type's default */
+            if (cJSON_IsNull(v)) /* the activation type's default */
                 continue;
             dp = &c->percentile;
         }
@@ -582,18 +582,18 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         else if (!strcmp(k, "act_symmetric")) bp = &c->act_symmetric;
         else if (!strcmp(k, "weight_dtype")) sp = &c->weight_dtype;
         else if (!strcmp(k, "weight_symmetric")) {
-            if (v->type == OQ_JSON_NULL) /* the target's */
+            if (cJSON_IsNull(v)) /* the target's */
                 continue;
             bp = &c->weight_symmetric;
             c->weight_symmetric_set = true;
         }
         else if (!strcmp(k, "target")) sp = &c->target;
         else if (!strcmp(k, "prepare")) {
-            if (v->type != OQ_JSON_BOOL) {
+            if (!cJSON_IsBool(v)) {
                 cli_error("quantize", "%s: key \"%s\" has the wrong type", path, k);
                 return -1;
             }
-            c->prepare = v->b;
+            c->prepare = cJSON_IsTrue(v);
             continue;
         }
         else if (!strcmp(k, "smooth_quant")) {
@@ -629,9 +629,9 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         }
         bool ok;
         if (sp) {
-            ok = v->type == OQ_JSON_STRING || v->type == OQ_JSON_NULL;
+            ok = cJSON_IsString(v) || cJSON_IsNull(v);
             if (ok)
-                *sp = v->type == OQ_JSON_STRING ? v->str : NULL;
+                *sp = cJSON_IsString(v) ? v->valuestring : NULL;
             if (ok && !*sp && (sp == &c->size || sp == &c->mean || sp == &c->std || sp == &c->layout ||
                                sp == &c->method || sp == &c->nan_policy || sp == &c->include_nodes ||
                                sp == &c->exclude_nodes || sp == &c->overrides || sp == &c->target ||
@@ -639,16 +639,16 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
                                sp == &c->algo || sp == &c->wscale_dtype))
                 ok = false;
         } else if (bp) {
-            ok = v->type == OQ_JSON_BOOL;
+            ok = cJSON_IsBool(v);
             if (ok)
-                *bp = v->b;
+                *bp = cJSON_IsTrue(v);
         } else {
-            ok = v->type == OQ_JSON_NUMBER;
+            ok = cJSON_IsNumber(v);
             if (ok && ip) {
-                ok = v->num == (double)(int64_t)v->num;
-                *ip = (int64_t)v->num;
+                ok = v->valuedouble == (double)(int64_t)v->valuedouble;
+                *ip = (int64_t)v->valuedouble;
             } else if (ok) {
-                *dp = v->num;
+                *dp = v->valuedouble;
             }
         }
         if (!ok) {
@@ -797,7 +797,7 @@ int cmd_quantize(int argc, char **argv)
     cli_fallback_args fb = {.max_fallback = 10}; /* --target-sqnr hook: src/cli/quantize_fallback.c */
     bool fallback = false, fallback_met = true;
     int rc = CLI_OK;
-    oq_json *cj = NULL;
+    cJSON *cj = NULL;
     oq_registry *reg = NULL;
     oq_pipeline *pl = NULL;
     oq_model *m = NULL;
@@ -1044,18 +1044,19 @@ int cmd_quantize(int argc, char **argv)
         c.opset_target = c.opset_in; /* a com.microsoft op: the default domain stays as it is */
     if (*c.overrides && c.opset_target < 21) {
         /* a 16-bit or 4-bit dtype in the overrides (mixed precision) needs opset 21 too */
-        oq_json *ov = NULL;
+        cJSON *ov = NULL;
         if (oq_json_parse_file(c.overrides, &ov, &d) != OQ_OK) {
             cli_print_diag(&d);
             rc = CLI_BAD;
             goto done;
         }
-        for (size_t i = 0; ov && ov->type == OQ_JSON_OBJECT && i < ov->n; i++) {
-            const oq_json *dt = oq_json_get(&ov->items[i], "dtype");
-            if (dt && dt->type == OQ_JSON_STRING && needs21(dt->str))
+        const cJSON *e, *obj = cJSON_IsObject(ov) ? ov : NULL;
+        cJSON_ArrayForEach(e, obj) {
+            const cJSON *dt = oq_json_get(e, "dtype");
+            if (cJSON_IsString(dt) && needs21(dt->valuestring))
                 c.opset_target = 21;
         }
-        oq_json_free(ov);
+        cJSON_Delete(ov);
     }
     if (strcmp(c.target, "host") == 0 && !quiet && !print_config)
         fprintf(stderr, "onnxq quantize: --target host: %s (%s)\n", c.tgt->name, oq_target_host_reason());
@@ -1197,7 +1198,7 @@ done:
     cli_data_opts_free(&data);
     free(meta);
     free(c.pipeline);
-    oq_json_free(cj);
+    cJSON_Delete(cj);
     oq_pipeline_free(pl);
     oq_registry_free(reg);
     oq_model_free(m);

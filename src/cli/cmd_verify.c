@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/report.h"
 #include "cli/samples.h"
+#include "onnxq/pass.h"
 #include "onnxq/target.h"
 #include "onnxq/verify.h"
 
@@ -807,6 +808,7 @@ int cmd_verify(int argc, char **argv)
     oq_verify_options vo = oq_verify_options_default();
     vo.threads = o.threads;
     vo.isolated = !o.no_isolation;
+    vo.prepare_reference = oq_pass_prepare_float_reference;
     if (o.tgt) {
         vo.arith = o.tgt->arith;
         if (strcmp(o.target, "host") == 0 && !o.quiet)

@@ -1,10 +1,13 @@
-/* Streaming JSON writer: see json.h. */
+/* JSON writer on cJSON: see json.h. */
 #include "cli/json.h"
 
+#include <cJSON.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ir/text.h"
 
 void json_init(json_writer *w, FILE *f, int indent)
 {
@@ -13,75 +16,62 @@ void json_init(json_writer *w, FILE *f, int indent)
     w->indent = indent < 0 ? 0 : indent;
 }
 
-static bool pretty(const json_writer *w)
+/* Attach a new value where the document stands: the root, the next element of an
+ * array, or the member named by json_key. Takes item (NULL: out of memory). */
+static bool attach(json_writer *w, cJSON *item)
 {
-    return w->indent > 0 && w->inline_depth == 0;
-}
-
-static void newline(json_writer *w, int level)
-{
-    if (!pretty(w))
-        return;
-    fputc('\n', w->f);
-    for (int i = 0; i < level * w->indent; i++)
-        fputc(' ', w->f);
-}
-
-static void separator(json_writer *w)
-{
-    if (w->has_items[w->depth])
-        fputs(w->inline_depth && w->indent > 0 ? ", " : ",", w->f);
-    newline(w, w->depth);
-    w->has_items[w->depth] = true;
-}
-
-/* Called before every value: handles "key": already written, commas, indentation. */
-static void before_value(json_writer *w)
-{
-    if (w->after_key) {
-        w->after_key = false;
-        return;
+    char *key = w->key;
+    w->key = NULL;
+    bool ok = item != NULL;
+    if (!ok) {
+        w->error = true;
+    } else if (w->depth == 0) {
+        ok = !w->root && !key; /* else a second top-level value */
+        if (ok)
+            w->root = item;
+    } else if (cJSON_IsObject(w->open[w->depth])) {
+        ok = key && cJSON_AddItemToObject(w->open[w->depth], key, item); /* copies key */
+    } else {
+        ok = !key && cJSON_AddItemToArray(w->open[w->depth], item);
     }
-    if (w->depth == 0) {
-        if (w->has_items[0])
-            w->error = true; /* a second top-level value */
-        w->has_items[0] = true;
-        return;
+    if (!ok) {
+        w->error = true;
+        cJSON_Delete(item);
     }
-    if (w->is_object[w->depth])
-        w->error = true; /* value in an object without a key */
-    separator(w);
+    free(key);
+    return ok;
 }
 
 static void begin(json_writer *w, bool object, bool inl)
 {
-    before_value(w);
     if (w->depth + 1 >= JSON_MAX_DEPTH) {
         w->error = true;
         return;
     }
-    fputc(object ? '{' : '[', w->f);
-    w->depth++;
-    w->has_items[w->depth] = false;
-    w->is_object[w->depth] = object;
-    if (inl && w->inline_depth == 0)
-        w->inline_depth = w->depth;
+    if (w->n_inl == w->cap_inl) {
+        size_t cap = w->cap_inl ? w->cap_inl * 2 : 64;
+        unsigned char *p = realloc(w->inl, cap);
+        if (!p) {
+            w->error = true;
+            return;
+        }
+        w->inl = p;
+        w->cap_inl = cap;
+    }
+    cJSON *c = object ? cJSON_CreateObject() : cJSON_CreateArray();
+    if (!attach(w, c))
+        return;
+    w->inl[w->n_inl++] = inl;
+    w->open[++w->depth] = c;
 }
 
 static void end(json_writer *w, bool object)
 {
-    if (w->depth == 0 || w->is_object[w->depth] != object || w->after_key) {
+    if (w->depth == 0 || cJSON_IsObject(w->open[w->depth]) != object || w->key) {
         w->error = true;
         return;
     }
-    bool items = w->has_items[w->depth];
-    bool was_inline = w->inline_depth != 0;
-    if (w->inline_depth == w->depth)
-        w->inline_depth = 0;
     w->depth--;
-    if (items && !was_inline)
-        newline(w, w->depth);
-    fputc(object ? '}' : ']', w->f);
 }
 
 void json_begin_object(json_writer *w) { begin(w, true, false); }
@@ -91,87 +81,100 @@ void json_begin_object_inline(json_writer *w) { begin(w, true, true); }
 void json_end_object(json_writer *w) { end(w, true); }
 void json_end_array(json_writer *w) { end(w, false); }
 
-size_t json_utf8_len(const unsigned char *s, size_t n)
+/* Bytes cJSON does not escape the way onnxq writes them: NUL (it ends a C string), DEL
+ * and bytes that are not valid UTF-8 (cJSON copies them), all written as \u00XX. */
+static size_t irregular_len(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
+    if (s[0] == 0 || s[0] == 0x7f)
         return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
+    return oq_utf8_len(s, n);
 }
 
-static void write_escaped(json_writer *w, const char *str, size_t n)
+/* A string with irregular bytes: cJSON escapes the runs between them (its printed
+ * string item without the quotes), the bytes become \u00XX, all in one raw item. */
+static cJSON *irregular_string(const unsigned char *s, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    fputc('"', w->f);
+    size_t cap = 6 * n + 3, len = 0; /* \u00XX is the longest a byte gets */
+    char *out = malloc(cap);
+    cJSON *item = NULL;
+    if (!out)
+        return NULL;
+    out[len++] = '"';
     for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        switch (c) {
-        case '"': fputs("\\\"", w->f); i++; continue;
-        case '\\': fputs("\\\\", w->f); i++; continue;
-        case '\n': fputs("\\n", w->f); i++; continue;
-        case '\r': fputs("\\r", w->f); i++; continue;
-        case '\t': fputs("\\t", w->f); i++; continue;
-        case '\b': fputs("\\b", w->f); i++; continue;
-        case '\f': fputs("\\f", w->f); i++; continue;
-        default: break;
+        size_t run = 0, l;
+        while (i + run < n && (l = irregular_len(s + i + run, n - i - run)) > 0)
+            run += l;
+        if (run) {
+            char *part = malloc(run + 1);
+            cJSON *tmp = part ? (memcpy(part, s + i, run), part[run] = 0, cJSON_CreateString(part)) : NULL;
+            char *printed = tmp ? cJSON_PrintUnformatted(tmp) : NULL;
+            free(part);
+            cJSON_Delete(tmp);
+            if (!printed)
+                goto done;
+            size_t pl = strlen(printed) - 2; /* without the quotes */
+            memcpy(out + len, printed + 1, pl);
+            len += pl;
+            free(printed);
+            i += run;
+        } else {
+            len += (size_t)snprintf(out + len, cap - len, "\\u%04x", s[i++]);
         }
-        if (c < 0x20 || c == 0x7f) {
-            fprintf(w->f, "\\u%04x", c);
-            i++;
-            continue;
-        }
-        size_t len = json_utf8_len(s + i, n - i);
-        if (len == 0) {
-            fprintf(w->f, "\\u%04x", c); /* invalid UTF-8: the byte as Latin-1 */
-            i++;
-            continue;
-        }
-        fwrite(s + i, 1, len, w->f);
-        i += len;
     }
-    fputc('"', w->f);
+    out[len++] = '"';
+    out[len] = 0;
+    item = cJSON_CreateRaw(out);
+done:
+    free(out);
+    return item;
 }
 
 void json_key(json_writer *w, const char *key)
 {
-    if (w->depth == 0 || !w->is_object[w->depth] || w->after_key) {
+    if (w->depth == 0 || !cJSON_IsObject(w->open[w->depth]) || w->key) {
         w->error = true;
         return;
     }
-    separator(w);
-    write_escaped(w, key ? key : "", key ? strlen(key) : 0);
-    fputs(w->indent > 0 ? ": " : ":", w->f);
-    w->after_key = true;
+    /* cJSON escapes member names itself: a byte that is not valid UTF-8 becomes the
+     * character U+00XX (the byte read as Latin-1, as in values, in UTF-8 form) */
+    const unsigned char *k = (const unsigned char *)(key ? key : "");
+    size_t n = strlen((const char *)k), len = 0;
+    w->key = malloc(2 * n + 1);
+    if (!w->key) {
+        w->error = true;
+        return;
+    }
+    for (size_t i = 0, l; i < n; i += l) {
+        l = oq_utf8_len(k + i, n - i);
+        if (l) {
+            memcpy(w->key + len, k + i, l);
+            len += l;
+        } else {
+            l = 1;
+            w->key[len++] = (char)(0xc0 | (k[i] >> 6));
+            w->key[len++] = (char)(0x80 | (k[i] & 0x3f));
+        }
+    }
+    w->key[len] = 0;
 }
 
 void json_string_n(json_writer *w, const char *s, size_t n)
 {
-    before_value(w);
-    write_escaped(w, s ? s : "", s ? n : 0);
+    if (!s)
+        n = 0;
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    for (size_t i = 0, l; i < n; i += l)
+        if ((l = irregular_len(u + i, n - i)) == 0) {
+            attach(w, irregular_string(u, n));
+            return;
+        }
+    char *copy = malloc(n + 1);
+    if (copy) {
+        memcpy(copy, u, n);
+        copy[n] = 0;
+    }
+    attach(w, copy ? cJSON_CreateString(copy) : NULL);
+    free(copy);
 }
 
 void json_string(json_writer *w, const char *s)
@@ -183,16 +186,23 @@ void json_string(json_writer *w, const char *s)
     json_string_n(w, s, strlen(s));
 }
 
+static void number(json_writer *w, const char *text)
+{
+    attach(w, cJSON_CreateRaw(text));
+}
+
 void json_int(json_writer *w, int64_t v)
 {
-    before_value(w);
-    fprintf(w->f, "%" PRId64, v);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    number(w, buf);
 }
 
 void json_uint(json_writer *w, uint64_t v)
 {
-    before_value(w);
-    fprintf(w->f, "%" PRIu64, v);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    number(w, buf);
 }
 
 static bool nonfinite(json_writer *w, double v)
@@ -200,24 +210,23 @@ static bool nonfinite(json_writer *w, double v)
     if (isfinite(v))
         return false;
     if (w->nonfinite_null)
-        fputs("null", w->f);
-    else if (isnan(v))
-        fputs("\"NaN\"", w->f);
+        json_null(w);
     else
-        fputs(v > 0 ? "\"Infinity\"" : "\"-Infinity\"", w->f);
+        json_string(w, isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
     return true;
 }
 
 void json_double(json_writer *w, double v)
 {
-    before_value(w);
-    if (!nonfinite(w, v))
-        fprintf(w->f, "%.9g", v);
+    char buf[64];
+    if (nonfinite(w, v))
+        return;
+    snprintf(buf, sizeof buf, "%.9g", v);
+    number(w, buf);
 }
 
 void json_float(json_writer *w, float v)
 {
-    before_value(w);
     if (nonfinite(w, v))
         return;
     char buf[64];
@@ -226,19 +235,17 @@ void json_float(json_writer *w, float v)
         if (strtof(buf, NULL) == v)
             break;
     }
-    fputs(buf, w->f);
+    number(w, buf);
 }
 
 void json_bool(json_writer *w, bool v)
 {
-    before_value(w);
-    fputs(v ? "true" : "false", w->f);
+    attach(w, cJSON_CreateBool(v));
 }
 
 void json_null(json_writer *w)
 {
-    before_value(w);
-    fputs("null", w->f);
+    attach(w, cJSON_CreateNull());
 }
 
 void json_kv_string(json_writer *w, const char *key, const char *s)
@@ -265,11 +272,89 @@ void json_kv_bool(json_writer *w, const char *key, bool v)
     json_bool(w, v);
 }
 
+static void newline(FILE *f, int level, int indent)
+{
+    fputc('\n', f);
+    for (int i = 0; i < level * indent; i++)
+        fputc(' ', f);
+}
+
+/* Indented layout of cJSON's compact text: a line per member or element, except
+ * inside inline containers (", " between items); ": " after names. Strings are copied
+ * as they are; inl[k] says whether the k-th container of the text is inline. */
+static void layout(const json_writer *w, const char *s)
+{
+    FILE *f = w->f;
+    int level = 0, inline_level = 0; /* level of the outermost open inline container */
+    size_t k = 0;
+    for (const char *p = s; *p; p++) {
+        switch (*p) {
+        case '"': {
+            const char *q = p + 1;
+            for (; *q != '"'; q++)
+                if (*q == '\\')
+                    q++;
+            fwrite(p, 1, (size_t)(q - p + 1), f);
+            p = q;
+            break;
+        }
+        case '{':
+        case '[':
+            fputc(*p, f);
+            level++;
+            if (!inline_level && k < w->n_inl && w->inl[k])
+                inline_level = level;
+            k++;
+            if (p[1] != '}' && p[1] != ']' && !inline_level)
+                newline(f, level, w->indent);
+            break;
+        case '}':
+        case ']':
+            level--;
+            if (p[-1] != '{' && p[-1] != '[' && !inline_level)
+                newline(f, level, w->indent);
+            fputc(*p, f);
+            if (inline_level > level)
+                inline_level = 0;
+            break;
+        case ',':
+            fputc(',', f);
+            if (inline_level)
+                fputc(' ', f);
+            else
+                newline(f, level, w->indent);
+            break;
+        case ':':
+            fputs(": ", f);
+            break;
+        default:
+            fputc(*p, f);
+        }
+    }
+}
+
 int json_finish(json_writer *w)
 {
-    if (w->depth != 0 || w->after_key)
+    if (w->depth != 0 || w->key)
         w->error = true;
+    char *text = w->root ? cJSON_PrintUnformatted(w->root) : NULL;
+    if (w->root && !text)
+        w->error = true;
+    if (text) {
+        if (w->indent > 0)
+            layout(w, text);
+        else
+            fputs(text, w->f);
+    }
     fputc('\n', w->f);
+    free(text);
+    cJSON_Delete(w->root);
+    free(w->key);
+    free(w->inl);
+    w->root = NULL;
+    w->key = NULL;
+    w->inl = NULL;
+    w->depth = 0;
     if (fflush(w->f) != 0 || ferror(w->f))
         return -1;
     return w->error ? -1 : 0;

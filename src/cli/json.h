@@ -1,4 +1,5 @@
-/* A small streaming JSON writer for the onnxq commands (dump, verify, ...).
+/* The JSON writer of the onnxq commands (dump, verify, ...): calls in document order
+ * build a cJSON tree (libcjson, README: Dependencies), written by json_finish.
  *
  *   json_writer w;
  *   json_init(&w, stdout, 2);          // indent 2 spaces; 0 = compact, one line
@@ -8,18 +9,21 @@
  *   json_int(&w, 64); json_int(&w, 3);
  *   json_end_array(&w);
  *   json_end_object(&w);
- *   if (json_finish(&w) != 0) ...     // writes the final newline; reports misuse/I/O
+ *   if (json_finish(&w) != 0) ...     // writes the document and a newline, frees the
+ *                                     // tree; reports misuse/I/O
  *
- * Commas, newlines and indentation are handled by the writer. An "inline" container
- * is printed on one line even in indented mode (for short lists of numbers).
+ * Compact documents are cJSON's own output; indented ones are laid out from it, one
+ * member a line. An "inline" container is printed on one line even in indented mode
+ * (for short lists of numbers).
  *
  * Values:
  *  - strings are written as UTF-8 with `"` `\` and control characters escaped
- *    (\n \t \r \b \f, others as \u00XX); bytes that are not valid UTF-8 are written as
- *    \u00XX (the byte read as Latin-1), so the output is always valid JSON;
+ *    (\n \t \r \b \f, others as \u00XX); bytes that are not valid UTF-8, and DEL,
+ *    are written as \u00XX (the byte read as Latin-1), so the output is always valid
+ *    JSON; in member names such a byte is the same character written in UTF-8;
  *  - json_int / json_uint print exact integers;
  *  - json_double prints %.9g; json_float prints the shortest %.Ng (N <= 9) that reads
- *    back to the same float32;
+ *    back to the same float32 (numbers are cJSON raw items: printed as formatted here);
  *  - NaN and +-Inf: by default the strings "NaN", "Infinity", "-Infinity"
  *    (JSON has no literal for them); with w.nonfinite_null = true they are null.
  */
@@ -38,11 +42,13 @@ typedef struct json_writer {
     int indent;               /* spaces per level; 0 = compact */
     bool nonfinite_null;      /* NaN/Inf as null instead of strings */
     int depth;
-    int inline_depth;         /* depth at which an inline container began (0 = none) */
-    bool has_items[JSON_MAX_DEPTH];
-    bool is_object[JSON_MAX_DEPTH];
-    bool after_key;
-    bool error;               /* misuse (value without key, unbalanced, too deep) */
+    struct cJSON *root;       /* the document so far */
+    struct cJSON *open[JSON_MAX_DEPTH]; /* open containers, open[1] = the outermost */
+    char *key;                /* after json_key: the member's name (malloc'ed) */
+    unsigned char *inl;       /* per container in document order: printed inline */
+    size_t n_inl, cap_inl;
+    bool error;               /* misuse (value without key, unbalanced, too deep), or
+                               * out of memory */
 } json_writer;
 
 void json_init(json_writer *w, FILE *f, int indent);
@@ -69,11 +75,9 @@ void json_kv_int(json_writer *w, const char *key, int64_t v);
 void json_kv_double(json_writer *w, const char *key, double v);
 void json_kv_bool(json_writer *w, const char *key, bool v);
 
-/* Length of the valid UTF-8 sequence starting at s (at most n bytes), 0 if invalid
- * (overlong, surrogate, > U+10FFFF, truncated). n must be >= 1. */
-size_t json_utf8_len(const unsigned char *s, size_t n);
-
-/* Ends the document with a newline; returns 0, or -1 on misuse or a write error. */
+/* Writes the document (as far as it was built: values given by misuse are dropped) and a
+ * newline, and frees the tree; returns 0, or -1 on misuse, out of memory or a write
+ * error. Every json_init needs its json_finish (the tree is freed there). */
 int json_finish(json_writer *w);
 
 #endif

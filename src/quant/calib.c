@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "onnxq/tensor_io.h"
+#include "io/json.h"
 
 /* ------------------------------------------------------------------ sources ---- */
 
@@ -992,157 +993,95 @@ const oq_calib_entry *oq_calib_table_find_value(const oq_calib_table *t, const o
 
 /* ------------------------------------------------------------------ JSON table --- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool err;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
+static bool add_float(cJSON *to, float v)
 {
-    if (b->err)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        while (nc < b->len + n + 1)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->err = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->err = true;
-        return;
-    }
-    sb_put(b, tmp, (size_t)n);
-}
-
-static void sb_string(sbuf *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            char e[2] = {'\\', (char)ch};
-            sb_put(b, e, 2);
-        } else if (ch < 0x20) {
-            sb_printf(b, "\\u%04x", ch);
-        } else {
-            sb_put(b, s, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static void sb_float(sbuf *b, float f)
-{
-    sb_printf(b, "%.9g", (double)f);
+    char num[32];
+    snprintf(num, sizeof num, "%.9g", (double)v);
+    return oq_json_add_raw(to, NULL, num); /* as written: reads back to the same float */
 }
 
 char *oq_calib_table_to_json(const oq_calib_table *t)
 {
-    sbuf b = {0};
-    sb_printf(&b, "{\"samples\":%llu,\"method\":\"%s\",\"percentile\":%.17g,\"tensors\":{",
-              (unsigned long long)t->samples, oq_calib_method_name(t->method), t->percentile);
-    for (size_t i = 0; i < t->count; i++) {
+    char samples[32], pct[32];
+    snprintf(samples, sizeof samples, "%llu", (unsigned long long)t->samples);
+    snprintf(pct, sizeof pct, "%.17g", t->percentile);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *ts = NULL;
+    bool ok = root && oq_json_add_raw(root, "samples", samples) &&
+              cJSON_AddStringToObject(root, "method", oq_calib_method_name(t->method)) &&
+              oq_json_add_raw(root, "percentile", pct) && (ts = cJSON_AddObjectToObject(root, "tensors"));
+    for (size_t i = 0; ok && i < t->count; i++) {
         const oq_calib_entry *e = &t->items[i];
-        if (i)
-            sb_put(&b, ",", 1);
-        sb_string(&b, e->name);
-        sb_put(&b, ":[", 2);
-        sb_float(&b, e->min);
-        sb_put(&b, ",", 1);
-        sb_float(&b, e->max);
-        sb_put(&b, ",", 1);
-        sb_float(&b, e->lo);
-        sb_put(&b, ",", 1);
-        sb_float(&b, e->hi);
-        sb_put(&b, "]", 1);
+        cJSON *a = cJSON_CreateArray();
+        ok = a && add_float(a, e->min) && add_float(a, e->max) && add_float(a, e->lo) &&
+             add_float(a, e->hi) && cJSON_AddItemToObject(ts, e->name, a);
+        if (!ok)
+            cJSON_Delete(a);
     }
-    sb_put(&b, "}}", 2);
-    if (b.err) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    char *s = ok ? cJSON_PrintUnformatted(root) : NULL; /* malloc'ed (cJSON's default hooks) */
+    cJSON_Delete(root);
+    return s;
 }
 
 oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_diag *d)
 {
     memset(out, 0, sizeof(*out));
-    oq_json *j = NULL;
+    cJSON *j = NULL;
     oq_status st = oq_json_parse(text, strlen(text), "metadata " OQ_CALIB_METADATA_KEY, &j, d);
     if (st != OQ_OK)
         return st;
-    const oq_json *ts = oq_json_get(j, "tensors");
-    const oq_json *sm = oq_json_get(j, "samples");
-    const oq_json *me = oq_json_get(j, "method");
-    if (!ts || ts->type != OQ_JSON_OBJECT) {
+    const cJSON *ts = oq_json_get(j, "tensors");
+    const cJSON *sm = oq_json_get(j, "samples");
+    const cJSON *me = oq_json_get(j, "method");
+    if (!ts || !cJSON_IsObject(ts)) {
         st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": no \"tensors\" object");
         goto fail;
     }
-    if (sm && sm->type == OQ_JSON_NUMBER) {
-        if (!(sm->num >= 0 && sm->num < 18446744073709551616.0) || sm->num != floor(sm->num)) {
+    if (cJSON_IsNumber(sm)) {
+        if (!(sm->valuedouble >= 0 && sm->valuedouble < 18446744073709551616.0) || sm->valuedouble != floor(sm->valuedouble)) {
             st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY
-                               ": \"samples\" is not a count: %g", sm->num);
+                               ": \"samples\" is not a count: %g", sm->valuedouble);
             goto fail;
         }
-        out->samples = (uint64_t)sm->num;
+        out->samples = (uint64_t)sm->valuedouble;
     }
-    if (me && me->type == OQ_JSON_STRING && oq_calib_method_from_name(me->str) >= 0)
-        out->method = (oq_calib_method)oq_calib_method_from_name(me->str);
-    out->items = calloc(ts->n ? ts->n : 1, sizeof(oq_calib_entry));
+    if (cJSON_IsString(me) && oq_calib_method_from_name(me->valuestring) >= 0)
+        out->method = (oq_calib_method)oq_calib_method_from_name(me->valuestring);
+    size_t n = (size_t)cJSON_GetArraySize(ts);
+    out->items = calloc(n ? n : 1, sizeof(oq_calib_entry));
     if (!out->items) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < ts->n; i++) {
-        const oq_json *a = &ts->items[i];
-        if (a->type != OQ_JSON_ARRAY || a->n != 4) {
+    const cJSON *a;
+    cJSON_ArrayForEach(a, ts) {
+        const char *key = a->string;
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 4) {
             st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": tensor \"%s\": expected [min,max,lo,hi]",
-                               ts->keys[i]);
+                               key);
             goto fail;
         }
         float v[4];
-        for (int k = 0; k < 4; k++) {
-            if (a->items[k].type != OQ_JSON_NUMBER) {
+        int k = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, a) {
+            if (!cJSON_IsNumber(x)) {
                 st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY ": tensor \"%s\": not a number",
-                                   ts->keys[i]);
+                                   key);
                 goto fail;
             }
             /* a float table: a value that rounds beyond FLT_MAX would become infinity
              * (0x1.ffffffp127 is FLT_MAX plus half its last step) */
-            if (!(fabs(a->items[k].num) < 0x1.ffffffp127)) {
+            if (!(fabs(x->valuedouble) < 0x1.ffffffp127)) {
                 st = oq_diag_error(d, OQ_ERR_INVALID, "metadata " OQ_CALIB_METADATA_KEY
                                    ": tensor \"%s\": %g is out of float range",
-                                   ts->keys[i], a->items[k].num);
+                                   key, x->valuedouble);
                 goto fail;
             }
-            v[k] = (float)a->items[k].num;
+            v[k++] = (float)x->valuedouble;
         }
         oq_calib_entry *e = &out->items[out->count];
-        e->name = strdup(ts->keys[i]);
+        e->name = strdup(key);
         if (!e->name) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
             goto fail;
@@ -1153,10 +1092,10 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
         e->lo = v[2];
         e->hi = v[3];
     }
-    oq_json_free(j);
+    cJSON_Delete(j);
     return OQ_OK;
 fail:
-    oq_json_free(j);
+    cJSON_Delete(j);
     oq_calib_table_free(out);
     return st;
 }

@@ -10,6 +10,8 @@
 
 #include "onnxq/exec.h"
 #include "onnxq/verify.h"
+#include "io/json.h"
+#include "ir/text.h"
 
 oq_fallback_options oq_fallback_options_default(void)
 {
@@ -494,113 +496,66 @@ fail:
     return st;
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
+/* A number of the steps JSON: 4 decimals; +-Inf (identical outputs) as +-1e999, which
+ * JSON readers (Python's, onnxq's) read back as infinity; NaN as null. */
+static bool add_db(cJSON *o, const char *key, double x)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || b->oom)
-        return;
-    if (b->len + (size_t)n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->len + (size_t)n + 1)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    if (!s) {
-        sb_printf(b, "null");
-        return;
-    }
-    sb_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            sb_printf(b, "\\%c", *c);
-        else if (*c < 0x20)
-            sb_printf(b, "\\u%04x", *c);
-        else
-            sb_printf(b, "%c", *c);
-    }
-    sb_printf(b, "\"");
-}
-
-static void sb_num(sbuf *b, double x)
-{
+    char num[64];
     if (isnan(x))
-        sb_printf(b, "null");
-    else if (isinf(x))
-        sb_printf(b, x > 0 ? "1e999" : "-1e999");
+        return cJSON_AddNullToObject(o, key) != NULL;
+    if (isinf(x))
+        snprintf(num, sizeof num, x > 0 ? "1e999" : "-1e999");
     else
-        sb_printf(b, "%.4f", x);
+        snprintf(num, sizeof num, "%.4f", x);
+    return oq_json_add_raw(o, key, num);
+}
+
+static bool add_count(cJSON *o, const char *key, unsigned long long n)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%llu", n);
+    return oq_json_add_raw(o, key, num);
+}
+
+/* A string member, or null for NULL. */
+static bool add_str(cJSON *o, const char *key, const char *s)
+{
+    return (s ? cJSON_AddStringToObject(o, key, s) : cJSON_AddNullToObject(o, key)) != NULL;
+}
+
+static bool add_step(cJSON *steps, const oq_fallback_step *s, size_t i)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddItemToArray(steps, o)) {
+        cJSON_Delete(o);
+        return false;
+    }
+    bool ok = add_count(o, "step", i) && add_str(o, "node", s->node);
+    if (ok && s->node) {
+        ok = add_str(o, "op_type", s->op_type) && add_str(o, "worst_layer", s->tensor) &&
+             add_db(o, "worst_layer_isolated_sqnr_db", s->layer_iso_db) &&
+             add_str(o, "nodes", s->nodes) && cJSON_AddBoolToObject(o, "via_producer", s->via_producer);
+        if (ok && s->via_producer)
+            ok = add_str(o, "input", s->input) &&
+                 add_db(o, "input_output_qdq_sqnr_db", s->input_own_db);
+    }
+    return ok && add_count(o, "layers_in_float", s->layers) && add_db(o, "sqnr_db", s->sqnr_db) &&
+           add_str(o, "worst_output", s->worst_output);
 }
 
 char *oq_fallback_steps_json(const oq_fallback_result *r, double target_sqnr_db)
 {
-    sbuf b = {0};
-    sb_printf(&b, "{\"target_sqnr_db\":");
-    sb_num(&b, target_sqnr_db);
-    sb_printf(&b, ",\"samples\":%llu,\"met\":%s,\"sqnr_db\":", (unsigned long long)r->samples,
-              r->met ? "true" : "false");
-    sb_num(&b, r->sqnr_db);
-    sb_printf(&b, ",\"layers_in_float\":%zu,\"steps\":[", r->layers);
-    for (size_t i = 0; i < r->n_steps; i++) {
-        const oq_fallback_step *s = &r->steps[i];
-        sb_printf(&b, "%s{\"step\":%zu,\"node\":", i ? "," : "", i);
-        sb_str(&b, s->node);
-        if (s->node) {
-            sb_printf(&b, ",\"op_type\":");
-            sb_str(&b, s->op_type);
-            sb_printf(&b, ",\"worst_layer\":");
-            sb_str(&b, s->tensor);
-            sb_printf(&b, ",\"worst_layer_isolated_sqnr_db\":");
-            sb_num(&b, s->layer_iso_db);
-            sb_printf(&b, ",\"nodes\":");
-            sb_str(&b, s->nodes);
-            sb_printf(&b, ",\"via_producer\":%s", s->via_producer ? "true" : "false");
-            if (s->via_producer) {
-                sb_printf(&b, ",\"input\":");
-                sb_str(&b, s->input);
-                sb_printf(&b, ",\"input_output_qdq_sqnr_db\":");
-                sb_num(&b, s->input_own_db);
-            }
-        }
-        sb_printf(&b, ",\"layers_in_float\":%zu,\"sqnr_db\":", s->layers);
-        sb_num(&b, s->sqnr_db);
-        sb_printf(&b, ",\"worst_output\":");
-        sb_str(&b, s->worst_output);
-        sb_printf(&b, "}");
-    }
-    sb_printf(&b, "]}");
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    cJSON *root = cJSON_CreateObject(), *steps = NULL;
+    bool ok = root && add_db(root, "target_sqnr_db", target_sqnr_db) &&
+              add_count(root, "samples", (unsigned long long)r->samples) &&
+              cJSON_AddBoolToObject(root, "met", r->met) && add_db(root, "sqnr_db", r->sqnr_db) &&
+              add_count(root, "layers_in_float", r->layers) &&
+              (steps = cJSON_AddArrayToObject(root, "steps"));
+    for (size_t i = 0; ok && i < r->n_steps; i++)
+        ok = add_step(steps, &r->steps[i], i);
+    char *js = ok ? cJSON_PrintUnformatted(root) : NULL; /* malloc'ed (cJSON's default hooks) */
+    cJSON_Delete(root);
+    return js;
 }
 
 static oq_status record(oq_model *qm, const oq_fallback_result *r, double target, oq_diag *d)
@@ -735,11 +690,11 @@ done:
 
 static char *group_nodes_list(const fb_group *groups, size_t k)
 {
-    sbuf b = {0};
+    oq_sbuf b = {0};
     char lb[128];
     for (size_t g = 0; g < k; g++)
         for (size_t j = 0; j < groups[g].n; j++)
-            sb_printf(&b, "%s%s", b.len ? "," : "", oq_node_label(groups[g].nodes[j], lb, sizeof lb));
+            oq_sb_printf(&b, "%s%s", b.len ? "," : "", oq_node_label(groups[g].nodes[j], lb, sizeof lb));
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -1014,9 +969,9 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         *s = tmp;
         s->node = xstrdup(oq_node_label(chosen[0], lb, sizeof lb));
         s->op_type = xstrdup(chosen[0]->op_type);
-        sbuf nb = {0};
+        oq_sbuf nb = {0};
         for (size_t k = 0; k < nc; k++)
-            sb_printf(&nb, "%s%s", k ? "," : "", oq_node_label(chosen[k], lb, sizeof lb));
+            oq_sb_printf(&nb, "%s%s", k ? "," : "", oq_node_label(chosen[k], lb, sizeof lb));
         s->nodes = nb.p;
         if (nb.oom || !s->node || !s->op_type) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
@@ -1040,9 +995,9 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     }
     oq_verify_free(v);
     {
-        sbuf b = {0};
+        oq_sbuf b = {0};
         for (size_t i = 1; i < res->n_steps; i++)
-            sb_printf(&b, "%s%s", i > 1 ? "," : "", res->steps[i].nodes);
+            oq_sb_printf(&b, "%s%s", i > 1 ? "," : "", res->steps[i].nodes);
         if (b.oom)
             return oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
         res->in_float = b.p;

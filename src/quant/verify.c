@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnxq/pass.h"
 #include "onnxq/satcheck.h"
 #include "onnxq/stats.h"
 #include "onnxq/verify.h"
@@ -265,34 +264,30 @@ static const oq_node *qdq_dequant(const oq_value *qv)
     return dq;
 }
 
-/* The float model prepared as onnxq quantize prepares it before quantizing (a copy),
- * so that folded weights have a float counterpart. Failure leaves v->wref NULL: those
- * weights are then not compared. */
+/* The float model prepared as onnxq quantize prepares it before quantizing (a copy,
+ * by the caller's oq_verify_options.prepare_reference), so that folded weights have a
+ * float counterpart. No callback or a failure leaves v->wref NULL: those weights are
+ * then not compared. */
 static void prepare_wref(oq_verify *v)
 {
     v->wref_tried = true;
+    if (!v->opt.prepare_reference)
+        return;
     uint8_t *buf = NULL;
     size_t len = 0;
     oq_diag d;
     oq_diag_init(&d);
-    oq_registry *reg = NULL;
     oq_model *m = NULL;
     if (oq_model_write_buffer(v->fm, &buf, &len, &d) != OQ_OK)
         goto done;
     if (oq_model_read_buffer(buf, len, "verify: float model copy", NULL, &m, &d) != OQ_OK)
         goto done;
-    if (oq_registry_new(&reg, &d) != OQ_OK)
-        goto done;
-    oq_pass_result res;
-    memset(&res, 0, sizeof res);
-    res.struct_size = sizeof res;
-    if (oq_pass_run_simple(reg, "constant-to-initializer,fold-batchnorm", m, &res, &d) != OQ_OK)
+    if (v->opt.prepare_reference(m, v->opt.prepare_user, &d) != OQ_OK)
         goto done;
     v->wref = m;
     m = NULL;
 done:
     oq_model_free(m);
-    oq_registry_free(reg);
     free(buf);
     oq_diag_free(&d);
 }
