@@ -597,15 +597,15 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
             continue;
         }
         else if (!strcmp(k, "smooth_quant")) {
-            if (v->type == OQ_JSON_NULL) {
+            if (cJSON_IsNull(v)) {
                 c->smooth_quant = -1;
                 continue;
             }
-            if (v->type != OQ_JSON_NUMBER || !(v->num >= 0 && v->num <= 1)) {
+            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1)) {
                 cli_error("quantize", "%s: key \"%s\" must be null or a number in [0, 1]", path, k);
                 return -1;
             }
-            c->smooth_quant = v->num;
+            c->smooth_quant = v->valuedouble;
             continue;
         }
         else if (!strcmp(k, "per_channel")) bp = &c->per_channel;

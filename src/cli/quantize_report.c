@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "onnxq/calib.h"
 
 char *cli_take_metadata(oq_model *m, const char *key)
@@ -21,27 +22,28 @@ char *cli_take_metadata(oq_model *m, const char *key)
 }
 
 /* A parsed JSON value written back (the pass's record, embedded in the report). */
-static void write_value(json_writer *w, const oq_json *j)
+static void write_value(json_writer *w, const cJSON *j)
 {
-    switch (j->type) {
-    case OQ_JSON_BOOL: json_bool(w, j->b); break;
-    case OQ_JSON_NUMBER: json_double(w, j->num); break;
-    case OQ_JSON_STRING: json_string(w, j->str); break;
-    case OQ_JSON_ARRAY:
+    if (cJSON_IsBool(j)) {
+        json_bool(w, cJSON_IsTrue(j));
+    } else if (cJSON_IsNumber(j)) {
+        json_double(w, j->valuedouble);
+    } else if (cJSON_IsString(j)) {
+        json_string(w, j->valuestring);
+    } else if (cJSON_IsArray(j)) {
         json_begin_array(w);
-        for (size_t i = 0; i < j->n; i++)
-            write_value(w, &j->items[i]);
+        for (const cJSON *e = j->child; e; e = e->next)
+            write_value(w, e);
         json_end_array(w);
-        break;
-    case OQ_JSON_OBJECT:
+    } else if (cJSON_IsObject(j)) {
         json_begin_object(w);
-        for (size_t i = 0; i < j->n; i++) {
-            json_key(w, j->keys[i]);
-            write_value(w, &j->items[i]);
+        for (const cJSON *e = j->child; e; e = e->next) {
+            json_key(w, e->string);
+            write_value(w, e);
         }
         json_end_object(w);
-        break;
-    default: json_null(w); break;
+    } else {
+        json_null(w);
     }
 }
 
@@ -59,12 +61,12 @@ int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, co
     config(w, cfg);
     cli_report_passes(w, &r->passes);
     json_key(w, "smooth_quant"); /* null: not run */
-    oq_json *sq = NULL;
+    cJSON *sq = NULL;
     if (r->smooth_quant && oq_json_parse(r->smooth_quant, strlen(r->smooth_quant), "smooth-quant record", &sq, NULL) == OQ_OK)
         write_value(w, sq);
     else
         json_null(w);
-    oq_json_free(sq);
+    cJSON_Delete(sq);
     json_key(w, "fallback");
     if (r->fallback) {
         json_begin_object(w);
