@@ -10,9 +10,12 @@
 //
 // usage: node models/eval_transformer.js --onnxq EXE --model FLOAT.onnx --calib DIR --eval DIR
 //          [--variants FILE] [--only NAME,...] [--work DIR] [--rounds N (21)] [--latency-samples K (8)]
-//          [--no-latency] [--opt all|disabled] [--json FILE]
+//          [--latency-batch B (1)] [--no-latency] [--opt all|disabled] [--json FILE]
+// --latency-batch B: each timed run is one batch of B samples (the first B of the eval
+// set) instead of K runs of batch 1; the time reported is per batch.
 // The eval folder is what models/text_task.py writes: NNN/tokens.npy (int64 [1, 24]) and
-// labels.txt ("NNN<TAB>label<TAB>sentence"). The --json file holds every number printed
+// labels.txt ("NNN<TAB>label<TAB>sentence"). A variant whose arguments are "@FILE.onnx"
+// is that model, measured as it is (e.g. one made by another tool). The --json file holds every number printed
 // (an SQNR without error, the float model's own, is null there).
 // Exit status: 0, 1 when a variant could not be quantized or run, 2 for bad usage.
 'use strict';
@@ -24,16 +27,17 @@ const { ort, readNpy } = require(path.join(__dirname, '..', 'tests', 'ortlib.js'
 function usage(msg) {
     console.error(`eval_transformer: ${msg}\nusage: node models/eval_transformer.js --onnxq EXE --model FLOAT.onnx ` +
                   '--calib DIR --eval DIR [--variants FILE] [--only NAME,...] [--work DIR] [--rounds N] ' +
-                  '[--latency-samples K] [--no-latency] [--opt all|disabled] [--json FILE]');
+                  '[--latency-samples K] [--latency-batch B] [--no-latency] [--opt all|disabled] [--json FILE]');
     process.exit(2);
 }
 
 function parseArgs(argv) {
     const a = { variants: path.join(__dirname, 'transformer_variants.txt'), rounds: 21,
-                latencySamples: 8, latency: true, opt: 'all', only: null, work: null, json: null };
+                latencySamples: 8, latencyBatch: 1, latency: true, opt: 'all', only: null, work: null, json: null };
     const keys = { '--onnxq': 'onnxq', '--model': 'model', '--calib': 'calib', '--eval': 'eval',
                    '--variants': 'variants', '--only': 'only', '--work': 'work', '--rounds': 'rounds',
-                   '--latency-samples': 'latencySamples', '--opt': 'opt', '--json': 'json' };
+                   '--latency-samples': 'latencySamples', '--latency-batch': 'latencyBatch', '--opt': 'opt',
+                   '--json': 'json' };
     for (let i = 0; i < argv.length; i++) {
         if (argv[i] === '--no-latency') { a.latency = false; continue; }
         const k = keys[argv[i]];
@@ -43,7 +47,7 @@ function parseArgs(argv) {
     }
     for (const k of ['onnxq', 'model', 'calib', 'eval'])
         if (!a[k]) usage(`--${k} is required`);
-    for (const k of ['rounds', 'latencySamples']) {
+    for (const k of ['rounds', 'latencySamples', 'latencyBatch']) {
         a[k] = Number(a[k]);
         if (!Number.isInteger(a[k]) || a[k] < 1) usage(`${k} needs a positive integer`);
     }
@@ -114,6 +118,10 @@ async function main() {
     const models = [{ name: 'float', file: a.model }];
     let failed = 0;
     for (const v of variants) {
+        if (v.args.length === 1 && v.args[0].startsWith('@')) { // a model made elsewhere
+            models.push({ name: v.name, file: v.args[0].slice(1), args: v.args[0] });
+            continue;
+        }
         const file = path.join(a.work, `${v.name}.onnx`);
         const cmd = [a.model, '-o', file, ...v.args, '--quiet'];
         const t0 = Date.now();
@@ -126,7 +134,7 @@ async function main() {
         }
         models.push({ name: v.name, file, args: v.args.join(' '), quantize_s: (Date.now() - t0) / 1000 });
     }
-    const so = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: a.opt };
+    const so = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: a.opt, logSeverityLevel: 3 };
     for (const m of models) {
         try {
             m.session = await ort.InferenceSession.create(m.file, so);
@@ -153,17 +161,26 @@ async function main() {
         m.logits = compare(fl.out.logits, m.out.logits);
         m.embedding = compare(fl.out.embedding, m.out.embedding);
     }
-    if (a.latency) { // interleaved: every round runs every model on the same K samples
-        const k = Math.min(a.latencySamples, samples.length);
+    const seq = samples[0].tokens.dims[1];
+    const lb = Math.min(a.latencyBatch, samples.length);
+    let feeds; // the runs of one timed round: K of batch 1, or one of batch B
+    if (lb > 1) {
+        const data = new BigInt64Array(lb * seq);
+        samples.slice(0, lb).forEach((s, i) => data.set(s.tokens.data, i * seq));
+        feeds = [{ tokens: new ort.Tensor('int64', data, [lb, seq]) }];
+    } else {
+        feeds = samples.slice(0, Math.min(a.latencySamples, samples.length)).map(s => ({ tokens: s.tokens }));
+    }
+    if (a.latency) { // interleaved: every round runs every model on the same feeds
         const t = ok.map(() => []);
         for (const m of ok) // warm-up
-            for (let i = 0; i < k; i++) await m.session.run({ tokens: samples[i].tokens });
+            for (const f of feeds) await m.session.run(f);
         for (let r = 0; r < a.rounds; r++)
             for (let j = 0; j < ok.length; j++) {
                 const mi = (j + r) % ok.length; // rotate the order from round to round
                 const t0 = process.hrtime.bigint();
-                for (let i = 0; i < k; i++) await ok[mi].session.run({ tokens: samples[i].tokens });
-                t[mi].push(Number(process.hrtime.bigint() - t0) / 1e6 / k);
+                for (const f of feeds) await ok[mi].session.run(f);
+                t[mi].push(Number(process.hrtime.bigint() - t0) / 1e6 / feeds.length);
             }
         const med = x => { const b = [...x].sort((p, q) => p - q); return b[Math.floor(b.length / 2)]; };
         ok.forEach((m, j) => {
@@ -173,7 +190,7 @@ async function main() {
     }
     const n = samples.length;
     console.log(`eval_transformer: ${n} samples (${a.eval}), onnxruntime-node, optimizations ${a.opt}, 1 thread` +
-                (a.latency ? `; latency: batch 1, median over ${a.rounds} interleaved rounds of ${Math.min(a.latencySamples, n)} samples` : ''));
+                (a.latency ? `; latency: batch ${lb}, median over ${a.rounds} interleaved rounds of ${feeds.length} run(s)` : ''));
     const pct = x => `${(100 * x).toFixed(1)} %`;
     const db = x => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : '-'); // the float model: no error
     const cols = ['variant', 'logits cos mean/min', 'logits SQNR', 'emb cos mean/min', 'emb SQNR',
@@ -189,6 +206,7 @@ async function main() {
     for (const r of rows) console.log(r.map((c, i) => c.padEnd(w[i])).join('  '));
     const summary = {
         samples: n, eval: a.eval, model: a.model, optimizations: a.opt,
+        latency: a.latency ? { batch: lb, runs_per_round: feeds.length, rounds: a.rounds } : null,
         variants: ok.map(m => {
             const { session, out, broken, ...rest } = m; // eslint-disable-line no-unused-vars
             return rest;

@@ -93,7 +93,7 @@ def accuracy(model, ids, labels):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out", help="the .onnx to write")
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=2500)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--train", type=int, default=20000, help="training sentences")

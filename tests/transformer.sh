@@ -35,14 +35,21 @@ print(f"data: {len(e)} distinct eval sentences, {len(c)} calib, {len(e & c)} in 
 sys.exit(1 if e & c or len(e) < 200 else 0)
 PY
 
-# the harness: float, static (ort-x86) and static-vnni in onnxruntime, no timing
+# the harness: float, static (ort-x86) and static-vnni in onnxruntime, no timing.
+# static-vnni (U8S8) is judged only where onnxruntime runs VNNI kernels: on a CPU without
+# VNNI (or under ONNXQ_ORT_CPU=haswell) its u8 x s8 pairs may saturate, which is why it
+# is not the default target (docs/quantize.md, Deployment targets)
+vnni=1
+grep -qwE 'avx512_vnni|avx_vnni' /proc/cpuinfo || vnni=0
+case "${ONNXQ_ORT_CPU:-native}" in native|"") ;; *) vnni=0 ;; esac
+[ $vnni = 1 ] || echo "note: onnxruntime without VNNI kernels: static-vnni measured, not judged"
 bash "$SRC/tests/ortnode.bash" "$SRC/models/eval_transformer.js" --onnxq "$EXE" --model "$M" \
   --calib "$SRC/models/text_calib" --eval "$T/eval" --work "$T" --only static,static-vnni \
   --no-latency --json "$T/eval.json"
 rc=$?
 [ $rc = 77 ] && skip "onnxruntime-node missing (run .ci/fetch-models.sh)"
 [ $rc = 0 ] || bad "eval_transformer.js exit $rc"
-/usr/bin/python3 - "$T/eval.json" <<'PY' || bad "accuracy thresholds"
+/usr/bin/python3 - "$T/eval.json" $vnni <<'PY' || bad "accuracy thresholds"
 import json, sys
 r = {v["name"]: v for v in json.load(open(sys.argv[1]))["variants"]}
 f = r["float"]
@@ -53,7 +60,7 @@ def need(what, value, cond):
     ok &= cond
 # the float model does its task (measured 93.0 %, 238/256); chance is 1/6
 need("float accuracy >= 0.90", f["accuracy"], f["accuracy"] >= 0.90)
-for name in ("static", "static-vnni"):
+for name in ("static", "static-vnni") if sys.argv[2] == "1" else ("static",):
     v = r[name]
     # measured (both the same: U8U8 and U8S8 are the same numbers, and onnxruntime's
     # kernels on this VNNI CPU are exact): logits cosine min 0.9957, embedding cosine
