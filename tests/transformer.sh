@@ -35,7 +35,8 @@ print(f"data: {len(e)} distinct eval sentences, {len(c)} calib, {len(e & c)} in 
 sys.exit(1 if e & c or len(e) < 200 else 0)
 PY
 
-# the harness: float, static (ort-x86) and static-vnni in onnxruntime, no timing.
+# the harness: float, static (ort-x86) and static-vnni in onnxruntime; its latency code
+# runs (2 rounds of 2 samples) but no time is judged.
 # static-vnni (U8S8) is judged only where onnxruntime runs VNNI kernels: on a CPU without
 # VNNI (or under ONNXQ_ORT_CPU=haswell) its u8 x s8 pairs may saturate, which is why it
 # is not the default target (docs/quantize.md, Deployment targets)
@@ -45,7 +46,7 @@ case "${ONNXQ_ORT_CPU:-native}" in native|"") ;; *) vnni=0 ;; esac
 [ $vnni = 1 ] || echo "note: onnxruntime without VNNI kernels: static-vnni measured, not judged"
 bash "$SRC/tests/ortnode.bash" "$SRC/models/eval_transformer.js" --onnxq "$EXE" --model "$M" \
   --calib "$SRC/models/text_calib" --eval "$T/eval" --work "$T" --only static,static-vnni \
-  --no-latency --json "$T/eval.json"
+  --rounds 2 --latency-samples 2 --json "$T/eval.json"
 rc=$?
 [ $rc = 77 ] && skip "onnxruntime-node missing (run .ci/fetch-models.sh)"
 [ $rc = 0 ] || bad "eval_transformer.js exit $rc"
@@ -60,6 +61,8 @@ def need(what, value, cond):
     ok &= cond
 # the float model does its task (measured 93.0 %, 238/256); chance is 1/6
 need("float accuracy >= 0.90", f["accuracy"], f["accuracy"] >= 0.90)
+need("latency measured for every model", [v["latency_ms"] for v in r.values()],
+     all(v["latency_ms"] > 0 for v in r.values()) and f["latency_ratio"] == 1)
 for name in ("static", "static-vnni") if sys.argv[2] == "1" else ("static",):
     v = r[name]
     # measured (both the same: U8U8 and U8S8 are the same numbers, and onnxruntime's
