@@ -5,8 +5,10 @@
 // float model: per output the cosine similarity of each sample (mean and min) and the
 // SQNR over all samples together (10 log10(sum f^2 / sum (f - q)^2)); the task accuracy
 // against the labels (argmax of `logits`) and the agreement with the float model's
-// argmax; the file size; the latency (batch 1, 1 thread, the models interleaved round
-// by round, median time per sample and median of the per-round ratios to float).
+// argmax; the file size; the latency and the process CPU time per run (batch 1, 1 thread,
+// the models interleaved round by round, median time per run and median of the per-round
+// ratios to float). On a loaded machine the CPU time is the steadier of the two: time the
+// process waits for a core does not count in it.
 //
 // usage: node models/eval_transformer.js --onnxq EXE --model FLOAT.onnx --calib DIR --eval DIR
 //          [--variants FILE] [--only NAME,...] [--work DIR] [--rounds N (21)] [--latency-samples K (8)]
@@ -172,20 +174,24 @@ async function main() {
         feeds = samples.slice(0, Math.min(a.latencySamples, samples.length)).map(s => ({ tokens: s.tokens }));
     }
     if (a.latency) { // interleaved: every round runs every model on the same feeds
-        const t = ok.map(() => []);
+        const t = ok.map(() => []), cpu = ok.map(() => []);
         for (const m of ok) // warm-up
             for (const f of feeds) await m.session.run(f);
         for (let r = 0; r < a.rounds; r++)
             for (let j = 0; j < ok.length; j++) {
                 const mi = (j + r) % ok.length; // rotate the order from round to round
-                const t0 = process.hrtime.bigint();
+                const c0 = process.cpuUsage(), t0 = process.hrtime.bigint();
                 for (const f of feeds) await ok[mi].session.run(f);
                 t[mi].push(Number(process.hrtime.bigint() - t0) / 1e6 / feeds.length);
+                const c = process.cpuUsage(c0);
+                cpu[mi].push((c.user + c.system) / 1e3 / feeds.length);
             }
         const med = x => { const b = [...x].sort((p, q) => p - q); return b[Math.floor(b.length / 2)]; };
         ok.forEach((m, j) => {
             m.latency_ms = med(t[j]);
             m.latency_ratio = med(t[j].map((v, r) => v / t[0][r]));
+            m.cpu_ms = med(cpu[j]);
+            m.cpu_ratio = med(cpu[j].map((v, r) => v / cpu[0][r]));
         });
     }
     const n = samples.length;
@@ -194,13 +200,14 @@ async function main() {
     const pct = x => `${(100 * x).toFixed(1)} %`;
     const db = x => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : '-'); // the float model: no error
     const cols = ['variant', 'logits cos mean/min', 'logits SQNR', 'emb cos mean/min', 'emb SQNR',
-                  'accuracy', 'agree', 'size', 'latency'];
+                  'accuracy', 'agree', 'size', 'latency', 'CPU time'];
     const rows = ok.map(m => [
         m.name,
         `${m.logits.cosine_mean.toFixed(5)} / ${m.logits.cosine_min.toFixed(4)}`, db(m.logits.sqnr_db),
         `${m.embedding.cosine_mean.toFixed(5)} / ${m.embedding.cosine_min.toFixed(4)}`, db(m.embedding.sqnr_db),
         pct(m.accuracy), pct(m.agreement), `${(m.size_bytes / 1024).toFixed(0)} KiB`,
-        a.latency ? `${m.latency_ms.toFixed(3)} ms ${m.latency_ratio.toFixed(2)}x` : '-']);
+        a.latency ? `${m.latency_ms.toFixed(3)} ms ${m.latency_ratio.toFixed(2)}x` : '-',
+        a.latency ? `${m.cpu_ms.toFixed(3)} ms ${m.cpu_ratio.toFixed(2)}x` : '-']);
     const w = cols.map((c, i) => Math.max(c.length, ...rows.map(r => r[i].length)));
     console.log(cols.map((c, i) => c.padEnd(w[i])).join('  '));
     for (const r of rows) console.log(r.map((c, i) => c.padEnd(w[i])).join('  '));
