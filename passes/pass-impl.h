@@ -4,8 +4,7 @@
 #include "onnxq/onnxq.h"
 #include "onnxq/pass.h"
 
-/* ---- options (passes/pipeline.c) */
-const char *oq_opt_type_name(oq_opt_type t);
+/* ---- options (passes/pipeline.c; oq_opt_type_name is in onnxq/pass.h) */
 /* Parse text[0..len) as a value of def's type into *out (out->s is malloc'ed canonical
  * text; free with oq_option_value_free). */
 oq_status oq_option_parse_value(const oq_pass_option_def *def, const char *text, size_t len,

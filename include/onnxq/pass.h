@@ -52,6 +52,9 @@ typedef enum oq_opt_type {
     OQ_OPT_STRING = 3
 } oq_opt_type;
 
+/* "int", "float", "bool" or "string" ("?" for a value outside the enum). */
+const char *oq_opt_type_name(oq_opt_type t);
+
 /* One entry of a pass's option schema. The default is written as pipeline text
  * ("17", "1e-5", "true", "Identity"); NULL means the option is required (a pipeline
  * that does not give it is refused when parsed). */

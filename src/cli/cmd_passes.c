@@ -26,17 +26,6 @@ oq_registry *cli_registry(const char *cmd, char **plugins, size_t n_plugins, int
     return reg;
 }
 
-static const char *type_name(oq_opt_type t)
-{
-    switch (t) {
-    case OQ_OPT_INT: return "int";
-    case OQ_OPT_FLOAT: return "float";
-    case OQ_OPT_BOOL: return "bool";
-    case OQ_OPT_STRING: return "string";
-    }
-    return "?";
-}
-
 static void help(FILE *f)
 {
     fprintf(f, "usage: onnxq passes [--json] [--plugin FILE.so]...\n\n"
@@ -95,7 +84,7 @@ int cmd_passes(int argc, char **argv)
                 const oq_pass_option_def *o = &p->options[k];
                 json_begin_object(&w);
                 json_kv_string(&w, "name", o->name);
-                json_kv_string(&w, "type", type_name(o->type));
+                json_kv_string(&w, "type", oq_opt_type_name(o->type));
                 json_kv_string(&w, "default", o->default_value); /* NULL: null */
                 json_kv_string(&w, "help", o->help ? o->help : "");
                 json_end_object(&w);
@@ -111,7 +100,7 @@ int cmd_passes(int argc, char **argv)
             for (size_t k = 0; k < p->n_options; k++) {
                 const oq_pass_option_def *o = &p->options[k];
                 char left[128];
-                snprintf(left, sizeof left, "%s=%s", o->name, type_name(o->type));
+                snprintf(left, sizeof left, "%s=%s", o->name, oq_opt_type_name(o->type));
                 char dflt[96];
                 if (o->default_value)
                     snprintf(dflt, sizeof dflt, " (default %s)", o->default_value);
