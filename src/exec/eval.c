@@ -130,20 +130,6 @@ typedef struct known {
     bool is_const;
 } known;
 
-static void from_type(oq_rt_tensor *rt, const oq_type *ty)
-{
-    memset(rt, 0, sizeof(*rt));
-    rt->rank = OQ_RT_UNKNOWN_RANK;
-    if (!ty || ty->kind != OQ_TYPE_TENSOR)
-        return;
-    rt->dtype = ty->has_elem_type ? ty->elem_type : 0;
-    if (ty->shape && ty->shape->rank <= OQ_RT_MAX_RANK) {
-        rt->rank = ty->shape->rank;
-        for (size_t j = 0; j < rt->rank; j++)
-            rt->dims[j] = ty->shape->dims[j].kind == OQ_DIM_VALUE ? ty->shape->dims[j].value : -1;
-    }
-}
-
 static bool from_const(oq_rt_tensor *rt, oq_tensor *t)
 {
     if (!t || !t->has_dtype || t->dtype == OQ_DTYPE_STRING || t->rank > OQ_RT_MAX_RANK)
@@ -237,7 +223,7 @@ static oq_status infer_tolerant(oq_model *model, oq_shape_observer fn, void *use
         oq_value *v = g->inputs[i]->value;
         if (!v || v->id >= n_tab || tab[v->id].set)
             continue;
-        from_type(&tab[v->id].t, g->inputs[i]->type ? g->inputs[i]->type : v->type);
+        oq_plan_tensor_from_type(&tab[v->id].t, g->inputs[i]->type ? g->inputs[i]->type : v->type);
         tab[v->id].set = true;
     }
     for (oq_node *n = g->first; n; n = n->next) {

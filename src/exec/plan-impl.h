@@ -108,6 +108,10 @@ void oq_plan_group_free(ew_group *g);
 
 /* bytes of t's data, -1 when its shape is not known */
 int64_t oq_plan_tensor_bytes(const oq_rt_tensor *t);
+/* What a value's declared type says of its tensor: dtype (0 if not given), rank and dims
+ * (-1 for a symbolic or missing dim); rank OQ_RT_UNKNOWN_RANK when the type has no
+ * shape, one of more than OQ_RT_MAX_RANK dims or is not a tensor type. No data. */
+void oq_plan_tensor_from_type(oq_rt_tensor *rt, const oq_type *ty);
 /* peak of intermediate buffers with compile-time shapes (0 when shapes are dynamic) */
 int64_t oq_plan_estimate_peak(oq_plan *p);
 

@@ -83,7 +83,7 @@ static oq_status constant_value(oq_plan *p, oq_node *n, slot *s, oq_diag *d)
                       "value_int(s))");
 }
 
-static void input_from_type(oq_rt_tensor *rt, const oq_type *ty)
+void oq_plan_tensor_from_type(oq_rt_tensor *rt, const oq_type *ty)
 {
     memset(rt, 0, sizeof(*rt));
     rt->rank = OQ_RT_UNKNOWN_RANK;
@@ -698,7 +698,7 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
             continue;
         NEW_SLOT(v, SLOT_INPUT);
         slot *s = &p->slots[p->n_slots - 1];
-        input_from_type(&s->compiled, g->inputs[i]->type ? g->inputs[i]->type : v->type);
+        oq_plan_tensor_from_type(&s->compiled, g->inputs[i]->type ? g->inputs[i]->type : v->type);
         if (p->n_inputs < n_hints && hints[p->n_inputs]) {
             /* subgraph input: a missing dtype comes from the caller; shapes may change
                from iteration to iteration, so only declared dims are kept */
