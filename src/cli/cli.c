@@ -118,6 +118,15 @@ bool cli_is_help(const char *arg)
     return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
 }
 
+bool cli_positive_count(const char *cmd, const char *opt, const char *text, int *out)
+{
+    *out = atoi(text);
+    if (*out >= 1)
+        return true;
+    cli_error(cmd, "%s wants a positive count", opt);
+    return false;
+}
+
 /* ------------------------------------------------------------ paths -------- */
 
 bool cli_is_stdout(const char *path)

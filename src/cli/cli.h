@@ -28,6 +28,9 @@ void cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 bool cli_is_help(const char *arg);
+/* The value of a count option (OPT N, e.g. --threads): *out = atoi(text); below 1 prints
+ * "onnxq CMD: OPT wants a positive count" and returns false. */
+bool cli_positive_count(const char *cmd, const char *opt, const char *text, int *out);
 
 /* Paths checked before any work (exit 2, one line naming the path):
  * cli_check_output: OUT will be written as a file. "-" is standard output when

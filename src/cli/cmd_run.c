@@ -93,19 +93,13 @@ static int parse(int argc, char **argv, run_opts *o)
         } else if (strcmp(a, "--check-finite") == 0) {
             o->check_finite = true;
         } else if (strcmp(a, "--time") == 0 && has_next) {
-            o->time_runs = atoi(argv[++i]);
-            if (o->time_runs < 1) {
-                cli_error("run", "--time wants a positive count");
+            if (!cli_positive_count("run", a, argv[++i], &o->time_runs))
                 return CLI_BAD;
-            }
         } else if (strcmp(a, "--target") == 0 && has_next) {
             o->target = argv[++i];
         } else if (strcmp(a, "--threads") == 0 && has_next) {
-            o->threads = atoi(argv[++i]);
-            if (o->threads < 1) {
-                cli_error("run", "--threads wants a positive count");
+            if (!cli_positive_count("run", a, argv[++i], &o->threads))
                 return CLI_BAD;
-            }
         } else if (a[0] == '-') {
             cli_error("run", "unknown or incomplete option %s (try --help)", a);
             return CLI_BAD;

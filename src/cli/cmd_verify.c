@@ -113,17 +113,11 @@ static int parse(int argc, char **argv, verify_opts *o)
             }
             o->has_min = true;
         } else if (strcmp(a, "--top") == 0 && has_next) {
-            o->top = atoi(argv[++i]);
-            if (o->top < 1) {
-                cli_error("verify", "--top wants a positive count");
+            if (!cli_positive_count("verify", a, argv[++i], &o->top))
                 return CLI_BAD;
-            }
         } else if (strcmp(a, "--threads") == 0 && has_next) {
-            o->threads = atoi(argv[++i]);
-            if (o->threads < 1) {
-                cli_error("verify", "--threads wants a positive count");
+            if (!cli_positive_count("verify", a, argv[++i], &o->threads))
                 return CLI_BAD;
-            }
         } else if (strcmp(a, "--target") == 0 && has_next) {
             o->target = argv[++i];
             o->tgt = oq_target_find(o->target);
