@@ -148,21 +148,6 @@ static oq_value *val(oq_graph *g, const char *name)
     return v;
 }
 
-static oq_graph *add_subgraph(oq_node *n, const char *attr)
-{
-    oq_model *m = n->graph->model;
-    oq_graph *sg = oq_graph_new_in(m, n->graph, n);
-    oq_attr *a = oq_model_alloc(m, sizeof *a);
-    cr_assert(sg && a);
-    a->name = oq_model_strdup(m, attr);
-    a->has_type = true;
-    a->type = OQ_ATTR_GRAPH;
-    a->g = sg;
-    cr_assert_eq(OQ_PUSH(m->arena, &n->attrs, &n->n_attrs, a), 0);
-    sg->name = oq_model_strdup(m, attr);
-    return sg;
-}
-
 /* A model that exercises most of the IR:
  *   inputs x: float32[N,4], c: bool[]
  *   initializers w: float32[4,4] = 0.5*i, q: int4[5] packed, idx: int64[3]
@@ -223,8 +208,8 @@ static oq_model *build_model(void)
     cus->doc_string = oq_model_strdup(m, "a custom op");
     oq_graph_append(g, cus);
     oq_node *iff = oq_node_new(g, "If", NULL, "if", &c, 1, &y, 1);
-    oq_graph *tg = add_subgraph(iff, "then_branch");
-    oq_graph *eg = add_subgraph(iff, "else_branch");
+    oq_graph *tg = tu_add_subgraph(iff, "then_branch");
+    oq_graph *eg = tu_add_subgraph(iff, "else_branch");
     oq_value *t = val(tg, "t"), *e = val(eg, "e");
     oq_graph_append(tg, oq_node_new(tg, "Neg", NULL, "tneg", &h, 1, &t, 1));
     oq_graph_add_output(tg, t, oq_type_tensor(m, OQ_DTYPE_FLOAT, d2, names, 2));

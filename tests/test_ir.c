@@ -50,21 +50,6 @@ static oq_type *f32(oq_model *m)
     return oq_type_tensor(m, OQ_DTYPE_FLOAT, &d, NULL, 1);
 }
 
-/* A graph-valued attribute holding a new subgraph scoped under n's graph. */
-static oq_graph *add_subgraph(oq_node *n, const char *attr)
-{
-    oq_model *m = n->graph->model;
-    oq_graph *sg = oq_graph_new_in(m, n->graph, n);
-    oq_attr *a = oq_model_alloc(m, sizeof *a);
-    cr_assert(sg && a);
-    a->name = oq_model_strdup(m, attr);
-    a->has_type = true;
-    a->type = OQ_ATTR_GRAPH;
-    a->g = sg;
-    cr_assert_eq(OQ_PUSH(m->arena, &n->attrs, &n->n_attrs, a), 0);
-    return sg;
-}
-
 /* Does v's use list hold exactly (node, index) `count` times? */
 static size_t use_count(const oq_value *v, const oq_node *n, size_t index)
 {
@@ -550,8 +535,8 @@ static ifm make_if(void)
     oq_graph_add_input(g, s.cond, NULL);
     s.y = val(g, "y");
     s.iff = oq_node_new(g, "If", NULL, "if", &s.cond, 1, &s.y, 1);
-    s.then_g = add_subgraph(s.iff, "then_branch");
-    s.else_g = add_subgraph(s.iff, "else_branch");
+    s.then_g = tu_add_subgraph(s.iff, "then_branch");
+    s.else_g = tu_add_subgraph(s.iff, "else_branch");
     s.t = val(s.then_g, "t");
     s.tneg = node1(s.then_g, "Neg", "tneg", s.ch.a, s.t); /* reads an outer value */
     oq_graph_append(s.then_g, s.tneg);

@@ -324,24 +324,6 @@ Test(dedupe_initializers, shares_identical_tensors)
 
 #include "ir/ir-impl.h"
 
-static oq_graph *add_branch(oq_model *m, oq_node *owner, const char *attr)
-{
-    oq_graph *g = oq_graph_new_in(m, m->graph, owner);
-    cr_assert(g);
-    g->name = oq_model_strdup(m, attr);
-    oq_attr *a = oq_model_alloc(m, sizeof(*a));
-    a->name = oq_model_strdup(m, attr);
-    a->has_type = true;
-    a->type = OQ_ATTR_GRAPH;
-    a->g = g;
-    oq_attr **na = oq_model_alloc(m, (owner->n_attrs + 1) * sizeof(oq_attr *));
-    for (size_t i = 0; i < owner->n_attrs; i++)
-        na[i] = owner->attrs[i];
-    na[owner->n_attrs++] = a;
-    owner->attrs = na;
-    return g;
-}
-
 static void iter_record(const oq_pass_event *ev, oq_model *m, void *user)
 {
     *(int *)user = ev->iterations;
@@ -357,8 +339,8 @@ Test(eliminate_dead, reruns_when_a_subgraph_frees_an_outer_value)
     tp_node(m, "Relu", "outer_relu", "x", "r");
     oq_value *c = tp_value(m, "cond"), *y = tp_value(m, "y");
     oq_node *iff = oq_node_new(m->graph, "If", NULL, "if", &c, 1, &y, 1);
-    oq_graph *then_g = add_branch(m, iff, "then_branch");
-    oq_graph *else_g = add_branch(m, iff, "else_branch");
+    oq_graph *then_g = tu_add_subgraph(iff, "then_branch");
+    oq_graph *else_g = tu_add_subgraph(iff, "else_branch");
     oq_value *r = tp_value(m, "r"), *x = tp_value(m, "x");
     oq_value *e = oq_graph_new_value(then_g, "e"), *t_out = oq_graph_new_value(then_g, "t_out");
     oq_graph_append(then_g, oq_node_new(then_g, "Exp", NULL, "dead_exp", &r, 1, &e, 1));
@@ -401,8 +383,8 @@ Test(eliminate_identity, works_inside_subgraphs)
     tp_input(m, "cond", OQ_DTYPE_BOOL, (int64_t[]){1}, 0);
     oq_value *c = tp_value(m, "cond"), *y = tp_value(m, "y"), *x = tp_value(m, "x");
     oq_node *iff = oq_node_new(m->graph, "If", NULL, "if", &c, 1, &y, 1);
-    oq_graph *then_g = add_branch(m, iff, "then_branch");
-    oq_graph *else_g = add_branch(m, iff, "else_branch");
+    oq_graph *then_g = tu_add_subgraph(iff, "then_branch");
+    oq_graph *else_g = tu_add_subgraph(iff, "else_branch");
     oq_value *a = oq_graph_new_value(then_g, "a"), *t_out = oq_graph_new_value(then_g, "t_out");
     oq_graph_append(then_g, oq_node_new(then_g, "Neg", NULL, "neg", &x, 1, &a, 1));
     oq_graph_append(then_g, oq_node_new(then_g, "Identity", NULL, "id", &a, 1, &t_out, 1));

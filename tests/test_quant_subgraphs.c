@@ -9,24 +9,6 @@
 #include "test_pass_util.h"
 #include "testutil.h"
 
-static oq_graph *add_body(oq_model *m, oq_node *owner, const char *attr)
-{
-    oq_graph *g = oq_graph_new_in(m, owner->graph, owner);
-    cr_assert(g);
-    g->name = oq_model_strdup(m, attr);
-    oq_attr *a = oq_model_alloc(m, sizeof(*a));
-    a->name = oq_model_strdup(m, attr);
-    a->has_type = true;
-    a->type = OQ_ATTR_GRAPH;
-    a->g = g;
-    oq_attr **na = oq_model_alloc(m, (owner->n_attrs + 1) * sizeof(oq_attr *));
-    for (size_t i = 0; i < owner->n_attrs; i++)
-        na[i] = owner->attrs[i];
-    na[owner->n_attrs++] = a;
-    owner->attrs = na;
-    return g;
-}
-
 static oq_node *body_node(oq_graph *g, const char *op, const char *name, oq_value **in, size_t nin,
                           oq_value *out)
 {
@@ -128,8 +110,8 @@ static if_model build_if(bool outer_weight)
         tp_init_f(m, "W", (int64_t[]){4, 3}, 2, w);
     oq_value *c = tp_value(m, "cond"), *y = tp_value(m, "y");
     r.iff = oq_node_new(m->graph, "If", NULL, "if", &c, 1, &y, 1);
-    r.then_g = add_body(m, r.iff, "then_branch");
-    r.else_g = add_body(m, r.iff, "else_branch");
+    r.then_g = tu_add_subgraph(r.iff, "then_branch");
+    r.else_g = tu_add_subgraph(r.iff, "else_branch");
     oq_value *x = tp_value(m, "x");
     oq_value *wt = outer_weight ? tp_value(m, "W")
                                 : oq_graph_add_initializer(r.then_g, "Wt", OQ_DTYPE_FLOAT, (int64_t[]){4, 3}, 2, w, 48);
@@ -279,7 +261,7 @@ Test(quant_subgraphs, loop_body_inputs_and_outputs_observed_every_iteration)
     tp_init(m, "c0", OQ_DTYPE_BOOL, (int64_t[]){1}, 0, &yes);
     oq_value *li[3] = {tp_value(m, "M"), tp_value(m, "c0"), tp_value(m, "x")}, *y = tp_value(m, "y");
     oq_node *loop = oq_node_new(m->graph, "Loop", NULL, "loop", li, 3, &y, 1);
-    oq_graph *b = add_body(m, loop, "body");
+    oq_graph *b = tu_add_subgraph(loop, "body");
     oq_value *it = oq_graph_new_value(b, "it"), *ci = oq_graph_new_value(b, "c_in"), *vi = oq_graph_new_value(b, "v_in");
     oq_graph_add_input(b, it, oq_type_tensor(m, OQ_DTYPE_INT64, NULL, NULL, 0));
     oq_graph_add_input(b, ci, oq_type_tensor(m, OQ_DTYPE_BOOL, NULL, NULL, 0));
@@ -410,7 +392,7 @@ Test(quant_subgraphs, scan_body_inputs_are_the_slices_and_the_states)
     oq_value *si[2] = {tp_value(m, "acc0"), tp_value(m, "x")}, *so[2] = {tp_value(m, "acc"), tp_value(m, "ys")};
     oq_node *scan = oq_node_new(m->graph, "Scan", NULL, "scan", si, 2, so, 2);
     oq_node_set_attr_int(scan, "num_scan_inputs", 1);
-    oq_graph *b = add_body(m, scan, "body");
+    oq_graph *b = tu_add_subgraph(scan, "body");
     oq_value *ai = oq_graph_new_value(b, "acc_in"), *xi = oq_graph_new_value(b, "xi");
     oq_graph_add_input(b, ai, oq_type_tensor(m, OQ_DTYPE_FLOAT, (int64_t[]){4}, NULL, 1));
     oq_graph_add_input(b, xi, oq_type_tensor(m, OQ_DTYPE_FLOAT, (int64_t[]){4}, NULL, 1));

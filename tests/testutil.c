@@ -1,10 +1,13 @@
 #include "testutil.h"
 
+#include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "ir/ir-impl.h"
 
 int tu_run(const char *cmd, char **out)
 {
@@ -195,4 +198,19 @@ void tu_matmul(const float *a, const float *w, int k, int n, float *out)
             s += a[i] * w[i * n + j];
         out[j] = s;
     }
+}
+
+oq_graph *tu_add_subgraph(oq_node *n, const char *attr)
+{
+    oq_model *m = n->graph->model;
+    oq_graph *sg = oq_graph_new_in(m, n->graph, n);
+    oq_attr *a = oq_model_alloc(m, sizeof *a);
+    cr_assert(sg && a);
+    a->name = oq_model_strdup(m, attr);
+    a->has_type = true;
+    a->type = OQ_ATTR_GRAPH;
+    a->g = sg;
+    cr_assert_eq(OQ_PUSH(m->arena, &n->attrs, &n->n_attrs, a), 0);
+    sg->name = oq_model_strdup(m, attr);
+    return sg;
 }

@@ -13,6 +13,9 @@ void *tu_read_file(const char *path, size_t *len);
 /* ---- graph builders (the IR API) ---- */
 /* The node of m named name, or NULL. */
 oq_node *tu_find_node(oq_model *m, const char *name);
+/* A new subgraph, named attr and scoped under n's graph, held by n's graph-valued
+ * attribute attr (If then_branch, Loop body, ...). */
+oq_graph *tu_add_subgraph(oq_node *n, const char *attr);
 /* A float graph input of shape [1, c]. */
 oq_value *tu_input_1xc(oq_model *m, const char *name, int64_t c);
 /* Appends op (node name) on inputs a[, b[, c]] (b, c NULL when absent); returns its one
