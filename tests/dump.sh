@@ -13,15 +13,11 @@ set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
 BIN=${3:-.}
-PY=/usr/bin/python3
 DATA=/usr/share/libonnx-testdata/data
 OCR="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/ocr/package/assets"
-fail=0
-note() { echo "dump.sh: $*"; }
-bad() { echo "dump.sh: FAIL: $*"; fail=1; }
+. "$SRC/tests/testlib.bash"
 
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+workdir TMP
 
 # ---------------------------------------------------------------- usage errors ----
 expect_exit() { # CODE DESCRIPTION ARGS...

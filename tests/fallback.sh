@@ -19,12 +19,8 @@
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
-PY=/usr/bin/python3
-fail=0
-note() { echo "fallback.sh: $*"; }
-bad() { echo "fallback.sh: FAIL: $*"; fail=1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$SRC/tests/testlib.bash"
+workdir TMP
 $PY -c 'import onnx, numpy' 2>/dev/null || { echo "SKIP: $PY has no onnx/numpy"; exit 77; }
 
 $PY - "$SRC/models/shapes_cnn.onnx" "$TMP/outlier.onnx" <<'PYEOF' || { bad "making the outlier model"; exit 1; }

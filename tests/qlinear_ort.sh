@@ -12,13 +12,9 @@
 # usage: bash qlinear_ort.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 exe=$1 src=$2 bin=${3:-/tmp}
-skip() { # a missing reference: skip, or fail when CI requires every reference
-  if [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then echo "FAIL: $1 (ONNXQ_REQUIRE_ALL=1)"; exit 1; fi
-  echo "SKIP: $1"; exit 0
-}
+. "$src/tests/testlib.bash"
 /usr/bin/python3 -c "import onnx, numpy" 2>/dev/null || skip "python3-onnx / python3-numpy missing"
-work=$(mktemp -d "$bin/qlinear_ort.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+workdir work "$bin/qlinear_ort.XXXXXX"
 /usr/bin/python3 "$src/tests/qlinear_models.py" "$work" || { echo "FAIL: model generation"; exit 1; }
 fail=0
 for c in $(cat "$work/cases.txt"); do

@@ -18,12 +18,8 @@
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
-PY=/usr/bin/python3
-fail=0
-note() { echo "verify.sh: $*"; }
-bad() { echo "verify.sh: FAIL: $*"; fail=1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$SRC/tests/testlib.bash"
+workdir TMP
 F=$SRC/models/shapes_cnn.onnx
 
 # float dumps of 8 calibration samples -> QDQ models

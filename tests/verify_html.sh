@@ -8,16 +8,13 @@
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
-PY=/usr/bin/python3
 CHROME=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$CHROME" ]; then
     echo "verify_html.sh: SKIP: chromium not installed (apt-get install chromium)"
     exit 0
 fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-bad() { echo "verify_html.sh: FAIL: $*"; fail=1; }
+. "$SRC/tests/testlib.bash"
+workdir TMP
 F=$SRC/models/shapes_cnn.onnx
 
 args=()

@@ -10,13 +10,9 @@
 # usage: bash weight_only.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 exe=$1 src=$2 bin=${3:-/tmp}
-skip() { # a missing reference: skip, or fail when CI requires every reference
-  if [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then echo "FAIL: $1 (ONNXQ_REQUIRE_ALL=1)"; exit 1; fi
-  echo "SKIP: $1"; exit 0
-}
+. "$src/tests/testlib.bash"
 /usr/bin/python3 -c "import onnx, numpy" 2>/dev/null || skip "python3-onnx / python3-numpy missing"
-w=$(mktemp -d "$bin/weight_only.XXXXXX")
-trap 'rm -rf "$w"' EXIT
+workdir w "$bin/weight_only.XXXXXX"
 /usr/bin/python3 "$src/tests/weight_only.py" make "$w" || { echo "FAIL: model generation"; exit 1; }
 fail=0
 # NAME BASE FORMAT DTYPE SYM BLOCK ALGO (read by weight_only.py and weight_only_ort.js)
