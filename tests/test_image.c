@@ -515,17 +515,7 @@ Test(image, resize_matches_onnxruntime, .timeout = 300)
     }
     fputs("]\n", f);
     fclose(f);
-    char cmd[1200], *out = NULL;
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/resize_ort_check.py' '%s'",
-             ONNXQ_SOURCE_DIR, tmp);
-    int rc = tu_run(cmd, &out);
-    cr_log_info("%s", out);
-    if (rc == 77) {
-        free(out);
-        cr_skip_test("onnxruntime-node not available");
-    }
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
+    tu_ort_check("resize_ort_check.py", tmp);
 }
 
 Test(image, parse_triple)

@@ -1008,17 +1008,8 @@ Test(ort, quantize_and_packing_match_onnxruntime, .timeout = 300)
             }
     fputs("\n]\n", f);
     fclose(f);
-    char cmd[1200], *out = NULL;
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/quant_ort_check.py' '%s'",
-             ONNXQ_SOURCE_DIR, dir);
-    int rc = tu_run(cmd, &out);
-    cr_log_info("%s", out);
-    if (rc == 77) {
-        free(out);
-        cr_skip_test("onnxruntime-node not available");
-    }
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
+    tu_ort_check("quant_ort_check.py", dir);
+    char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     tu_run(cmd, NULL);
     free(dir);

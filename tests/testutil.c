@@ -214,3 +214,18 @@ oq_graph *tu_add_subgraph(oq_node *n, const char *attr)
     sg->name = oq_model_strdup(m, attr);
     return sg;
 }
+
+void tu_ort_check(const char *script, const char *arg)
+{
+    char cmd[1200], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/%s' '%s'", ONNXQ_SOURCE_DIR, script,
+             arg);
+    int rc = tu_run(cmd, &out);
+    cr_log_info("%s", out);
+    if (rc == 77) {
+        free(out);
+        cr_skip_test("onnxruntime-node not available");
+    }
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}

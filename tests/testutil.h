@@ -16,6 +16,10 @@ oq_node *tu_find_node(oq_model *m, const char *name);
 /* A new subgraph, named attr and scoped under n's graph, held by n's graph-valued
  * attribute attr (If then_branch, Loop body, ...). */
 oq_graph *tu_add_subgraph(oq_node *n, const char *attr);
+/* Run `/usr/bin/python3 SOURCE_DIR/tests/SCRIPT 'ARG'` (a check against onnxruntime),
+ * log its output and assert it passed; exit status 77 skips the test (onnxruntime-node
+ * not available). */
+void tu_ort_check(const char *script, const char *arg);
 /* A float graph input of shape [1, c]. */
 oq_value *tu_input_1xc(oq_model *m, const char *name, int64_t c);
 /* Appends op (node name) on inputs a[, b[, c]] (b, c NULL when absent); returns its one
