@@ -10,6 +10,7 @@
 
 #include "ir/ir-impl.h"
 #include "onnxq/onnxq.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------------ helpers */
 

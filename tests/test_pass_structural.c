@@ -1,6 +1,7 @@
 /* constant-to-initializer, eliminate-dead, eliminate-identity, dedupe-initializers on
  * small graphs built through the IR API. */
 #include "test_pass_util.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------------ constant-to-initializer */
 
