@@ -17,11 +17,10 @@ Exit 0 = all equal, 1 = mismatch, 77 = onnxruntime-node or onnx not available (s
 """
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ortfind import find_ort, node_cmd  # noqa: E402
+from ortfind import find_ort_or_say_skip, run_cases_js  # noqa: E402
 
 try:
     import numpy as np
@@ -45,9 +44,8 @@ def tensor(name, dtype, dims, raw):
 
 def main():
     d = sys.argv[1]
-    ort = find_ort()
+    ort = find_ort_or_say_skip()
     if not ort:
-        print("skip: onnxruntime-node not found (run .ci/fetch-models.sh)")
         return 77
     cases = json.load(open(os.path.join(d, "cases.json")))
     for i, c in enumerate(cases):
@@ -77,28 +75,13 @@ def main():
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
         m.ir_version = 10
         open(os.path.join(d, f"case{i}.onnx"), "wb").write(m.SerializeToString())
-    js = os.path.join(d, "run.js")
-    open(js, "w").write("""
-const ort = require(process.argv[2]);
-const fs = require('fs');
-const dir = process.argv[3];
-const cases = JSON.parse(fs.readFileSync(dir + '/cases.json'));
-(async () => {
-  const out = [];
-  for (let i = 0; i < cases.length; i++) {
+    res = run_cases_js(d, ort, "cases.json", """
     const s = await ort.InferenceSession.create(dir + '/case' + i + '.onnx');
-    const x = Float32Array.from(cases[i].x.map(v => v === 'inf' ? Infinity : v === '-inf' ? -Infinity : v));
-    const r = await s.run({x: new ort.Tensor('float32', x, cases[i].dims)});
-    out.push({y32: Array.from(r.y32.data), wf: Array.from(r.wf.data)});
-  }
-  fs.writeFileSync(dir + '/ort.json', JSON.stringify(out));
-})().catch(e => { console.error(e.message); process.exit(1); });
-""")
-    r = subprocess.run(node_cmd() + [js, ort, d], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("onnxruntime failed:", r.stderr.strip()[-2000:])
+    const x = Float32Array.from(c.x.map(v => v === 'inf' ? Infinity : v === '-inf' ? -Infinity : v));
+    const r = await s.run({x: new ort.Tensor('float32', x, c.dims)});
+    out.push({y32: Array.from(r.y32.data), wf: Array.from(r.wf.data)});""")
+    if res is None:
         return 1
-    res = json.load(open(os.path.join(d, "ort.json")))
     bad = 0
     notes = []
     for i, (c, o) in enumerate(zip(cases, res)):

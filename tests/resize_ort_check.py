@@ -8,11 +8,10 @@ Exit 0 = all within 1e-4 (absolute, values in [0, 255]), 1 = mismatch, 77 = skip
 """
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ortfind import find_ort, node_cmd  # noqa: E402
+from ortfind import find_ort_or_say_skip, run_cases_js  # noqa: E402
 
 try:
     import numpy as np
@@ -26,9 +25,8 @@ except ImportError as e:  # pragma: no cover
 
 def main():
     d = sys.argv[1]
-    ort = find_ort()
+    ort = find_ort_or_say_skip()
     if not ort:
-        print("skip: onnxruntime-node not found (run .ci/fetch-models.sh)")
         return 77
     cases = json.load(open(os.path.join(d, "resize.json")))
     for i, c in enumerate(cases):
@@ -44,28 +42,12 @@ def main():
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
         m.ir_version = 8
         open(os.path.join(d, f"r{i}.onnx"), "wb").write(m.SerializeToString())
-    js = os.path.join(d, "run.js")
-    open(js, "w").write("""
-const ort = require(process.argv[2]);
-const fs = require('fs');
-const dir = process.argv[3];
-const cases = JSON.parse(fs.readFileSync(dir + '/resize.json'));
-(async () => {
-  const out = [];
-  for (let i = 0; i < cases.length; i++) {
-    const c = cases[i];
+    res = run_cases_js(d, ort, "resize.json", """
     const s = await ort.InferenceSession.create(dir + '/r' + i + '.onnx');
     const r = await s.run({x: new ort.Tensor('float32', Float32Array.from(c.src), [1, 1, c.in_h, c.in_w])});
-    out.push(Array.from(r.y.data));
-  }
-  fs.writeFileSync(dir + '/ort.json', JSON.stringify(out));
-})().catch(e => { console.error(e.message); process.exit(1); });
-""")
-    r = subprocess.run(node_cmd() + [js, ort, d], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("onnxruntime failed:", r.stderr.strip()[-2000:])
+    out.push(Array.from(r.y.data));""")
+    if res is None:
         return 1
-    res = json.load(open(os.path.join(d, "ort.json")))
     bad, worst = 0, 0.0
     for c, y in zip(cases, res):
         a = np.array(c["ours"], dtype=np.float64)
