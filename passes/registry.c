@@ -8,6 +8,8 @@
 
 #include <dlfcn.h>
 
+#include "ir/grow.h"
+
 /* X(c_identifier) — the pass object is `oq_pass_<c_identifier>` in passes/<name>.c. */
 #define OQ_BUILTIN_PASSES(X)        \
     X(constant_to_initializer)      \
@@ -123,14 +125,10 @@ oq_status oq_registry_add(oq_registry *reg, const oq_pass *pass, oq_diag *d)
                                  oq_opt_type_name(o->type));
         oq_option_value_free(&tmp);
     }
-    if (reg->count == reg->cap) {
-        size_t nc = reg->cap ? reg->cap * 2 : 16;
-        reg_entry *ne = realloc(reg->entries, nc * sizeof(*ne));
-        if (!ne)
-            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        reg->entries = ne;
-        reg->cap = nc;
-    }
+    reg_entry *ne = oq_grow(reg->entries, reg->count, &reg->cap, sizeof(*ne), 16);
+    if (!ne)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    reg->entries = ne;
     reg_entry *e = &reg->entries[reg->count++];
     memset(e, 0, sizeof(*e));
     memcpy(&e->pass, pass, sz);

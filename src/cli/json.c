@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/grow.h"
 #include "ir/text.h"
 
 void json_init(json_writer *w, FILE *f, int indent)
@@ -48,16 +49,12 @@ static void begin(json_writer *w, bool object, bool inl)
         w->error = true;
         return;
     }
-    if (w->n_inl == w->cap_inl) {
-        size_t cap = w->cap_inl ? w->cap_inl * 2 : 64;
-        unsigned char *p = realloc(w->inl, cap);
-        if (!p) {
-            w->error = true;
-            return;
-        }
-        w->inl = p;
-        w->cap_inl = cap;
+    unsigned char *p = oq_grow(w->inl, w->n_inl, &w->cap_inl, 1, 64);
+    if (!p) {
+        w->error = true;
+        return;
     }
+    w->inl = p;
     cJSON *c = object ? cJSON_CreateObject() : cJSON_CreateArray();
     if (!attach(w, c))
         return;

@@ -2,6 +2,7 @@
  * and the plan queries. Running is in run.c. */
 #include "exec/plan-impl.h"
 #include "exec/qgroup.h"
+#include "ir/grow.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -120,14 +121,10 @@ static int add_unique(oq_value ***arr, size_t *n, size_t *cap, oq_value *v)
     for (size_t i = 0; i < *n; i++)
         if ((*arr)[i] == v)
             return 0;
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        oq_value **na = realloc(*arr, nc * sizeof(*na));
-        if (!na)
-            return -1;
-        *arr = na;
-        *cap = nc;
-    }
+    oq_value **na = oq_grow(*arr, *n, cap, sizeof(*na), 8);
+    if (!na)
+        return -1;
+    *arr = na;
     (*arr)[(*n)++] = v;
     return 0;
 }

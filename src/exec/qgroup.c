@@ -2,6 +2,7 @@
  * Conv, Gemm and MatMul (see qgroup.h and docs/run.md "Arithmetic targets"). Only the
  * recognition lives here; the arithmetic is in kernels/qlinear.c. */
 #include "exec/qgroup.h"
+#include "ir/grow.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -381,14 +382,10 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         if (tmp.out->id >= gs->n_ids || gs->by_out[tmp.out->id] || gs->role[tmp.out->id] ||
             gs->role[tmp.anchor->id])
             continue;
-        if (gs->n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            oq_qgroup **ng = realloc(gs->groups, nc * sizeof *ng);
-            if (!ng)
-                goto nomem;
-            gs->groups = ng;
-            cap = nc;
-        }
+        oq_qgroup **ng = oq_grow(gs->groups, gs->n, &cap, sizeof *ng, 16);
+        if (!ng)
+            goto nomem;
+        gs->groups = ng;
         oq_qgroup *grp = malloc(sizeof *grp);
         if (!grp)
             goto nomem;

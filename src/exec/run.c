@@ -1,6 +1,7 @@
 /* Run a plan: bind inputs, infer shapes, take buffers from the pool (reused once the
  * last reader has run), call the kernels, hand tensors to the observer. */
 #include "exec/plan-impl.h"
+#include "ir/grow.h"
 
 #include <stdlib.h>
 #include <stdio.h>
@@ -105,14 +106,10 @@ static oq_status acquire(oq_plan *p, slot *s, oq_rt_tensor *t)
     if (k >= p->n_bufs || p->bufs[k].in_use || p->bufs[k].cap < need)
         k = pick_buffer(p->bufs, p->n_bufs, need, &grow);
     if (k == NO_SLOT) {
-        if (p->n_bufs == p->cap_bufs) {
-            size_t nc = p->cap_bufs ? p->cap_bufs * 2 : 16;
-            buffer *nb = realloc(p->bufs, nc * sizeof(*nb));
-            if (!nb)
-                return OQ_ERR_NOMEM;
-            p->bufs = nb;
-            p->cap_bufs = nc;
-        }
+        buffer *nb = oq_grow(p->bufs, p->n_bufs, &p->cap_bufs, sizeof(*nb), 16);
+        if (!nb)
+            return OQ_ERR_NOMEM;
+        p->bufs = nb;
         k = p->n_bufs++;
         p->bufs[k].data = NULL;
         p->bufs[k].cap = 0;

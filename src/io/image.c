@@ -16,6 +16,8 @@
 
 #include <jpeglib.h>
 
+#include "ir/grow.h"
+
 #define MAX_PIXELS ((int64_t)1 << 28)
 
 void oq_image_free(oq_image *img)
@@ -484,17 +486,13 @@ oq_status oq_image_dir_list(const char *dir, char ***paths, size_t *count, oq_di
             free(p);
             continue;
         }
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **nv = realloc(v, nc * sizeof(*nv));
-            if (!nv) {
-                free(p);
-                st = oq_diag_error(d, OQ_ERR_NOMEM, "%s: out of memory", dir);
-                goto fail;
-            }
-            v = nv;
-            cap = nc;
+        char **nv = oq_grow(v, n, &cap, sizeof(*nv), 16);
+        if (!nv) {
+            free(p);
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "%s: out of memory", dir);
+            goto fail;
         }
+        v = nv;
         v[n++] = p;
     }
     if (n == 0) {

@@ -1,4 +1,5 @@
 #include "onnxq/status.h"
+#include "ir/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,14 +70,10 @@ oq_status oq_diag_vadd(oq_diag *d, oq_severity sev, oq_status code, const char *
 {
     if (!d)
         return code;
-    if (d->count == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 8;
-        oq_diag_entry *ne = realloc(d->entries, nc * sizeof(*ne));
-        if (!ne)
-            return code;
-        d->entries = ne;
-        d->cap = nc;
-    }
+    oq_diag_entry *ne = oq_grow(d->entries, d->count, &d->cap, sizeof(*ne), 8);
+    if (!ne)
+        return code;
+    d->entries = ne;
     char buf[1024];
     vsnprintf(buf, sizeof buf, fmt, ap);
     /* one line: fold newlines */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/text.h"
+#include "ir/grow.h"
 
 /* ---------------------------------------------------------------- collection ----- */
 
@@ -50,16 +51,12 @@ static void add_tensor(ictx *c, oq_tensor *t, const char *name, bool constant,
                        const char *scope, oq_value *v)
 {
     oq_inspect *in = c->in;
-    if (in->n_tensors == c->cap_tensors) {
-        size_t cap = c->cap_tensors ? c->cap_tensors * 2 : 64;
-        oq_inspect_tensor *p = realloc(in->tensors, cap * sizeof *p);
-        if (!p) {
-            c->oom = true;
-            return;
-        }
-        in->tensors = p;
-        c->cap_tensors = cap;
+    oq_inspect_tensor *p = oq_grow(in->tensors, in->n_tensors, &c->cap_tensors, sizeof *p, 64);
+    if (!p) {
+        c->oom = true;
+        return;
     }
+    in->tensors = p;
     int64_t bytes = oq_inspect_tensor_bytes(t);
     in->tensors[in->n_tensors++] = (oq_inspect_tensor){t, name ? name : "", constant, scope, v, bytes};
     count_param(c, constant ? 1 : 0, t->dtype, oq_tensor_numel(t), bytes);
@@ -76,16 +73,12 @@ static void count_op(ictx *c, const oq_node *n)
             in->ops[i].count++;
             return;
         }
-    if (in->n_ops == c->cap_ops) {
-        size_t cap = c->cap_ops ? c->cap_ops * 2 : 32;
-        oq_inspect_op *p = realloc(in->ops, cap * sizeof *p);
-        if (!p) {
-            c->oom = true;
-            return;
-        }
-        in->ops = p;
-        c->cap_ops = cap;
+    oq_inspect_op *p = oq_grow(in->ops, in->n_ops, &c->cap_ops, sizeof *p, 32);
+    if (!p) {
+        c->oom = true;
+        return;
     }
+    in->ops = p;
     in->ops[in->n_ops++] = (oq_inspect_op){op, dom, 1};
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/grow.h"
 #include "onnxq/stats.h"
 
 struct oq_satcheck {
@@ -139,14 +140,10 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
         if (!src || oq_value_const_tensor(src) || !const_scalar(dq->inputs[1], &sc) ||
             (dq->n_inputs > 2 && dq->inputs[2] && !const_scalar(dq->inputs[2], &zp)))
             continue;
-        if (s->n_layers == cap) {
-            size_t nc = cap ? cap * 2 : 32;
-            oq_satcheck_layer *nl = realloc(s->layers, nc * sizeof *nl);
-            if (!nl)
-                return oq_diag_error(d, OQ_ERR_NOMEM, "satcheck: out of memory");
-            s->layers = nl;
-            cap = nc;
-        }
+        oq_satcheck_layer *nl = oq_grow(s->layers, s->n_layers, &cap, sizeof *nl, 32);
+        if (!nl)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "satcheck: out of memory");
+        s->layers = nl;
         oq_satcheck_layer *L = &s->layers[s->n_layers];
         memset(L, 0, sizeof *L);
         L->tensor = dq->outputs[0]->name ? dq->outputs[0]->name : "";
