@@ -102,6 +102,16 @@ typedef struct pool_job {
     int64_t storage_order;
 } pool_job;
 
+/* The taps kk in [0, k) of one axis whose input position start + kk * dil lies in
+ * [0, in): kk in [*lo, *hi), empty when *lo >= *hi. */
+static void tap_range(int64_t start, int64_t dil, int64_t in, int64_t k, int64_t *lo, int64_t *hi)
+{
+    *lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+    *hi = in - start <= 0 ? 0 : (in - start - 1) / dil + 1;
+    if (*hi > k)
+        *hi = k;
+}
+
 static void pool_items(void *arg, int64_t b, int64_t e, int w)
 {
     const pool_job *j = arg;
@@ -118,17 +128,11 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
         float *y = j->y + it * osz;
         const int64_t IH = g->in[1], IW = g->in[2];
         for (int64_t oh = 0; oh < g->out[1]; oh++) {
-            int64_t h0 = oh * g->st[1] - g->pb[1], dh = g->dl[1];
-            int64_t khl = h0 >= 0 ? 0 : (-h0 + dh - 1) / dh;
-            int64_t khh = IH - h0 <= 0 ? 0 : (IH - h0 - 1) / dh + 1;
-            if (khh > g->k[1])
-                khh = g->k[1];
+            int64_t h0 = oh * g->st[1] - g->pb[1], dh = g->dl[1], khl, khh;
+            tap_range(h0, dh, IH, g->k[1], &khl, &khh);
             for (int64_t ow = 0; ow < g->out[2]; ow++) {
-                int64_t w0 = ow * g->st[2] - g->pb[2], dw = g->dl[2];
-                int64_t kwl = w0 >= 0 ? 0 : (-w0 + dw - 1) / dw;
-                int64_t kwh = IW - w0 <= 0 ? 0 : (IW - w0 - 1) / dw + 1;
-                if (kwh > g->k[2])
-                    kwh = g->k[2];
+                int64_t w0 = ow * g->st[2] - g->pb[2], dw = g->dl[2], kwl, kwh;
+                tap_range(w0, dw, IW, g->k[2], &kwl, &kwh);
                 float best = -INFINITY;
                 if (khl < khh && kwl < kwh) {
                     best = x[(h0 + khl * dh) * IW + w0 + kwl * dw];
