@@ -25,6 +25,21 @@ workdir() {
   trap 'rm -rf "${workdirs[@]}"' EXIT
 }
 
+# calib_dumps MODEL SAMPLE...: `$EXE run MODEL --dump-all` on each calibration sample
+# ($SRC/models/calib/sample_SAMPLE, with the suite's EXE, SRC, TMP) into $TMP/cd/SAMPLE;
+# args = the --dump/--input pairs that tests/verify_make_qdq.py reads.
+calib_dumps() {
+  local model=$1 s
+  shift
+  args=()
+  for s in "$@"; do
+    mkdir -p "$TMP/cd/$s"
+    "$EXE" run "$model" --input image="$SRC/models/calib/sample_$s/image.npy" --dump-all "$TMP/cd/$s" \
+      >/dev/null || bad "run --dump-all calib $s"
+    args+=(--dump "$TMP/cd/$s" --input image="$SRC/models/calib/sample_$s/image.npy")
+  done
+}
+
 # the python that has onnx and numpy (Debian python3-onnx, python3-numpy)
 PY=/usr/bin/python3
 

@@ -23,13 +23,7 @@ workdir TMP
 F=$SRC/models/shapes_cnn.onnx
 
 # float dumps of 8 calibration samples -> QDQ models
-args=()
-for s in 000 001 002 003 004 005 006 007; do
-    mkdir -p "$TMP/cd/$s"
-    "$EXE" run "$F" --input image="$SRC/models/calib/sample_$s/image.npy" --dump-all "$TMP/cd/$s" \
-        >/dev/null || bad "run --dump-all calib $s"
-    args+=(--dump "$TMP/cd/$s" --input image="$SRC/models/calib/sample_$s/image.npy")
-done
+calib_dumps "$F" 000 001 002 003 004 005 006 007
 $PY "$SRC/tests/verify_make_qdq.py" "$F" "$TMP/q.onnx" "${args[@]}" >/dev/null || bad "make q.onnx"
 $PY "$SRC/tests/verify_make_qdq.py" "$F" "$TMP/bad.onnx" "${args[@]}" --shrink c2=0.25 >/dev/null ||
     bad "make bad.onnx"

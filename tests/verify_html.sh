@@ -17,13 +17,7 @@ fi
 workdir TMP
 F=$SRC/models/shapes_cnn.onnx
 
-args=()
-for s in 000 001 002 003; do
-    mkdir -p "$TMP/cd/$s"
-    "$EXE" run "$F" --input image="$SRC/models/calib/sample_$s/image.npy" --dump-all "$TMP/cd/$s" \
-        >/dev/null || bad "run --dump-all"
-    args+=(--dump "$TMP/cd/$s" --input image="$SRC/models/calib/sample_$s/image.npy")
-done
+calib_dumps "$F" 000 001 002 003
 $PY "$SRC/tests/verify_make_qdq.py" "$F" "$TMP/q.onnx" "${args[@]}" >/dev/null || bad "make q.onnx"
 "$EXE" verify "$F" "$TMP/q.onnx" --data "$SRC/models/eval" --html "$TMP/report.html" --quiet ||
     bad "verify --html"
