@@ -127,6 +127,17 @@ bool cli_positive_count(const char *cmd, const char *opt, const char *text, int 
     return false;
 }
 
+bool cli_positional(const char *cmd, const char *arg, const char **const slots[], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!*slots[i]) {
+            *slots[i] = arg;
+            return true;
+        }
+    cli_error(cmd, "unexpected argument \"%s\"", arg);
+    return false;
+}
+
 /* ------------------------------------------------------------ paths -------- */
 
 bool cli_is_stdout(const char *path)

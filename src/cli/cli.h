@@ -31,6 +31,10 @@ bool cli_is_help(const char *arg);
 /* The value of a count option (OPT N, e.g. --threads): *out = atoi(text); below 1 prints
  * "onnxq CMD: OPT wants a positive count" and returns false. */
 bool cli_positive_count(const char *cmd, const char *opt, const char *text, int *out);
+/* A positional argument: fills the first empty one of *slots[0..n) (the command's
+ * positional arguments, in order); when all are taken, prints "onnxq CMD: unexpected
+ * argument "ARG"" and returns false. */
+bool cli_positional(const char *cmd, const char *arg, const char **const slots[], size_t n);
 
 /* Paths checked before any work (exit 2, one line naming the path):
  * cli_check_output: OUT will be written as a file. "-" is standard output when

@@ -47,12 +47,7 @@ int cmd_convert(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             cli_error("convert", "unknown option \"%s\"", a);
             return CLI_BAD;
-        } else if (!in) {
-            in = a;
-        } else if (!out) {
-            out = a;
-        } else {
-            cli_error("convert", "unexpected argument \"%s\"", a);
+        } else if (!cli_positional("convert", a, (const char **const[]){&in, &out}, 2)) {
             return CLI_BAD;
         }
     }

@@ -279,10 +279,7 @@ int cmd_opt(int argc, char **argv)
             cli_error("opt", "unknown option \"%s\" (or missing its value)", a);
             rc = CLI_BAD;
             goto done;
-        } else if (!in) {
-            in = a;
-        } else {
-            cli_error("opt", "unexpected argument \"%s\"", a);
+        } else if (!cli_positional("opt", a, (const char **const[]){&in}, 1)) {
             rc = CLI_BAD;
             goto done;
         }
