@@ -57,11 +57,8 @@ static run_out fb_run(oq_model *m, const char *pipeline)
 {
     run_out o;
     memset(&o, 0, sizeof o);
-    oq_registry *reg = NULL;
     oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
-    oq_status s = oq_pass_run_simple(reg, pipeline, m, &o.r, &d);
+    oq_status s = tp_run_diag(m, pipeline, &o.r, &d);
     size_t off = 0;
     for (size_t i = 0; i < d.count && off < sizeof o.log - 2; i++) {
         int k = oq_diag_format(&d.entries[i], o.log + off, sizeof o.log - off - 1);
@@ -73,7 +70,6 @@ static run_out fb_run(oq_model *m, const char *pipeline)
     }
     cr_log_info("%s", o.log);
     cr_assert_eq(s, OQ_OK, "pipeline %s failed: %s", pipeline, o.log);
-    oq_registry_free(reg);
     oq_diag_free(&d);
     tp_assert_valid(m);
     return o;

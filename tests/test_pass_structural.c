@@ -110,12 +110,9 @@ Test(constant_to_initializer, feeds_consumers_and_leaves_sparse_values_with_a_wa
     tp_node(m, "Add", "add2", "y,sv", "z");
     tp_output(m, "z");
 
-    oq_registry *reg = NULL;
     oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
     oq_pass_result r;
-    cr_assert_eq(oq_pass_run_simple(reg, "constant-to-initializer", m, &r, &d), OQ_OK);
+    cr_assert_eq(tp_run_diag(m, "constant-to-initializer", &r, &d), OQ_OK);
     cr_assert_eq(d.warnings, 1);
     cr_assert(strstr(d.entries[0].message, "sparse_value"), "%s", d.entries[0].message);
     cr_assert_str_eq(d.entries[0].node, "sparse");
@@ -126,7 +123,6 @@ Test(constant_to_initializer, feeds_consumers_and_leaves_sparse_values_with_a_wa
     cr_assert_eq(kv->n_uses, 1);
     cr_assert_str_eq(kv->uses[0].node->name, "add");
     cr_assert_eq(tp_count_op(m, "Constant"), 1);
-    oq_registry_free(reg);
     oq_diag_free(&d);
     tp_assert_valid(m);
     oq_model_free(m);

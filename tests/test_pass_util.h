@@ -121,18 +121,26 @@ static inline void tp_assert_valid(oq_model *m)
     oq_diag_free(&d);
 }
 
+/* Run a pipeline with the built-in passes, its messages into d (initialized here). */
+static inline oq_status tp_run_diag(oq_model *m, const char *pipeline, oq_pass_result *r,
+                                    oq_diag *d)
+{
+    oq_registry *reg = NULL;
+    oq_diag_init(d);
+    cr_assert_eq(oq_registry_new(&reg, d), OQ_OK);
+    oq_status s = oq_pass_run_simple(reg, pipeline, m, r, d);
+    oq_registry_free(reg);
+    return s;
+}
+
 /* Run a pipeline, assert it succeeds and leaves a valid model. */
 static inline oq_pass_result tp_run(oq_model *m, const char *pipeline)
 {
-    oq_registry *reg = NULL;
     oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
     oq_pass_result r;
-    oq_status s = oq_pass_run_simple(reg, pipeline, m, &r, &d);
+    oq_status s = tp_run_diag(m, pipeline, &r, &d);
     tp_print_diag(&d);
     cr_assert_eq(s, OQ_OK, "pipeline %s failed", pipeline);
-    oq_registry_free(reg);
     oq_diag_free(&d);
     tp_assert_valid(m);
     return r;
@@ -142,17 +150,13 @@ static inline oq_pass_result tp_run(oq_model *m, const char *pipeline)
  * copied to msg. */
 static inline oq_status tp_run_fail(oq_model *m, const char *pipeline, char *msg, size_t size)
 {
-    oq_registry *reg = NULL;
     oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
     oq_pass_result r;
-    oq_status s = oq_pass_run_simple(reg, pipeline, m, &r, &d);
+    oq_status s = tp_run_diag(m, pipeline, &r, &d);
     const oq_diag_entry *e = oq_diag_first_error(&d);
     if (msg)
         oq_diag_format(e, msg, size);
     cr_assert(e, "no error recorded");
-    oq_registry_free(reg);
     oq_diag_free(&d);
     return s;
 }

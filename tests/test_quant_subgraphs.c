@@ -153,13 +153,10 @@ static void run3(oq_model *m, const float *x, float *y)
 Test(quant_subgraphs, if_taken_branch_quantized_other_named_and_float)
 {
     if_model r = build_if(false);
-    oq_registry *reg = NULL;
     oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
     oq_pass_result res;
-    oq_status st = oq_pass_run_simple(reg, "calibrate{random=6,seed=5,method=minmax},insert-qdq{keep-calibration=true}",
-                                      r.m, &res, &d);
+    oq_status st = tp_run_diag(r.m, "calibrate{random=6,seed=5,method=minmax},insert-qdq{keep-calibration=true}",
+                               &res, &d);
     tp_print_diag(&d);
     cr_assert_eq(st, OQ_OK);
     tp_assert_valid(r.m);
@@ -195,7 +192,6 @@ Test(quant_subgraphs, if_taken_branch_quantized_other_named_and_float)
                             strstr(d.entries[i].message, "never executed"));
     cr_assert(warned, "no warning naming the else_branch");
     oq_calib_table_free(&t);
-    oq_registry_free(reg);
     oq_diag_free(&d);
     oq_model_free(r.m);
 }
@@ -363,18 +359,14 @@ Test(quant_subgraphs, overrides_use_the_scoped_name)
     const char *js = "{\"if.then_branch/yt\": {\"scale\": 0.01, \"zero_point\": 100}}";
     cr_assert_eq(tu_write_file(f, js, strlen(js)), 0);
     snprintf(pipe, sizeof pipe, "calibrate{random=3,method=minmax},insert-qdq{overrides=%s}", f);
-    oq_registry *reg = NULL;
     oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_registry_new(&reg, &d), OQ_OK);
     oq_pass_result res;
-    cr_assert_eq(oq_pass_run_simple(reg, pipe, r.m, &res, &d), OQ_OK);
+    cr_assert_eq(tp_run_diag(r.m, pipe, &res, &d), OQ_OK);
     for (size_t i = 0; i < d.count; i++)
         cr_assert_null(strstr(d.entries[i].message, "not in the model"), "%s", d.entries[i].message);
     cr_assert_float_eq(tp_floats(oq_graph_find_value(r.then_g, "yt_scale"))[0], 0.01f, 0);
     const uint8_t *zp = oq_tensor_data(oq_value_const_tensor(oq_graph_find_value(r.then_g, "yt_zero_point")), NULL);
     cr_assert_eq(zp[0], 100);
-    oq_registry_free(reg);
     oq_diag_free(&d);
     oq_model_free(r.m);
     free(dir);
