@@ -17,10 +17,7 @@ static void act_qdq(oq_model *m, const char *x, float scale, int32_t zdt, int32_
     snprintf(z, sizeof z, "%s_zero_point", x);
     snprintf(q, sizeof q, "%s_quantized", x);
     snprintf(dq, sizeof dq, "%s_dequant", x);
-    tp_init_f(m, s, scalar_dims, 0, &scale);
-    uint8_t zb[4];
-    cr_assert_eq(oq_pack_ints(zdt, &zp, 1, zb, NULL), OQ_OK);
-    tp_init(m, z, zdt, scalar_dims, 0, zb);
+    tp_qparams(m, x, scale, zdt, zp);
     snprintf(ins, sizeof ins, "%s,%s,%s", x, s, z);
     tp_node(m, "QuantizeLinear", NULL, ins, q);
     snprintf(ins, sizeof ins, "%s,%s,%s", q, s, z);

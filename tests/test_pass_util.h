@@ -8,6 +8,7 @@
 
 #include "onnxq/onnxq.h"
 #include "onnxq/pass.h"
+#include "onnxq/quant.h"
 
 static inline oq_model *tp_model(int64_t opset)
 {
@@ -119,6 +120,20 @@ static inline void tp_assert_valid(oq_model *m)
     oq_model_free(back);
     free(buf);
     oq_diag_free(&d);
+}
+
+/* Scalar scale / zero point initializers named P_scale, P_zero_point (zero point of
+ * dtype zdt). */
+static inline void tp_qparams(oq_model *m, const char *p, float scale, int32_t zdt, int32_t zp)
+{
+    static const int64_t dims[1] = {1}; /* rank 0: not read */
+    char s[64], z[64];
+    snprintf(s, sizeof s, "%s_scale", p);
+    snprintf(z, sizeof z, "%s_zero_point", p);
+    tp_init_f(m, s, dims, 0, &scale);
+    uint8_t zb[4];
+    cr_assert_eq(oq_pack_ints(zdt, &zp, 1, zb, NULL), OQ_OK);
+    tp_init(m, z, zdt, dims, 0, zb);
 }
 
 /* Run a pipeline with the built-in passes, its messages into d (initialized here). */

@@ -7,20 +7,6 @@
 #include "onnxq/quant.h"
 #include "test_pass_util.h"
 
-static const int64_t scalar_dims[1] = {1}; /* rank 0: not read */
-
-/* scale / zero point initializers named p_scale, p_zero_point */
-static void params(oq_model *m, const char *p, float scale, int32_t zdt, int32_t zp)
-{
-    char s[64], z[64];
-    snprintf(s, sizeof s, "%s_scale", p);
-    snprintf(z, sizeof z, "%s_zero_point", p);
-    tp_init_f(m, s, scalar_dims, 0, &scale);
-    uint8_t zb[4];
-    cr_assert_eq(oq_pack_ints(zdt, &zp, 1, zb, NULL), OQ_OK);
-    tp_init(m, z, zdt, scalar_dims, 0, zb);
-}
-
 static void q(oq_model *m, const char *name, const char *in, const char *p, const char *out)
 {
     char ins[256];
@@ -110,8 +96,8 @@ static void two_quantized(oq_model *m, const char *pa, const char *pb)
 static oq_model *chain(float s2, int32_t zp2)
 {
     oq_model *m = model_x();
-    params(m, "p1", 0.05f, OQ_DTYPE_UINT8, 128);
-    params(m, "p2", s2, OQ_DTYPE_UINT8, zp2);
+    tp_qparams(m, "p1", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "p2", s2, OQ_DTYPE_UINT8, zp2);
     two_pairs(m, "p1", "p2", "b");
     tp_node(m, "Relu", "relu", "b", "y");
     tp_output(m, "y");
@@ -183,8 +169,8 @@ Test(qdq_cleanup, different_type_kept)
 {
     /* same scale, zero point 0 but int8 vs uint8: Q2 saturates negatives differently */
     oq_model *m = model_x();
-    params(m, "p1", 0.05f, OQ_DTYPE_INT8, 0);
-    params(m, "p2", 0.05f, OQ_DTYPE_UINT8, 0);
+    tp_qparams(m, "p1", 0.05f, OQ_DTYPE_INT8, 0);
+    tp_qparams(m, "p2", 0.05f, OQ_DTYPE_UINT8, 0);
     two_pairs(m, "p1", "p2", "y");
     tp_output(m, "y");
     cleanup_keeps_both(m);
@@ -196,7 +182,7 @@ Test(qdq_cleanup, duplicate_quantize_merged)
     /* x quantized twice with the same parameters, each dequantized to a graph output:
      * the second Q goes (its DQ reads the first Q), the DQs stay (output names) */
     oq_model *m = model_x();
-    params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
     two_quantized(m, "p", "p");
     oq_pass_result r = cleanup_exact(m, 2);
     cr_assert_eq(tp_stat(&r, "duplicates_merged"), 1);
@@ -212,8 +198,8 @@ Test(qdq_cleanup, duplicate_quantize_merged)
 Test(qdq_cleanup, duplicate_with_other_params_kept)
 {
     oq_model *m = model_x();
-    params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
-    params(m, "r", 0.04f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "r", 0.04f, OQ_DTYPE_UINT8, 128);
     two_quantized(m, "p", "r");
     cleanup_keeps_both(m);
     oq_model_free(m);
@@ -222,8 +208,8 @@ Test(qdq_cleanup, duplicate_with_other_params_kept)
 Test(qdq_cleanup, dead_qdq_removed_with_parameters)
 {
     oq_model *m = model_x();
-    params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
-    params(m, "d", 0.5f, OQ_DTYPE_UINT8, 0);
+    tp_qparams(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "d", 0.5f, OQ_DTYPE_UINT8, 0);
     q(m, "qa", "x", "p", "xa");
     dq(m, "dqa", "xa", "p", "ya");
     q(m, "qdead", "x", "d", "xd");
@@ -245,7 +231,7 @@ Test(qdq_cleanup, graph_output_of_q_kept)
 {
     /* Q2's output is a graph output: its name must stay, so the chain is not collapsed */
     oq_model *m = model_x();
-    params(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "p", 0.05f, OQ_DTYPE_UINT8, 128);
     q(m, "q1", "x", "p", "xq");
     dq(m, "dq1", "xq", "p", "a");
     q(m, "q2", "a", "p", "aq");
@@ -259,8 +245,8 @@ Test(qdq_cleanup, chain_with_shared_dequant_merges_duplicate)
     /* dq1's output is also read by a Sigmoid: after the collapse dq2 repeats dq1 and its
      * reader (Relu) moves to dq1's output */
     oq_model *m = model_x();
-    params(m, "p1", 0.05f, OQ_DTYPE_UINT8, 128);
-    params(m, "p2", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "p1", 0.05f, OQ_DTYPE_UINT8, 128);
+    tp_qparams(m, "p2", 0.05f, OQ_DTYPE_UINT8, 128);
     two_pairs(m, "p1", "p2", "b");
     tp_node(m, "Relu", "relu", "b", "yr");
     tp_node(m, "Sigmoid", "sig", "a", "ys");
