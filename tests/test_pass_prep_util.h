@@ -27,17 +27,11 @@ static inline int64_t pp_run(oq_model *m, const float *x, const int64_t *dims, s
                              float **out)
 {
     oq_diag d;
-    oq_diag_init(&d);
-    oq_plan *p = NULL;
-    oq_plan_options po = oq_plan_options_default();
-    po.threads = 1;
-    oq_status st = oq_plan_compile(m, &po, &p, &d);
-    tp_print_diag(&d);
-    cr_assert_eq(st, OQ_OK, "plan does not compile");
+    oq_plan *p = tp_plan(m, &d);
     oq_rt_tensor in, o;
     cr_assert_eq(oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, dims, rank, (void *)x), OQ_OK);
     memset(&o, 0, sizeof o);
-    st = oq_plan_run(p, &in, 1, &o, 1, &d);
+    oq_status st = oq_plan_run(p, &in, 1, &o, 1, &d);
     tp_print_diag(&d);
     cr_assert_eq(st, OQ_OK, "plan does not run");
     cr_assert_eq(o.dtype, OQ_DTYPE_FLOAT);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnxq/exec.h"
 #include "onnxq/onnxq.h"
 #include "onnxq/pass.h"
 #include "onnxq/quant.h"
@@ -120,6 +121,20 @@ static inline void tp_assert_valid(oq_model *m)
     oq_model_free(back);
     free(buf);
     oq_diag_free(&d);
+}
+
+/* A one-thread plan of m, which must compile; messages printed and kept in d
+ * (initialized here). */
+static inline oq_plan *tp_plan(oq_model *m, oq_diag *d)
+{
+    oq_diag_init(d);
+    oq_plan *p = NULL;
+    oq_plan_options po = oq_plan_options_default();
+    po.threads = 1;
+    oq_status st = oq_plan_compile(m, &po, &p, d);
+    tp_print_diag(d);
+    cr_assert_eq(st, OQ_OK, "plan does not compile");
+    return p;
 }
 
 /* Scalar scale / zero point initializers named P_scale, P_zero_point (zero point of

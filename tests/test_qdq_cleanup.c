@@ -37,13 +37,7 @@ static void inputs(float *x)
 static void run(oq_model *m, const float *x, size_t k, float *y)
 {
     oq_diag d;
-    oq_diag_init(&d);
-    oq_plan *p = NULL;
-    oq_plan_options po = oq_plan_options_default();
-    po.threads = 1;
-    oq_status s = oq_plan_compile(m, &po, &p, &d);
-    tp_print_diag(&d);
-    cr_assert_eq(s, OQ_OK);
+    oq_plan *p = tp_plan(m, &d);
     oq_rt_tensor in;
     int64_t dims[1] = {NX};
     cr_assert_eq(oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, dims, 1, (void *)x), OQ_OK);
@@ -51,7 +45,7 @@ static void run(oq_model *m, const float *x, size_t k, float *y)
     oq_rt_tensor outs[4];
     memset(outs, 0, sizeof outs);
     cr_assert(no <= 4 && k < no);
-    s = oq_plan_run(p, &in, 1, outs, no, &d);
+    oq_status s = oq_plan_run(p, &in, 1, outs, no, &d);
     tp_print_diag(&d);
     cr_assert_eq(s, OQ_OK);
     cr_assert_eq(outs[k].dtype, OQ_DTYPE_FLOAT);
