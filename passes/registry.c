@@ -23,7 +23,8 @@
     X(qdq_cleanup)                  \
     X(upgrade_opset)                \
     X(calibrate)                    \
-    X(insert_qdq)
+    X(insert_qdq)                   \
+    X(quantize_dynamic)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;
 OQ_BUILTIN_PASSES(OQ_X)
