@@ -21,6 +21,7 @@
 #include "cli/quantize_report.h"
 
 typedef struct qconfig {
+    const char *mode;           /* "static" (calibrated QDQ) or "dynamic" (quantize-dynamic) */
     const char *calib, *calib_images;
     int64_t calib_random;
     int64_t seed;
@@ -55,6 +56,7 @@ typedef struct qconfig {
 static void config_default(qconfig *c)
 {
     memset(c, 0, sizeof(*c));
+    c->mode = "static";
     c->seed = 1;
     c->size = "";
     c->mean = "0,0,0";
@@ -87,6 +89,10 @@ static void help(FILE *f)
             "symmetric (zero point 128) per channel, bias int32, percentile 99.99 calibration (99.999\n"
             "for 16-bit activations),\n"
             "Conv/Gemm/MatMul and the ops onnxruntime fuses around them.\n\n"
+            "  --mode M               static (default: calibrated QDQ) | dynamic (no calibration:\n"
+            "                         MatMul/Gemm weights quantized offline, activations at run time by\n"
+            "                         DynamicQuantizeLinear; onnxruntime fuses DynamicQuantizeMatMul;\n"
+            "                         --op-types Conv adds ConvInteger; docs/quantize.md \"Dynamic\")\n\n"
             "deployment target:\n"
             "  --target T             where the model will run (default ort-x86):\n"
             "                         ort-x86       onnxruntime on any x86-64 CPU: U8U8, cannot saturate\n"
@@ -230,6 +236,21 @@ static char *build_pipeline(qconfig *c, bool progress)
     sadd(&b, "constant-to-initializer,fold-batchnorm");
     if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
         sadd(&b, ",fuse-activations,fold-linear,eliminate-dead");
+    if (strcmp(c->mode, "dynamic") == 0) { /* no calibration, no QDQ: passes/quantize_dynamic.c */
+        sadd(&b, ",quantize-dynamic");
+        f = true;
+        sopt(&b, &f, "weight-dtype", c->weight_dtype);
+        soptb(&b, &f, "weight-symmetric", c->weight_symmetric);
+        soptb(&b, &f, "per-channel", c->per_channel);
+        soptb(&b, &f, "reduce-range", c->reduce_range);
+        if (c->pair_limit)
+            soptb(&b, &f, "pair-limit", true);
+        sopt(&b, &f, "op-types", c->op_types);
+        sopt(&b, &f, "include-nodes", c->include_nodes);
+        sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
+        sadd(&b, "}");
+        return b.p;
+    }
     if (c->calib || c->calib_images || c->calib_random > 0) {
         sadd(&b, ",calibrate");
         f = true;
@@ -311,6 +332,7 @@ static char *build_pipeline(qconfig *c, bool progress)
 static void write_config(json_writer *w, const qconfig *c)
 {
     json_begin_object(w);
+    json_kv_string(w, "mode", c->mode);
     json_kv_string(w, "calib", c->calib);
     json_kv_string(w, "calib_images", c->calib_images);
     json_kv_int(w, "calib_random", c->calib_random);
@@ -404,7 +426,8 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
         int64_t *ip = NULL;
         double *dp = NULL;
         bool *bp = NULL;
-        if (!strcmp(k, "calib")) sp = &c->calib;
+        if (!strcmp(k, "mode")) sp = &c->mode;
+        else if (!strcmp(k, "calib")) sp = &c->calib;
         else if (!strcmp(k, "calib_images")) sp = &c->calib_images;
         else if (!strcmp(k, "calib_random")) ip = &c->calib_random;
         else if (!strcmp(k, "seed")) ip = &c->seed;
@@ -465,7 +488,7 @@ static int load_config(qconfig *c, const oq_json *j, const char *path)
             if (ok && !*sp && (sp == &c->size || sp == &c->mean || sp == &c->std || sp == &c->layout ||
                                sp == &c->method || sp == &c->nan_policy || sp == &c->include_nodes ||
                                sp == &c->exclude_nodes || sp == &c->overrides || sp == &c->target ||
-                               sp == &c->dims || sp == &c->input_values))
+                               sp == &c->dims || sp == &c->input_values || sp == &c->mode))
                 ok = false;
         } else if (bp) {
             ok = v->type == OQ_JSON_BOOL;
@@ -513,8 +536,8 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
         c->act_dtype = oq_dtype_name(c->tgt->act_dtype);
     if (!c->weight_dtype)
         c->weight_dtype = oq_dtype_name(c->tgt->weight_dtype);
-    if (!c->op_types)
-        c->op_types = c->tgt->op_types;
+    if (!c->op_types) /* dynamic: ConvInteger runs slower than float Conv in onnxruntime */
+        c->op_types = strcmp(c->mode, "dynamic") == 0 ? "MatMul,Gemm" : c->tgt->op_types;
     if (!wsym_option && !c->weight_symmetric_set)
         c->weight_symmetric = c->tgt->weight_symmetric;
     c->placement = c->tgt->placement == OQ_PLACE_ORT_CPU ? "ort-cpu" : "plain";
@@ -571,12 +594,13 @@ static qdq_counts qdq_counts_of(const cli_pass_log *log)
 {
     qdq_counts q = {0};
     for (size_t k = 0; k < log->n; k++) {
-        if (strcmp(log->names[k], "insert-qdq") != 0)
+        bool dyn = strcmp(log->names[k], "quantize-dynamic") == 0;
+        if (strcmp(log->names[k], "insert-qdq") != 0 && !dyn)
             continue;
         q.seen = true;
         const oq_pass_result *r = &log->results[k];
         for (size_t i = 0; i < r->n_stats; i++) {
-            if (strcmp(r->stats[i].name, "nodes_selected") == 0)
+            if (strcmp(r->stats[i].name, dyn ? "nodes_quantized" : "nodes_selected") == 0)
                 q.selected = r->stats[i].value;
             else if (strcmp(r->stats[i].name, "nodes_not_calibrated") == 0)
                 q.not_calibrated = r->stats[i].value;
@@ -657,6 +681,7 @@ int cmd_quantize(int argc, char **argv)
         } else if (strcmp(a, "--config") == 0 && has) {
             i++;
         }
+        STR("--mode", mode)
         STR("--calib", calib)
         STR("--calib-images", calib_images)
         I64("--calib-random", calib_random)
@@ -728,13 +753,43 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
+    bool dynamic = strcmp(c.mode, "dynamic") == 0;
+    if (!dynamic && strcmp(c.mode, "static") != 0) {
+        cli_error("quantize", "--mode \"%s\": static or dynamic", c.mode);
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (dynamic) { /* nothing to calibrate: refuse what only calibration would use (docs/quantize.md) */
+        const char *na = c.calib ? "--calib" : c.calib_images ? "--calib-images" : c.calib_random > 0 ? "--calib-random"
+                         : fallback ? "--target-sqnr" : fb.eval ? "--eval" : *c.overrides ? "--overrides"
+                         : c.weight_block_size ? "--weight-block-size" : data.n_dims ? "--dim"
+                         : data.n_values ? "--input-value" : NULL;
+        if (na) {
+            cli_error("quantize", "--mode dynamic: %s does not apply (activations are quantized at run time from "
+                      "each tensor's own range: no calibration)", na);
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (strcmp(c.act_dtype, "uint8") != 0 || c.act_symmetric) {
+            cli_error("quantize", "--mode dynamic: activations are uint8 asymmetric (DynamicQuantizeLinear); "
+                      "--act-dtype %s%s does not apply", c.act_dtype, c.act_symmetric ? " --act-symmetric" : "");
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (strcmp(c.weight_dtype, "uint8") != 0 && strcmp(c.weight_dtype, "int8") != 0) {
+            cli_error("quantize", "--mode dynamic: --weight-dtype %s: uint8 or int8 (MatMulInteger takes 8-bit weights)",
+                      c.weight_dtype);
+            rc = CLI_BAD;
+            goto done;
+        }
+    }
     int nsrc = (c.calib != NULL) + (c.calib_images != NULL) + (c.calib_random > 0);
     if (nsrc > 1) {
         cli_error("quantize", "give only one of --calib, --calib-images, --calib-random");
         rc = CLI_BAD;
         goto done;
     }
-    if (nsrc == 0 && !*c.overrides) {
+    if (nsrc == 0 && !*c.overrides && !dynamic) {
         cli_error("quantize", "no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
         rc = CLI_BAD;
         goto done;
@@ -835,7 +890,12 @@ int cmd_quantize(int argc, char **argv)
     if (st == OQ_OK && qc.seen && qc.selected == 0) {
         /* writing the float model back and exiting 0 would hide that nothing happened */
         const char *filt = *c.include_nodes || *c.exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "";
-        if (qc.not_calibrated > 0)
+        if (dynamic)
+            oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: no node of the op types %s%s with a constant float weight (--mode dynamic "
+                        "quantizes weights held in initializers; `onnxq dump` lists the model's op types)",
+                        c.op_types, filt);
+        else if (qc.not_calibrated > 0)
             oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
                         "no node quantized: the %lld node%s of the requested op types %s%s %s inside subgraphs "
                         "never executed during calibration (calibrate with data that takes those branches)",
