@@ -9,9 +9,12 @@
  *
  * into one DynamicQuantizeMatMul (Conv: ConvInteger, which onnxruntime runs unfused).
  * The order of the operands is the one the fusion reads: the scale Mul is
- * Mul(x_scale, W_scale), the bias is input 1 of the Add and a constant. Every node gets its
- * own DynamicQuantizeLinear: the fusion into DynamicQuantizeMatMul needs one whose three
- * outputs feed that node only. Weights are quantized offline with the weight code the
+ * Mul(x_scale, W_scale), the bias is input 1 of the Add and a constant. One
+ * DynamicQuantizeLinear per activation tensor: where it feeds one node onnxruntime makes
+ * a DynamicQuantizeMatMul, where it feeds several (q, k, v projections) one
+ * DynamicQuantizeLinear and a MatMulIntegerToFloat each (its common subexpression
+ * elimination would merge one DynamicQuantizeLinear per node back into one anyway).
+ * Weights are quantized offline with the weight code the
  * static path uses (oq_quantize_weight): per output column (MatMul, Gemm) or per output
  * channel (Conv), symmetric by default; Gemm's transB is applied to the quantized weight,
  * alpha is folded into it and beta into the bias. docs/passes/quantize-dynamic.md. */
@@ -24,7 +27,14 @@
 
 typedef enum { K_MATMUL, K_GEMM, K_CONV } dkind;
 
+typedef struct dql_out {
+    const oq_value *x;          /* the float activation */
+    oq_value *q, *scale, *zp;   /* its DynamicQuantizeLinear's outputs */
+} dql_out;
+
 typedef struct dctx {
+    dql_out *dq;                /* one DynamicQuantizeLinear per activation */
+    size_t n_dq, cap_dq;
     oq_model *m;
     oq_diag *d;
     oq_pass_result *res;
@@ -133,6 +143,33 @@ static oq_value *bias_of(dctx *c, oq_graph *g, oq_node *n, dkind k, const char *
     return out;
 }
 
+/* The DynamicQuantizeLinear of activation x (made before n the first time), or NULL when
+ * out of memory. */
+static dql_out *dql_of(dctx *c, oq_graph *g, oq_node *n, oq_value *x)
+{
+    for (size_t i = 0; i < c->n_dq; i++)
+        if (c->dq[i].x == x && c->dq[i].q->graph == g)
+            return &c->dq[i];
+    if (c->n_dq == c->cap_dq) {
+        size_t cap = c->cap_dq ? 2 * c->cap_dq : 16;
+        dql_out *p = realloc(c->dq, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        c->dq = p;
+        c->cap_dq = cap;
+    }
+    dql_out *r = &c->dq[c->n_dq];
+    r->x = x;
+    r->q = new_value(g, x->name, "_quantized");
+    r->scale = r->q ? new_value(g, x->name, "_scale") : NULL;
+    r->zp = r->scale ? new_value(g, x->name, "_zero_point") : NULL;
+    if (!r->zp || !emit(g, n, "DynamicQuantizeLinear", x->name, "_DynamicQuantizeLinear", &x, 1,
+                        (oq_value *[]){r->q, r->scale, r->zp}, 3))
+        return NULL;
+    c->n_dq++;
+    return r;
+}
+
 /* Rewrite node n; *done false when it stays float (reason counted in the statistics). */
 static oq_status convert(dctx *c, oq_graph *g, oq_node *n, dkind k, bool *done)
 {
@@ -192,7 +229,11 @@ static oq_status convert(dctx *c, oq_graph *g, oq_node *n, dkind k, bool *done)
     st = oq_quantize_weight(wa, t->dims, rank, &s, scales, zps, q, what, c->d);
     if (st != OQ_OK)
         goto done;
-    if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range) {
+    if (c->pair_limit && k == K_CONV && s.dtype == OQ_DTYPE_INT8)
+        oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
+                    "int8 weight \"%s\" of a ConvInteger: the pair limit covers MatMul/Gemm only (ConvInteger "
+                    "reduces in another order); use uint8 weights for a CPU without VNNI", wv->name);
+    else if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range) {
         int64_t fixed = 0;
         int64_t raised = oq_pass_limit_weight_pairs(n, t->dims, rank, (int8_t *)q, wa, scales, np,
                                                     s.per_channel ? s.axis : -1, &fixed);
@@ -244,19 +285,17 @@ static oq_status convert(dctx *c, oq_graph *g, oq_node *n, dkind k, bool *done)
     if (st != OQ_OK)
         goto done;
     /* the chain, inserted before n; n's output is kept (its consumers and graph outputs) */
-    oq_value *xq = new_value(g, base, "_x_quantized"), *xs = new_value(g, base, "_x_scale");
-    oq_value *xz = new_value(g, base, "_x_zero_point"), *acc = new_value(g, base, "_int32");
+    dql_out *dq = dql_of(c, g, n, x);
+    oq_value *xq = dq ? dq->q : NULL, *xs = dq ? dq->scale : NULL, *xz = dq ? dq->zp : NULL;
+    oq_value *acc = new_value(g, base, "_int32");
     oq_value *accf = new_value(g, base, "_int32_float"), *sc = new_value(g, base, "_output_scale");
     oq_value *pre = bias ? new_value(g, base, "_unbiased") : NULL;
     if (!wz || !xq || !xs || !xz || !acc || !accf || !sc || (bias && !pre)) {
         st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    oq_node *nd = emit(g, n, "DynamicQuantizeLinear", base, "_DynamicQuantizeLinear", &x, 1,
-                       (oq_value *[]){xq, xs, xz}, 3);
-    oq_node *ni = nd ? emit(g, n, k == K_CONV ? "ConvInteger" : "MatMulInteger", base,
-                            k == K_CONV ? "_ConvInteger" : "_MatMulInteger", (oq_value *[]){xq, wq, xz, wz}, 4, &acc, 1)
-                     : NULL;
+    oq_node *ni = emit(g, n, k == K_CONV ? "ConvInteger" : "MatMulInteger", base,
+                       k == K_CONV ? "_ConvInteger" : "_MatMulInteger", (oq_value *[]){xq, wq, xz, wz}, 4, &acc, 1);
     oq_node *nc = ni ? emit(g, n, "Cast", base, "_Cast", &acc, 1, &accf, 1) : NULL;
     oq_node *ns = nc ? emit(g, n, "Mul", base, "_scale_Mul", (oq_value *[]){xs, ws}, 2, &sc, 1) : NULL;
     oq_node *nm = ns ? emit(g, n, "Mul", base, "_Mul", (oq_value *[]){accf, sc}, 2, NULL, 0) : NULL;
@@ -371,6 +410,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         oq_pass_stat_add(res, "nodes_quantized", 0); /* present even when 0 */
         st = oq_pass_for_each_graph(m, on_graph, &c);
     }
+    free(c.dq);
     if (c.has_inc)
         regfree(&c.inc);
     if (c.has_exc)
