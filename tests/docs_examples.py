@@ -42,6 +42,8 @@ EXAMPLES = [
     ("docs/verify.md", "-o g.onnx --calib models/calib --target generic --quiet"),
     ("docs/quantize.md", "--weight-dtype int8 --weight-asymmetric --quiet"),
     ("docs/quantize.md", "2>&1 | grep saturation"),
+    ("docs/quantize.md", "onnxq quantize --mode dynamic models/shapes_cnn.onnx -o shapes_dyn.onnx"),
+    ("docs/passes/quantize-dynamic.md", "--passes quantize-dynamic --stats"),
 ]
 
 MASKS = [

@@ -36,7 +36,10 @@ function writeNpy(file, t) {
   }
   const level = process.env.ONNXQ_ORT_OPT || 'all';
   const opts = { graphOptimizationLevel: level, intraOpNumThreads: 1 };
-  if (process.env.ONNXQ_ORT_OPTIMIZED) opts.optimizedModelFilePath = process.env.ONNXQ_ORT_OPTIMIZED;
+  if (process.env.ONNXQ_ORT_OPTIMIZED) { /* without the warning that such a file is machine-specific */
+    opts.optimizedModelFilePath = process.env.ONNXQ_ORT_OPTIMIZED;
+    opts.logSeverityLevel = 3;
+  }
   const sess = await ort.InferenceSession.create(model, opts);
   const res = await sess.run(feeds);
   fs.mkdirSync(outDir, { recursive: true });
