@@ -40,7 +40,8 @@ Test(registry, has_every_builtin_pass)
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
                            "dedupe-initializers", "fold-constants", "fold-batchnorm",
                            "fold-linear", "fuse-activations", "fold-bias",
-                           "infer-shapes", "qdq-cleanup", "upgrade-opset", "calibrate", "insert-qdq"};
+                           "infer-shapes", "qdq-cleanup", "upgrade-opset", "calibrate", "insert-qdq",
+                           "quantize-dynamic"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const oq_pass *p = oq_registry_find(reg, names[i]);
         cr_assert(p, "missing %s", names[i]);
