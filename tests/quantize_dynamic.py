@@ -16,7 +16,8 @@ Models (onnx.helper, opset 13):
         32767, y = 2.0236. uint8 weights (zero point 128: U8U8) and the pair limit
         (int8 weights on target ort-x86: 64, 64, scale 1/64, sum 32640) give 4.0 on both.
 Configurations: --target ort-x86 (uint8 weights), --target ort-x86-vnni (int8 weights),
---target ort-x86 --weight-dtype int8 (pair limit), --per-tensor, and ort-x86 with Conv.
+--target ort-x86 --weight-dtype int8 (pair limit), --per-tensor, ort-x86 with Conv, and
+--weight-asymmetric (uint8 with a zero point per column: MatMulInteger's 1-D b_zero_point).
 
 Checks, for each configuration:
   - the graph: per node DynamicQuantizeLinear -> MatMulInteger/ConvInteger -> Cast ->
@@ -117,8 +118,17 @@ def dql(x):
     return q, s, zp
 
 
-def qweight(w, dtype, per_channel):
-    """symmetric weights, one scale per column of a [K, N] weight (or one)"""
+def qweight(w, dtype, per_channel, asym=False):
+    """symmetric weights, one scale per column of a [K, N] weight (or one); asym: uint8
+    scale (hi - lo) / 255 over the range widened to 0, zero point -round(lo / scale)"""
+    if asym:
+        lo = np.minimum(w.min(axis=0), 0).astype(np.float64)
+        hi = np.maximum(w.max(axis=0), 0).astype(np.float64)
+        s = ((hi - lo) / 255).astype(F32)
+        s = np.where(hi > lo, s, F32(1)).astype(F32)
+        zp = np.clip(0 - np.rint(lo / s.astype(np.float64)), 0, 255).astype(np.int64)
+        q = np.clip(np.rint(w / s) + zp, 0, 255).astype(np.int64)
+        return q, s, zp
     t = np.abs(w).max(axis=0) if per_channel else np.abs(w).max()
     s = (t.astype(np.float64) / 127).astype(F32)
     s = np.where(s > 0, s, F32(1)).astype(F32)
@@ -129,7 +139,7 @@ def qweight(w, dtype, per_channel):
 
 def int_mm(xq, xz, wq, wz, arith):
     """int32 products of [M, K] x [K, N]: exact, or onnxruntime's AVX2 u8 x s8 arithmetic"""
-    if arith == "exact" or wz != 0:  # U8U8 (uint8 weights) widens to 16 bits: exact
+    if arith == "exact":
         return (xq - xz) @ (wq - wz)
     K = xq.shape[1]
     if K % 2:
@@ -229,8 +239,10 @@ def main():
                ("s8", ["--target", "ort-x86-vnni"], "int8", True, False),
                ("s8pl", ["--target", "ort-x86", "--weight-dtype", "int8"], "int8", True, True),
                ("u8pt", ["--target", "ort-x86", "--per-tensor"], "uint8", False, False),
-               ("u8conv", ["--target", "ort-x86", "--op-types", "MatMul,Gemm,Conv"], "uint8", True, False)]
+               ("u8conv", ["--target", "ort-x86", "--op-types", "MatMul,Gemm,Conv"], "uint8", True, False),
+               ("u8asym", ["--target", "ort-x86", "--weight-asymmetric"], "uint8", True, False)]
     for name, opts, dtype, per_channel, pair_limit in configs:
+        asym = "--weight-asymmetric" in opts  # a zero point per column (MatMulInteger's 1-D b_zero_point)
         conv = "Conv" in " ".join(opts)
         for model, feeds in ((fm, {"x": "x.npy", "xc": "xc.npy"}), (sm, {"x": "xs.npy"})):
             tag = f"{name}/{os.path.basename(model)[:-5]}"
@@ -266,8 +278,10 @@ def main():
                     wq = wq.reshape(3, -1).T
                     ws = ws.reshape(-1)
                 wa = (F32(alpha) * wf).astype(F32)
-                eq, es, ez = qweight(wa, dtype, per_channel)
-                zp_ok = np.all(wz == ez) and str(T[integer.input[3]].dtype) == dtype
+                eq, es, ez = qweight(wa, dtype, per_channel, asym)
+                zp_ok = np.array_equal(np.broadcast_to(wz, np.shape(ez)), ez) and str(T[integer.input[3]].dtype) == dtype
+                if asym:  # one zero point per column, or one when they are all equal
+                    zp_ok = zp_ok and (wz.shape == (wq.shape[1],) or (wz.shape == () and np.unique(ez).size == 1))
                 if pair_limit:
                     d = wq.astype(np.int64)
                     same = np.sign(d[0:-1:2]) == np.sign(d[1::2])
@@ -278,7 +292,7 @@ def main():
                           f"{err:.3f} steps (<= 1)")
                 else:
                     check(np.array_equal(wq, eq) and np.array_equal(ws.reshape(-1), np.ravel(es)) and zp_ok,
-                          f"{tag} {out}: weight {integer.input[1]} = numpy's symmetric {dtype} "
+                          f"{tag} {out}: weight {integer.input[1]} = numpy's {'asymmetric' if asym else 'symmetric'} {dtype} "
                           f"{'per column' if per_channel else 'per tensor'} quantization of "
                           f"{'alpha * W^T' if alpha != 1.0 else 'W'}")
                 b = None if bname is None else T.get(bname)
@@ -294,7 +308,9 @@ def main():
                     continue
                 xq, xsc, xz = dql(X[xin])
                 for a in ("exact", "avx2"):
-                    acc = int_mm(xq, xz, wq, int(np.ravel(wz)[0]) if wz.size == 1 else wz, a)
+                    # uint8 weights run U8U8, which widens to 16 bits: exact on every CPU
+                    acc = int_mm(xq, xz, wq, int(np.ravel(wz)[0]) if wz.size == 1 else wz[None, :],
+                                 "exact" if dtype == "uint8" else a)
                     y = acc.astype(F32) * (F32(xsc) * ws.astype(F32))
                     if bias is not None:
                         y = y + bias.astype(F32)
