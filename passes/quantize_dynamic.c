@@ -178,8 +178,9 @@ static oq_status convert(dctx *c, oq_graph *g, oq_node *n, dkind k, bool *done)
     oq_tensor *t = wv->initializer;
     size_t rank = t->rank;
     int32_t xt = oq_pass_value_elem_type(x);
-    if ((xt > 0 && xt != OQ_DTYPE_FLOAT) || oq_tensor_numel(t) <= 0 || (k == K_MATMUL && rank < 2) || (k == K_GEMM && rank != 2) || (k == K_CONV && rank < 3) ||
-        rank > OQ_RT_MAX_RANK || (k == K_GEMM && oq_node_attr_int(n, "transA", 0) != 0)) {
+    if ((xt > 0 && xt != OQ_DTYPE_FLOAT) || oq_tensor_numel(t) <= 0 || rank > OQ_RT_MAX_RANK ||
+        (k == K_MATMUL && rank < 2) || (k == K_GEMM && rank != 2) || (k == K_CONV && rank < 3) ||
+        (k == K_GEMM && oq_node_attr_int(n, "transA", 0) != 0)) {
         oq_pass_stat_add(c->res, "nodes_skipped_shape", 1);
         return OQ_OK;
     }
