@@ -34,7 +34,7 @@ Checks, for each configuration:
     of adjacent products summed into saturating int16, then the zero point correction
     - x_zp * sum(W_q)).
   - `onnxq run` equals the exact expectation (its executor computes MatMulInteger
-    exactly), bit for bit;
+    exactly), and `onnxq run --target avx2` the AVX2 one, bit for bit;
   - onnxruntime-node, graph optimizations on and off, equals the expectation for its CPU
     (ONNXQ_ORT_CPU=haswell: AVX2; else VNNI when /proc/cpuinfo has avx512_vnni or
     avx_vnni), within 2e-6 of the output's largest magnitude: the fused kernel adds the
@@ -187,8 +187,8 @@ def chain_of(m, out):
     return integer, smul.input[1], bias
 
 
-def run_onnxq(exe, model, feeds, outdir):
-    args = [exe, "run", model, "--output-dir", outdir, "--npy"]
+def run_onnxq(exe, model, feeds, outdir, target=None):
+    args = [exe, "run", model, "--output-dir", outdir, "--npy"] + (["--target", target] if target else [])
     for k, v in feeds.items():
         args += ["--input", f"{k}={v}"]
     r = subprocess.run(args, capture_output=True, text=True)
@@ -326,6 +326,7 @@ def main():
             od = os.path.join(work, f"{name}_{os.path.basename(model)[:-5]}")
             try:
                 run_onnxq(exe, qm, feeds_abs, od + "_onnxq")
+                run_onnxq(exe, qm, feeds_abs, od + "_onnxq_avx2", "avx2")
                 run_ort(qm, feeds_abs, od + "_ort_on", "all", od + "_ort_opt.onnx")
                 run_ort(qm, feeds_abs, od + "_ort_off", "disabled")
             except RuntimeError as e:
@@ -336,6 +337,10 @@ def main():
                 check(np.array_equal(y.view(np.uint32), want["exact"][out].view(np.uint32)),
                       f"{tag} {out}: onnxq run == exact expectation bit for bit (max |diff| "
                       f"{float(np.abs(y - want['exact'][out]).max()):.3g})")
+                y = np.load(os.path.join(od + "_onnxq_avx2", out + ".npy"))
+                check(np.array_equal(y.view(np.uint32), want["avx2"][out].view(np.uint32)),
+                      f"{tag} {out}: onnxq run --target avx2 == AVX2 expectation bit for bit (max |diff| "
+                      f"{float(np.abs(y - want['avx2'][out]).max()):.3g})")
                 # ConvInteger with uint8 weights runs U8U8: exact on every CPU
                 exp = want[arith][out]
                 tol = 2e-6 * float(np.abs(exp).max())
