@@ -584,8 +584,8 @@ static void walk_pairs(pair_walk *p, const oq_node *n, const int64_t *dims, size
  * (at most one bit, only where the weights need it: onnxruntime's reduce_range takes the
  * bit from every weight), requantize those channels, then fix pairs that rounding pushed
  * to 129. Returns the number of channels whose scale was raised; -1 out of memory. */
-static int64_t limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank, int8_t *q, const float *w,
-                                  float *scales, int64_t n_scales, int ch_axis, int64_t *fixed)
+int64_t oq_pass_limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank, int8_t *q, const float *w,
+                                   float *scales, int64_t n_scales, int ch_axis, int64_t *fixed)
 {
     pair_walk p = {q, w, scales, n_scales, 1, 1, NULL, 0};
     if (n_scales > 1 && ch_axis >= 0 && (size_t)ch_axis < rank) {
@@ -734,7 +734,7 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range && s.block_size == 0 &&
         agree) {
         int64_t fixed = 0;
-        int64_t raised = limit_weight_pairs(n, t->dims, t->rank, q, w, scales, np, s.per_channel ? s.axis : -1, &fixed);
+        int64_t raised = oq_pass_limit_weight_pairs(n, t->dims, t->rank, q, w, scales, np, s.per_channel ? s.axis : -1, &fixed);
         if (raised < 0) {
             st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
             goto done;

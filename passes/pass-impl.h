@@ -44,6 +44,13 @@ size_t oq_pass_prune_value_info(oq_graph *g);
  * unknown. */
 int64_t oq_pass_value_rank(const oq_value *v);
 int32_t oq_pass_value_elem_type(const oq_value *v);
+/* int8 symmetric weight q (quantized from w with `scales`, n_scales of them along
+ * ch_axis, or one) of node n (Conv, Gemm, MatMul): raise channel scales and lower pairs
+ * so that no adjacent same-sign pair in the reduction order of onnxruntime's u8 x s8
+ * kernels exceeds 128 steps (passes/insert_qdq.c, "pair saturation limit"). Returns the
+ * number of channels raised (-1: out of memory); *fixed gets the pairs lowered. */
+int64_t oq_pass_limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank, int8_t *q, const float *w,
+                                   float *scales, int64_t n_scales, int ch_axis, int64_t *fixed);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
 

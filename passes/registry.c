@@ -27,7 +27,8 @@
     X(smooth_quant)                 \
     X(calibrate)                    \
     X(insert_qdq)                   \
-    X(quantize_weights)
+    X(quantize_weights)             \
+    X(quantize_dynamic)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;
 OQ_BUILTIN_PASSES(OQ_X)

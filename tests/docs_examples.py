@@ -47,6 +47,8 @@ EXAMPLES = [
     ("docs/quantize.md", "--algo gptq --calib models/calib --quiet"),
     ("docs/quantize.md", "--smooth-quant 0.5 --quiet 2>&1 | cut"),
     ("docs/passes/smooth-quant.md", "smooth-quant{alpha=0.5,data=models/calib}"),
+    ("docs/quantize.md", "onnxq quantize --mode dynamic models/shapes_cnn.onnx -o shapes_dyn.onnx"),
+    ("docs/passes/quantize-dynamic.md", "--passes quantize-dynamic --stats"),
 ]
 
 MASKS = [

@@ -20,6 +20,7 @@ need "PaddleOCR det" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_det_infer.on
 need "PaddleOCR rec" test -f "$CACHE/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx"
 need "PaddleOCR cls" test -f "$CACHE/ocr/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 need "silero VAD models" test -f "$CACHE/silero/package/weights/silero_vad_op18_ifless.onnx"
+need "openWakeWord models" test -f "$CACHE/openwakeword/package/models/hello_deepa.onnx"
 need "espeak-ng + sox" sh -c 'command -v espeak-ng && command -v sox'
 need "graphviz dot" dot -V
 need "chromium" chromium --version

@@ -1,6 +1,8 @@
 // Run a model in onnxruntime-node on .npy inputs and write every output as OUT_DIR/<name>.npy.
 //   node tests/quantize_ort.js MODEL OUT_DIR NAME=FILE.npy...
 // onnxruntime-node is found by tests/ortlib.js; exit 77 when it is missing (the caller skips).
+// ONNXQ_ORT_OPT: graph optimization level (default all); ONNXQ_ORT_OPTIMIZED=FILE: also
+// write the model as onnxruntime optimized it (to see which nodes it fused).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -33,7 +35,12 @@ function writeNpy(file, t) {
     feeds[a.slice(0, k)] = readNpy(a.slice(k + 1));
   }
   const level = process.env.ONNXQ_ORT_OPT || 'all';
-  const sess = await ort.InferenceSession.create(model, { graphOptimizationLevel: level, intraOpNumThreads: 1 });
+  const opts = { graphOptimizationLevel: level, intraOpNumThreads: 1 };
+  if (process.env.ONNXQ_ORT_OPTIMIZED) { /* without the warning that such a file is machine-specific */
+    opts.optimizedModelFilePath = process.env.ONNXQ_ORT_OPTIMIZED;
+    opts.logSeverityLevel = 3;
+  }
+  const sess = await ort.InferenceSession.create(model, opts);
   const res = await sess.run(feeds);
   fs.mkdirSync(outDir, { recursive: true });
   for (const name of sess.outputNames) writeNpy(path.join(outDir, name + '.npy'), res[name]);

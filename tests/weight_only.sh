@@ -92,7 +92,7 @@ bad() { # expected-substring args...
 }
 bad "power of two in 16..256" --mode weight-only --weight-block-size 48
 bad "power of two in 16..256" --mode weight-only --weight-block-size 512
-bad "unknown (static, weight-only" --mode dynamicx
+bad "unknown (static, dynamic, weight-only" --mode dynamicx
 bad "one of qdq, matmulnbits" --mode weight-only --format qlinear
 bad "no calibration data" --mode weight-only --algo gptq
 bad "one of rtn, gptq" --mode weight-only --algo awq

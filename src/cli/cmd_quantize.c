@@ -23,6 +23,8 @@
 #include "cli/quantize_report.h"
 
 typedef struct qconfig {
+    const char *mode;           /* "static" (calibrated QDQ), "dynamic" (quantize-dynamic) or
+                                 * "weight-only" (quantize-weights) */
     const char *calib, *calib_images;
     int64_t calib_random;
     int64_t seed;
@@ -54,7 +56,6 @@ typedef struct qconfig {
     bool fold_bias, qdq_cleanup;
     char *pipeline;
     /* --mode: static (the pipeline above) or weight-only (quantize-weights) */
-    const char *mode;
     const char *wformat, *algo, *wscale_dtype; /* weight-only: qdq|matmulnbits, rtn|gptq */
     int64_t accuracy_level;
     double gptq_damp;
@@ -63,6 +64,7 @@ typedef struct qconfig {
 static void config_default(qconfig *c)
 {
     memset(c, 0, sizeof(*c));
+    c->mode = "static";
     c->seed = 1;
     c->size = "";
     c->mean = "0,0,0";
@@ -84,7 +86,6 @@ static void config_default(qconfig *c)
     c->overrides = "";
     c->dims = "";
     c->input_values = "";
-    c->mode = "static";
     c->wformat = "qdq";
     c->algo = "rtn";
     c->wscale_dtype = "auto";
@@ -109,6 +110,10 @@ static void help(FILE *f)
             "Conv/Gemm/MatMul and the ops onnxruntime fuses around them.\n\n"
             "mode:\n"
             "  --mode M               static (default: weights and activations, calibrated) |\n"
+            "                         dynamic (no calibration: MatMul/Gemm weights quantized offline,\n"
+            "                         activations at run time by DynamicQuantizeLinear; onnxruntime\n"
+            "                         fuses DynamicQuantizeMatMul; --op-types Conv adds ConvInteger;\n"
+            "                         docs/quantize.md \"Dynamic\") |\n"
             "                         weight-only (MatMul/Gemm constant weights only, blockwise;\n"
             "                         no calibration for --algo rtn)\n"
             "weight-only (docs/quantize.md \"Weight-only\"):\n"
@@ -117,7 +122,7 @@ static void help(FILE *f)
             "  --weight-asymmetric    a zero point per block (default symmetric)\n"
             "  --format F             qdq (default: blocked DequantizeLinear, opset 21) |\n"
             "                         matmulnbits (com.microsoft MatMulNBits, onnxruntime)\n"
-            "  --weight-scale-dtype T qdq scales float16 (default) | float32\n"
+            "  --weight-scale-dtype T qdq scales float32 (default: onnxruntime fuses them) | float16\n"
             "  --accuracy-level L     matmulnbits accuracy_level 0..4 (default 0)\n"
             "  --algo A               rtn (default: round to nearest) | gptq (needs --calib/...)\n"
             "  --gptq-damp D          GPTQ dampening, fraction of the mean Hessian diagonal (default 0.01)\n\n"
@@ -381,6 +386,21 @@ static char *build_pipeline(qconfig *c, bool progress)
     sadd(&b, "constant-to-initializer,fold-batchnorm");
     if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
         sadd(&b, ",fuse-activations,fold-linear,eliminate-dead");
+    if (strcmp(c->mode, "dynamic") == 0) { /* no calibration, no QDQ: passes/quantize_dynamic.c */
+        sadd(&b, ",quantize-dynamic");
+        f = true;
+        sopt(&b, &f, "weight-dtype", c->weight_dtype);
+        soptb(&b, &f, "weight-symmetric", c->weight_symmetric);
+        soptb(&b, &f, "per-channel", c->per_channel);
+        soptb(&b, &f, "reduce-range", c->reduce_range);
+        if (c->pair_limit)
+            soptb(&b, &f, "pair-limit", true);
+        sopt(&b, &f, "op-types", c->op_types);
+        sopt(&b, &f, "include-nodes", c->include_nodes);
+        sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
+        sadd(&b, "}");
+        return b.p;
+    }
     if (c->smooth_quant >= 0 && (c->calib || c->calib_images || c->calib_random > 0)) {
         sadd(&b, ",smooth-quant");
         f = true;
@@ -448,6 +468,7 @@ static char *build_pipeline(qconfig *c, bool progress)
 static void write_config(json_writer *w, const qconfig *c)
 {
     json_begin_object(w);
+    json_kv_string(w, "mode", c->mode);
     json_kv_string(w, "calib", c->calib);
     json_kv_string(w, "calib_images", c->calib_images);
     json_kv_int(w, "calib_random", c->calib_random);
@@ -494,7 +515,6 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_int(w, "threads", c->threads);
     json_kv_string(w, "target", c->target);
     json_kv_bool(w, "prepare", c->prepare != 0);
-    json_kv_string(w, "mode", c->mode);
     if (weight_only(c)) {
         json_kv_string(w, "format", c->wformat);
         json_kv_string(w, "weight_scale_dtype", c->wscale_dtype);
@@ -556,7 +576,8 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
         int64_t *ip = NULL;
         double *dp = NULL;
         bool *bp = NULL;
-        if (!strcmp(k, "calib")) sp = &c->calib;
+        if (!strcmp(k, "mode")) sp = &c->mode;
+        else if (!strcmp(k, "calib")) sp = &c->calib;
         else if (!strcmp(k, "calib_images")) sp = &c->calib_images;
         else if (!strcmp(k, "calib_random")) ip = &c->calib_random;
         else if (!strcmp(k, "seed")) ip = &c->seed;
@@ -616,7 +637,6 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
         else if (!strcmp(k, "exclude_nodes")) sp = &c->exclude_nodes;
         else if (!strcmp(k, "overrides")) sp = &c->overrides;
         else if (!strcmp(k, "threads")) ip = &c->threads;
-        else if (!strcmp(k, "mode")) sp = &c->mode;
         else if (!strcmp(k, "format")) sp = &c->wformat;
         else if (!strcmp(k, "weight_scale_dtype")) sp = &c->wscale_dtype;
         else if (!strcmp(k, "accuracy_level")) ip = &c->accuracy_level;
@@ -684,8 +704,8 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
         c->act_dtype = oq_dtype_name(c->tgt->act_dtype);
     if (!c->weight_dtype)
         c->weight_dtype = oq_dtype_name(c->tgt->weight_dtype);
-    if (!c->op_types)
-        c->op_types = c->tgt->op_types;
+    if (!c->op_types) /* dynamic: ConvInteger runs slower than float Conv in onnxruntime */
+        c->op_types = strcmp(c->mode, "dynamic") == 0 ? "MatMul,Gemm" : c->tgt->op_types;
     if (!wsym_option && !c->weight_symmetric_set)
         c->weight_symmetric = c->tgt->weight_symmetric;
     c->placement = c->tgt->placement == OQ_PLACE_ORT_CPU ? "ort-cpu" : "plain";
@@ -742,12 +762,13 @@ static qdq_counts qdq_counts_of(const cli_pass_log *log)
 {
     qdq_counts q = {0};
     for (size_t k = 0; k < log->n; k++) {
-        if (strcmp(log->names[k], "insert-qdq") != 0)
+        bool dyn = strcmp(log->names[k], "quantize-dynamic") == 0;
+        if (strcmp(log->names[k], "insert-qdq") != 0 && !dyn)
             continue;
         q.seen = true;
         const oq_pass_result *r = &log->results[k];
         for (size_t i = 0; i < r->n_stats; i++) {
-            if (strcmp(r->stats[i].name, "nodes_selected") == 0)
+            if (strcmp(r->stats[i].name, dyn ? "nodes_quantized" : "nodes_selected") == 0)
                 q.selected = r->stats[i].value;
             else if (strcmp(r->stats[i].name, "nodes_not_calibrated") == 0)
                 q.not_calibrated = r->stats[i].value;
@@ -858,6 +879,7 @@ int cmd_quantize(int argc, char **argv)
         } else if (strcmp(a, "--config") == 0 && has) {
             i++;
         }
+        STR("--mode", mode)
         STR("--calib", calib)
         STR("--calib-images", calib_images)
         I64("--calib-random", calib_random)
@@ -934,8 +956,8 @@ int cmd_quantize(int argc, char **argv)
             goto done;
         }
     }
-    if (strcmp(c.mode, "static") && !weight_only(&c)) {
-        cli_error("quantize", "--mode \"%s\": unknown (static, weight-only)", c.mode);
+    if (strcmp(c.mode, "static") && strcmp(c.mode, "dynamic") && !weight_only(&c)) {
+        cli_error("quantize", "--mode \"%s\": unknown (static, dynamic, weight-only)", c.mode);
         rc = CLI_BAD;
         goto done;
     }
@@ -968,6 +990,37 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
+    bool dynamic = strcmp(c.mode, "dynamic") == 0;
+    if (dynamic && c.smooth_quant >= 0) {
+        cli_error("quantize", "--smooth-quant is for --mode static (it moves activation outliers into weights "
+                              "before activations are quantized)");
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (dynamic) { /* nothing to calibrate: refuse what only calibration would use (docs/quantize.md) */
+        const char *na = c.calib ? "--calib" : c.calib_images ? "--calib-images" : c.calib_random > 0 ? "--calib-random"
+                         : fallback ? "--target-sqnr" : fb.eval ? "--eval" : *c.overrides ? "--overrides"
+                         : c.weight_block_size ? "--weight-block-size" : data.n_dims ? "--dim"
+                         : data.n_values ? "--input-value" : NULL;
+        if (na) {
+            cli_error("quantize", "--mode dynamic: %s does not apply (activations are quantized at run time from "
+                      "each tensor's own range: no calibration)", na);
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (strcmp(c.act_dtype, "uint8") != 0 || c.act_symmetric) {
+            cli_error("quantize", "--mode dynamic: activations are uint8 asymmetric (DynamicQuantizeLinear); "
+                      "--act-dtype %s%s does not apply", c.act_dtype, c.act_symmetric ? " --act-symmetric" : "");
+            rc = CLI_BAD;
+            goto done;
+        }
+        if (strcmp(c.weight_dtype, "uint8") != 0 && strcmp(c.weight_dtype, "int8") != 0) {
+            cli_error("quantize", "--mode dynamic: --weight-dtype %s: uint8 or int8 (MatMulInteger takes 8-bit weights)",
+                      c.weight_dtype);
+            rc = CLI_BAD;
+            goto done;
+        }
+    }
     int nsrc = (c.calib != NULL) + (c.calib_images != NULL) + (c.calib_random > 0);
     if (nsrc > 1) {
         cli_error("quantize", "give only one of --calib, --calib-images, --calib-random");
@@ -994,7 +1047,7 @@ int cmd_quantize(int argc, char **argv)
         rc = CLI_BAD;
         goto done;
     }
-    if (nsrc == 0 && !*c.overrides && !weight_only(&c)) {
+    if (nsrc == 0 && !*c.overrides && !weight_only(&c) && !dynamic) {
         cli_error("quantize", "no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
         rc = CLI_BAD;
         goto done;
@@ -1104,7 +1157,12 @@ int cmd_quantize(int argc, char **argv)
     if (st == OQ_OK && qc.seen && qc.selected == 0) {
         /* writing the float model back and exiting 0 would hide that nothing happened */
         const char *filt = *c.include_nodes || *c.exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "";
-        if (qc.not_calibrated > 0)
+        if (dynamic)
+            oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: no node of the op types %s%s with a constant float weight (--mode dynamic "
+                        "quantizes weights held in initializers; `onnxq dump` lists the model's op types)",
+                        c.op_types, filt);
+        else if (qc.not_calibrated > 0)
             oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
                         "no node quantized: the %lld node%s of the requested op types %s%s %s inside subgraphs "
                         "never executed during calibration (calibrate with data that takes those branches)",

@@ -215,6 +215,10 @@ size_t oq_k_elsize(int32_t dtype);
 /* Temporary memory for the current run call (grows as needed, kept by the plan). */
 void *oq_k_scratch(oq_kctx *k, size_t bytes);
 
+/* The arithmetic the plan runs (oq_plan_options.arith; reference outside a plan): for the
+ * integer ops whose result the target's runtime computes differently (MatMulInteger). */
+oq_arith oq_k_arith(const oq_kctx *k);
+
 /* Threads: run fn(arg, begin, end, worker) over [0, n) split into contiguous
  * ranges of at least `grain` items (possibly several per thread). worker is the index
  * of the thread running the range, in [0, oq_k_threads(k)); a thread runs one range at

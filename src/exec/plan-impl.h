@@ -80,6 +80,7 @@ struct oq_plan {
     size_t *outer;             /* their slots */
     size_t *outer_src;         /* their index in the enclosing kernel's implicit inputs */
     struct oq_qgroups *qgroups; /* fused QDQ groups (arith != reference), exec/qgroup.h */
+    oq_arith arith;            /* the arithmetic it was compiled for (oq_k_arith) */
     /* constant folding at compile time (plan.c fold_step) */
     bool fold;                 /* evaluate nodes whose inputs are all constant */
     int64_t fold_budget;       /* bytes the folded outputs may hold in all */

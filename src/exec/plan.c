@@ -713,6 +713,7 @@ static oq_status compile_graph(oq_model *model, oq_graph *g, const oq_plan_optio
     if (st != OQ_OK)
         goto fail;
     /* integer arithmetic: the QDQ groups that run as one kernel (exec/qgroup.h) */
+    p->arith = opt.arith;
     if (!outer_vals && (st = oq_qgroups_find(model, g, opt.arith, &p->qgroups)) != OQ_OK)
         goto fail;
     {
@@ -914,3 +915,8 @@ int64_t oq_plan_peak_bytes(const oq_plan *p)
 }
 int64_t oq_plan_total_bytes(const oq_plan *p) { return p->total_bytes; }
 
+
+oq_arith oq_k_arith(const oq_kctx *k)
+{
+    return k && k->plan ? k->plan->arith : OQ_ARITH_REFERENCE;
+}

@@ -682,10 +682,14 @@ static int64_t ival(const oq_rt_tensor *t, int64_t i)
 }
 
 /* acc = (A - azp) x (B - bzp), batched with broadcasting; azp per row of A (scalar or
- * [M]), bzp per column of B (scalar or [N]). */
+ * [M]), bzp per column of B (scalar or [N]). pair_sat: the arithmetic of onnxruntime's
+ * u8 x s8 kernels on an AVX2 CPU without VNNI (MLAS QgemmU8X8KernelAvx2.S, vpmaddubsw):
+ * the raw products of reduction elements 2j and 2j+1 are added in a saturating int16
+ * (K padded with a zero), the zero points are taken off afterwards from row and column
+ * sums: sum(a b) - bzp sum(a) - azp sum(b) + K azp bzp. */
 static oq_status int_matmul(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tensor *b,
                             const oq_rt_tensor *azp, const oq_rt_tensor *bzp, int64_t **acc_out,
-                            mm_shape *s)
+                            mm_shape *s, bool pair_sat)
 {
     int64_t od[OQ_RT_MAX_RANK];
     size_t r = 0;
@@ -704,8 +708,22 @@ static oq_status int_matmul(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tenso
                 int64_t az = naz ? ival(azp, naz == 1 ? 0 : i) : 0;
                 int64_t bz = nbz ? ival(bzp, nbz == 1 ? 0 : j) : 0;
                 int64_t sum = 0;
-                for (int64_t kk = 0; kk < s->K; kk++)
-                    sum += (ival(a, ao + i * s->K + kk) - az) * (ival(b, bo + kk * s->N + j) - bz);
+                if (pair_sat) {
+                    int64_t sa = 0, sb = 0;
+                    for (int64_t kk = 0; kk < s->K; kk += 2) {
+                        int64_t a0 = ival(a, ao + i * s->K + kk), b0 = ival(b, bo + kk * s->N + j);
+                        int64_t a1 = kk + 1 < s->K ? ival(a, ao + i * s->K + kk + 1) : 0;
+                        int64_t b1 = kk + 1 < s->K ? ival(b, bo + (kk + 1) * s->N + j) : 0;
+                        int64_t pair = a0 * b0 + a1 * b1;
+                        sum += pair > 32767 ? 32767 : pair < -32768 ? -32768 : pair;
+                        sa += a0 + a1;
+                        sb += b0 + b1;
+                    }
+                    sum += -bz * sa - az * sb + s->K * az * bz;
+                } else {
+                    for (int64_t kk = 0; kk < s->K; kk++)
+                        sum += (ival(a, ao + i * s->K + kk) - az) * (ival(b, bo + kk * s->N + j) - bz);
+                }
                 acc[(bi * s->M + i) * s->N + j] = sum;
             }
     }
@@ -730,8 +748,10 @@ static oq_status run_mmint(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
 {
     mm_shape s;
     int64_t *acc;
+    /* --target avx2: what onnxruntime computes for uint8 x int8 there (docs/run.md) */
+    bool sat = oq_k_arith(k) == OQ_ARITH_AVX2 && in[0]->dtype == OQ_DTYPE_UINT8 && in[1]->dtype == OQ_DTYPE_INT8;
     oq_status st = int_matmul(k, in[0], in[1], n_in > 2 ? in[2] : NULL, n_in > 3 ? in[3] : NULL,
-                              &acc, &s);
+                              &acc, &s, sat);
     if (st)
         return st;
     for (int64_t i = 0; i < s.batch * s.M * s.N; i++)
@@ -745,7 +765,7 @@ static oq_status run_qlmm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
 {
     mm_shape s;
     int64_t *acc;
-    oq_status st = int_matmul(k, in[0], in[3], in[2], in[5], &acc, &s);
+    oq_status st = int_matmul(k, in[0], in[3], in[2], in[5], &acc, &s, false);
     if (st)
         return st;
     int64_t nas = oq_rt_tensor_numel(in[1]), nbs = oq_rt_tensor_numel(in[4]);

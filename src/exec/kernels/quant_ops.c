@@ -584,7 +584,11 @@ static oq_status infer_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
 }
 
 /* scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min / scale)),
- * y = saturate(round(x / scale) + zp) */
+ * y = saturate(round(x / scale) + zp), float32 arithmetic and ties to even, as onnxruntime
+ * (dynamic_quantize_matmul.cc GetQuantizationParameter, MLAS QuantizeLinear). An all-zero
+ * input (max = min = 0) gets scale 1 and zero point 0 as in onnxruntime, not the 0 / 255
+ * the formula gives (every output is 0 either way, but a zero scale would reach the Mul
+ * that rescales a MatMulInteger). */
 static oq_status run_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                          oq_rt_tensor *out, size_t n_out)
 {
@@ -595,7 +599,7 @@ static oq_status run_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         if (x[i] < mn) mn = x[i];
         if (x[i] > mx) mx = x[i];
     }
-    float scale = (mx - mn) / 255.0f;
+    float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
     int64_t zp = 0;
     if (scale != 0) {
         double z = nearbyint((double)(0.0f - mn / scale));
