@@ -533,3 +533,39 @@ Test(image, parse_triple)
     cr_assert_not(oq_image_parse_triple("a,b,c", v));
     cr_assert_not(oq_image_parse_triple("", v));
 }
+
+/* Found by fuzz_image (a 10 s timeout): a 200-byte progressive JPEG that declares
+ * 65496x65496 pixels. The size was checked after jpeg_start_decompress, which had
+ * already sized libjpeg's whole-image coefficient buffer from it. Now it is refused from
+ * the header, and libjpeg's own memory is capped (512 MB): the same file declaring
+ * 16383x16383 (under the 2^28-pixel limit; 537 MB of coefficients) is refused too. */
+Test(image, jpeg_huge_declared_size_refused_from_header, .timeout = 20)
+{
+    FILE *f = fopen(ONNXQ_SOURCE_DIR "/tests/fuzz/seeds-image/found_progressive_65496x65496.jpg", "rb");
+    cr_assert(f);
+    uint8_t buf[512];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert(n > 180 && n < sizeof buf);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_image img = {0};
+    cr_assert_eq(oq_image_decode(buf, n, "huge.jpg", &img, &d), OQ_ERR_UNSUPPORTED);
+    char msg[512] = "";
+    oq_diag_format(oq_diag_first_error(&d), msg, sizeof msg);
+    cr_assert(strstr(msg, "65496x65496 pixels is too large"), "%s", msg);
+    cr_assert_null(img.rgb);
+    oq_diag_free(&d);
+    /* every SOF marker (0xFFC0..0xFFC2): height and width 16383 */
+    for (size_t i = 0; i + 9 < n; i++)
+        if (buf[i] == 0xFF && buf[i + 1] >= 0xC0 && buf[i + 1] <= 0xC2) {
+            buf[i + 5] = buf[i + 7] = 0x3F;
+            buf[i + 6] = buf[i + 8] = 0xFF;
+        }
+    oq_diag_init(&d);
+    cr_assert_eq(oq_image_decode(buf, n, "big.jpg", &img, &d), OQ_ERR_UNSUPPORTED);
+    oq_diag_format(oq_diag_first_error(&d), msg, sizeof msg);
+    cr_assert(strstr(msg, "needs more than 512 MB"), "%s", msg);
+    cr_assert_null(img.rgb);
+    oq_diag_free(&d);
+}

@@ -15,10 +15,13 @@
 #include <sys/stat.h>
 
 #include <jpeglib.h>
+#include <jerror.h>
 
 #include "ir/grow.h"
 
 #define MAX_PIXELS ((int64_t)1 << 28)
+/* libjpeg's working memory: a progressive 8192x8192 RGB image needs about 400 MB */
+#define JPEG_MAX_MEMORY (512L << 20)
 
 void oq_image_free(oq_image *img)
 {
@@ -186,14 +189,25 @@ static oq_status decode_jpeg(const uint8_t *data, size_t size, const char *name,
     c->jerr.output_message = jpg_output;
     c->cinfo.client_data = c;
     if (setjmp(c->jb)) {
-        st = oq_diag_error(d, OQ_ERR_PARSE, "%s: corrupt JPEG: %s", name, c->msg);
+        if (c->jerr.msg_code == JERR_NO_BACKING_STORE) /* over JPEG_MAX_MEMORY */
+            st = oq_diag_error(d, OQ_ERR_UNSUPPORTED, "%s: JPEG needs more than %d MB to decode "
+                               "(a progressive image this large is not supported)", name,
+                               (int)(JPEG_MAX_MEMORY >> 20));
+        else
+            st = oq_diag_error(d, OQ_ERR_PARSE, "%s: corrupt JPEG: %s", name, c->msg);
         goto done;
     }
     jpeg_create_decompress(&c->cinfo);
     c->cinfo.client_data = c; /* jpeg_create_decompress clears the struct */
     c->created = true;
     jpeg_mem_src(&c->cinfo, data, (unsigned long)size);
+    /* libjpeg's own buffers (a progressive image keeps every coefficient of the whole
+     * image) are capped: past the cap it fails instead of using a backing store */
+    c->cinfo.mem->max_memory_to_use = JPEG_MAX_MEMORY;
     jpeg_read_header(&c->cinfo, TRUE);
+    /* the declared size before any buffer is sized from it */
+    if ((st = check_dims(c->cinfo.image_width, c->cinfo.image_height, name, d)) != OQ_OK)
+        goto done;
     if (c->cinfo.jpeg_color_space == JCS_CMYK || c->cinfo.jpeg_color_space == JCS_YCCK) {
         st = oq_diag_error(d, OQ_ERR_UNSUPPORTED, "%s: CMYK JPEG images are not supported",
                            name);
