@@ -64,6 +64,14 @@ char *oq_pass_unique_name2(oq_graph *g, const char *a, const char *b);
 #include <regex.h>
 oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pat, regex_t *re, bool *has, oq_diag *d);
 
+/* Option definitions shared by the passes that select nodes and quantize weights. */
+#define OQ_PASS_NODE_FILTER_OPTIONS                                                                                \
+    {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches this POSIX extended regex"},              \
+    {"exclude-nodes", OQ_OPT_STRING, "", "skip nodes whose name matches this POSIX extended regex"}
+#define OQ_PASS_PAIR_LIMIT_OPTION                                                                                  \
+    {"pair-limit", OQ_OPT_BOOL, "false",                                                                          \
+     "int8 weights: no same-sign adjacent pair with |a|+|b| > 128, so u8 x s8 kernels without VNNI cannot saturate"}
+
 /* ---- calibration samples from pass options (passes/calib_source.c) */
 typedef struct oq_calib_source oq_calib_source;
 /* The source the options name: exactly one of data=DIR, images=DIR (size, mean, std,

@@ -372,13 +372,7 @@ static oq_status on_graph(oq_graph *g, void *ctx)
 
 static oq_status compile_re(dctx *c, const char *pat, regex_t *re, bool *has, const char *opt)
 {
-    if (!*pat)
-        return OQ_OK;
-    if (regcomp(re, pat, REG_EXTENDED | REG_NOSUB) != 0)
-        return oq_diag_error(c->d, OQ_ERR_USAGE, "quantize-dynamic: %s \"%s\": not a valid regular expression", opt,
-                             pat);
-    *has = true;
-    return OQ_OK;
+    return oq_pass_compile_regex("quantize-dynamic", opt, pat, re, has, c->d);
 }
 
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
@@ -426,11 +420,9 @@ static const oq_pass_option_def options[] = {
     {"weight-symmetric", OQ_OPT_BOOL, "true", "symmetric weights"},
     {"per-channel", OQ_OPT_BOOL, "true", "one weight scale per output column (MatMul, Gemm) or channel (Conv)"},
     {"reduce-range", OQ_OPT_BOOL, "false", "7-bit weights, as onnxruntime's reduce_range"},
-    {"pair-limit", OQ_OPT_BOOL, "false",
-     "int8 weights: no same-sign adjacent pair with |a|+|b| > 128, so u8 x s8 kernels without VNNI cannot saturate"},
+    OQ_PASS_PAIR_LIMIT_OPTION,
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types to quantize: MatMul, Gemm, Conv (ConvInteger: slow in onnxruntime)"},
-    {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches this POSIX extended regex"},
-    {"exclude-nodes", OQ_OPT_STRING, "", "skip nodes whose name matches this POSIX extended regex"},
+    OQ_PASS_NODE_FILTER_OPTIONS,
 };
 
 const oq_pass oq_pass_quantize_dynamic = {

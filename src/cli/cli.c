@@ -103,6 +103,15 @@ oq_model *cli_load_model(const char *path, oq_status *st)
     return m;
 }
 
+oq_model *cli_load_model_rc(const char *path, int *rc)
+{
+    oq_status st;
+    oq_model *m = cli_load_model(path, &st);
+    if (!m)
+        *rc = cli_exit_code(st);
+    return m;
+}
+
 void cli_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -21,6 +21,8 @@ void cli_print_diag(const oq_diag *d);
 int cli_exit_code(oq_status s);
 /* Read a model, printing errors; returns NULL on failure. */
 oq_model *cli_load_model(const char *path, oq_status *st);
+/* The same, with the command's exit code for a failure in *rc. */
+oq_model *cli_load_model_rc(const char *path, int *rc);
 /* "onnxq CMD: message" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)

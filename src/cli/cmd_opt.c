@@ -331,12 +331,8 @@ int cmd_opt(int argc, char **argv)
         rc = CLI_FAIL;
         goto done;
     }
-    oq_status st;
-    m = cli_load_model(in, &st);
-    if (!m) {
-        rc = cli_exit_code(st);
+    if (!(m = cli_load_model_rc(in, &rc)))
         goto done;
-    }
     d.file = in;
     oq_pipeline_run_options ro = {0};
     ro.verify_each = verify_each;
@@ -344,7 +340,7 @@ int cmd_opt(int argc, char **argv)
     ro.before_pass = before_pass;
     ro.after_pass = after_pass;
     ro.user = &c;
-    st = oq_pipeline_run(pl, m, &ro, &d);
+    oq_status st = oq_pipeline_run(pl, m, &ro, &d);
     if (st == OQ_OK) {
         oq_diag cd;
         oq_diag_init(&cd);

@@ -1082,12 +1082,8 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     c.fold_bias = oq_registry_find(reg, "fold-bias") != NULL;
     c.qdq_cleanup = oq_registry_find(reg, "qdq-cleanup") != NULL;
-    oq_status st;
-    m = cli_load_model(in, &st);
-    if (!m) {
-        rc = cli_exit_code(st);
+    if (!(m = cli_load_model_rc(in, &rc)))
         goto done;
-    }
     d.file = in;
     c.opset_in = oq_model_opset(m, "");
     c.opset_target = c.opset_in < 13 ? 13 : c.opset_in;
@@ -1146,7 +1142,7 @@ int cmd_quantize(int argc, char **argv)
     memset(&report, 0, sizeof report);
     ro.after_pass = cli_pass_log_after_pass;
     ro.user = &report.passes;
-    st = oq_pipeline_run(pl, m, &ro, &d);
+    oq_status st = oq_pipeline_run(pl, m, &ro, &d);
     report.smooth_quant = cli_take_metadata(m, OQ_SMOOTH_METADATA_KEY);
     qdq_counts qc = qdq_counts_of(&report.passes);
     if (st == OQ_OK && weight_only(&c) && wonly_report(&report.passes, &c, quiet, &d) != 0) {
