@@ -288,7 +288,7 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
             snprintf(fr, sizeof fr, "[%.4g, %.4g]", (double)mn, (double)mx);
         if (L->has_qrange && L->obs.count)
             snprintf(cp, sizeof cp, "%.3f%%", clipped_pct(L));
-        char ab[32] = "";
+        char ab[64] = "";
         if (ar)
             snprintf(ab, sizeof ab, " %8s", L->has_arith ? fmt_db(oq_err_sqnr_db(&L->arith), b2, sizeof b2) : "-");
         printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s%s\n", L->name, L->op_type,
