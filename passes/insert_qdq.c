@@ -499,126 +499,173 @@ static bool needs21(int32_t t);
  * MultiplyAccumulateRowU8S8Avx2; the AVX-512BW kernels likewise) multiply with vpmaddubsw,
  * which adds the products of two adjacent reduction elements into a saturating int16:
  * x_a w_a + x_b w_b with x in [0, 255] overflows when w_a, w_b have the same sign and
- * |w_a| + |w_b| > 128 (255 * 129 > 32767). pair-limit lowers such pairs (by the least
- * total change, in units of the scale) so that |w_a| + |w_b| <= 128 for every adjacent
- * pair in the order onnxruntime's kernels reduce in: the flattened (kh, kw, cin) order of
- * its channels-last convolution (im2col and the MlasConvSym indirection buffer, which packs
- * cin in fours, give the same pairs) at even offsets within each group; K order for
- * MatMul/Gemm (docs/run.md, "The integer arithmetic"). The model then
- * computes the same on every x86 CPU, with int8 weights (U8S8) that VNNI CPUs run fastest.
- * Depthwise convolutions (one input and one output channel per group) run in exact
- * kernels and are left as they are. Returns how many pairs changed. */
+ * |w_a| + |w_b| > 128 (255 * 129 > 32767). pair-limit rounds the weights so that
+ * |w_a| + |w_b| <= 128 for every adjacent pair in the order onnxruntime's kernels reduce
+ * in: the flattened (kh, kw, cin) order of its channels-last convolution (im2col and the
+ * MlasConvSym indirection buffer, which packs cin in fours, give the same pairs) at even
+ * offsets within each group; K order for MatMul/Gemm (docs/run.md, "The integer
+ * arithmetic"). The model then computes the same on every x86 CPU, with int8 weights
+ * (U8S8) that VNNI CPUs run fastest. Depthwise convolutions (one input and one output
+ * channel per group) run in exact kernels and are left as they are.
+ *
+ * How: a pair that does not fit is rounded to the nearest integer point of the line
+ * |q_a| + |q_b| = 128 (the least squared error in the pair; every other weight keeps its
+ * plain rounding), and each channel's scale is the one of PAIR_GRID candidates between
+ * max|w| / 127 and the scale at which every pair fits by itself that gives the least total
+ * squared error over the channel. Raising the scale for the worst pair alone, as a first
+ * version did, costs a bit in every weight of the channel; clipping a few pairs costs
+ * less. */
+#define PAIR_GRID 17
+
 typedef struct pair_walk {
     int8_t *q;
     const float *w;
     float *scales;
     int64_t n_scales, ch_stride, ch_count; /* channel of element i: (i / ch_stride) % ch_count */
-    double *need;                          /* pass 1: the scale each channel needs */
+    int mode;                              /* PW_NEED, PW_COST or PW_FIX */
+    double *need;                          /* PW_NEED: the scale at which every pair fits */
+    double *cost;                          /* PW_COST: [channel][PAIR_GRID] extra error of clipped pairs */
+    const double *grid;                    /* PW_COST: [channel][PAIR_GRID] candidate scales */
     int64_t changed;
 } pair_walk;
+
+enum { PW_NEED, PW_COST, PW_FIX };
 
 static int64_t channel_of(const pair_walk *p, int64_t i)
 {
     return p->n_scales > 1 ? (i / p->ch_stride) % p->ch_count : 0;
 }
 
-/* pass 1 (need != NULL): the scale the pair's channel needs so that the pair fits;
- * pass 2: a pair that still sums to 129 (both rounded up) loses one step where rounding
- * added the most */
+static double round_q127(double u)
+{
+    double r = nearbyint(u);
+    return r > 127 ? 127 : r;
+}
+
+/* The best integer (qa, qb), qa + qb <= 128, 0 <= q <= 127, for ua, ub >= 0 in steps of
+ * the scale; returns the squared error (in steps) it adds to plain rounding, 0 when the
+ * plain rounding fits. */
+static double fit_pair(double ua, double ub, int *qa, int *qb)
+{
+    double ra = round_q127(ua), rb = round_q127(ub);
+    *qa = (int)ra;
+    *qb = (int)rb;
+    if (ra + rb <= 128)
+        return 0;
+    double plain = (ua - ra) * (ua - ra) + (ub - rb) * (ub - rb);
+    double c = (ua - ub + 128) / 2, best = INFINITY;
+    for (double a = floor(c); a <= floor(c) + 1; a++) {
+        double x = a < 1 ? 1 : a > 127 ? 127 : a, y = 128 - x;
+        double e = (ua - x) * (ua - x) + (ub - y) * (ub - y);
+        if (e < best) {
+            best = e;
+            *qa = (int)x;
+            *qb = (int)y;
+        }
+    }
+    return best - plain;
+}
+
 static void limit_pair(pair_walk *p, int64_t i, int64_t j)
 {
+    double a = p->w[i], b = p->w[j];
+    if (!((a > 0 && b > 0) || (a < 0 && b < 0)))
+        return; /* opposite signs (or a zero) cannot saturate */
     int64_t ci = channel_of(p, i);
-    if (p->need) {
-        double a = p->w[i], b = p->w[j];
-        if ((a > 0 && b > 0) || (a < 0 && b < 0)) {
-            double t = (fabs(a) + fabs(b)) / 128.0;
-            if (t > p->need[ci])
-                p->need[ci] = t;
-        }
-        return;
+    int qa, qb;
+    if (p->mode == PW_NEED) {
+        double t = (fabs(a) + fabs(b)) / 128.0;
+        if (t > p->need[ci])
+            p->need[ci] = t;
+    } else if (p->mode == PW_COST) {
+        const double *g = p->grid + ci * PAIR_GRID;
+        for (int k = 0; k < PAIR_GRID && g[k] > 0; k++)
+            p->cost[ci * PAIR_GRID + k] += g[k] * g[k] * fit_pair(fabs(a) / g[k], fabs(b) / g[k], &qa, &qb);
+    } else {
+        double s = p->scales[ci];
+        if (fit_pair(fabs(a) / s, fabs(b) / s, &qa, &qb) == 0 && abs(p->q[i]) + abs(p->q[j]) <= 128)
+            return;
+        int sg = a > 0 ? 1 : -1;
+        p->q[i] = (int8_t)(sg * qa);
+        p->q[j] = (int8_t)(sg * qb);
+        p->changed++;
     }
-    int a = p->q[i], b = p->q[j];
-    if ((a > 0) != (b > 0) || a == 0 || b == 0 || abs(a) + abs(b) <= 128)
-        return;
-    double ri = fabs((double)p->w[i] / p->scales[ci]), rj = fabs((double)p->w[j] / p->scales[ci]);
-    int sg = a > 0 ? 1 : -1;
-    if ((double)abs(a) - ri >= (double)abs(b) - rj)
-        p->q[i] = (int8_t)(a - sg);
-    else
-        p->q[j] = (int8_t)(b - sg);
-    p->changed++;
+}
+
+static void pair_cb(void *user, int64_t i, int64_t j)
+{
+    limit_pair(user, i, j);
 }
 
 static void walk_pairs(pair_walk *p, const oq_node *n, const int64_t *dims, size_t rank)
 {
-    if (oq_pass_is_op(n, "Conv") && rank >= 3) {
-        int64_t M = dims[0], C = dims[1], S = 1;
-        for (size_t k = 2; k < rank; k++)
-            S *= dims[k];
-        if (C == 1 && oq_node_attr_int(n, "group", 1) == M)
-            return; /* depthwise: exact kernels (a channel multiplier > 1 is a grouped GEMM) */
-        int64_t K = C * S;
-        for (int64_t m = 0; m < M; m++) {
-            int64_t base = m * K;
-            for (int64_t k = 0; k + 1 < K; k += 2) { /* (kh, kw, cin) flattened: k = s*C + c */
-                int64_t s0 = k / C, c0 = k % C, s1 = (k + 1) / C, c1 = (k + 1) % C;
-                limit_pair(p, base + c0 * S + s0, base + c1 * S + s1);
-            }
-        }
-    } else if ((oq_pass_is_op(n, "MatMul") || oq_pass_is_op(n, "Gemm")) && rank >= 2) {
-        bool tb = oq_pass_is_op(n, "Gemm") && oq_node_attr_int(n, "transB", 0);
-        int64_t R = dims[rank - 2], Cc = dims[rank - 1], B = 1;
-        for (size_t k = 0; k + 2 < rank; k++)
-            B *= dims[k];
-        int64_t K = tb ? Cc : R, N = tb ? R : Cc;
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t col = 0; col < N; col++)
-                for (int64_t k = 0; k + 1 < K; k += 2) {
-                    int64_t i = tb ? col * K + k : k * N + col, j = tb ? i + 1 : i + N;
-                    limit_pair(p, b * R * Cc + i, b * R * Cc + j);
-                }
-    }
+    (void)oq_weight_pairs(n, dims, rank, pair_cb, p);
 }
 
-/* Raise each channel's scale just enough that no same-sign pair exceeds 128 steps
- * (at most one bit, only where the weights need it: onnxruntime's reduce_range takes the
- * bit from every weight), requantize those channels, then fix pairs that rounding pushed
- * to 129. Returns the number of channels whose scale was raised; -1 out of memory. */
+/* Round the int8 weights (q, quantized with scales) so that no same-sign pair exceeds 128
+ * steps, choosing each channel's scale as described above. Returns the number of channels
+ * whose scale changed (*fixed: pairs put on the limit); -1 out of memory. */
 int64_t oq_pass_limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank, int8_t *q, const float *w,
                                    float *scales, int64_t n_scales, int ch_axis, int64_t *fixed)
 {
-    pair_walk p = {q, w, scales, n_scales, 1, 1, NULL, 0};
+    pair_walk p = {q, w, scales, n_scales, 1, 1, PW_NEED, NULL, NULL, NULL, 0};
     if (n_scales > 1 && ch_axis >= 0 && (size_t)ch_axis < rank) {
         p.ch_count = dims[ch_axis];
         for (size_t k = (size_t)ch_axis + 1; k < rank; k++)
             p.ch_stride *= dims[k];
     }
     p.need = calloc((size_t)n_scales, sizeof(double));
-    if (!p.need)
+    double *grid = calloc((size_t)n_scales * PAIR_GRID, sizeof(double));
+    p.cost = calloc((size_t)n_scales * PAIR_GRID, sizeof(double));
+    if (!p.need || !grid || !p.cost) {
+        free(p.need);
+        free(grid);
+        free(p.cost);
         return -1;
+    }
     walk_pairs(&p, n, dims, rank);
-    int64_t raised = 0, numel = 1;
+    int64_t numel = 1, raised = 0;
     for (size_t k = 0; k < rank; k++)
         numel *= dims[k];
+    for (int64_t c = 0; c < n_scales; c++)
+        if (p.need[c] > (double)scales[c])
+            for (int k = 0; k < PAIR_GRID; k++)
+                grid[c * PAIR_GRID + k] = scales[c] + (p.need[c] - scales[c]) * k / (PAIR_GRID - 1);
+    /* every weight's rounding error at each candidate scale, then what clipping adds */
+    for (int64_t i = 0; i < numel; i++) {
+        const double *g = grid + channel_of(&p, i) * PAIR_GRID;
+        double *cost = p.cost + channel_of(&p, i) * PAIR_GRID;
+        for (int k = 0; k < PAIR_GRID && g[k] > 0; k++) {
+            double u = fabs((double)w[i]) / g[k], e = u - round_q127(u);
+            cost[k] += g[k] * g[k] * e * e;
+        }
+    }
+    p.grid = grid;
+    p.mode = PW_COST;
+    walk_pairs(&p, n, dims, rank);
     for (int64_t c = 0; c < n_scales; c++) {
-        if (p.need[c] > (double)scales[c]) {
-            scales[c] = (float)p.need[c];
+        const double *g = grid + c * PAIR_GRID, *cost = p.cost + c * PAIR_GRID;
+        int best = 0;
+        for (int k = 1; k < PAIR_GRID && g[k] > 0; k++)
+            if (cost[k] < cost[best])
+                best = k;
+        p.need[c] = 0;
+        if (best > 0) {
+            scales[c] = (float)g[best];
+            p.need[c] = 1; /* requantize */
             raised++;
-        } else {
-            p.need[c] = 0; /* not raised */
         }
     }
     if (raised)
-        for (int64_t i = 0; i < numel; i++) {
-            int64_t ch = channel_of(&p, i);
-            if (p.need[ch] == 0)
-                continue;
-            q[i] = (int8_t)oq_quantize_value(w[i], scales[ch], 0, -127, 127);
-        }
-    free(p.need);
-    p.need = NULL;
+        for (int64_t i = 0; i < numel; i++)
+            if (p.need[channel_of(&p, i)] != 0)
+                q[i] = (int8_t)oq_quantize_value(w[i], scales[channel_of(&p, i)], 0, -127, 127);
+    p.mode = PW_FIX;
     walk_pairs(&p, n, dims, rank);
     *fixed = p.changed;
+    free(p.need);
+    free(grid);
+    free(p.cost);
     return raised;
 }
 

@@ -204,6 +204,11 @@ static oq_status convert(dctx *c, oq_graph *g, oq_node *n, dkind k, bool *done)
     oq_weight_spec s;
     oq_weight_spec_default(&s);
     s.dtype = c->w_dtype;
+    /* the pair limit follows MatMul's K order; ConvInteger reduces in another order, so its
+     * weights go to uint8 with zero point 128 (U8U8 cannot saturate) */
+    bool conv_u8 = c->pair_limit && k == K_CONV && s.dtype == OQ_DTYPE_INT8 && c->w_sym && !c->reduce_range;
+    if (conv_u8)
+        s.dtype = OQ_DTYPE_UINT8;
     s.symmetric = c->w_sym;
     s.reduce_range = c->reduce_range;
     /* per column needs a 2-D weight (onnxruntime's MatMulInteger zero points); ConvInteger
@@ -231,11 +236,9 @@ static oq_status convert(dctx *c, oq_graph *g, oq_node *n, dkind k, bool *done)
     st = oq_quantize_weight(wa, t->dims, rank, &s, scales, zps, q, what, c->d);
     if (st != OQ_OK)
         goto done;
-    if (c->pair_limit && k == K_CONV && s.dtype == OQ_DTYPE_INT8)
-        oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
-                    "int8 weight \"%s\" of a ConvInteger: the pair limit covers MatMul/Gemm only (ConvInteger "
-                    "reduces in another order); use uint8 weights for a CPU without VNNI", wv->name);
-    else if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range) {
+    if (conv_u8)
+        oq_pass_stat_add(c->res, "pair_limit_conv_uint8", 1);
+    if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range) {
         int64_t fixed = 0;
         int64_t raised = oq_pass_limit_weight_pairs(n, t->dims, rank, (int8_t *)q, wa, scales, np,
                                                     s.per_channel ? s.axis : -1, &fixed);

@@ -42,6 +42,7 @@ EXAMPLES = [
     ("docs/verify.md", "-o g.onnx --calib models/calib --target generic --quiet"),
     ("docs/quantize.md", "--weight-dtype int8 --weight-asymmetric --quiet"),
     ("docs/quantize.md", "2>&1 | grep saturation"),
+    ("docs/quantize.md", "2>&1 | grep \"saturation check\""),
     ("docs/quantize.md", "-o wo.onnx --mode weight-only\n"),
     ("docs/quantize.md", "--format matmulnbits --weight-asymmetric\n"),
     ("docs/quantize.md", "--algo gptq --calib models/calib --quiet"),

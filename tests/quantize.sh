@@ -86,15 +86,22 @@ cfg = json.loads(meta["onnxq.quantize.config"])
 r = cfg["resolved"]
 assert cfg["act_dtype"] is None and cfg["weight_dtype"] is None and cfg["method"] == "percentile", cfg
 assert cfg["target"] == "ort-x86" and r["target"] == "ort-x86" and r["placement"] == "ort-cpu", r
-assert r["act_dtype"] == "uint8" and r["weight_dtype"] == "uint8" and r["weight_symmetric"] is True, r
-assert r["sources"]["weight_dtype"] == "target", r
+assert r["act_dtype"] == "uint8" and r["weight_dtype"] == "int8" and r["weight_symmetric"] is True, r
+assert r["sources"]["weight_dtype"] == "target" and r["pair_limit"] is True, r
 assert "onnxq.calibration" not in meta
 names = {t.name: t for t in b.graph.initializer}
 assert "w1_quantized" in names and "w1" not in names, "float weight kept"
-# U8U8: uint8 symmetric weights, zero point 128 (onnxruntime's kernels cannot saturate)
-assert names["w1_quantized"].data_type == onnx.TensorProto.UINT8
-zp = onnx.numpy_helper.to_array(names["w1_zero_point"])
-assert (zp == 128).all(), zp
+# U8S8 with the pair limit: int8 symmetric weights (zero point 0) in which no two
+# same-sign weights that AVX2's vpmaddubsw adds into one int16 exceed 128 steps together
+assert names["w1_quantized"].data_type == onnx.TensorProto.INT8
+assert (onnx.numpy_helper.to_array(names["w1_zero_point"]) == 0).all()
+for w in ("w1", "w2"):
+    q = onnx.numpy_helper.to_array(names[w + "_quantized"]).astype(int)
+    q = q.reshape(q.shape[0], q.shape[1], -1).transpose(0, 2, 1).reshape(q.shape[0], -1) if q.ndim == 4 else q.T
+    k = q.shape[1] - q.shape[1] % 2
+    a, b = q[:, 0:k:2], q[:, 1:k:2]
+    same = (a * b) > 0
+    assert (abs(a + b)[same] <= 128).all(), (w, abs(a + b)[same].max())
 print("ok: opsets and metadata")
 PY
 fi
@@ -140,7 +147,7 @@ assert r["prepare"] is True, r
 assert p.index("fuse-activations") < p.index("fold-linear") < p.index("calibrate"), p' || bad "--prepare pipeline"
 "$EXE" quantize "$MODEL" -o "$T/prep.onnx" --calib "$CALIB" --prepare --quiet || bad "quantize --prepare"
 # int8 weights on ort-x86 (whose CPUs add u8 x s8 pairs in int16): the pairs are limited
-for args in "--weight-dtype int8:True" "--target ort-x86-vnni:False" ":False" "--weight-dtype int8 --reduce-range:False"; do
+for args in ":True" "--weight-dtype int8:True" "--target ort-x86-vnni:False" "--weight-dtype uint8:False" "--reduce-range:False"; do
   got=$("$EXE" quantize "$MODEL" --calib "$CALIB" ${args%%:*} --print-config |
         /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["pair_limit"])')
   [ "$got" = "${args#*:}" ] || bad "pair_limit with '${args%%:*}': $got"

@@ -15,8 +15,9 @@ Models (onnx.helper, opset 13):
         kernels on a CPU without VNNI add the pair in a saturating int16 (vpmaddubsw):
         32767, y = 2.0236. uint8 weights (zero point 128: U8U8) and the pair limit
         (int8 weights on target ort-x86: 64, 64, scale 1/64, sum 32640) give 4.0 on both.
-Configurations: --target ort-x86 (uint8 weights), --target ort-x86-vnni (int8 weights),
---target ort-x86 --weight-dtype int8 (pair limit), --per-tensor, ort-x86 with Conv, and
+Configurations: --target ort-x86 --weight-dtype uint8, --target ort-x86-vnni (int8 weights),
+--target ort-x86 (its default: int8 with the pair limit), --per-tensor, ort-x86 with Conv
+(uint8 and the default), and
 --weight-asymmetric (uint8 with a zero point per column: MatMulInteger's 1-D b_zero_point).
 
 Checks, for each configuration:
@@ -25,7 +26,8 @@ Checks, for each configuration:
   - the weights: W_q, W_scale, W_zero_point equal an independent numpy quantization
     (symmetric, scale = max|w| / 127 per output column, Gemm: alpha * W transposed, uint8 with
     zero point 128); with the pair limit: every same-sign adjacent pair along K has
-    |a| + |b| <= 128 and every weight is within one step of its float value;
+    |a| + |b| <= 128 and the squared weight error is at most that of raising the column's
+    scale until every pair fits (raised_error); ConvInteger's weights uint8 (zero point 128);
   - the expected output, computed here from the float input: DynamicQuantizeLinear as
     the ONNX spec defines it (float32 scale (max(0, max x) - min(0, min x)) / 255, zero
     point round(-min / scale), ties to even), the integer product of the model's W_q in
@@ -137,6 +139,28 @@ def qweight(w, dtype, per_channel, asym=False):
     return q, s, zp
 
 
+
+def raised_error(wa):
+    """Squared error of the simple way to make every same-sign pair along K fit in 128
+    steps: per column, scale = max(max|w| / 127, max over same-sign pairs (|a| + |b|) / 128),
+    round, and where rounding makes a pair 129, the member closer to rounding down loses a
+    step. The pair limit must never be worse than this."""
+    tot = 0.0
+    for col in wa.T.astype(np.float64):
+        pairs = [(col[k], col[k + 1]) for k in range(0, len(col) - 1, 2) if col[k] * col[k + 1] > 0]
+        s = max(np.abs(col).max() / 127, max((abs(a) + abs(b) for a, b in pairs), default=0) / 128)
+        s = float(F32(s)) if s > 0 else 1.0
+        q = np.clip(np.rint(col / s), -127, 127)
+        for k in range(0, len(col) - 1, 2):
+            if q[k] * q[k + 1] > 0 and abs(q[k]) + abs(q[k + 1]) > 128:
+                ea, eb = abs(col[k] / s) - abs(q[k]), abs(col[k + 1] / s) - abs(q[k + 1])
+                if ea <= eb:
+                    q[k] -= np.sign(q[k])
+                else:
+                    q[k + 1] -= np.sign(q[k + 1])
+        tot += float(((q * s - col) ** 2).sum())
+    return tot
+
 def int_mm(xq, xz, wq, wz, arith):
     """int32 products of [M, K] x [K, N]: exact, or onnxruntime's AVX2 u8 x s8 arithmetic"""
     if arith == "exact":
@@ -235,12 +259,15 @@ def main():
     np.save(os.path.join(work, "x.npy"), x)
     np.save(os.path.join(work, "xc.npy"), xc)
     np.save(os.path.join(work, "xs.npy"), xs)
-    configs = [("u8", ["--target", "ort-x86"], "uint8", True, False),
+    configs = [("u8", ["--target", "ort-x86", "--weight-dtype", "uint8"], "uint8", True, False),
                ("s8", ["--target", "ort-x86-vnni"], "int8", True, False),
-               ("s8pl", ["--target", "ort-x86", "--weight-dtype", "int8"], "int8", True, True),
-               ("u8pt", ["--target", "ort-x86", "--per-tensor"], "uint8", False, False),
-               ("u8conv", ["--target", "ort-x86", "--op-types", "MatMul,Gemm,Conv"], "uint8", True, False),
-               ("u8asym", ["--target", "ort-x86", "--weight-asymmetric"], "uint8", True, False)]
+               ("s8pl", ["--target", "ort-x86"], "int8", True, True),
+               ("u8pt", ["--target", "ort-x86", "--weight-dtype", "uint8", "--per-tensor"], "uint8", False, False),
+               ("u8conv", ["--target", "ort-x86", "--weight-dtype", "uint8", "--op-types", "MatMul,Gemm,Conv"],
+                "uint8", True, False),
+               ("s8plconv", ["--target", "ort-x86", "--op-types", "MatMul,Gemm,Conv"], "int8", True, True),
+               ("u8asym", ["--target", "ort-x86", "--weight-dtype", "uint8", "--weight-asymmetric"], "uint8", True,
+                False)]
     for name, opts, dtype, per_channel, pair_limit in configs:
         asym = "--weight-asymmetric" in opts  # a zero point per column (MatMulInteger's 1-D b_zero_point)
         conv = "Conv" in " ".join(opts)
@@ -282,14 +309,20 @@ def main():
                 zp_ok = np.array_equal(np.broadcast_to(wz, np.shape(ez)), ez) and str(T[integer.input[3]].dtype) == dtype
                 if asym:  # one zero point per column, or one when they are all equal
                     zp_ok = zp_ok and (wz.shape == (wq.shape[1],) or (wz.shape == () and np.unique(ez).size == 1))
-                if pair_limit:
+                if pair_limit and out == "yc":  # ConvInteger: uint8 weights, zero point 128
+                    eq, es, ez = qweight(wa, "uint8", per_channel, asym)
+                    zp_ok = np.array_equal(np.broadcast_to(wz, np.shape(ez)), ez) and str(T[integer.input[3]].dtype) == "uint8"
+                    check(np.array_equal(wq, eq) and np.array_equal(ws.reshape(-1), np.ravel(es)) and zp_ok,
+                          f"{tag} {out}: pair limit: ConvInteger's weight is numpy's symmetric uint8 quantization")
+                elif pair_limit:
                     d = wq.astype(np.int64)
                     same = np.sign(d[0:-1:2]) == np.sign(d[1::2])
                     worst = int((np.abs(d[0:-1:2]) + np.abs(d[1::2]))[same].max(initial=0))
-                    err = float(np.abs((wq - wz) * ws - wa).max() / ws.max())
-                    check(worst <= 128 and err <= 1.0 and zp_ok,
-                          f"{tag} {out}: pair limit: largest same-sign pair {worst} (<= 128), weights within "
-                          f"{err:.3f} steps (<= 1)")
+                    err = float((((wq - wz) * ws - wa) ** 2).sum())
+                    ref = raised_error(wa)
+                    check(worst <= 128 and err <= ref * (1 + 1e-5) + 1e-12 and zp_ok,
+                          f"{tag} {out}: pair limit: largest same-sign pair {worst} (<= 128), squared error "
+                          f"{err:.3g} <= {ref:.3g} (the scale raised until every pair fits)")
                 else:
                     check(np.array_equal(wq, eq) and np.array_equal(ws.reshape(-1), np.ravel(es)) and zp_ok,
                           f"{tag} {out}: weight {integer.input[1]} = numpy's {'asymmetric' if asym else 'symmetric'} {dtype} "

@@ -45,7 +45,7 @@ refuse "--weight-dtype int4: uint8 or int8" --weight-dtype int4
 [ $? = 2 ] && grep -q -- '--mode "fast": unknown (static, dynamic, weight-only)' "$work/err" && echo "ok   refused --mode fast" ||
   { echo "FAIL: --mode fast"; cat "$work/err"; fail=1; }
 # the resolved weight type follows the target
-for t in ort-x86:uint8 ort-x86-vnni:int8 generic:int8; do
+for t in ort-x86:int8 ort-x86-vnni:int8 generic:int8; do
   got=$("$exe" quantize --mode dynamic "$model" --target "${t%%:*}" --print-config |
         /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["weight_dtype"], r["op_types"], "quantize-dynamic{" in r["pipeline"])')
   [ "$got" = "${t#*:} MatMul,Gemm True" ] && echo "ok   --target ${t%%:*}: $got" ||

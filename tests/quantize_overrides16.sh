@@ -1,7 +1,7 @@
 #!/bin/bash
 # Mixed precision through the overrides file: one activation in uint16, the rest uint8;
 # then one weight in int16 (per channel, scale max|w_c| / 32767, every value within half a
-# step of the float weight), the other weights the default target's uint8; a weight dtype that is not a weight
+# step of the float weight), the other weights the default target's int8; a weight dtype that is not a weight
 # type exits 2 naming the weight.
 # A 16-bit dtype needs opset 21, so `onnxq quantize` must upgrade the model (opset 13
 # otherwise) just as it does for --act-dtype uint16; the result passes the ONNX checker
@@ -52,13 +52,13 @@ t = {i.name: i.data_type for i in m.graph.initializer}
 a = {i.name: nh.to_array(i) for i in m.graph.initializer}
 ok = t.get('w2_quantized') == TensorProto.INT16 and t.get('w2_zero_point') == TensorProto.INT16
 w8 = [n for n in t if n.endswith('_quantized') and n not in ('w2_quantized',) and n.startswith('w')]
-ok = ok and all(t[n] == TensorProto.UINT8 for n in w8)  # the default target's (ort-x86) 8-bit weights
+ok = ok and all(t[n] == TensorProto.INT8 for n in w8)  # the default target's (ort-x86) 8-bit weights
 w, q, s = f['w2'].astype(np.float64), a['w2_quantized'].astype(np.float64), a['w2_scale'].astype(np.float64)
 sc = s.reshape(-1, *([1] * (w.ndim - 1)))
 want = np.abs(w).reshape(w.shape[0], -1).max(axis=1) / 32767
 err = (np.abs(q * sc - w) / sc).max()
 ok = ok and np.allclose(s, want, rtol=1e-6) and np.all(np.abs(q * sc - w) <= sc / 2 * (1 + 1e-6))
-print('w2: %s, scale max|w_c|/32767: %s, max error %.3f steps; other weights uint8: %s' % (
+print('w2: %s, scale max|w_c|/32767: %s, max error %.3f steps; other weights int8: %s' % (
     TensorProto.DataType.Name(t.get('w2_quantized', 0)), np.allclose(s, want, rtol=1e-6), err, w8))
 sys.exit(0 if ok else 1)
 PY

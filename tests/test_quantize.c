@@ -517,6 +517,41 @@ Test(insert_qdq, pair_limit_keeps_u8s8_pairs_within_int16)
     oq_model_free(m);
 }
 
+/* One pair two steps over the limit in a column of 64 weights that are exact multiples of
+ * the scale (the others 10 to 126 steps, spread): clipping that pair onto |a| + |b| = 128
+ * costs 2 steps^2 (127, 3 -> 126, 2); each larger candidate scale costs more (computed
+ * independently in numpy: 2.09, 2.87, 4.33, ... 5.12 steps^2 for the 16 candidates up to
+ * the scale at which the pair fits, which puts the other weights off their grid), so the
+ * scale stays max|w| / 127. */
+Test(insert_qdq, pair_limit_clips_a_pair_when_that_costs_less_than_a_bigger_scale)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[2] = {1, 64}, wd[2] = {64, 1};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    float w[64];
+    w[0] = 1.27f;
+    w[1] = 0.03f;
+    for (int k = 2; k < 64; k++) /* opposite signs within each pair (2j, 2j+1) */
+        w[k] = (float)((k % 2 ? -1 : 1) * ((37 * k * k + 11 * k) % 117 + 10)) * 0.01f;
+    tp_init_f(m, "W", wd, 2, w);
+    tp_node(m, "MatMul", "mm", "x,W", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "y"};
+    static const float ranges[][2] = {{0, 1}, {-3, 3}};
+    set_table(m, names, ranges, 2);
+    oq_pass_result r = tp_run(m, "insert-qdq{weight-dtype=int8,pair-limit=true}");
+    const float *sc = tp_floats(find(m, "W_scale"));
+    const int8_t *q = oq_tensor_data(oq_value_const_tensor(find(m, "W_quantized")), NULL);
+    cr_assert_float_eq(sc[0], 1.27f / 127.0f, 1e-9f, "scale %.9g", (double)sc[0]);
+    cr_assert_eq(q[0], 126);
+    cr_assert_eq(q[1], 2);
+    for (int k = 2; k < 64; k++)
+        cr_assert_eq(q[k], (k % 2 ? -1 : 1) * ((37 * k * k + 11 * k) % 117 + 10), "q[%d] = %d", k, q[k]);
+    cr_assert_eq(tp_stat(&r, "pair_limit_channels_raised"), 0);
+    cr_assert_eq(tp_stat(&r, "pair_limit_steps_removed"), 1);
+    oq_model_free(m);
+}
+
 Test(insert_qdq, selection_regex_and_op_types)
 {
     oq_model *m = cnn(13);

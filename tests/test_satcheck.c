@@ -233,3 +233,35 @@ Test(satcheck, fallback_measures_with_the_target_arithmetic)
         oq_model_free(qm);
     }
 }
+
+/* x [1, 2] -> MatMul(DQ(int8 W [2, 1])): the pair (w0, w1) is added in one int16 on AVX2 */
+static oq_model *pair_model(int8_t w0, int8_t w1)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 2);
+    const int8_t wq[2] = {w0, w1};
+    int64_t d[2] = {2, 1};
+    oq_value *w = tu_weight_dq_i8(m, "w", wq, d, 1.0f);
+    oq_value *xd = tu_qdq_u8(m, x, "x", "x_dequant", 1.0f, 0);
+    oq_value *p = tu_node(m, "MatMul", "mm", xd, w, NULL, "y_prequant");
+    oq_graph_add_output(m->graph, tu_qdq_u8(m, p, "y", "y", 256.0f, 0), NULL);
+    return m;
+}
+
+Test(satcheck, can_saturate_only_where_an_int8_pair_exceeds_128_steps)
+{
+    /* 255 * (64 + 64) = 32640 fits in int16; 255 * (64 + 65) = 32895 does not */
+    const struct { int8_t a, b; bool avx2; } cases[] = {
+        {64, 64, false}, {64, 65, true}, {127, 1, false}, {127, 2, true},
+        {-64, -64, false}, {-64, -65, true}, {127, -127, false}, {0, 127, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        oq_model *m = pair_model(cases[i].a, cases[i].b);
+        cr_assert_eq(oq_satcheck_can_saturate(m, OQ_ARITH_AVX2), cases[i].avx2, "pair %d, %d", cases[i].a,
+                     cases[i].b);
+        cr_assert_not(oq_satcheck_can_saturate(m, OQ_ARITH_EXACT));
+        cr_assert_not(oq_satcheck_can_saturate(m, OQ_ARITH_REFERENCE));
+        oq_model_free(m);
+    }
+}

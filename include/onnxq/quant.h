@@ -197,6 +197,21 @@ oq_status oq_pack_ints(int32_t dtype, const int32_t *v, int64_t n, void *out, oq
 /* Read element i of a packed buffer (inverse of oq_pack_ints). */
 int32_t oq_unpack_int(int32_t dtype, const void *buf, int64_t i);
 
+/* ------------------------------------------------------------ int16 weight pairs -- */
+
+/* onnxruntime's u8 x s8 kernels on x86 CPUs without VNNI add the products of two adjacent
+ * reduction elements into a saturating int16 (vpmaddubsw), which overflows for a uint8
+ * input when both int8 weights have the same sign and |w_a| + |w_b| > 128. Calls
+ * fn(user, i, j) for each such pair of flat indices of n's weight (input 1): Conv
+ * [M, C/group, k...] in the flattened (kh, kw, cin) order within each group (none for a
+ * depthwise Conv: exact kernels), Gemm [K, N] (or [N, K] with transB) and MatMul
+ * [..., K, N] along K. Returns false (no call) for other ops. */
+bool oq_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank,
+                     void (*fn)(void *user, int64_t i, int64_t j), void *user);
+/* true when n's int8 weight q has no same-sign pair above 128 steps (false for an op
+ * oq_weight_pairs does not know) */
+bool oq_weight_pairs_fit(const oq_node *n, const int8_t *q, const int64_t *dims, size_t rank);
+
 /* ------------------------------------------------------------ weights and bias ---- */
 
 typedef struct oq_weight_spec {

@@ -57,9 +57,10 @@ typedef struct oq_satcheck_output {
 typedef struct oq_satcheck oq_satcheck;
 
 /* Whether arith can make any layer of m lose to saturation: only OQ_ARITH_AVX2 saturates,
- * and only products with an int8 operand (a DequantizeLinear of int8 data in the main
- * graph); uint8 x uint8 (U8U8) and exact integer arithmetic differ from the reference by
- * rounding alone. */
+ * and only in a Conv/ConvTranspose/Gemm/MatMul group of the main graph with an int8
+ * operand, unless that operand is an int8 constant weight within the pair limit
+ * (oq_weight_pairs_fit); uint8 x uint8 (U8U8) and exact integer arithmetic differ from the
+ * reference by rounding alone. */
 bool oq_satcheck_can_saturate(const oq_model *m, oq_arith arith);
 
 /* The model must outlive s. Layers: activation Q -> DQ pairs with a scalar scale and

@@ -133,7 +133,7 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
     if (!oq_satcheck_can_saturate(m, a->arith)) {
         if (!a->quiet)
             fprintf(stderr, "onnxq quantize: saturation check skipped: nothing can saturate (%s)\n",
-                    a->arith == OQ_ARITH_AVX2 ? "avx2 arithmetic, no int8 operand: U8U8"
+                    a->arith == OQ_ARITH_AVX2 ? "avx2 arithmetic: int8 weights within the pair limit, or U8U8"
                                               : "exact int32 accumulation");
         return OQ_OK;
     }

@@ -55,23 +55,52 @@ static bool const_scalar(const oq_value *v, double *out)
     return p && oq_elems_to_double(p, t->dtype, 0, 1, out);
 }
 
+/* The integer type of a DequantizeLinear's data: the constant's, else its zero point's
+ * (the same type), else the value's; OQ_DTYPE_UNDEFINED when unknown. */
+static int32_t dq_dtype(const oq_node *dq, const oq_tensor **data)
+{
+    const oq_value *v = dq->inputs[0];
+    const oq_tensor *t = oq_value_const_tensor(v);
+    *data = t && t->has_dtype ? t : NULL;
+    if (!(t && t->has_dtype) && dq->n_inputs > 2 && dq->inputs[2])
+        t = oq_value_const_tensor(dq->inputs[2]);
+    return t && t->has_dtype ? t->dtype : v->type && v->type->has_elem_type ? v->type->elem_type : OQ_DTYPE_UNDEFINED;
+}
+
+static const oq_node *dq_of(const oq_node *n, size_t i)
+{
+    const oq_value *v = i < n->n_inputs ? n->inputs[i] : NULL;
+    const oq_node *p = v && v->kind == OQ_VALUE_NODE ? v->producer : NULL;
+    return op_is(p, "DequantizeLinear") && p->n_inputs >= 1 && p->inputs[0] ? p : NULL;
+}
+
+/* Only the u8 x s8 (and s8 x s8) products of Conv, ConvTranspose, Gemm and MatMul groups
+ * can saturate: such a node whose weight side (input 1) is int8 may, unless the weight is
+ * a constant in which no pair that the kernels add in one int16 exceeds 128 steps (the
+ * pair limit, oq_weight_pairs_fit); an int8 input 0 against a uint8 input 1 is not
+ * modelled and counts as "may". */
 bool oq_satcheck_can_saturate(const oq_model *m, oq_arith arith)
 {
     if (arith != OQ_ARITH_AVX2 || !m || !m->graph)
         return false;
     for (const oq_node *n = m->graph->first; n; n = n->next) {
-        if (!op_is(n, "DequantizeLinear") || n->n_inputs < 1 || !n->inputs[0])
+        bool conv = op_is(n, "Conv") || op_is(n, "ConvTranspose");
+        if (!conv && !op_is(n, "Gemm") && !op_is(n, "MatMul"))
             continue;
-        /* the data's type: the constant's, else its zero point's (the same type), else
-         * the value's */
-        const oq_value *v = n->inputs[0];
-        const oq_tensor *t = oq_value_const_tensor(v);
-        if (!(t && t->has_dtype) && n->n_inputs > 2 && n->inputs[2])
-            t = oq_value_const_tensor(n->inputs[2]);
-        int32_t dt = t && t->has_dtype ? t->dtype
-                     : v->type && v->type->has_elem_type ? v->type->elem_type : OQ_DTYPE_UNDEFINED;
-        if (dt == OQ_DTYPE_INT8 || dt == OQ_DTYPE_UNDEFINED)
+        const oq_node *da = dq_of(n, 0), *dw = dq_of(n, 1);
+        const oq_tensor *wt = NULL, *at = NULL;
+        int32_t ta = da ? dq_dtype(da, &at) : OQ_DTYPE_FLOAT, tw = dw ? dq_dtype(dw, &wt) : OQ_DTYPE_FLOAT;
+        if (ta == OQ_DTYPE_FLOAT || tw == OQ_DTYPE_FLOAT)
+            continue; /* not an integer group */
+        if (ta == OQ_DTYPE_UNDEFINED || tw == OQ_DTYPE_UNDEFINED)
             return true;
+        if (tw == OQ_DTYPE_INT8) {
+            const int8_t *q = wt ? oq_tensor_data((oq_tensor *)wt, NULL) : NULL;
+            if (!q || op_is(n, "ConvTranspose") || !oq_weight_pairs_fit(n, q, wt->dims, wt->rank))
+                return true;
+        } else if (ta == OQ_DTYPE_INT8) {
+            return true;
+        }
     }
     return false;
 }

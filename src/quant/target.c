@@ -15,16 +15,16 @@ static const oq_target rows[] = {
     {"generic", "plain QDQ for any consumer: uint8 activations, int8 symmetric weights, reference arithmetic",
      OQ_DTYPE_UINT8, OQ_DTYPE_INT8, true, GENERIC_OPS, OQ_PLACE_PLAIN, OQ_ARITH_REFERENCE, NULL},
     {"ort-x86",
-     "onnxruntime on any x86-64 CPU (AVX2 included): uint8 activations, uint8 symmetric weights "
-     "(zero point 128, U8U8: cannot saturate), onnxruntime CPU placement",
-     OQ_DTYPE_UINT8, OQ_DTYPE_UINT8, true, ORT_OPS, OQ_PLACE_ORT_CPU, OQ_ARITH_AVX2, NULL},
+     "onnxruntime on any x86-64 CPU (AVX2 included): uint8 activations, int8 symmetric weights "
+     "rounded so that no pair saturates AVX2's int16 (U8S8, pair limit), onnxruntime CPU placement",
+     OQ_DTYPE_UINT8, OQ_DTYPE_INT8, true, ORT_OPS, OQ_PLACE_ORT_CPU, OQ_ARITH_AVX2, NULL},
     {"ort-x86-vnni",
      "onnxruntime on AVX-512 VNNI / AVX-VNNI / AMX CPUs: uint8 activations, int8 symmetric weights "
      "(U8S8), onnxruntime CPU placement",
      OQ_DTYPE_UINT8, OQ_DTYPE_INT8, true, ORT_OPS, OQ_PLACE_ORT_CPU, OQ_ARITH_EXACT, NULL},
     {"reference", "the arithmetic of the ONNX spec (float between DequantizeLinear and QuantizeLinear)",
      OQ_DTYPE_UINT8, OQ_DTYPE_INT8, true, GENERIC_OPS, OQ_PLACE_PLAIN, OQ_ARITH_REFERENCE, "generic"},
-    {"avx2", "onnxruntime's integer kernels on an AVX2 CPU without VNNI", OQ_DTYPE_UINT8, OQ_DTYPE_UINT8,
+    {"avx2", "onnxruntime's integer kernels on an AVX2 CPU without VNNI", OQ_DTYPE_UINT8, OQ_DTYPE_INT8,
      true, ORT_OPS, OQ_PLACE_ORT_CPU, OQ_ARITH_AVX2, "ort-x86"},
 };
 
