@@ -44,6 +44,7 @@ typedef struct qctx {
     int32_t act_dtype, w_dtype;
     bool act_sym, w_sym, per_channel, reduce_range, quant_bias;
     bool ort_cpu;             /* placement=ort-cpu: onnxruntime CPU fusion rules */
+    bool depthwise;           /* quantize depthwise Convs (depthwise=true) */
     bool pair_limit;          /* int8 weights: no same-sign adjacent pair above 128 */
     int64_t block;
     char **op_types;
@@ -126,9 +127,21 @@ static bool op_selected_type(const qctx *c, const oq_node *n)
     return false;
 }
 
+/* A depthwise convolution: weight [M, 1, k...] with group == M (one input channel per
+ * output channel). */
+static bool is_depthwise(const oq_node *n)
+{
+    if (!oq_pass_is_op(n, "Conv") || n->n_inputs < 2 || !n->inputs[1])
+        return false;
+    const oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
+    return w && w->rank >= 3 && w->dims[1] == 1 && oq_node_attr_int(n, "group", 1) == w->dims[0] && w->dims[0] > 1;
+}
+
 static bool node_selected(const qctx *c, const oq_node *n)
 {
     if (!op_selected_type(c, n))
+        return false;
+    if (!c->depthwise && is_depthwise(n))
         return false;
     const char *name = n->name ? n->name : "";
     if (c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0)
@@ -1301,6 +1314,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.reduce_range = oq_pass_opt_bool(opts, "reduce-range", false);
     c.quant_bias = oq_pass_opt_bool(opts, "quantize-bias", false);
     c.pair_limit = oq_pass_opt_bool(opts, "pair-limit", false);
+    c.depthwise = oq_pass_opt_bool(opts, "depthwise", true);
     const char *placement = oq_pass_opt_string(opts, "placement", "plain");
     if (strcmp(placement, "ort-cpu") == 0)
         c.ort_cpu = true;
@@ -1395,6 +1409,7 @@ static const oq_pass_option_def options[] = {
     {"reduce-range", OQ_OPT_BOOL, "false", "one bit less for weights (7-bit int8/uint8), as onnxruntime's reduce_range"},
     OQ_PASS_PAIR_LIMIT_OPTION,
     {"placement", OQ_OPT_STRING, "plain", "QDQ placement rules: plain, or ort-cpu (what onnxruntime's CPU provider fuses)"},
+    {"depthwise", OQ_OPT_BOOL, "true", "quantize depthwise Convs (false: they stay float, with no Q/DQ of their own)"},
     {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     {"overrides", OQ_OPT_STRING, "", "JSON file: {tensor: {scale, zero_point, dtype, min, max}}"},

@@ -152,6 +152,16 @@ for args in ":True" "--weight-dtype int8:True" "--target ort-x86-vnni:False" "--
         /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["pair_limit"])')
   [ "$got" = "${args#*:}" ] || bad "pair_limit with '${args%%:*}': $got"
 done
+# depthwise Convs: float on the onnxruntime targets (its integer depthwise kernels are
+# slower than its float ones), int8 elsewhere; --depthwise overrides
+for args in ":float target" "--target generic:int8 target" "--target ort-x86-vnni:float target" \
+            "--depthwise int8:int8 option" "--target generic --depthwise float:float option"; do
+  got=$("$EXE" quantize "$MODEL" --calib "$CALIB" ${args%%:*} --print-config |
+        /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["depthwise"], r["sources"]["depthwise"])')
+  [ "$got" = "${args#*:}" ] || bad "depthwise with '${args%%:*}': $got"
+done
+"$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --depthwise half 2> "$T/dw.err"; rc=$?
+[ $rc = 2 ] && grep -q -- '--depthwise "half": int8 or float' "$T/dw.err" || bad "--depthwise half: rc $rc, $(cat "$T/dw.err")"
 "$EXE" quantize "$MODEL" -o "$T/x.onnx" --calib "$CALIB" --target nosuch 2> "$T/tgt.err"; rc=$?
 [ $rc = 2 ] && grep -q 'unknown target' "$T/tgt.err" || bad "--target nosuch: rc $rc, $(cat "$T/tgt.err")"
 grep -q '"method": "mse"' "$T/cfg2.json" || bad "config: method not loaded"

@@ -552,6 +552,52 @@ Test(insert_qdq, pair_limit_clips_a_pair_when_that_costs_less_than_a_bigger_scal
     oq_model_free(m);
 }
 
+/* x [1, 2, 4, 4] -> Conv dw (group 2, W [2, 1, 3, 3]) -> d -> Conv pw (W [3, 2, 1, 1]) -> y */
+static oq_model *dw_model(void)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 2, 4, 4};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    float wdw[18], wpw[6] = {0.5f, -0.25f, 0.125f, 1.0f, -1.0f, 0.75f};
+    for (int i = 0; i < 18; i++)
+        wdw[i] = (float)(i % 7 - 3) * 0.1f;
+    int64_t dwd[4] = {2, 1, 3, 3}, pwd[4] = {3, 2, 1, 1};
+    tp_init_f(m, "wdw", dwd, 4, wdw);
+    tp_init_f(m, "wpw", pwd, 4, wpw);
+    oq_node *dw = tp_node(m, "Conv", "dw", "x,wdw", "d");
+    oq_node_set_attr_int(dw, "group", 2);
+    int64_t pads[4] = {1, 1, 1, 1};
+    oq_node_set_attr_ints(dw, "pads", pads, 4);
+    tp_node(m, "Conv", "pw", "d,wpw", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "d", "y"};
+    static const float ranges[][2] = {{0, 1}, {-2, 2}, {-3, 3}};
+    set_table(m, names, ranges, 3);
+    return m;
+}
+
+Test(insert_qdq, depthwise_false_leaves_depthwise_convs_in_float)
+{
+    oq_model *m = dw_model();
+    tp_run(m, "insert-qdq");
+    cr_assert(find(m, "wdw_quantized") && find(m, "wpw_quantized"), "both convs quantized by default");
+    oq_model_free(m);
+
+    m = dw_model();
+    tp_run(m, "insert-qdq{depthwise=false}");
+    cr_assert_null(find(m, "wdw_quantized"));
+    cr_assert(find(m, "wdw")->initializer, "the depthwise weight stays float");
+    cr_assert(find(m, "wpw_quantized"));
+    /* the depthwise Conv reads x as it came: no Q/DQ on x (nothing quantized reads it) */
+    oq_node *dw = NULL;
+    for (oq_node *n = m->graph->first; n; n = n->next)
+        if (n->name && strcmp(n->name, "dw") == 0)
+            dw = n;
+    cr_assert(dw);
+    cr_assert_str_eq(dw->inputs[0]->name, "x");
+    oq_model_free(m);
+}
+
 Test(insert_qdq, selection_regex_and_op_types)
 {
     oq_model *m = cnn(13);

@@ -48,6 +48,8 @@ typedef struct qconfig {
     const char *placement;      /* insert-qdq placement rules, from the target */
     /* where each target-driven choice came from: "target", "option" or "config" */
     const char *src_act_dtype, *src_weight_dtype, *src_weight_symmetric, *src_op_types;
+    const char *depthwise, *src_depthwise; /* int8 | float (depthwise Convs left in float) */
+    const char *cfg_depthwise;             /* what the config file set, for src_depthwise */
     bool weight_symmetric_set;
     int prepare;                /* --prepare: graph preparation before calibration */
     double smooth_quant;        /* --smooth-quant ALPHA in [0, 1]; < 0: off */
@@ -172,6 +174,8 @@ static void help(FILE *f)
             "                         onnxruntime's reduce_range\n"
             "  --op-types A,B,..      op types to quantize (default: the target's; ort-x86: Conv,Gemm,MatMul;\n"
             "                         generic: Conv,ConvTranspose,Gemm,MatMul)\n"
+            "  --depthwise int8|float depthwise Convs quantized or left float (default: float on the\n"
+            "                         ort-* targets, whose integer depthwise kernels are slower)\n"
             "  --include-nodes REGEX  only nodes whose name matches (POSIX extended regex)\n"
             "  --exclude-nodes REGEX  skip nodes whose name matches\n"
             "  --overrides FILE       JSON {tensor: {scale, zero_point, dtype, min, max}}\n"
@@ -452,6 +456,8 @@ static char *build_pipeline(qconfig *c, bool progress)
     soptb(&b, &f, "reduce-range", c->reduce_range);
     if (c->pair_limit)
         soptb(&b, &f, "pair-limit", true);
+    if (c->depthwise && strcmp(c->depthwise, "float") == 0)
+        soptb(&b, &f, "depthwise", false);
     sopt(&b, &f, "placement", c->placement);
     sopt(&b, &f, "op-types", c->op_types);
     sopt(&b, &f, "include-nodes", c->include_nodes);
@@ -512,6 +518,7 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_bool(w, "reduce_range", c->reduce_range);
     json_kv_string(w, "op_types",
                    strcmp(c->src_op_types, "target") && strcmp(c->src_op_types, "mode") ? c->op_types : NULL);
+    json_kv_string(w, "depthwise", c->src_depthwise && strcmp(c->src_depthwise, "target") ? c->depthwise : NULL);
     json_kv_string(w, "include_nodes", c->include_nodes);
     json_kv_string(w, "exclude_nodes", c->exclude_nodes);
     json_kv_string(w, "overrides", c->overrides);
@@ -545,12 +552,16 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "weight_dtype", c->weight_dtype);
     json_kv_bool(w, "weight_symmetric", c->weight_symmetric);
     json_kv_string(w, "op_types", c->op_types);
+    if (c->depthwise)
+        json_kv_string(w, "depthwise", c->depthwise);
     json_key(w, "sources");
     json_begin_object(w);
     json_kv_string(w, "act_dtype", c->src_act_dtype);
     json_kv_string(w, "weight_dtype", c->src_weight_dtype);
     json_kv_string(w, "weight_symmetric", c->src_weight_symmetric);
     json_kv_string(w, "op_types", c->src_op_types);
+    if (c->src_depthwise)
+        json_kv_string(w, "depthwise", c->src_depthwise);
     json_end_object(w);
     json_kv_int(w, "opset_in", c->opset_in);
     json_kv_int(w, "opset_out", c->opset_target > c->opset_in ? c->opset_target : c->opset_in);
@@ -636,6 +647,11 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
         else if (!strcmp(k, "weight_block_size")) ip = &c->weight_block_size;
         else if (!strcmp(k, "reduce_range")) bp = &c->reduce_range;
         else if (!strcmp(k, "op_types")) sp = &c->op_types;
+        else if (!strcmp(k, "depthwise")) {
+            if (cJSON_IsNull(v)) /* the target's */
+                continue;
+            sp = &c->depthwise;
+        }
         else if (!strcmp(k, "include_nodes")) sp = &c->include_nodes;
         else if (!strcmp(k, "exclude_nodes")) sp = &c->exclude_nodes;
         else if (!strcmp(k, "overrides")) sp = &c->overrides;
@@ -712,6 +728,15 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
     if (!wsym_option && !c->weight_symmetric_set)
         c->weight_symmetric = c->tgt->weight_symmetric;
     c->placement = c->tgt->placement == OQ_PLACE_ORT_CPU ? "ort-cpu" : "plain";
+    /* depthwise Convs: onnxruntime's integer depthwise kernels are slower than its float
+     * ones (docs/quantize.md, placement rules), so the ort targets leave them in float */
+    c->src_depthwise = source_of(c->depthwise, c->cfg_depthwise);
+    if (!c->depthwise)
+        c->depthwise = c->tgt->placement == OQ_PLACE_ORT_CPU ? "float" : "int8";
+    if (strcmp(c->depthwise, "int8") && strcmp(c->depthwise, "float")) {
+        cli_error("quantize", "--depthwise \"%s\": int8 or float", c->depthwise);
+        return -1;
+    }
     /* int8 weights asked for on a target whose kernels add u8 x s8 pairs in int16: limit
      * the pairs so that they cannot saturate (insert-qdq pair-limit, docs/quantize.md) */
     c->pair_limit = c->tgt->arith == OQ_ARITH_AVX2 && strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric &&
@@ -850,6 +875,7 @@ int cmd_quantize(int argc, char **argv)
         }
     }
     const char *cfg_act = c.act_dtype, *cfg_wdt = c.weight_dtype, *cfg_ops = c.op_types;
+    c.cfg_depthwise = c.depthwise;
     bool wsym_option = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -927,6 +953,7 @@ int cmd_quantize(int argc, char **argv)
         I64("--weight-block-size", weight_block_size)
         FLAG("--reduce-range", reduce_range, true)
         STR("--op-types", op_types)
+        STR("--depthwise", depthwise)
         STR("--include-nodes", include_nodes)
         STR("--exclude-nodes", exclude_nodes)
         STR("--overrides", overrides)
