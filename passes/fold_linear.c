@@ -584,10 +584,8 @@ static int fold_before(ctx *c, oq_node *n)
     oq_tensor *k;
     if (!split_operands(n, &xi, &k))
         return 0;
-    if (c->scalar_only && oq_tensor_numel(k) != 1) {
-        c->skipped_per_channel++;
-        return 0;
-    }
+    if (c->scalar_only && oq_tensor_numel(k) != 1)
+        return 0; /* counted by fold_after, which the same round ran over every node */
     oq_value *x = n->inputs[xi], *y = n->outputs[0];
     if (y->n_uses == 0 || oq_value_is_graph_output(y))
         return 0;

@@ -372,3 +372,51 @@ Test(fold_linear, before_needs_every_use_to_be_a_conv)
     oq_model_free(before);
     oq_model_free(m);
 }
+
+/* scalar-only: one-element constants fold (after the Conv and before the next one), a
+ * per-channel constant stays where it is, counted as skipped_per_channel. */
+Test(fold_linear, scalar_only_leaves_per_channel_constants)
+{
+    oq_model *m = conv_model(true);
+    tp_init_f(m, "s", (int64_t[]){1}, 1, (const float[]){1.5f});
+    tp_init_f(m, "t", (int64_t[]){3, 1, 1}, 3, (const float[]){0.25f, -1.0f, 2.0f});
+    tp_node(m, "Mul", "mul", "z,s", "a");
+    tp_node(m, "Add", "add", "a,t", "y");
+    tp_output(m, "y");
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = tp_run(m, "fold-linear{scalar-only=true}");
+    cr_assert_eq(tp_stat(&r, "folded_after"), 1, "the scalar Mul folds");
+    cr_assert_eq(tp_stat(&r, "skipped_per_channel"), 1, "the per-channel Add stays");
+    cr_assert_eq(m->graph->n_nodes, 2);
+    cr_assert_eq(tp_count_op(m, "Mul"), 0);
+    cr_assert_eq(tp_count_op(m, "Add"), 1);
+    assert_same_outputs(before, m, (int64_t[]){1, 2, 2, 2}, 4, "scalar-only after");
+    oq_model_free(before);
+    oq_model_free(m);
+    /* without the option both fold */
+    m = conv_model(true);
+    tp_init_f(m, "s", (int64_t[]){1}, 1, (const float[]){1.5f});
+    tp_init_f(m, "t", (int64_t[]){3, 1, 1}, 3, (const float[]){0.25f, -1.0f, 2.0f});
+    tp_node(m, "Mul", "mul", "z,s", "a");
+    tp_node(m, "Add", "add", "a,t", "y");
+    tp_output(m, "y");
+    r = tp_run(m, "fold-linear");
+    cr_assert_eq(tp_stat(&r, "folded_after"), 2);
+    cr_assert_eq(m->graph->n_nodes, 1);
+    oq_model_free(m);
+    /* before a Conv: a per-channel scale stays, a scalar one folds */
+    const float kc[4] = {2.0f, -1.0f, 0.5f, 3.0f};
+    m = before_model("Mul", (const int64_t[]){4, 1, 1}, 3, kc, 3, 1, 1, false);
+    r = tp_run(m, "fold-linear{scalar-only=true}");
+    cr_assert(!r.changed);
+    cr_assert_eq(tp_stat(&r, "skipped_per_channel"), 1);
+    oq_model_free(m);
+    m = before_model("Mul", (const int64_t[]){1}, 1, kc, 3, 1, 1, false);
+    before = pp_clone(m);
+    r = tp_run(m, "fold-linear{scalar-only=true}");
+    cr_assert_eq(tp_stat(&r, "folded_before"), 1);
+    cr_assert_eq(m->graph->n_nodes, 1);
+    assert_same_outputs(before, m, (int64_t[]){1, 4, 5, 5}, 4, "scalar-only before");
+    oq_model_free(before);
+    oq_model_free(m);
+}
