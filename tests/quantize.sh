@@ -145,6 +145,16 @@ r = json.load(sys.stdin)["resolved"]
 p = r["pipeline"]
 assert r["prepare"] is True, r
 assert p.index("fuse-activations") < p.index("fold-linear") < p.index("calibrate"), p' || bad "--prepare pipeline"
+# graph preparation is the ort-* targets' default in static mode; --no-prepare and generic skip it
+for args in ":True target" "--target ort-x86-vnni:True target" "--target generic:False target" \
+            "--no-prepare:False option" "--target generic --prepare:True option"; do
+  got=$("$EXE" quantize "$MODEL" --calib "$CALIB" ${args%%:*} --print-config |
+        /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["prepare"], r["sources"]["prepare"])')
+  [ "$got" = "${args#*:}" ] || bad "prepare with '${args%%:*}': $got"
+done
+got=$("$EXE" quantize --mode dynamic "$MODEL" --print-config |
+      /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["prepare"], r["sources"]["prepare"])')
+[ "$got" = "False mode" ] || bad "prepare in dynamic mode: $got"
 "$EXE" quantize "$MODEL" -o "$T/prep.onnx" --calib "$CALIB" --prepare --quiet || bad "quantize --prepare"
 # int8 weights on ort-x86 (whose CPUs add u8 x s8 pairs in int16): the pairs are limited
 for args in ":True" "--weight-dtype int8:True" "--target ort-x86-vnni:False" "--weight-dtype uint8:False" "--reduce-range:False"; do

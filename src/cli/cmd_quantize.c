@@ -51,7 +51,9 @@ typedef struct qconfig {
     const char *depthwise, *src_depthwise; /* int8 | float (depthwise Convs left in float) */
     const char *cfg_depthwise;             /* what the config file set, for src_depthwise */
     bool weight_symmetric_set;
-    int prepare;                /* --prepare: graph preparation before calibration */
+    int prepare;                /* graph preparation before calibration: 1 --prepare, 0 --no-prepare,
+                                   -1 the target's (static mode on the ort-* targets) */
+    const char *src_prepare;
     double smooth_quant;        /* --smooth-quant ALPHA in [0, 1]; < 0: off */
     bool pair_limit;            /* int8 weights for a target whose CPU saturates u8 x s8 pairs */
     int64_t opset_in, opset_target;
@@ -81,7 +83,7 @@ static void config_default(qconfig *c)
     c->weight_symmetric = true;
     c->per_channel = true;
     c->target = "ort-x86";
-    c->prepare = 0;
+    c->prepare = -1;
     c->smooth_quant = -1;
     c->include_nodes = "";
     c->exclude_nodes = "";
@@ -138,8 +140,8 @@ static void help(FILE *f)
             "                         host          ort-x86-vnni or ort-x86 from this CPU\n"
             "                         --act-dtype, --weight-dtype, --weight-asymmetric, --op-types\n"
             "                         override what the target chose (--print-config shows both)\n"
-            "  --prepare              graph preparation before calibration (default off; faster in\n"
-            "                         onnxruntime, accuracy varies by model: docs/quantize.md):\n"
+            "  --prepare, --no-prepare  graph preparation before calibration (default: on for static\n"
+            "                         mode on the ort-* targets; faster in onnxruntime, docs/quantize.md):\n"
             "                         fuse-activations (HardSwish chains; x*HardSigmoid(x) below opset 14),\n"
             "                         fold-linear (Mul/Add by constants into Conv/Gemm weights)\n"
             "  --smooth-quant ALPHA   SmoothQuant before calibration: per input channel of MatMul/Gemm,\n"
@@ -524,7 +526,11 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "overrides", c->overrides);
     json_kv_int(w, "threads", c->threads);
     json_kv_string(w, "target", c->target);
-    json_kv_bool(w, "prepare", c->prepare != 0);
+    json_key(w, "prepare"); /* null: the target's */
+    if (strcmp(c->src_prepare, "target") && strcmp(c->src_prepare, "mode"))
+        json_bool(w, c->prepare != 0);
+    else
+        json_null(w);
     if (weight_only(c)) {
         json_kv_string(w, "format", c->wformat);
         json_kv_string(w, "weight_scale_dtype", c->wscale_dtype);
@@ -560,6 +566,7 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "weight_dtype", c->src_weight_dtype);
     json_kv_string(w, "weight_symmetric", c->src_weight_symmetric);
     json_kv_string(w, "op_types", c->src_op_types);
+    json_kv_string(w, "prepare", c->src_prepare);
     if (c->src_depthwise)
         json_kv_string(w, "depthwise", c->src_depthwise);
     json_end_object(w);
@@ -624,11 +631,14 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
         }
         else if (!strcmp(k, "target")) sp = &c->target;
         else if (!strcmp(k, "prepare")) {
+            if (cJSON_IsNull(v)) /* the target's */
+                continue;
             if (!cJSON_IsBool(v)) {
                 cli_error("quantize", "%s: key \"%s\" has the wrong type", path, k);
                 return -1;
             }
             c->prepare = cJSON_IsTrue(v);
+            c->src_prepare = "config";
             continue;
         }
         else if (!strcmp(k, "smooth_quant")) {
@@ -734,6 +744,13 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
     c->src_depthwise = source_of(c->depthwise, c->cfg_depthwise);
     if (!c->depthwise)
         c->depthwise = "int8";
+    /* graph preparation: on for static quantization on the onnxruntime targets (faster
+     * there, and not less accurate on average: docs/quantize.md "Graph preparation") */
+    if (c->prepare < 0) {
+        bool stat = strcmp(c->mode, "static") == 0;
+        c->prepare = stat && c->tgt->placement == OQ_PLACE_ORT_CPU;
+        c->src_prepare = stat ? "target" : "mode";
+    }
     if (strcmp(c->depthwise, "int8") && strcmp(c->depthwise, "float")) {
         cli_error("quantize", "--depthwise \"%s\": int8 or float", c->depthwise);
         return -1;
@@ -943,6 +960,7 @@ int cmd_quantize(int argc, char **argv)
         STR("--target", target)
         else if (strcmp(a, "--prepare") == 0 || strcmp(a, "--no-prepare") == 0) {
             c.prepare = a[2] == 'p';
+            c.src_prepare = "option";
         }
         STR("--mode", mode)
         STR("--format", wformat)
