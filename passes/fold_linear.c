@@ -557,6 +557,15 @@ static int swap_with_scale(ctx *c, oq_node *n, int xi, const double *a, const do
         rc = -1;
         goto done;
     }
+    /* x now holds h + b / (a s), no longer what its name meant: a fresh name, so that tools
+     * that match tensors by name with the original model (verify, the fallback search)
+     * do not compare it with the old x */
+    char *xn = oq_pass_unique_name2(g, x->name, "_shifted");
+    if (!xn || oq_value_rename(x, xn) != OQ_OK) {
+        oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+        rc = -1;
+        goto done;
+    }
     p->op_type = add;
     oq_node_set_input(p, 0, h);
     oq_node_set_input(p, 1, sh);

@@ -147,7 +147,8 @@ assert r["prepare"] is True, r
 assert p.index("fuse-activations") < p.index("fold-linear") < p.index("calibrate"), p' || bad "--prepare pipeline"
 # graph preparation is the ort-* targets' default in static mode; --no-prepare and generic skip it
 for args in ":True target" "--target ort-x86-vnni:True target" "--target generic:False target" \
-            "--no-prepare:False option" "--target generic --prepare:True option"; do
+            "--no-prepare:False option" "--target generic --prepare:True option" \
+            "--target-sqnr 30:False fallback" "--target-sqnr 30 --prepare:True option"; do
   got=$("$EXE" quantize "$MODEL" --calib "$CALIB" ${args%%:*} --print-config |
         /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["prepare"], r["sources"]["prepare"])')
   [ "$got" = "${args#*:}" ] || bad "prepare with '${args%%:*}': $got"

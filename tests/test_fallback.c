@@ -187,3 +187,36 @@ Test(fallback, loop_records_steps_until_float)
     oq_model_free(qm);
     oq_diag_free(&d);
 }
+
+/* mm1's output y1 is quantized for two readers, mm2 and a Relu r. mm2 returned to float
+ * first reads the float y1_prequant beside the Q; then mm1 returned to float removes the
+ * Q/DQ pair as well, and r reads the float tensor too (before: the pair stayed, and a
+ * quantization the search had "removed" kept costing accuracy). */
+Test(fallback, layer_to_float_removes_its_output_pair_beside_float_readers, .init = portable_gemm)
+{
+    tu_mm_make_weights();
+    oq_model *fm = tu_mm_float_model(), *qm = tu_mm_quant_model();
+    oq_value *y1 = oq_graph_find_local(qm->graph, "y1");
+    cr_assert(y1);
+    oq_value *r = tu_node(qm, "Relu", "r", y1, NULL, NULL, "r_out");
+    oq_graph_add_output(qm->graph, r, NULL);
+    oq_diag d;
+    oq_diag_init(&d);
+    bool changed = false;
+    cr_assert_eq(oq_fallback_node(qm, fm, tu_find_node(qm, "mm2"), &changed, &d), OQ_OK);
+    cr_assert_str_eq(tu_find_node(qm, "mm2")->inputs[0]->name, "y1_prequant");
+    cr_assert_eq(oq_fallback_node(qm, fm, tu_find_node(qm, "mm1"), &changed, &d), OQ_OK);
+    cr_assert(changed);
+    cr_assert_eq(oq_model_check(qm, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    oq_node *rn = tu_find_node(qm, "r");
+    cr_assert_eq(rn->inputs[0]->producer, tu_find_node(qm, "mm1"), "r reads %s", rn->inputs[0]->name);
+    size_t nq = 0;
+    for (oq_node *n = qm->graph->first; n; n = n->next)
+        nq += strcmp(n->op_type, "QuantizeLinear") == 0;
+    /* x's pair went with mm1 (its only reader), y2's with mm2, y1's with mm1 although r and
+     * mm2 read it: no QuantizeLinear is left */
+    cr_assert_eq(nq, 0, "%zu QuantizeLinear left", nq);
+    oq_diag_free(&d);
+    oq_model_free(fm);
+    oq_model_free(qm);
+}

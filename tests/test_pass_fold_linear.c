@@ -333,6 +333,11 @@ Test(fold_linear, before_a_conv)
     for (int c = 0; c < 4; c++)
         cr_assert_float_eq(sh[c], (float)(kc[c] / -1.5), 1e-7);
     cr_assert_str_eq(add->next->op_type, "Conv");
+    /* the Add's output holds x + k / -1.5, not the old Mul output: a new name, so that
+     * tools matching tensors by name (verify, fallback) do not compare the two */
+    oq_value *old_mid = oq_graph_find_local(before->graph, add->outputs[0]->name);
+    cr_assert_null(old_mid, "swapped value kept the name \"%s\" of a tensor of the original", add->outputs[0]->name);
+    cr_assert(strstr(add->outputs[0]->name, "_shifted"), "%s", add->outputs[0]->name);
     assert_same_outputs(before, m, dims, 4, "swapped shift before padded conv");
     oq_model_free(before);
     oq_model_free(m);

@@ -172,6 +172,47 @@ static bool remove_pair(oq_graph *g, oq_node *q, oq_node *dq)
     return true;
 }
 
+/* y is read by QuantizeLinear nodes and others (an earlier fallback rewired a consumer to
+ * the float y): every Q(y) -> DQ pair goes, its DQ's readers read y. Returns whether any
+ * pair went. */
+static bool remove_output_pairs(oq_graph *g, oq_value *y)
+{
+    bool changed = false, again = true;
+    while (again) {
+        again = false;
+        for (size_t u = 0; u < y->n_uses && !again; u++) {
+            oq_node *q = y->uses[u].node;
+            if (!op_is(q, "QuantizeLinear") || y->uses[u].index != 0 || !q->n_outputs || !q->outputs[0])
+                continue;
+            oq_value *yq = q->outputs[0];
+            bool ok = !oq_value_is_graph_output(yq) && yq->n_uses > 0;
+            for (size_t k = 0; k < yq->n_uses && ok; k++) {
+                oq_node *dq = yq->uses[k].node;
+                ok = op_is(dq, "DequantizeLinear") && dq->n_outputs && dq->outputs[0] &&
+                     !oq_value_is_graph_output(dq->outputs[0]);
+            }
+            if (!ok)
+                continue;
+            while (yq->n_uses) {
+                oq_node *dq = yq->uses[0].node;
+                oq_value *dins[3] = {NULL, NULL, NULL};
+                for (size_t k = 0; k < dq->n_inputs && k < 3; k++)
+                    dins[k] = dq->inputs[k];
+                oq_value_replace_all_uses(dq->outputs[0], y);
+                oq_node_remove(dq);
+                drop_unused_inits(g, dins + 1, 2);
+            }
+            oq_value *qins[3] = {NULL, NULL, NULL};
+            for (size_t k = 0; k < q->n_inputs && k < 3; k++)
+                qins[k] = q->inputs[k];
+            oq_node_remove(q);
+            drop_unused_inits(g, qins + 1, 2);
+            changed = again = true;
+        }
+    }
+    return changed;
+}
+
 oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool *changed, oq_diag *d)
 {
     oq_graph *g = n->graph;
@@ -213,6 +254,11 @@ oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool 
             if (op_is(u, "QuantizeLinear") || u->n_outputs != 1 || pass_through_input(u) != y)
                 break;
             y = u->outputs[0];
+        }
+        if (y && y->n_uses > 1) { /* Q(y) and float readers: the pairs go, all read y */
+            if (remove_output_pairs(g, y))
+                *changed = true;
+            continue;
         }
         if (!y || y->n_uses != 1 || !op_is(y->uses[0].node, "QuantizeLinear"))
             continue;
