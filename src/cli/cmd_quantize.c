@@ -111,6 +111,7 @@ static void help(FILE *f)
             "weight-only blockwise quantization of MatMul/Gemm weights (--mode weight-only).\n"
             "Defaults (target ort-x86): activations uint8 asymmetric per tensor, weights int8\n"
             "symmetric per channel with the pair limit (no int16 saturation on AVX2), bias int32,\n"
+            "graph preparation (fuse-activations, fold-linear) before calibration,\n"
             "percentile 99.99 calibration (99.999\n"
             "for 16-bit activations),\n"
             "Conv/Gemm/MatMul and the ops onnxruntime fuses around them.\n\n"
