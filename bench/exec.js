@@ -15,7 +15,10 @@
 // (comma list of det,rec,cls), BENCH_THREADS (comma list, default 1,2), BENCH_DET_SIZE
 // (det input height and width, default 640), BENCH_QUANT_DIR (a folder holding
 // det.q.onnx, rec.q.onnx, cls.q.onnx: each round then also times onnxq on the quantized
-// model, and the table gets the ratio quantized/float in onnxq).
+// model, and the table gets the ratio quantized/float in onnxq), BENCH_QUANT_TARGETS
+// (comma list of `onnxq run --target` values for the quantized model, default
+// "reference,host": one column each, the median over rounds of (quantized time / float
+// time of the same round)).
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -36,6 +39,7 @@ const THREADS = (process.env.BENCH_THREADS || '1,2').split(',').map(Number);
 const WANT = (process.env.BENCH_MODELS || 'det,rec,cls').split(',');
 const DET = +(process.env.BENCH_DET_SIZE || 640);
 const QDIR = process.env.BENCH_QUANT_DIR || '';
+const QTARGETS = (process.env.BENCH_QUANT_TARGETS || 'reference,host').split(',');
 
 const models = [
   { name: 'det', file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, DET, DET], runs: Math.max(3, RUNS >> 1) },
@@ -46,9 +50,9 @@ const models = [
 const median = a => { const s = [...a].sort((x, y) => x - y); const n = s.length;
   return n % 2 ? s[(n - 1) >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2; };
 
-function onnxqMedian(model, npy, inName, runs, threads) {
+function onnxqMedian(model, npy, inName, runs, threads, extra = []) {
   const out = execFileSync(exe, ['run', model, '--input', `${inName}=${npy}`, '--time', String(runs),
-    '--threads', String(threads)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    '--threads', String(threads), ...extra], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   const m = out.match(/time: median ([0-9.]+) ms over \d+ runs \(min ([0-9.]+)/);
   if (!m) throw new Error(`no timing in onnxq output:\n${out}`);
   return { med: +m[1], min: +m[2] };
@@ -84,14 +88,19 @@ async function ortMedian(sess, feeds, runs) {
       const inName = sess.inputNames[0];
       const feeds = { [inName]: new ort.Tensor('float32', data, m.dims) };
       for (let w = 0; w < 2; w++) await sess.run(feeds);
-      const q = [], o = [], z = [];
+      const q = [], o = [], z = QTARGETS.map(() => []), zr = QTARGETS.map(() => []);
       let qmin = Infinity, omin = Infinity;
       const qfile = QDIR ? path.join(QDIR, `${m.name}.q.onnx`) : '';
       const haveQ = qfile && fs.existsSync(qfile);
       for (let r = 0; r < ROUNDS; r++) {
         const a = onnxqMedian(file, npy, inName, m.runs, th);
         const b = await ortMedian(sess, feeds, m.runs);
-        if (haveQ) z.push(onnxqMedian(qfile, npy, inName, m.runs, th).med);
+        if (haveQ)
+          QTARGETS.forEach((t, i) => {
+            const v = onnxqMedian(qfile, npy, inName, m.runs, th, ['--target', t]).med;
+            z[i].push(v);
+            zr[i].push(v / a.med);
+          });
         q.push(a.med);
         o.push(b.med);
         qmin = Math.min(qmin, a.min);
@@ -103,25 +112,25 @@ async function ortMedian(sess, feeds, runs) {
       row.qmin = qmin;
       row.omin = omin;
       row.best = qmin / omin;
-      row.quant = haveQ ? median(z) : NaN;
-      row.qratio = row.quant / row.onnxq;
+      row.quant = QTARGETS.map((t, i) => haveQ ? median(z[i]) : NaN);
+      row.qratio = QTARGETS.map((t, i) => haveQ ? median(zr[i]) : NaN);
       rows.push(row);
       console.log(`${row.model.padEnd(4)} ${row.shape.padEnd(12)} threads ${th}  onnxq ${row.onnxq.toFixed(2).padStart(8)} ms  ` +
         `ort ${row.ort.toFixed(2).padStart(8)} ms  ratio ${row.ratio.toFixed(2)}  (fastest runs: ${qmin.toFixed(2)} / ${omin.toFixed(2)} = ${row.best.toFixed(2)})` +
-        (haveQ ? `  quantized ${row.quant.toFixed(2)} ms (${row.qratio.toFixed(2)}x float)` : '') +
+        (haveQ ? QTARGETS.map((t, i) => `  quantized ${t} ${row.quant[i].toFixed(2)} ms (${row.qratio[i].toFixed(2)}x float)`).join('') : '') +
         `   (onnxq rounds: ${q.map(x => x.toFixed(1)).join(' ')}; ort: ${o.map(x => x.toFixed(1)).join(' ')}` +
-        (haveQ ? `; quantized: ${z.map(x => x.toFixed(1)).join(' ')}` : '') + ')');
+        (haveQ ? QTARGETS.map((t, i) => `; quantized ${t}: ${z[i].map(x => x.toFixed(1)).join(' ')}`).join('') : '') + ')');
     }
   }
   console.log(`load average at end: ${os.loadavg().map(x => x.toFixed(2)).join(' ')}`);
   console.log('\nmedian of the per-round medians; "fastest" is the single fastest run of each (less sensitive to load)');
-  const hq = rows.some(r => !isNaN(r.quant));
+  const hq = rows.some(r => !isNaN(r.quant[0]));
   console.log('| model | input | threads | onnxq ms | ORT ms | onnxq/ORT | fastest onnxq ms | fastest ORT ms | ratio of fastest |' +
-    (hq ? ' onnxq quantized ms | quantized/float |' : ''));
-  console.log('|---|---|---|---|---|---|---|---|---|' + (hq ? '---|---|' : ''));
+    (hq ? QTARGETS.map(t => ` quantized ${t} ms | quantized ${t}/float |`).join('') : ''));
+  console.log('|---|---|---|---|---|---|---|---|---|' + (hq ? QTARGETS.map(() => '---|---|').join('') : ''));
   for (const r of rows)
     console.log(`| ${r.model} | ${r.shape} | ${r.threads} | ${r.onnxq.toFixed(2)} | ${r.ort.toFixed(2)} | **${r.ratio.toFixed(2)}** | ` +
       `${r.qmin.toFixed(2)} | ${r.omin.toFixed(2)} | ${r.best.toFixed(2)} |` +
-      (hq ? ` ${isNaN(r.quant) ? '-' : r.quant.toFixed(2)} | **${isNaN(r.qratio) ? '-' : r.qratio.toFixed(2)}** |` : ''));
+      (hq ? QTARGETS.map((t, i) => ` ${isNaN(r.quant[i]) ? '-' : r.quant[i].toFixed(2)} | **${isNaN(r.qratio[i]) ? '-' : r.qratio[i].toFixed(2)}** |`).join('') : ''));
   fs.rmSync(tmp, { recursive: true, force: true });
 })().catch(e => { console.error(e); process.exit(1); });

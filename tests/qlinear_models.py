@@ -449,6 +449,21 @@ def main():
     cases.append(gen_conv(outdir, 'conv_relu', 8, 16, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1, post='relu'))
     cases.append(gen_conv(outdir, 'conv_s8s8', 8, 16, 6, 6, 3, (1, 1), (1, 1, 1, 1), 1,
                           xdt=TensorProto.INT8))
+    # past one micro-kernel tile (8 rows x 16 columns, 32-pixel blocks, src/exec/qgemm8.h):
+    # a 1x1 convolution that reads the image rows directly, a 3x3 one with 40 channels
+    cases.append(gen_conv(outdir, 'conv1x1_big', 32, 40, 13, 13, 1, (1, 1), (0, 0, 0, 0), 1))
+    cases.append(gen_conv(outdir, 'conv3x3_big', 12, 40, 11, 11, 3, (1, 1), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv3x3_big_u8u8', 12, 24, 9, 9, 3, (1, 1), (1, 1, 1, 1), 1,
+                          wdt=np.uint8, wzp=128))
+    cases.append(gen_gemm(outdir, 'gemm_big', 21, 64, 37, True))
+    # channels-last copy in 16x16 blocks plus the rest (35 = 2 x 16 + 3 channels, 81 pixels)
+    # depthwise rows past one 16-output block, stride 2 (even/odd phase rows), 5x5
+    cases.append(gen_conv(outdir, 'conv_dw3x3_w40', 8, 8, 5, 40, 3, (1, 1), (1, 1, 1, 1), 8))
+    cases.append(gen_conv(outdir, 'conv_dw5x5_s2', 16, 16, 11, 41, 5, (2, 2), (2, 2, 2, 2), 16,
+                          xdt=TensorProto.INT8))
+    cases.append(gen_conv(outdir, 'conv3x3_c35', 35, 24, 9, 9, 3, (1, 1), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv3x3_c32_8x8_s8s8', 32, 16, 8, 8, 3, (1, 1), (1, 1, 1, 1), 1,
+                          xdt=TensorProto.INT8))
     cases.append(gen_gemm(outdir, 'gemm_transb0', 3, 37, 10, False))
     cases.append(gen_gemm(outdir, 'gemm_transb1', 3, 64, 12, True))
     cases.append(gen_gemm(outdir, 'gemm_u8u8', 2, 33, 7, True, wdt=np.uint8))

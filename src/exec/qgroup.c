@@ -319,6 +319,7 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     switch (tw ? kind : OQ_QG_DYN) {
     case OQ_QG_DYN:
     case OQ_QG_SOFTMAX:
+    case OQ_QG_LUT:
         break;
     case OQ_QG_CONV:
         if (!weight_ok(dq[1], 3, 0, true) || tw->rank > 5)
@@ -353,6 +354,105 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     grp->q = q;
     grp->out = q ? q : grp->add ? grp->add : n;
     grp->x_shift = x_conv;
+    return true;
+}
+
+/* ---- DQ -> elementwise chain -> Q as a table (OQ_QG_LUT) --------------------------- */
+
+static bool lut_op(const oq_node *n)
+{
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "LeakyRelu",
+                                      "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Neg",
+                                      "Abs", "Identity", "Elu", "Softplus", "Erf", "Exp"};
+    if (!n || !oq_domain_is_default(n->domain) || n->n_outputs != 1 || !n->outputs[0])
+        return false;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (is_op(n, ops[i]))
+            return true;
+    return false;
+}
+
+static bool in_chain(const oq_qgroup *grp, const oq_node *n)
+{
+    for (size_t i = 0; i < grp->n_chain; i++)
+        if (grp->chain[i] == n)
+            return true;
+    return false;
+}
+
+/* q's input computed from one per-tensor 8-bit DequantizeLinear by elementwise float ops
+ * whose other operands are float scalar constants, with no reader outside the chain */
+static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    float sc;
+    int32_t zp, dt;
+    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 || !q->outputs[0] ||
+        !q->inputs[0] || !scalar_qparams(q, &sc, &zp, &dt))
+        return false;
+    /* the chain, collected backwards from q's input (a work list of values) */
+    const oq_value *work[2 * OQ_QG_LUT_MAX + 2];
+    size_t nw = 0;
+    work[nw++] = q->inputs[0];
+    oq_node *dq = NULL;
+    while (nw) {
+        const oq_value *v = work[--nw];
+        oq_node *p = producer(v, g);
+        if (!p)
+            return false;
+        if (is_op(p, "DequantizeLinear")) {
+            if (dq && dq != p)
+                return false;
+            dq = p;
+            continue;
+        }
+        if (in_chain(grp, p))
+            continue;
+        if (!lut_op(p) || grp->n_chain == OQ_QG_LUT_MAX)
+            return false;
+        grp->chain[grp->n_chain++] = p;
+        for (size_t i = 0; i < p->n_inputs; i++) {
+            oq_value *in = p->inputs[i];
+            if (!in)
+                continue;
+            oq_tensor *t = oq_value_const_tensor(in);
+            if (t) {
+                if (!t->has_dtype || t->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(t) != 1 || t->rank > 1)
+                    return false;
+                continue;
+            }
+            if (nw == sizeof work / sizeof *work)
+                return false;
+            work[nw++] = in;
+        }
+    }
+    float xs;
+    int32_t xzp, xdt;
+    if (!dq || dq->n_inputs != 3 || !dq->inputs[0] || !scalar_qparams(dq, &xs, &xzp, &xdt))
+        return false;
+    /* nothing outside reads an intermediate; graph order for evaluation */
+    for (size_t i = 0; i < grp->n_chain; i++) {
+        const oq_value *v = grp->chain[i]->outputs[0];
+        if (oq_value_is_graph_output(v))
+            return false;
+        for (size_t u = 0; u < v->n_uses; u++)
+            if (v->uses[u].node != q && !in_chain(grp, v->uses[u].node))
+                return false;
+    }
+    size_t k = 0;
+    for (oq_node *n = g->first; n && k < grp->n_chain; n = n->next)
+        if (in_chain(grp, n)) {
+            size_t j = k;
+            while (grp->chain[j] != n)
+                j++;
+            grp->chain[j] = grp->chain[k];
+            grp->chain[k++] = n;
+        }
+    grp->kind = OQ_QG_LUT;
+    grp->dq_x = dq;
+    grp->q = q;
+    grp->out = q;
+    grp->anchor = q;
     return true;
 }
 
@@ -412,6 +512,44 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         gs->role[tmp.out->id] = tmp.q ? 2 : 3;
         if (tmp.post)
             gs->role[tmp.post->id] = 1;
+    }
+    /* DQ -> elementwise chain -> Q tables, on what the groups above left */
+    for (oq_node *n = g->first; n; n = n->next) {
+        oq_qgroup tmp;
+        if (getenv("ONNXQ_NO_LUT") || !match_lut(g, n, &tmp))
+            continue;
+        bool free_nodes = n->id < gs->n_ids && !gs->role[n->id] && !gs->by_out[n->id];
+        for (size_t i = 0; free_nodes && i < tmp.n_chain; i++)
+            free_nodes = tmp.chain[i]->id < gs->n_ids && !gs->role[tmp.chain[i]->id];
+        if (!free_nodes)
+            continue;
+        oq_qgroup **ng = oq_grow(gs->groups, gs->n, &cap, sizeof *ng, 16);
+        if (!ng)
+            goto nomem;
+        gs->groups = ng;
+        oq_qgroup *grp = malloc(sizeof *grp);
+        if (!grp)
+            goto nomem;
+        *grp = tmp;
+        grp->arith = arith;
+        grp->model = m;
+        oq_node *st = &grp->step;
+        st->name = n->name;
+        st->op_type = (char *)OQ_QGROUP_OP;
+        st->domain = (char *)OQ_QGROUP_DOMAIN;
+        grp->step_in[0] = tmp.dq_x->inputs[0];
+        grp->step_out[0] = n->outputs[0];
+        st->n_inputs = 1;
+        st->inputs = grp->step_in;
+        st->n_outputs = 1;
+        st->outputs = grp->step_out;
+        st->graph = g;
+        st->id = n->id;
+        gs->groups[gs->n++] = grp;
+        gs->by_out[n->id] = grp;
+        gs->role[n->id] = 2;
+        for (size_t i = 0; i < grp->n_chain; i++)
+            gs->role[grp->chain[i]->id] = 1;
     }
     /* a DequantizeLinear of a group is skipped when nothing else reads it */
     for (size_t i = 0; i < gs->n; i++) {

@@ -13,6 +13,12 @@
  *
  * and DQ(x) ─▶ Softmax ─▶ Q (QLinearSoftmax: a lookup table of exponentials).
  *
+ * Not an onnxruntime fusion but the same numbers: DQ(x) ─▶ elementwise float ops ─▶ Q,
+ * where every other operand is a scalar constant and nothing outside reads the
+ * intermediates (a HardSwish between two quantized convolutions), depends on each 8-bit
+ * value of x alone; it runs as a 256-entry table computed at plan time by the very
+ * kernels the nodes would run (OQ_QG_LUT; the float ops run per element either way).
+ *
  * A Gemm or MatMul with no Q after it has a float output: QGemm without y_scale,
  * y = float(acc + C) * (x_scale * w_scale), or MatMulIntegerToFloat,
  * y = float(acc) * (x_scale * w_scale); a MatMul followed by an Add of a DequantizeLinear
@@ -35,12 +41,15 @@
 #define OQ_QGROUP_DOMAIN "onnxq.internal"
 #define OQ_QGROUP_OP "QLinearGroup"
 
+#define OQ_QG_LUT_MAX 16
+
 typedef enum oq_qgroup_kind {
     OQ_QG_CONV = 0,
     OQ_QG_GEMM = 1,
     OQ_QG_MATMUL = 2,
     OQ_QG_SOFTMAX = 3,     /* DQ -> Softmax -> Q: QLinearSoftmax (qlinear_softmax.cc) */
-    OQ_QG_DYN = 4          /* (recognition only) */
+    OQ_QG_DYN = 4,         /* (recognition only) */
+    OQ_QG_LUT = 5          /* DQ -> elementwise chain -> Q: a table */
 } oq_qgroup_kind;
 
 typedef struct oq_qgroup {
@@ -59,6 +68,10 @@ typedef struct oq_qgroup {
                             * QDQS8ToU8Transformer); output likewise */
     bool dyn_b;            /* MatMul whose B is an activation (per-tensor DQ) */
     bool b_shift;          /* that B is int8 run as uint8 + 128 */
+    /* OQ_QG_LUT: the nodes between dq_x and q, in graph order, and the model (opsets) */
+    oq_node *chain[OQ_QG_LUT_MAX];
+    size_t n_chain;
+    const oq_model *model;
 } oq_qgroup;
 
 typedef struct oq_qgroups oq_qgroups;

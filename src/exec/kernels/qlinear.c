@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "exec/kernel.h"
+#include "exec/qgemm8.h"
 #include "exec/qgroup.h"
 
 #define MAXS 3
@@ -80,6 +81,17 @@ typedef struct qstate {
     dot_fn dot;            /* the dot product variant (pick_dot) */
     dot4_fn dot4;
     int16_t *wdw;          /* depthwise: [kernel position][channel] w - w_zp */
+    /* the uint8 x int8 micro-kernels (src/exec/qgemm8.h), when q8 != OQ_Q8_NONE: */
+    oq_q8_isa q8;
+    int8_t *wp;            /* per group: packed panels of w - wshift */
+    int32_t wshift;        /* 128 for uint8 weights (run as int8 w - 128), else 0 */
+    int64_t npanel;        /* panels per group */
+    oq_q8_out q8o;         /* requantization constants per column (N + OQ_Q8_NR) */
+    int32_t *colm, *colc;
+    float *qscale;
+    bool need_rowsum;      /* some colm != 0 (asymmetric or uint8 weights) */
+    uint8_t lut[256];      /* OQ_QG_LUT: output byte by input byte */
+    bool lut_vbmi;         /* look it up with AVX-512 VBMI */
     int64_t *kofs;         /* [kernel position][spatial dim] kernel index * dilation */
 } qstate;
 
@@ -90,6 +102,10 @@ static void qstate_free(void *p)
         return;
     free(s->w);
     free(s->wdw);
+    free(s->wp);
+    free(s->colm);
+    free(s->colc);
+    free(s->qscale);
     free(s->kofs);
     free(s->wzp);
     free(s->wsum);
@@ -109,6 +125,141 @@ static int32_t zp_at(const oq_tensor *t, const void *d, int64_t i)
     return t->dtype == OQ_DTYPE_INT8 ? ((const int8_t *)d)[i] : ((const uint8_t *)d)[i];
 }
 
+/* the packed weights of group g, in that group's columns */
+typedef struct packsrc {
+    const qstate *s;
+    int64_t n0;
+} packsrc;
+
+static int8_t pack_at(const void *ctx, int64_t k, int64_t n)
+{
+    const packsrc *p = ctx;
+    return (int8_t)(p->s->w[(p->n0 + n) * p->s->Kp + k] - p->s->wshift);
+}
+
+/* Use the uint8 x int8 micro-kernels when they compute exactly this arithmetic: VNNI
+ * (exact) unless pairs saturate; AVX2's vpmaddubsw when they saturate (onnxruntime's own
+ * instruction) or provably cannot. Otherwise the int16 dot products below. */
+static oq_status q8_prepare(qstate *s, bool w_s8)
+{
+    s->q8 = OQ_Q8_NONE;
+    if ((s->kind == OQ_QG_CONV && s->depthwise) || s->kind == OQ_QG_SOFTMAX || s->dyn_b)
+        return OQ_OK;
+    oq_q8_isa isa = oq_q8_cpu();
+    if (isa == OQ_Q8_NONE)
+        return OQ_OK;
+    s->wshift = w_s8 ? 0 : 128;
+    int64_t groups = s->kind == OQ_QG_CONV ? s->group : 1, npg = s->N / groups;
+    int64_t per = oq_q8_packed_size(s->K, npg);
+    s->npanel = (npg + OQ_Q8_NR - 1) / OQ_Q8_NR;
+    s->wp = malloc((size_t)(groups * per + 1));
+    if (!s->wp)
+        return OQ_ERR_NOMEM;
+    bool safe = true;
+    for (int64_t g = 0; g < groups; g++) {
+        packsrc src = {s, g * npg};
+        oq_q8_pack(s->wp + g * per, s->K, npg, pack_at, &src);
+        safe = safe && oq_q8_pairs_safe(s->wp + g * per, s->K, npg);
+    }
+    if (isa == OQ_Q8_VNNI && !s->sat)
+        s->q8 = OQ_Q8_VNNI;
+    else if (s->sat || safe)
+        s->q8 = OQ_Q8_AVX2;
+    if (s->q8 == OQ_Q8_NONE) {
+        free(s->wp);
+        s->wp = NULL;
+        return OQ_OK;
+    }
+    /* emit()'s accumulator as colm * rowsum + colc added to the dot product, modulo 2^32 */
+    size_t nc = (size_t)(s->N + OQ_Q8_NR);
+    s->colm = calloc(nc, sizeof *s->colm);
+    s->colc = calloc(nc, sizeof *s->colc);
+    s->qscale = calloc(nc, sizeof *s->qscale);
+    if (!s->colm || !s->colc || !s->qscale)
+        return OQ_ERR_NOMEM;
+    for (int64_t n = 0; n < s->N; n++) {
+        uint32_t xzp = (uint32_t)s->xzp, wzp = (uint32_t)s->wzp[n];
+        s->colm[n] = (int32_t)((uint32_t)s->wshift - wzp);
+        s->colc[n] = (int32_t)((uint32_t)s->K * xzp * wzp - xzp * (uint32_t)s->wsum[n] +
+                               (s->bias ? (uint32_t)s->bias[n] : 0u));
+        s->qscale[n] = s->scale[n];
+        s->need_rowsum = s->need_rowsum || s->colm[n] != 0;
+    }
+    s->q8o = (oq_q8_out){s->colm, s->colc, s->qscale, s->fmin, s->fmax, s->yzp, s->y_s8, s->float_out};
+    return OQ_OK;
+}
+
+/* The table of a DQ -> chain -> Q group: the nodes evaluated one by one, by the kernels
+ * a plan would run (oq_exec_eval_node), on the 256 values of the input type. */
+static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
+{
+    oq_tensor *tz;
+    const void *z = tdata(grp->q->inputs[2], &tz);
+    oq_tensor *txz;
+    const void *xz = tdata(grp->dq_x->inputs[2], &txz);
+    if (!z || !xz)
+        return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
+    s->out_dtype = tz->dtype;
+    int32_t xdt = txz->dtype;
+    uint8_t bytes[256];
+    for (int i = 0; i < 256; i++)
+        bytes[i] = (uint8_t)i; /* int8: the same bytes read as -128..127 */
+    int64_t dim = 256;
+    /* values computed so far: the DQ's output and each chain node's */
+    size_t nv = grp->n_chain + 1;
+    const oq_value *vals[OQ_QG_LUT_MAX + 1];
+    oq_rt_tensor res[OQ_QG_LUT_MAX + 2];
+    memset(res, 0, sizeof res);
+    oq_status st = OQ_OK;
+    for (size_t step = 0; step <= nv && st == OQ_OK; step++) {
+        const oq_node *n = step == 0 ? grp->dq_x : step < nv ? grp->chain[step - 1] : grp->q;
+        const oq_rt_tensor *ins[8];
+        oq_rt_tensor cst[8], x;
+        memset(cst, 0, sizeof cst);
+        if (n->n_inputs > 8)
+            return oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", n->n_inputs);
+        for (size_t i = 0; i < n->n_inputs; i++) {
+            const oq_value *v = n->inputs[i];
+            ins[i] = NULL;
+            if (!v)
+                continue;
+            if (step == 0 && i == 0) {
+                oq_rt_tensor_borrow(&x, xdt, &dim, 1, bytes);
+                ins[i] = &x;
+                continue;
+            }
+            for (size_t j = 0; j < step && !ins[i]; j++)
+                if (vals[j] == v)
+                    ins[i] = &res[j];
+            if (ins[i])
+                continue;
+            oq_tensor *t = oq_value_const_tensor((oq_value *)v);
+            const void *d = t ? oq_tensor_data(t, NULL) : NULL;
+            if (!d || oq_rt_tensor_borrow(&cst[i], t->dtype, t->dims, t->rank, (void *)d) != OQ_OK)
+                return oq_k_error(k, OQ_ERR_INVALID, "table: input \"%s\" of \"%s\" unreadable",
+                                  v->name ? v->name : "", n->name ? n->name : "");
+            ins[i] = &cst[i];
+        }
+        st = oq_exec_eval_node(grp->model, n, ins, n->n_inputs, -1, &res[step], 1, k->diag);
+        if (st == OQ_OK && (oq_rt_tensor_numel(&res[step]) != 256 ||
+                            (step == nv && oq_k_elsize(res[step].dtype) != 1)))
+            st = oq_k_error(k, OQ_ERR_INVALID, "table: \"%s\" changed the shape",
+                            n->name ? n->name : "");
+        if (step < nv)
+            vals[step] = n->outputs[0];
+    }
+    if (st == OQ_OK)
+        memcpy(s->lut, res[nv].data, 256);
+#ifdef QL_HAVE_X86
+    const char *isa = getenv("ONNXQ_QGEMM_ISA");
+    s->lut_vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
+                  (!isa || strcmp(isa, "avx512") == 0);
+#endif
+    for (size_t i = 0; i <= nv; i++)
+        oq_rt_tensor_release(&res[i]);
+    return st;
+}
+
 static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
 {
     (void)in;
@@ -121,6 +272,8 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     s->kind = grp->kind;
     s->dot = pick_dot();
     s->dot4 = pick_dot4();
+    if (s->kind == OQ_QG_LUT)
+        return lut_prepare(k, grp, s);
     oq_tensor *t_xs, *t_xz, *t_ys = NULL, *t_yz = NULL, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
     const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
     const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
@@ -284,7 +437,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
             for (int64_t kk = 0; kk < K; kk++)
                 s->wdw[kk * N + n] = (int16_t)(s->w[n * s->Kp + kk] - s->wzp[n]);
     }
-    return OQ_OK;
+    return q8_prepare(s, w_s8);
 }
 
 /* output spatial sizes and effective begin pads of the convolution of x */
@@ -327,7 +480,10 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     const oq_rt_tensor *x = in[0];
     int64_t d[OQ_RT_MAX_RANK];
     size_t r;
-    if (s->kind == OQ_QG_SOFTMAX) {
+    if (s->kind == OQ_QG_LUT) {
+        r = x->rank;
+        memcpy(d, x->dims, r * sizeof(int64_t));
+    } else if (s->kind == OQ_QG_SOFTMAX) {
         r = x->rank;
         memcpy(d, x->dims, r * sizeof(int64_t));
         if (oq_k_axis(s->sm_axis, r) < 0)
@@ -599,7 +755,7 @@ typedef struct job {
     int32_t wzp1;          /* dynamic B: its zero point */
     /* conv */
     int64_t C, in[MAXS], out[MAXS], pb[MAXS], opix, img;
-    const int16_t *xt;     /* the image, [pixel][C] raw values */
+    const uint8_t *xt;     /* the image, [pixel][C] raw values */
     const int16_t *wdw;    /* depthwise: [kernel position][C] of w - w_zp */
     bool avx2;             /* the AVX2 depthwise loop (not with ONNXQ_QGEMM_ISA=generic) */
 } job;
@@ -688,10 +844,11 @@ static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
                             ak[c] = (int16_t)s->xzp;
                         sum += cg * s->xzp;
                     } else {
-                        const int16_t *src = j->xt + off * C + g * cg;
-                        memcpy(ak, src, (size_t)cg * sizeof *ak);
-                        for (int64_t c = 0; c < cg; c++)
+                        const uint8_t *src = j->xt + off * C + g * cg;
+                        for (int64_t c = 0; c < cg; c++) {
+                            ak[c] = src[c];
                             sum += src[c];
+                        }
                     }
                 }
                 rowsum[i] = sum;
@@ -721,13 +878,13 @@ static void run_conv(void *arg, int64_t begin, int64_t end, int worker)
 
 /* acc[c] += (src[c] - xzp) * wk[c]: exact in int32 (|src - xzp|, |wk| <= 255) */
 #ifdef QL_HAVE_X86
-__attribute__((target("avx2"))) static void dw_acc_avx2(int32_t *acc, const int16_t *src,
+__attribute__((target("avx2"))) static void dw_acc_avx2(int32_t *acc, const uint8_t *src,
                                                         const int16_t *wk, int64_t C, int32_t xzp)
 {
     const __m256i z = _mm256_set1_epi32(xzp);
     int64_t c = 0;
     for (; c + 8 <= C; c += 8) {
-        __m256i x = _mm256_sub_epi32(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + c))), z);
+        __m256i x = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(src + c))), z);
         __m256i w = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(wk + c)));
         __m256i a = _mm256_loadu_si256((const __m256i *)(acc + c));
         _mm256_storeu_si256((__m256i *)(acc + c), _mm256_add_epi32(a, _mm256_mullo_epi32(x, w)));
@@ -737,7 +894,7 @@ __attribute__((target("avx2"))) static void dw_acc_avx2(int32_t *acc, const int1
 }
 #endif
 
-static inline void dw_accumulate(int32_t *acc, const int16_t *src, const int16_t *wk, int64_t C,
+static inline void dw_accumulate(int32_t *acc, const uint8_t *src, const int16_t *wk, int64_t C,
                                  int32_t xzp, bool avx2)
 {
 #ifdef QL_HAVE_X86
@@ -768,7 +925,7 @@ static void run_depthwise(void *arg, int64_t begin, int64_t end, int worker)
             int64_t off = conv_src(s, j, oc, kp);
             if (off < 0)
                 continue; /* padding is the zero point: contributes 0 */
-            const int16_t *src = j->xt + off * C;
+            const uint8_t *src = j->xt + off * C;
             const int16_t *wk = j->wdw + kp * C;
             dw_accumulate(acc, src, wk, C, s->xzp, j->avx2);
         }
@@ -777,6 +934,161 @@ static void run_depthwise(void *arg, int64_t begin, int64_t end, int worker)
             if (s->bias)
                 v += s->bias[c];
             store(s, j->y, (j->img * s->N + c) * j->opix + p, requant_acc(s, v, s->scale[c]));
+        }
+    }
+}
+
+/* ---- depthwise 2-D convolution on the NCHW image, one output row at a time ---------
+ * (no channels-last copy; the same exact sums as run_depthwise). The input rows a row of
+ * outputs reads are copied once into a row with the padding (x zero point) on both sides;
+ * for stride s > 1 that row is split into s phase rows, so every tap reads a contiguous
+ * run of bytes and the multiply-adds go 8 output pixels per instruction. */
+typedef struct dwjob {
+    const qstate *s;
+    const uint8_t *x;      /* image j.img, [C][H][W] as stored */
+    void *y;
+    uint8_t *scratch;
+    size_t per_worker;     /* bytes of scratch per worker */
+    int64_t C, H, W, OH, OW, pt, pl, PW, img;
+    uint8_t flip;          /* 0x80: int8 read as x + 128 */
+    bool avx2;
+} dwjob;
+
+#define DW2_MAXTAPS 64
+/* scratch bytes per kernel row: the padded row and its phase rows, each with 16 bytes of
+ * slack for the vector loads of a last partial block of outputs */
+#define DW2_PSTRIDE(plen) (((plen) + 31) / 32 * 32)
+#define DW2_PADBYTES(PW) (((PW) + 32 + 63) / 64 * 64)
+#define DW2_ROWBYTES(PW, sw, plen) \
+    (DW2_PADBYTES(PW) + ((sw) > 1 ? ((sw) * DW2_PSTRIDE(plen) + 32 + 63) / 64 * 64 : 0))
+
+#ifdef QL_HAVE_X86
+/* 16 outputs from ow0: sum over tap pairs of t0 w0 + t1 w1 (vpmaddwd, exact: |t| <= 255,
+ * |w| <= 255), then acc - corr + bias requantized */
+__attribute__((target("avx2"))) static int64_t dw2_row_avx2(const qstate *s, const uint8_t *const *tap,
+                                                            const int32_t *wpair, int64_t npair,
+                                                            int64_t OW, int32_t add, float scale,
+                                                            uint8_t *y)
+{
+    const __m256i b = _mm256_set1_epi32(add), zp = _mm256_set1_epi32(s->yzp);
+    const __m256 sc = _mm256_set1_ps(scale), lo = _mm256_set1_ps(s->fmin), hi = _mm256_set1_ps(s->fmax);
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    uint8_t out[16];
+    int64_t i = 0;
+    for (; i < OW; i += 16) {
+        __m256i a = _mm256_setzero_si256(), c = _mm256_setzero_si256();
+        for (int64_t p = 0; p < npair; p++) {
+            __m256i t0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(tap[2 * p] + i)));
+            __m256i t1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(tap[2 * p + 1] + i)));
+            __m256i w = _mm256_set1_epi32(wpair[p]);
+            a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_unpacklo_epi16(t0, t1), w));
+            c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_unpackhi_epi16(t0, t1), w));
+        }
+        /* a: outputs 0-3 | 8-11, c: 4-7 | 12-15 */
+        __m256i r[2] = {_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31)};
+        for (int h = 0; h < 2; h++) {
+            __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(r[h], b));
+            f = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(f, sc), lo), hi);
+            __m256i v = _mm256_shuffle_epi8(_mm256_add_epi32(_mm256_cvtps_epi32(f), zp), pick);
+            int32_t w0 = _mm_cvtsi128_si32(_mm256_castsi256_si128(v));
+            int32_t w1 = _mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
+            memcpy(out + 8 * h, &w0, 4);
+            memcpy(out + 8 * h + 4, &w1, 4);
+        }
+        /* the last block reads past OW within the rows' slack; those lanes are dropped */
+        memcpy(y + i, out, (size_t)(OW - i < 16 ? OW - i : 16));
+    }
+    return OW;
+}
+#endif
+
+#ifdef QL_HAVE_X86
+/* even and odd bytes of pad [0, 2 plen) (reads up to 31 bytes past, writes up to 15) */
+__attribute__((target("avx2"))) static void dw2_split2_avx2(const uint8_t *pad, int64_t plen,
+                                                            uint8_t *ev, uint8_t *od)
+{
+    const __m256i sh = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                        0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t i = 0; i < plen; i += 16) {
+        __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(pad + 2 * i)), sh);
+        v = _mm256_permute4x64_epi64(v, 0xd8); /* even 0-15 | odd 0-15 */
+        _mm_storeu_si128((__m128i *)(ev + i), _mm256_castsi256_si128(v));
+        _mm_storeu_si128((__m128i *)(od + i), _mm256_extracti128_si256(v, 1));
+    }
+}
+#endif
+
+static void run_dw2(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const dwjob *j = arg;
+    const qstate *s = j->s;
+    int64_t KH = s->kdim[0], KW = s->kdim[1], sh = s->stride[0], sw = s->stride[1];
+    int64_t dh = s->dil[0], dw = s->dil[1], OW = j->OW, PW = j->PW, W = j->W;
+    int64_t plen = (PW + sw - 1) / sw, pst = DW2_PSTRIDE(plen); /* a phase row's length, stride */
+    int64_t rowbytes = DW2_ROWBYTES(PW, sw, plen);
+    uint8_t *base = j->scratch + (size_t)worker * j->per_worker;
+    const uint8_t *tap[DW2_MAXTAPS + 1];
+    int16_t wt[DW2_MAXTAPS + 1];
+    int32_t wpair[DW2_MAXTAPS / 2 + 1];
+    for (int64_t r = begin; r < end; r++) {
+        int64_t c = r / j->OH, oh = r % j->OH;
+        int64_t nt = 0, wsum = 0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            int64_t ih = oh * sh - j->pt + kh * dh;
+            if (ih < 0 || ih >= j->H)
+                continue; /* padding rows are the zero point: they add 0 */
+            uint8_t *pad = base + kh * rowbytes, *ph = pad + DW2_PADBYTES(PW);
+            const uint8_t *row = j->x + (c * j->H + ih) * W;
+            int64_t lo = j->pl < PW ? j->pl : PW, hi = j->pl + W < PW ? j->pl + W : PW;
+            if (hi < lo)
+                hi = lo;
+            memset(pad, s->xzp, (size_t)lo);
+            if (j->flip)
+                for (int64_t i = lo; i < hi; i++)
+                    pad[i] = row[i - j->pl] ^ j->flip;
+            else
+                memcpy(pad + lo, row + (lo - j->pl), (size_t)(hi - lo));
+            memset(pad + hi, s->xzp, (size_t)(PW - hi));
+            /* phase rows (entries past PW are only read for outputs past OW) */
+#ifdef QL_HAVE_X86
+            if (sw == 2 && j->avx2)
+                dw2_split2_avx2(pad, plen, ph, ph + pst);
+            else
+#endif
+            if (sw > 1)
+                for (int64_t q = 0; q < sw; q++)
+                    for (int64_t i = 0; i < plen; i++)
+                        ph[q * pst + i] = i * sw + q < PW ? pad[i * sw + q] : (uint8_t)s->xzp;
+            for (int64_t kw = 0; kw < KW; kw++) {
+                int16_t wv = s->wdw[(kh * KW + kw) * s->N + c];
+                if (wv == 0)
+                    continue;
+                int64_t off = kw * dw;
+                tap[nt] = sw == 1 ? pad + off : ph + (off % sw) * pst + off / sw;
+                wt[nt++] = wv;
+                wsum += wv;
+            }
+        }
+        if (nt % 2) { /* a pair needs two taps: the last one again, with weight 0 */
+            tap[nt] = nt ? tap[nt - 1] : base;
+            wt[nt++] = 0;
+        }
+        for (int64_t p = 0; p < nt / 2; p++)
+            wpair[p] = (int32_t)(((uint32_t)(uint16_t)wt[2 * p + 1] << 16) | (uint16_t)wt[2 * p]);
+        /* sum (t - xzp) w = sum t w - xzp sum w; the bias */
+        int32_t add = (s->bias ? s->bias[c] : 0) - s->xzp * (int32_t)wsum;
+        uint8_t *y = (uint8_t *)j->y + ((j->img * s->N + c) * j->OH + oh) * OW;
+        int64_t i = 0;
+#ifdef QL_HAVE_X86
+        if (j->avx2)
+            i = dw2_row_avx2(s, tap, wpair, nt / 2, OW, add, s->scale[c], y);
+#endif
+        for (; i < OW; i++) {
+            int32_t a = 0;
+            for (int64_t t = 0; t < nt; t++)
+                a += (int32_t)tap[t][i] * wt[t];
+            y[i] = (uint8_t)requant_acc(s, (int64_t)a + add, s->scale[c]);
         }
     }
 }
@@ -914,6 +1226,213 @@ static oq_status run_softmax(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
     return OQ_OK;
 }
 
+/* image b of x [C][pixels] to [pixel][C] raw uint8 (int8 + 128: the sign bit flipped),
+ * in blocks of pixels that stay in cache */
+#ifdef QL_HAVE_X86
+/* 16 rows of 16 bytes (src, stride ss) to 16 columns (dst, stride ds), bytes ^ flip */
+static void tr16(const uint8_t *src, int64_t ss, uint8_t *dst, int64_t ds, uint8_t flip)
+{
+    __m128i a[16], b[16], f = _mm_set1_epi8((char)flip);
+    for (int i = 0; i < 16; i++)
+        a[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i * ss)), f);
+    for (int i = 0; i < 8; i++) {
+        b[2 * i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+        b[2 * i + 1] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        a[4 * i] = _mm_unpacklo_epi16(b[4 * i], b[4 * i + 2]);
+        a[4 * i + 1] = _mm_unpackhi_epi16(b[4 * i], b[4 * i + 2]);
+        a[4 * i + 2] = _mm_unpacklo_epi16(b[4 * i + 1], b[4 * i + 3]);
+        a[4 * i + 3] = _mm_unpackhi_epi16(b[4 * i + 1], b[4 * i + 3]);
+    }
+    for (int j = 0; j < 2; j++)
+        for (int q = 0; q < 4; q++) {
+            b[8 * j + 2 * q] = _mm_unpacklo_epi32(a[8 * j + q], a[8 * j + 4 + q]);
+            b[8 * j + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * j + q], a[8 * j + 4 + q]);
+        }
+    for (int m = 0; m < 8; m++) {
+        _mm_storeu_si128((__m128i *)(dst + 2 * m * ds), _mm_unpacklo_epi64(b[m], b[8 + m]));
+        _mm_storeu_si128((__m128i *)(dst + (2 * m + 1) * ds), _mm_unpackhi_epi64(b[m], b[8 + m]));
+    }
+}
+#endif
+
+static void to_nhwc(uint8_t *xt, const uint8_t *x, int64_t C, int64_t ipix, bool s8)
+{
+    uint8_t flip = s8 ? 0x80 : 0;
+    int64_t C16 = 0, P16 = 0;
+#ifdef QL_HAVE_X86
+    C16 = C / 16 * 16;
+    P16 = ipix / 16 * 16;
+    for (int64_t q0 = 0; q0 < P16; q0 += 16)
+        for (int64_t c0 = 0; c0 < C16; c0 += 16)
+            tr16(x + c0 * ipix + q0, ipix, xt + q0 * C + c0, C, flip);
+#endif
+    /* the rest: pixels past P16 of every channel, channels past C16 of every pixel */
+    for (int64_t c = 0; c < C; c++) {
+        const uint8_t *src = x + c * ipix;
+        for (int64_t q = c < C16 ? P16 : 0; q < ipix; q++)
+            xt[q * C + c] = src[q] ^ flip;
+    }
+}
+
+/* the results of one tile: rows p (pixels or matrix rows), OQ_Q8_NR columns from n0 */
+static inline void emit_tile(const qstate *s, void *y, const int32_t *acc, int mr, int64_t n0,
+                             int64_t nend, const int64_t *rowsum, int64_t ybase, int64_t rstride,
+                             int64_t cstride)
+{
+    union {
+        uint8_t b[OQ_Q8_MR * OQ_Q8_NR];
+        float f[OQ_Q8_MR * OQ_Q8_NR];
+    } t;
+    oq_q8_requant(s->q8, acc, mr, rowsum, &s->q8o, n0, &t);
+    int64_t nc = nend - n0 < OQ_Q8_NR ? nend - n0 : OQ_Q8_NR;
+    if (mr == 8 && rstride == 1 && !s->float_out) { /* 8 contiguous outputs per column */
+        uint8_t tt[OQ_Q8_MR * OQ_Q8_NR];
+        oq_q8_transpose8(t.b, tt);
+        for (int64_t c = 0; c < nc; c++)
+            memcpy((uint8_t *)y + ybase + c * cstride, tt + 8 * c, 8);
+        return;
+    }
+    for (int64_t c = 0; c < nc; c++)
+        for (int r = 0; r < mr; r++) {
+            int64_t i = ybase + r * rstride + c * cstride;
+            if (s->float_out)
+                ((float *)y)[i] = t.f[r * OQ_Q8_NR + c];
+            else
+                ((uint8_t *)y)[i] = t.b[r * OQ_Q8_NR + c];
+        }
+}
+
+/* run_conv with the micro-kernels: blocks of Q8_PBLOCK output pixels as uint8 im2col
+ * rows (a 1x1, stride 1, unpadded convolution whose K is a multiple of 4 reads the image
+ * rows directly) */
+#define Q8_PBLOCK 32
+static void run_conv_q8(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const job *j = arg;
+    const qstate *s = j->s;
+    int64_t K = s->K, K4 = oq_q8_k4(K), C = j->C, cg = s->cg, kprod = K / cg;
+    int64_t npg = s->N / s->group, per = s->npanel * K4 * OQ_Q8_NR;
+    uint8_t *rows = (uint8_t *)(j->scratch + (size_t)worker * (size_t)(QL_PBLOCK * s->Kp));
+    int64_t rowsum[Q8_PBLOCK];
+    int32_t acc[OQ_Q8_MR * OQ_Q8_NR];
+    bool direct = K == K4 && kprod == 1;
+    for (size_t i = 0; i < s->ns && direct; i++)
+        direct = s->stride[i] == 1 && j->pb[i] == 0 && j->in[i] == j->out[i];
+    for (int64_t p0 = begin; p0 < end; p0 += Q8_PBLOCK) {
+        int64_t nb = end - p0 < Q8_PBLOCK ? end - p0 : Q8_PBLOCK;
+        for (int64_t g = 0; g < s->group; g++) {
+            const uint8_t *A;
+            int64_t lda;
+            if (direct) {
+                A = j->xt + p0 * C + g * cg;
+                lda = C;
+                for (int64_t i = 0; i < nb; i++)
+                    rowsum[i] = s->need_rowsum ? oq_q8_sum(A + i * C, K) : 0;
+            } else {
+                A = rows;
+                lda = K4;
+                for (int64_t i = 0; i < nb; i++) {
+                    int64_t oc[MAXS];
+                    pixel_coords(s, j, p0 + i, oc);
+                    uint8_t *a = rows + i * K4;
+                    for (int64_t kp = 0; kp < kprod; kp++) {
+                        int64_t off = conv_src(s, j, oc, kp);
+                        if (off < 0)
+                            memset(a + kp * cg, s->xzp, (size_t)cg);
+                        else
+                            memcpy(a + kp * cg, j->xt + off * C + g * cg, (size_t)cg);
+                    }
+                    memset(a + K, 0, (size_t)(K4 - K));
+                    rowsum[i] = s->need_rowsum ? oq_q8_sum(a, K) : 0;
+                }
+            }
+            for (int64_t pn = 0; pn < s->npanel; pn++) {
+                const int8_t *panel = s->wp + g * per + pn * K4 * OQ_Q8_NR;
+                int64_t n0 = g * npg + pn * OQ_Q8_NR;
+                for (int64_t i0 = 0; i0 < nb; i0 += OQ_Q8_MR) {
+                    int mr = (int)(nb - i0 < OQ_Q8_MR ? nb - i0 : OQ_Q8_MR);
+                    oq_q8_tile(s->q8, A + i0 * lda, lda, mr, panel, K4, acc);
+                    emit_tile(s, j->y, acc, mr, n0, (g + 1) * npg, rowsum + i0,
+                              (j->img * s->N + n0) * j->opix + p0 + i0, 1, j->opix);
+                }
+            }
+        }
+    }
+}
+
+/* run_rows with the micro-kernels: OQ_Q8_MR rows at a time */
+static void run_rows_q8(void *arg, int64_t begin, int64_t end, int worker)
+{
+    const job *j = arg;
+    const qstate *s = j->s;
+    int64_t K = j->K, K4 = oq_q8_k4(K), N = j->N;
+    uint8_t *rows = (uint8_t *)(j->scratch + (size_t)worker * (size_t)(OQ_Q8_MR * s->Kp));
+    int64_t rowsum[OQ_Q8_MR];
+    int32_t acc[OQ_Q8_MR * OQ_Q8_NR];
+    bool direct = !s->trans_a && !s->x_s8 && K == K4;
+    for (int64_t m0 = begin; m0 < end; m0 += OQ_Q8_MR) {
+        int mr = (int)(end - m0 < OQ_Q8_MR ? end - m0 : OQ_Q8_MR);
+        const uint8_t *A;
+        if (direct) {
+            A = (const uint8_t *)j->x + m0 * K;
+            for (int r = 0; r < mr; r++)
+                rowsum[r] = s->need_rowsum ? oq_q8_sum(A + r * K, K) : 0;
+        } else {
+            A = rows;
+            for (int r = 0; r < mr; r++) {
+                uint8_t *a = rows + r * K4;
+                for (int64_t kk = 0; kk < K; kk++)
+                    a[kk] = raw(s, j->x, s->trans_a ? kk * j->M + m0 + r : (m0 + r) * K + kk);
+                memset(a + K, 0, (size_t)(K4 - K));
+                rowsum[r] = s->need_rowsum ? oq_q8_sum(a, K) : 0;
+            }
+        }
+        for (int64_t pn = 0; pn < s->npanel; pn++) {
+            oq_q8_tile(s->q8, A, direct ? K : K4, mr, s->wp + pn * K4 * OQ_Q8_NR, K4, acc);
+            emit_tile(s, j->y, acc, mr, pn * OQ_Q8_NR, N, rowsum, m0 * N + pn * OQ_Q8_NR, N, 1);
+        }
+    }
+}
+
+typedef struct lutjob {
+    const qstate *s;
+    const uint8_t *x;
+    uint8_t *y;
+} lutjob;
+
+#ifdef QL_HAVE_X86
+/* 64 bytes at a time: two 128-entry vpermi2b lookups, chosen by the index's top bit */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static int64_t
+lut_vbmi(const uint8_t *t, const uint8_t *x, uint8_t *y, int64_t n)
+{
+    __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64);
+    __m512i t2 = _mm512_loadu_si512(t + 128), t3 = _mm512_loadu_si512(t + 192);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i v = _mm512_loadu_si512(x + i);
+        __m512i lo = _mm512_permutex2var_epi8(t0, v, t1), hi = _mm512_permutex2var_epi8(t2, v, t3);
+        _mm512_storeu_si512(y + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi));
+    }
+    return i;
+}
+#endif
+
+static void run_lut(void *arg, int64_t begin, int64_t end, int worker)
+{
+    (void)worker;
+    const lutjob *j = arg;
+    const uint8_t *t = j->s->lut;
+    int64_t i = begin;
+#ifdef QL_HAVE_X86
+    if (j->s->lut_vbmi)
+        i += lut_vbmi(t, j->x + begin, j->y + begin, end - begin);
+#endif
+    for (; i < end; i++)
+        j->y[i] = t[j->x[i]];
+}
+
 static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                        oq_rt_tensor *out, size_t n_out)
 {
@@ -925,10 +1444,17 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         return OQ_OK;
     if (s->kind == OQ_QG_SOFTMAX)
         return run_softmax(k, s, x, &out[0]);
+    if (s->kind == OQ_QG_LUT) {
+        lutjob lj = {s, x->data, out[0].data};
+        oq_k_parallel_for(k, oq_rt_tensor_numel(x), 65536, run_lut, &lj);
+        return OQ_OK;
+    }
     int threads = oq_k_threads(k);
     int64_t kr = s->dyn_b ? kpad(x->dims[x->rank - 1]) : s->Kp;
     if (s->kind == OQ_QG_CONV && !s->depthwise)
-        kr *= QL_PBLOCK; /* a block of im2col rows */
+        kr *= QL_PBLOCK; /* a block of im2col rows (run_conv_q8: Q8_PBLOCK rows of bytes) */
+    if (s->kind != OQ_QG_CONV && s->q8)
+        kr *= OQ_Q8_MR; /* run_rows_q8: OQ_Q8_MR rows of bytes, and int32 results */
     if (s->kind == OQ_QG_CONV && s->depthwise && kr < 2 * x->dims[1] + 2)
         kr = 2 * x->dims[1] + 2; /* int32 accumulators per channel */
     int16_t *scratch = oq_k_scratch(k, (size_t)threads * (size_t)kr * sizeof(int16_t));
@@ -953,7 +1479,36 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         int64_t ipix = 1;
         for (size_t i = 0; i < s->ns; i++)
             ipix *= j.in[i];
-        int16_t *xt = malloc((size_t)(ipix * j.C + 1) * sizeof *xt);
+        if (s->depthwise && s->ns == 2 && !s->float_out && s->kdim[0] * s->kdim[1] <= DW2_MAXTAPS) {
+            dwjob d;
+            memset(&d, 0, sizeof d);
+            d.s = s;
+            d.y = out[0].data;
+            d.C = j.C;
+            d.H = j.in[0];
+            d.W = j.in[1];
+            d.OH = j.out[0];
+            d.OW = j.out[1];
+            d.pt = j.pb[0];
+            d.pl = j.pb[1];
+            d.PW = (d.OW - 1) * s->stride[1] + (s->kdim[1] - 1) * s->dil[1] + 1;
+            d.flip = s->x_s8 ? 0x80 : 0;
+            d.avx2 = s->dot != dot_generic;
+            int64_t plen = (d.PW + s->stride[1] - 1) / s->stride[1];
+            d.per_worker = (size_t)(s->kdim[0] * DW2_ROWBYTES(d.PW, s->stride[1], plen) + 64);
+            uint8_t *sc = oq_k_scratch(k, (size_t)threads * d.per_worker);
+            if (!sc)
+                return OQ_ERR_NOMEM;
+            d.scratch = sc;
+            int64_t work = (d.OW * s->K) | 1;
+            for (int64_t b = 0; b < x->dims[0]; b++) {
+                d.x = (const uint8_t *)x->data + b * j.C * ipix;
+                d.img = b;
+                oq_k_parallel_for(k, d.C * d.OH, (16384 + work - 1) / work, run_dw2, &d);
+            }
+            return OQ_OK;
+        }
+        uint8_t *xt = malloc((size_t)(ipix * j.C + 1) * sizeof *xt);
         if (!xt)
             return OQ_ERR_NOMEM;
         j.xt = xt;
@@ -961,12 +1516,10 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         j.avx2 = s->dot != dot_generic;
         int64_t work = (s->K * (s->depthwise ? 1 : s->N / s->group) * (s->depthwise ? 1 : s->group)) | 1;
         for (int64_t b = 0; b < x->dims[0]; b++) {
-            for (int64_t c = 0; c < j.C; c++)
-                for (int64_t q = 0; q < ipix; q++)
-                    xt[q * j.C + c] = raw(s, x->data, (b * j.C + c) * ipix + q);
+            to_nhwc(xt, (const uint8_t *)x->data + b * j.C * ipix, j.C, ipix, s->x_s8);
             j.img = b;
             oq_k_parallel_for(k, j.opix, (65536 + work - 1) / work,
-                              s->depthwise ? run_depthwise : run_conv, &j);
+                              s->depthwise ? run_depthwise : s->q8 ? run_conv_q8 : run_conv, &j);
         }
         free(xt);
     } else if (!s->dyn_b) {
@@ -977,7 +1530,7 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         j.w = s->w;
         j.wsum = s->wsum;
         int64_t work = (s->K * s->N) | 1;
-        oq_k_parallel_for(k, j.M, (65536 + work - 1) / work, run_rows, &j);
+        oq_k_parallel_for(k, j.M, (65536 + work - 1) / work, s->q8 ? run_rows_q8 : run_rows, &j);
     } else {
         return run_dyn(k, s, x, in[1], &out[0], &j);
     }
