@@ -189,6 +189,28 @@ int32_t oq_quantize_value(float x, float scale, int32_t zero_point, int32_t qmin
 /* ONNX DequantizeLinear of one value. */
 float oq_dequantize_value(int32_t q, float scale, int32_t zero_point);
 
+/* The same two, inline (for loops over every element): the functions above call them. */
+static inline int32_t oq_quantize_value_inline(float x, float scale, int32_t zero_point,
+                                               int32_t qmin, int32_t qmax)
+{
+    if (x != x) /* NaN */
+        return zero_point < qmin ? qmin : (zero_point > qmax ? qmax : zero_point);
+    float v = x / scale; /* float32 division, as QuantizeLinear specifies */
+    if (v != v)          /* 0 / 0 cannot happen with a valid scale; keep it defined */
+        return zero_point;
+    double r = __builtin_nearbyint((double)v) + (double)zero_point; /* ties to even */
+    if (r < (double)qmin)
+        return qmin;
+    if (r > (double)qmax)
+        return qmax;
+    return (int32_t)r;
+}
+
+static inline float oq_dequantize_value_inline(int32_t q, float scale, int32_t zero_point)
+{
+    return (float)((int64_t)q - (int64_t)zero_point) * scale;
+}
+
 /* Store n integers (already in range) as dtype elements: 1, 2 or 4 bytes each, or
  * int4/uint4 packed two per byte, element 2k in the low nibble, 2k+1 in the high
  * nibble (ONNX order); an odd tail leaves the last high nibble 0.

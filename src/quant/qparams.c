@@ -107,22 +107,12 @@ oq_status oq_observer_qparams(const oq_observer *o, const oq_range_request *r, f
 int32_t oq_quantize_value(float x, float scale, int32_t zero_point, int32_t qmin,
                           int32_t qmax)
 {
-    if (isnan(x))
-        return zero_point < qmin ? qmin : (zero_point > qmax ? qmax : zero_point);
-    float v = x / scale; /* float32 division, as QuantizeLinear specifies */
-    if (isnan(v))        /* 0 / 0 cannot happen with a valid scale; keep it defined */
-        return zero_point;
-    double r = nearbyint((double)v) + (double)zero_point; /* ties to even */
-    if (r < (double)qmin)
-        return qmin;
-    if (r > (double)qmax)
-        return qmax;
-    return (int32_t)r;
+    return oq_quantize_value_inline(x, scale, zero_point, qmin, qmax);
 }
 
 float oq_dequantize_value(int32_t q, float scale, int32_t zero_point)
 {
-    return (float)((int64_t)q - (int64_t)zero_point) * scale;
+    return oq_dequantize_value_inline(q, scale, zero_point);
 }
 
 oq_status oq_pack_ints(int32_t dtype, const int32_t *v, int64_t n, void *out, oq_diag *d)
