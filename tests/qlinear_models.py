@@ -424,6 +424,32 @@ def gen_float_out(outdir, name, form, xshape, N, wdt=np.int8, per_channel=True):
     return name
 
 
+def gen_lut_chain(outdir, name, xdt):
+    """DQ -> HardSigmoid, Mul (x * HardSigmoid(x)), Add 0.25 -> Q over all 256 input values:
+    onnxq runs the chain as a table (--target host/avx2); numpy float32 gives the
+    expectation up to float rounding (returned separately: <name>.ref.npy)."""
+    c = Case(name)
+    xs, ys = F32(0.05), F32(0.03)
+    xzp = 128 if xdt == TensorProto.UINT8 else 0
+    yzp = 20 if xdt == TensorProto.UINT8 else -108
+    raw = np.arange(256) - (0 if xdt == TensorProto.UINT8 else 128)   # every stored value
+    x = ((raw - xzp).astype(F32) * xs).reshape(1, 2, 8, 16)
+    c.qdq_in(xdt, xs, xzp)
+    c.init('beta_add', np.array(0.25, F32))
+    c.nodes += [helper.make_node('HardSigmoid', ['xd'], ['hs'], alpha=1.0 / 6, beta=0.5),
+                helper.make_node('Mul', ['xd', 'hs'], ['hw']),
+                helper.make_node('Add', ['hw', 'beta_add'], ['cv'])]
+    c.out('cv', xdt, ys, yzp)
+    xd = x.astype(F32)
+    hs = np.clip(F32(1.0 / 6) * xd + F32(0.5), F32(0), F32(1)).astype(F32)
+    v = (xd * hs + F32(0.25)).astype(F32)
+    lo, hi = qrange(xdt)
+    yq = np.clip(np.rint(v / ys) + yzp, lo, hi)
+    y = ((yq - yzp) * ys).astype(F32)
+    c.save(outdir, [1, 2, 8, 16], [1, 2, 8, 16], x, y, y)
+    return name
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -483,6 +509,10 @@ def main():
     cases.append(gen_float_out(outdir, 'float_matmul_u8u8', 'matmul', (3, 30), 7, wdt=np.uint8))
     with open(os.path.join(outdir, 'cases.txt'), 'w') as f:
         f.write('\n'.join(cases) + '\n')
+    luts = [gen_lut_chain(outdir, 'lut_chain_u8', TensorProto.UINT8),
+            gen_lut_chain(outdir, 'lut_chain_s8', TensorProto.INT8)]
+    with open(os.path.join(outdir, 'lut_cases.txt'), 'w') as f:
+        f.write('\n'.join(luts) + '\n')
 
 
 if __name__ == '__main__':

@@ -8,7 +8,8 @@
 #  2. onnxq --target avx2 equals onnxruntime (graph optimizations on: its fused kernels)
 #     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
 #  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
-#     avx_vnni in /proc/cpuinfo), avx2 otherwise.
+#     avx_vnni in /proc/cpuinfo), avx2 otherwise;
+#  4. a DQ -> elementwise chain -> Q run as a table equals the nodes run one by one.
 # usage: bash qlinear_ort.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 exe=$1 src=$2 bin=${3:-/tmp}
@@ -79,6 +80,33 @@ print(('ok  ' if ok else 'FAIL') + f' hand-computed: avx2 {a} (want [32768.0]), 
 sys.exit(0 if ok else 1)
 PY
 # onnxruntime
+# DQ -> elementwise chain -> Q as a table (docs/run.md): the same bytes as the nodes run
+# one by one (ONNXQ_NO_LUT=1) and as the reference target, on every stored value; within
+# one step of a numpy float32 evaluation (float rounding of the chain) on all but 2 of 256
+for c in $(cat "$work/lut_cases.txt"); do
+  for v in lut nolut ref avx2; do
+    mkdir -p "$work/lut_$v"; opt=(--target host); [ $v = ref ] && opt=(--target reference); [ $v = avx2 ] && opt=(--target avx2)
+    env $([ $v = nolut ] && echo ONNXQ_NO_LUT=1) "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" \
+      "${opt[@]}" --output-dir "$work/lut_$v/$c" --npy >/dev/null 2>"$work/err" ||
+      { echo "FAIL: $c $v"; cat "$work/err"; fail=1; }
+  done
+done
+/usr/bin/python3 - "$work" <<'PY' || fail=1
+import sys, numpy as np
+w = sys.argv[1]
+bad = 0
+for c in open(f'{w}/lut_cases.txt').read().split():
+    y = {v: np.load(f'{w}/lut_{v}/{c}/y.npy') for v in ('lut', 'nolut', 'ref', 'avx2')}
+    ref = np.load(f'{w}/{c}.exact.npy')
+    same = all(np.array_equal(y['lut'].view(np.uint32), y[v].view(np.uint32)) for v in ('nolut', 'ref', 'avx2'))
+    steps = np.abs(y['lut'] - ref) / np.float32(0.03)
+    off = int((steps > 0.5).sum())
+    ok = same and steps.max() < 1.5 and off <= 2
+    print(('ok  ' if ok else 'FAIL') + f' {c}: table == nodes one by one == reference == avx2: {same}; '
+          f'{off} of {ref.size} one step from numpy')
+    bad |= not ok
+sys.exit(bad)
+PY
 if ! command -v node >/dev/null; then skip "node missing"; fi
 node "$src/tests/qlinear_ort.js" "$work" "$work/ort_native" > "$work/ort.log" 2>&1
 rc=$?
