@@ -82,6 +82,9 @@ typedef struct oq_verify_options {
      * without a counterpart; NULL or a failure: such weights are not compared. */
     oq_status (*prepare_reference)(oq_model *m, void *user, oq_diag *d);
     void *prepare_user;
+    bool float_ranges; /* the float range and histogram of each quantized layer
+                        * (oq_verify_layer.obs: float_range, clipped); default true; the
+                        * fallback search, which reads only errors, turns it off */
 } oq_verify_options;
 
 oq_verify_options oq_verify_options_default(void);

@@ -492,6 +492,7 @@ static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const
     vo.isolated = isolated;
     vo.arith = o->arith;
     vo.arith_loss = false; /* the search needs the float-vs-target numbers only */
+    vo.float_ranges = false;
     oq_verify *v = NULL;
     oq_rt_tensor *in = NULL;
     size_t n_in = 0;

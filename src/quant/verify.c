@@ -183,6 +183,7 @@ oq_verify_options oq_verify_options_default(void)
     o.class_topk = 5;
     o.arith = OQ_ARITH_REFERENCE;
     o.arith_loss = true;
+    o.float_ranges = true;
     return o;
 }
 
@@ -532,7 +533,7 @@ static void compare_quantized(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_t
     }
 }
 
-static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t)
+static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t, bool ranges)
 {
     if (t->dtype != OQ_DTYPE_FLOAT)
         return;
@@ -540,7 +541,8 @@ static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t)
     if (n <= 0)
         return;
     const float *x = t->data;
-    oq_observer_update(&L->obs, x, n, NULL, NULL, NULL);
+    if (ranges)
+        oq_observer_update(&L->obs, x, n, NULL, NULL, NULL);
     int32_t qmin, qmax;
     if (L->has_qrange && oq_qrange(L->qdtype, false, &qmin, &qmax) == OQ_OK) {
         enum { CHUNK = 512 };
@@ -581,7 +583,7 @@ static void on_float(const oq_node *node, size_t idx, const oq_rt_tensor *t, voi
     }
     int32_t li = v->f_layer[val->id];
     if (li >= 0)
-        layer_observe_float(&v->layers[li], t);
+        layer_observe_float(&v->layers[li], t, v->opt.float_ranges);
 }
 
 static void on_quant_weight(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user);
@@ -1064,7 +1066,7 @@ oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_in
     v->nomem = false;
     for (size_t li = 0; li < v->n_layers; li++)
         if (v->layer_input[li] >= 0)
-            layer_observe_float(&v->layers[li], &inputs[v->layer_input[li]]);
+            layer_observe_float(&v->layers[li], &inputs[v->layer_input[li]], v->opt.float_ranges);
     st = oq_plan_run(v->fp, inputs, n_inputs, fo, v->n_fout, d);
     if (st != OQ_OK)
         goto done;
