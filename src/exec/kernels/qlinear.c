@@ -250,7 +250,7 @@ static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
     }
     if (st == OQ_OK)
         memcpy(s->lut, res[nv].data, 256);
-#ifdef QL_HAVE_X86
+#if defined(__GNUC__) && defined(__x86_64__) /* (QL_HAVE_X86 is defined further down) */
     const char *isa = getenv("ONNXQ_QGEMM_ISA");
     s->lut_vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
                   (!isa || strcmp(isa, "avx512") == 0);
