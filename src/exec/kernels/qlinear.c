@@ -949,7 +949,7 @@ typedef struct dwjob {
     void *y;
     uint8_t *scratch;
     size_t per_worker;     /* bytes of scratch per worker */
-    int64_t C, H, W, OH, OW, pt, pl, PW, img;
+    int64_t C, H, W, OH, OW, pt, pl, PW, PH, img; /* PH: rows of the padded plane */
     uint8_t flip;          /* 0x80: int8 read as x + 128 */
     bool avx2;
 } dwjob;
@@ -1019,6 +1019,10 @@ __attribute__((target("avx2"))) static void dw2_split2_avx2(const uint8_t *pad, 
 }
 #endif
 
+/* one channel at a time: its padded plane (every input row an output row reads, the
+ * padding rows and columns the zero point, stride-2 rows split into phases) built once;
+ * the taps are then fixed offsets into it for every output row, and the zero point
+ * drops out as xzp * sum(w) (a padding value t = xzp adds t w, taken off with the rest) */
 static void run_dw2(void *arg, int64_t begin, int64_t end, int worker)
 {
     const dwjob *j = arg;
@@ -1026,30 +1030,31 @@ static void run_dw2(void *arg, int64_t begin, int64_t end, int worker)
     int64_t KH = s->kdim[0], KW = s->kdim[1], sh = s->stride[0], sw = s->stride[1];
     int64_t dh = s->dil[0], dw = s->dil[1], OW = j->OW, PW = j->PW, W = j->W;
     int64_t plen = (PW + sw - 1) / sw, pst = DW2_PSTRIDE(plen); /* a phase row's length, stride */
-    int64_t rowbytes = DW2_ROWBYTES(PW, sw, plen);
+    int64_t rowbytes = DW2_ROWBYTES(PW, sw, plen), PH = j->PH;
     uint8_t *base = j->scratch + (size_t)worker * j->per_worker;
     const uint8_t *tap[DW2_MAXTAPS + 1];
+    int64_t toff[DW2_MAXTAPS + 1];
     int16_t wt[DW2_MAXTAPS + 1];
     int32_t wpair[DW2_MAXTAPS / 2 + 1];
-    for (int64_t r = begin; r < end; r++) {
-        int64_t c = r / j->OH, oh = r % j->OH;
-        int64_t nt = 0, wsum = 0;
-        for (int64_t kh = 0; kh < KH; kh++) {
-            int64_t ih = oh * sh - j->pt + kh * dh;
-            if (ih < 0 || ih >= j->H)
-                continue; /* padding rows are the zero point: they add 0 */
-            uint8_t *pad = base + kh * rowbytes, *ph = pad + DW2_PADBYTES(PW);
-            const uint8_t *row = j->x + (c * j->H + ih) * W;
-            int64_t lo = j->pl < PW ? j->pl : PW, hi = j->pl + W < PW ? j->pl + W : PW;
-            if (hi < lo)
-                hi = lo;
-            memset(pad, s->xzp, (size_t)lo);
-            if (j->flip)
-                for (int64_t i = lo; i < hi; i++)
-                    pad[i] = row[i - j->pl] ^ j->flip;
-            else
-                memcpy(pad + lo, row + (lo - j->pl), (size_t)(hi - lo));
-            memset(pad + hi, s->xzp, (size_t)(PW - hi));
+    int64_t lo = j->pl < PW ? j->pl : PW, hi = j->pl + W < PW ? j->pl + W : PW;
+    if (hi < lo)
+        hi = lo;
+    for (int64_t c = begin; c < end; c++) {
+        for (int64_t r = 0; r < PH; r++) {
+            int64_t ih = r - j->pt;
+            uint8_t *pad = base + r * rowbytes, *ph = pad + DW2_PADBYTES(PW);
+            if (ih < 0 || ih >= j->H) {
+                memset(pad, s->xzp, (size_t)PW);
+            } else {
+                const uint8_t *row = j->x + (c * j->H + ih) * W;
+                memset(pad, s->xzp, (size_t)lo);
+                if (j->flip)
+                    for (int64_t i = lo; i < hi; i++)
+                        pad[i] = row[i - j->pl] ^ j->flip;
+                else
+                    memcpy(pad + lo, row + (lo - j->pl), (size_t)(hi - lo));
+                memset(pad + hi, s->xzp, (size_t)(PW - hi));
+            }
             /* phase rows (entries past PW are only read for outputs past OW) */
 #ifdef QL_HAVE_X86
             if (sw == 2 && j->avx2)
@@ -1060,35 +1065,42 @@ static void run_dw2(void *arg, int64_t begin, int64_t end, int worker)
                 for (int64_t q = 0; q < sw; q++)
                     for (int64_t i = 0; i < plen; i++)
                         ph[q * pst + i] = i * sw + q < PW ? pad[i * sw + q] : (uint8_t)s->xzp;
+        }
+        int64_t nt = 0, wsum = 0;
+        for (int64_t kh = 0; kh < KH; kh++)
             for (int64_t kw = 0; kw < KW; kw++) {
                 int16_t wv = s->wdw[(kh * KW + kw) * s->N + c];
                 if (wv == 0)
                     continue;
                 int64_t off = kw * dw;
-                tap[nt] = sw == 1 ? pad + off : ph + (off % sw) * pst + off / sw;
+                toff[nt] = kh * dh * rowbytes +
+                           (sw == 1 ? off : DW2_PADBYTES(PW) + (off % sw) * pst + off / sw);
                 wt[nt++] = wv;
                 wsum += wv;
             }
-        }
         if (nt % 2) { /* a pair needs two taps: the last one again, with weight 0 */
-            tap[nt] = nt ? tap[nt - 1] : base;
+            toff[nt] = nt ? toff[nt - 1] : 0;
             wt[nt++] = 0;
         }
         for (int64_t p = 0; p < nt / 2; p++)
             wpair[p] = (int32_t)(((uint32_t)(uint16_t)wt[2 * p + 1] << 16) | (uint16_t)wt[2 * p]);
-        /* sum (t - xzp) w = sum t w - xzp sum w; the bias */
         int32_t add = (s->bias ? s->bias[c] : 0) - s->xzp * (int32_t)wsum;
-        uint8_t *y = (uint8_t *)j->y + ((j->img * s->N + c) * j->OH + oh) * OW;
-        int64_t i = 0;
-#ifdef QL_HAVE_X86
-        if (j->avx2)
-            i = dw2_row_avx2(s, tap, wpair, nt / 2, OW, add, s->scale[c], y);
-#endif
-        for (; i < OW; i++) {
-            int32_t a = 0;
+        for (int64_t oh = 0; oh < j->OH; oh++) {
+            const uint8_t *rb = base + oh * sh * rowbytes;
             for (int64_t t = 0; t < nt; t++)
-                a += (int32_t)tap[t][i] * wt[t];
-            y[i] = (uint8_t)requant_acc(s, (int64_t)a + add, s->scale[c]);
+                tap[t] = rb + toff[t];
+            uint8_t *y = (uint8_t *)j->y + ((j->img * s->N + c) * j->OH + oh) * OW;
+            int64_t i = 0;
+#ifdef QL_HAVE_X86
+            if (j->avx2)
+                i = dw2_row_avx2(s, tap, wpair, nt / 2, OW, add, s->scale[c], y);
+#endif
+            for (; i < OW; i++) {
+                int32_t a = 0;
+                for (int64_t t = 0; t < nt; t++)
+                    a += (int32_t)tap[t][i] * wt[t];
+                y[i] = (uint8_t)requant_acc(s, (int64_t)a + add, s->scale[c]);
+            }
         }
     }
 }
@@ -1495,16 +1507,17 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
             d.flip = s->x_s8 ? 0x80 : 0;
             d.avx2 = s->dot != dot_generic;
             int64_t plen = (d.PW + s->stride[1] - 1) / s->stride[1];
-            d.per_worker = (size_t)(s->kdim[0] * DW2_ROWBYTES(d.PW, s->stride[1], plen) + 64);
+            d.PH = (d.OH - 1) * s->stride[0] + (s->kdim[0] - 1) * s->dil[0] + 1;
+            d.per_worker = (size_t)(d.PH * DW2_ROWBYTES(d.PW, s->stride[1], plen) + 64);
             uint8_t *sc = oq_k_scratch(k, (size_t)threads * d.per_worker);
             if (!sc)
                 return OQ_ERR_NOMEM;
             d.scratch = sc;
-            int64_t work = (d.OW * s->K) | 1;
+            int64_t work = (d.OH * d.OW * s->K) | 1;
             for (int64_t b = 0; b < x->dims[0]; b++) {
                 d.x = (const uint8_t *)x->data + b * j.C * ipix;
                 d.img = b;
-                oq_k_parallel_for(k, d.C * d.OH, (16384 + work - 1) / work, run_dw2, &d);
+                oq_k_parallel_for(k, d.C, (16384 + work - 1) / work, run_dw2, &d);
             }
             return OQ_OK;
         }
