@@ -461,6 +461,37 @@ static bool skipped(const oq_qgroups *gs, const oq_node *n)
     return n->id < gs->n_ids && (gs->role[n->id] == 1 || gs->role[n->id] == 3);
 }
 
+/* Add a copy of tmp with its step node (run in place of tmp->out); NULL: out of memory. */
+static oq_qgroup *push_group(oq_qgroups *gs, size_t *cap, const oq_qgroup *tmp, oq_graph *g)
+{
+    oq_qgroup **ng = oq_grow(gs->groups, gs->n, cap, sizeof *ng, 16);
+    if (!ng)
+        return NULL;
+    gs->groups = ng;
+    oq_qgroup *grp = malloc(sizeof *grp);
+    if (!grp)
+        return NULL;
+    *grp = *tmp;
+    oq_node *st = &grp->step;
+    st->name = tmp->out->name;
+    st->op_type = (char *)OQ_QGROUP_OP;
+    st->domain = (char *)OQ_QGROUP_DOMAIN;
+    grp->step_in[0] = tmp->dq_x->inputs[0];
+    grp->step_in[1] = tmp->dyn_b ? tmp->dq_w->inputs[0] : NULL;
+    grp->step_out[0] = tmp->out->outputs[0];
+    st->n_inputs = tmp->dyn_b ? 2 : 1;
+    st->inputs = grp->step_in;
+    st->n_outputs = 1;
+    st->outputs = grp->step_out;
+    st->n_attrs = tmp->anchor->n_attrs; /* the kernel reads the anchor's attributes */
+    st->attrs = tmp->anchor->attrs;
+    st->graph = g;
+    st->id = tmp->out->id;
+    gs->groups[gs->n++] = grp;
+    gs->by_out[tmp->out->id] = grp;
+    return grp;
+}
+
 oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups **out)
 {
     *out = NULL;
@@ -482,31 +513,8 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         if (tmp.out->id >= gs->n_ids || gs->by_out[tmp.out->id] || gs->role[tmp.out->id] ||
             gs->role[tmp.anchor->id])
             continue;
-        oq_qgroup **ng = oq_grow(gs->groups, gs->n, &cap, sizeof *ng, 16);
-        if (!ng)
+        if (!push_group(gs, &cap, &tmp, g))
             goto nomem;
-        gs->groups = ng;
-        oq_qgroup *grp = malloc(sizeof *grp);
-        if (!grp)
-            goto nomem;
-        *grp = tmp;
-        oq_node *st = &grp->step;
-        st->name = tmp.out->name;
-        st->op_type = (char *)OQ_QGROUP_OP;
-        st->domain = (char *)OQ_QGROUP_DOMAIN;
-        grp->step_in[0] = tmp.dq_x->inputs[0];
-        grp->step_in[1] = tmp.dyn_b ? tmp.dq_w->inputs[0] : NULL;
-        grp->step_out[0] = tmp.out->outputs[0];
-        st->n_inputs = tmp.dyn_b ? 2 : 1;
-        st->inputs = grp->step_in;
-        st->n_outputs = 1;
-        st->outputs = grp->step_out;
-        st->n_attrs = tmp.anchor->n_attrs; /* the kernel reads the anchor's attributes */
-        st->attrs = tmp.anchor->attrs;
-        st->graph = g;
-        st->id = tmp.out->id;
-        gs->groups[gs->n++] = grp;
-        gs->by_out[tmp.out->id] = grp;
         if (tmp.out != tmp.anchor)
             gs->role[tmp.anchor->id] = 1;
         gs->role[tmp.out->id] = tmp.q ? 2 : 3;
@@ -523,30 +531,11 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
             free_nodes = tmp.chain[i]->id < gs->n_ids && !gs->role[tmp.chain[i]->id];
         if (!free_nodes)
             continue;
-        oq_qgroup **ng = oq_grow(gs->groups, gs->n, &cap, sizeof *ng, 16);
-        if (!ng)
-            goto nomem;
-        gs->groups = ng;
-        oq_qgroup *grp = malloc(sizeof *grp);
+        tmp.arith = arith;
+        tmp.model = m;
+        oq_qgroup *grp = push_group(gs, &cap, &tmp, g);
         if (!grp)
             goto nomem;
-        *grp = tmp;
-        grp->arith = arith;
-        grp->model = m;
-        oq_node *st = &grp->step;
-        st->name = n->name;
-        st->op_type = (char *)OQ_QGROUP_OP;
-        st->domain = (char *)OQ_QGROUP_DOMAIN;
-        grp->step_in[0] = tmp.dq_x->inputs[0];
-        grp->step_out[0] = n->outputs[0];
-        st->n_inputs = 1;
-        st->inputs = grp->step_in;
-        st->n_outputs = 1;
-        st->outputs = grp->step_out;
-        st->graph = g;
-        st->id = n->id;
-        gs->groups[gs->n++] = grp;
-        gs->by_out[n->id] = grp;
         gs->role[n->id] = 2;
         for (size_t i = 0; i < grp->n_chain; i++)
             gs->role[grp->chain[i]->id] = 1;

@@ -10,6 +10,24 @@
 
 /* ------------------------------------------------------------ error sums ---- */
 
+/* one pair of values into the sums */
+static inline void err_add_one(oq_err_acc *a, double xv, double yv)
+{
+    if (!isfinite(xv) || !isfinite(yv)) {
+        a->nonfinite++;
+        return;
+    }
+    double dd = xv - yv, ad = fabs(dd);
+    a->sxx += xv * xv;
+    a->syy += yv * yv;
+    a->sxy += xv * yv;
+    a->sdd += dd * dd;
+    a->sad += ad;
+    if (ad > a->maxad)
+        a->maxad = ad;
+    a->n++;
+}
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 /* four lanes of double sums (a different order of the same additions: the sums agree
@@ -24,22 +42,8 @@ __attribute__((target("avx2,fma"))) static int64_t err_acc_avx2(oq_err_acc *a, c
     for (; i + 4 <= n; i += 4) {
         __m128 xf = _mm_loadu_ps(x + i), yf = _mm_loadu_ps(y + i);
         if (_mm_movemask_ps(_mm_cmpord_ps(_mm_sub_ps(xf, xf), _mm_sub_ps(yf, yf))) != 0xf) {
-            for (int j = 0; j < 4; j++) {
-                double xv = x[i + j], yv = y[i + j];
-                if (!isfinite(xv) || !isfinite(yv)) {
-                    a->nonfinite++;
-                    continue;
-                }
-                double dd = xv - yv, ad = fabs(dd);
-                a->sxx += xv * xv;
-                a->syy += yv * yv;
-                a->sxy += xv * yv;
-                a->sdd += dd * dd;
-                a->sad += ad;
-                if (ad > a->maxad)
-                    a->maxad = ad;
-                a->n++;
-            }
+            for (int j = 0; j < 4; j++)
+                err_add_one(a, x[i + j], y[i + j]);
             continue;
         }
         __m256d xv = _mm256_cvtps_pd(xf), yv = _mm256_cvtps_pd(yf);
@@ -125,22 +129,8 @@ bool oq_err_acc_add(oq_err_acc *a, const void *x, int32_t xdt, const void *y, in
         int64_t c = n - s < CHUNK ? n - s : CHUNK;
         if (!oq_elems_to_double(x, xdt, s, c, xb) || !oq_elems_to_double(y, ydt, s, c, yb))
             return false;
-        for (int64_t i = 0; i < c; i++) {
-            double xv = xb[i], yv = yb[i];
-            if (!isfinite(xv) || !isfinite(yv)) {
-                a->nonfinite++;
-                continue;
-            }
-            double dd = xv - yv, ad = fabs(dd);
-            a->sxx += xv * xv;
-            a->syy += yv * yv;
-            a->sxy += xv * yv;
-            a->sdd += dd * dd;
-            a->sad += ad;
-            if (ad > a->maxad)
-                a->maxad = ad;
-            a->n++;
-        }
+        for (int64_t i = 0; i < c; i++)
+            err_add_one(a, xb[i], yb[i]);
     }
     return true;
 }
