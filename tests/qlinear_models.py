@@ -450,6 +450,44 @@ def gen_lut_chain(outdir, name, xdt):
     return name
 
 
+def gen_bin(outdir, name, mode):
+    """DQ(a), DQ(b) -> Add | Mul -> Q (onnxq runs it in one pass: same numbers as the
+    nodes): a = Q/DQ(x); b = another Q/DQ of x ('add_same'), a Q/DQ of GlobalAveragePool(x)
+    broadcast per channel ('mul_chan'), or the float Sigmoid(GlobalAveragePool(x))
+    ('mul_float', a squeeze-excitation gate)."""
+    c = Case(name)
+    shape = (1, 5, 7, 9)
+    x = (rng.standard_normal(shape) * 2).astype(F32)
+    xs, xzp, ys, yzp = F32(0.04), 120, F32(0.03), 110
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    c.init('bs', np.array(0.025, F32))
+    c.init('bz', np.array(100, np.uint8))
+    def qdq(v, s, z):
+        return ((np.clip(np.rint(v / s) + z, 0, 255) - z).astype(F32) * s).astype(F32)
+    a = qdq(x, xs, xzp)
+    if mode == 'add_same':
+        c.nodes += [helper.make_node('QuantizeLinear', ['x', 'bs', 'bz'], ['bq']),
+                    helper.make_node('DequantizeLinear', ['bq', 'bs', 'bz'], ['bd']),
+                    helper.make_node('Add', ['xd', 'bd'], ['cv'])]
+        v = (a + qdq(x, F32(0.025), 100)).astype(F32)
+    else:
+        c.nodes.append(helper.make_node('GlobalAveragePool', ['x'], ['gp']))
+        gp = x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(F32)
+        if mode == 'mul_chan':
+            c.nodes += [helper.make_node('QuantizeLinear', ['gp', 'bs', 'bz'], ['bq']),
+                        helper.make_node('DequantizeLinear', ['bq', 'bs', 'bz'], ['bd'])]
+            g = qdq(gp, F32(0.025), 100)
+        else:
+            c.nodes.append(helper.make_node('Sigmoid', ['gp'], ['bd']))
+            g = (1 / (1 + np.exp(-gp.astype(np.float64)))).astype(F32)
+        c.nodes.append(helper.make_node('Mul', ['xd', 'bd'], ['cv']))
+        v = (a * g).astype(F32)
+    c.out('cv', TensorProto.UINT8, ys, yzp)
+    y = ((np.clip(np.rint(v / ys) + yzp, 0, 255) - yzp) * ys).astype(F32)
+    c.save(outdir, list(shape), list(shape), x, y, y)
+    return name
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -510,7 +548,9 @@ def main():
     with open(os.path.join(outdir, 'cases.txt'), 'w') as f:
         f.write('\n'.join(cases) + '\n')
     luts = [gen_lut_chain(outdir, 'lut_chain_u8', TensorProto.UINT8),
-            gen_lut_chain(outdir, 'lut_chain_s8', TensorProto.INT8)]
+            gen_lut_chain(outdir, 'lut_chain_s8', TensorProto.INT8),
+            gen_bin(outdir, 'bin_add_same', 'add_same'), gen_bin(outdir, 'bin_mul_chan', 'mul_chan'),
+            gen_bin(outdir, 'bin_mul_float', 'mul_float')]
     with open(os.path.join(outdir, 'lut_cases.txt'), 'w') as f:
         f.write('\n'.join(luts) + '\n')
 

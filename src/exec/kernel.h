@@ -236,6 +236,10 @@ bool oq_k_cpu_avx2(void);
  * ONNXQ_QUANT_ISA=NAME restricts it). For tests: force one (false when this CPU lacks
  * it), and the name of the one in use. All compute the same numbers. */
 bool oq_k_quant_set_isa(const char *name);
+/* One per-tensor row of DequantizeLinear / QuantizeLinear (8- or 16-bit integers), with
+ * the row functions the two kernels use: the same numbers. */
+void oq_k_dq_row(const void *x, int32_t dt, int64_t n, int32_t zp, float s, float *out);
+void oq_k_q_row(const float *x, int64_t n, float s, int32_t zp, int32_t dt, void *out);
 const char *oq_k_quant_isa(void);
 
 /* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */

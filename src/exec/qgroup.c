@@ -320,6 +320,7 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     case OQ_QG_DYN:
     case OQ_QG_SOFTMAX:
     case OQ_QG_LUT:
+    case OQ_QG_BIN:
         break;
     case OQ_QG_CONV:
         if (!weight_ok(dq[1], 3, 0, true) || tw->rank > 5)
@@ -456,6 +457,55 @@ static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
     return true;
 }
 
+/* q <- Add | Mul of two per-tensor 8-bit DequantizeLinear outputs (activations) */
+static bool match_bin(oq_graph *g, oq_node *q, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    float sc;
+    int32_t zp, dt;
+    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 || !q->outputs[0] ||
+        !scalar_qparams(q, &sc, &zp, &dt))
+        return false;
+    oq_node *p = producer(q->inputs[0], g);
+    if ((!is_op(p, "Add") && !is_op(p, "Mul")) || p->n_inputs != 2 || p->n_outputs != 1 ||
+        only_consumer(p->outputs[0]) != q)
+        return false;
+    oq_node *dq[2];
+    int nq = 0;
+    for (int i = 0; i < 2; i++) {
+        dq[i] = producer_dq(p->inputs[i], g);
+        float s2;
+        int32_t z2, d2;
+        if (dq[i] && (dq[i]->n_inputs != 3 || !scalar_qparams(dq[i], &s2, &z2, &d2) ||
+                      oq_value_const_tensor(dq[i]->inputs[0])))
+            return false;
+        nq += dq[i] != NULL;
+    }
+    /* the other operand float: an activation (not a constant: that is a table's or the
+     * fused chains' case) */
+    oq_value *fv = NULL;
+    if (nq == 1) {
+        fv = p->inputs[dq[0] ? 1 : 0];
+        if (!fv || oq_value_const_tensor(fv)) /* float: Add and Mul take one type */
+            return false;
+        if (!dq[0]) {
+            dq[0] = dq[1];
+            dq[1] = NULL;
+        }
+    } else if (nq != 2) {
+        return false;
+    }
+    grp->kind = OQ_QG_BIN;
+    grp->anchor = p;
+    grp->dq_x = dq[0];
+    grp->dq_w = dq[1];
+    grp->bin_float = fv;
+    grp->dyn_b = true; /* two run-time inputs */
+    grp->q = q;
+    grp->out = q;
+    return true;
+}
+
 static bool skipped(const oq_qgroups *gs, const oq_node *n)
 {
     return n->id < gs->n_ids && (gs->role[n->id] == 1 || gs->role[n->id] == 3);
@@ -477,7 +527,7 @@ static oq_qgroup *push_group(oq_qgroups *gs, size_t *cap, const oq_qgroup *tmp, 
     st->op_type = (char *)OQ_QGROUP_OP;
     st->domain = (char *)OQ_QGROUP_DOMAIN;
     grp->step_in[0] = tmp->dq_x->inputs[0];
-    grp->step_in[1] = tmp->dyn_b ? tmp->dq_w->inputs[0] : NULL;
+    grp->step_in[1] = !tmp->dyn_b ? NULL : tmp->dq_w ? tmp->dq_w->inputs[0] : tmp->bin_float;
     grp->step_out[0] = tmp->out->outputs[0];
     st->n_inputs = tmp->dyn_b ? 2 : 1;
     st->inputs = grp->step_in;
@@ -539,6 +589,18 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         gs->role[n->id] = 2;
         for (size_t i = 0; i < grp->n_chain; i++)
             gs->role[grp->chain[i]->id] = 1;
+    }
+    /* DQ(a), DQ(b) -> Add | Mul -> Q in one pass */
+    for (oq_node *n = g->first; n; n = n->next) {
+        oq_qgroup tmp;
+        if (getenv("ONNXQ_NO_LUT") || !match_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
+            tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
+            continue;
+        tmp.arith = arith;
+        if (!push_group(gs, &cap, &tmp, g))
+            goto nomem;
+        gs->role[n->id] = 2;
+        gs->role[tmp.anchor->id] = 1;
     }
     /* a DequantizeLinear of a group is skipped when nothing else reads it */
     for (size_t i = 0; i < gs->n; i++) {

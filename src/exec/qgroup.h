@@ -18,6 +18,9 @@
  * intermediates (a HardSwish between two quantized convolutions), depends on each 8-bit
  * value of x alone; it runs as a 256-entry table computed at plan time by the very
  * kernels the nodes would run (OQ_QG_LUT; the float ops run per element either way).
+ * Likewise DQ(a), DQ(b) ─▶ Add | Mul ─▶ Q (per tensor, 8-bit; onnxruntime's QLinearAdd /
+ * QLinearMul, whose own rounding is not emulated) runs the same DQ rows, float op and Q
+ * rows as the three nodes, on pieces that stay in cache (OQ_QG_BIN).
  *
  * A Gemm or MatMul with no Q after it has a float output: QGemm without y_scale,
  * y = float(acc + C) * (x_scale * w_scale), or MatMulIntegerToFloat,
@@ -49,7 +52,9 @@ typedef enum oq_qgroup_kind {
     OQ_QG_MATMUL = 2,
     OQ_QG_SOFTMAX = 3,     /* DQ -> Softmax -> Q: QLinearSoftmax (qlinear_softmax.cc) */
     OQ_QG_DYN = 4,         /* (recognition only) */
-    OQ_QG_LUT = 5          /* DQ -> elementwise chain -> Q: a table */
+    OQ_QG_LUT = 5,         /* DQ -> elementwise chain -> Q: a table */
+    OQ_QG_BIN = 6          /* DQ(a), DQ(b) or float b -> Add | Mul -> Q in one pass (dq_x: a,
+                            * dq_w: b's DQ or NULL) */
 } oq_qgroup_kind;
 
 typedef struct oq_qgroup {
@@ -72,6 +77,8 @@ typedef struct oq_qgroup {
     oq_node *chain[OQ_QG_LUT_MAX];
     size_t n_chain;
     const oq_model *model;
+    /* OQ_QG_BIN with one float operand (a squeeze-excitation gate): that value, else NULL */
+    oq_value *bin_float;
 } oq_qgroup;
 
 typedef struct oq_qgroups oq_qgroups;

@@ -92,6 +92,10 @@ typedef struct qstate {
     bool need_rowsum;      /* some colm != 0 (asymmetric or uint8 weights) */
     uint8_t lut[256];      /* OQ_QG_LUT: output byte by input byte */
     bool lut_vbmi;         /* look it up with AVX-512 VBMI */
+    /* OQ_QG_BIN: y = Q(DQ(a) op DQ(b)) */
+    bool bin_mul;
+    float bs_a, bs_b, bs_y;
+    int32_t bz_a, bz_b, bz_y, bdt_a, bdt_b;
     int64_t *kofs;         /* [kernel position][spatial dim] kernel index * dilation */
 } qstate;
 
@@ -274,6 +278,26 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     s->dot4 = pick_dot4();
     if (s->kind == OQ_QG_LUT)
         return lut_prepare(k, grp, s);
+    if (s->kind == OQ_QG_BIN) {
+        oq_tensor *t[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+        static const float one = 1.0f;
+        static const uint8_t zero = 0;
+        const float *sa = tdata(grp->dq_x->inputs[1], &t[0]);
+        const float *sb = grp->dq_w ? tdata(grp->dq_w->inputs[1], &t[1]) : &one;
+        const float *sy = tdata(grp->q->inputs[1], &t[2]);
+        const void *za = tdata(grp->dq_x->inputs[2], &t[3]);
+        const void *zb = grp->dq_w ? tdata(grp->dq_w->inputs[2], &t[4]) : &zero;
+        const void *zy = tdata(grp->q->inputs[2], &t[5]);
+        if (!sa || !sb || !sy || !za || !zb || !zy)
+            return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
+        s->bin_mul = strcmp(grp->anchor->op_type, "Mul") == 0;
+        s->bs_a = sa[0], s->bs_b = sb[0], s->bs_y = sy[0];
+        s->bz_a = zp_at(t[3], za, 0), s->bz_y = zp_at(t[5], zy, 0);
+        s->bz_b = grp->dq_w ? zp_at(t[4], zb, 0) : 0;
+        s->bdt_a = t[3]->dtype, s->out_dtype = t[5]->dtype;
+        s->bdt_b = grp->dq_w ? t[4]->dtype : OQ_DTYPE_FLOAT; /* a float operand as it is */
+        return OQ_OK;
+    }
     oq_tensor *t_xs, *t_xz, *t_ys = NULL, *t_yz = NULL, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
     const float *xs = tdata(grp->dq_x->inputs[1], &t_xs);
     const void *xz = tdata(grp->dq_x->inputs[2], &t_xz);
@@ -480,7 +504,17 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     const oq_rt_tensor *x = in[0];
     int64_t d[OQ_RT_MAX_RANK];
     size_t r;
-    if (s->kind == OQ_QG_LUT) {
+    if (s->kind == OQ_QG_BIN) {
+        const oq_rt_tensor *bt = in[1];
+        r = x->rank > bt->rank ? x->rank : bt->rank;
+        for (size_t i = 0; i < r; i++) {
+            int64_t da = i + x->rank >= r ? x->dims[i + x->rank - r] : 1;
+            int64_t db = i + bt->rank >= r ? bt->dims[i + bt->rank - r] : 1;
+            if (da != db && da != 1 && db != 1)
+                return oq_k_error(k, OQ_ERR_INVALID, "shapes do not broadcast");
+            d[i] = da == 1 ? db : da;
+        }
+    } else if (s->kind == OQ_QG_LUT) {
         r = x->rank;
         memcpy(d, x->dims, r * sizeof(int64_t));
     } else if (s->kind == OQ_QG_SOFTMAX) {
@@ -1442,6 +1476,127 @@ static void run_rows_q8(void *arg, int64_t begin, int64_t end, int worker)
     }
 }
 
+/* ---- DQ(a), DQ(b) -> Add | Mul -> Q ----------------------------------------------
+ * The output as rows of its innermost dimensions after merging those a and b read alike
+ * (both contiguous, or one broadcast over them); each row in pieces of BIN_PIECE: the DQ
+ * rows of a and b (a broadcast value dequantized once), the float op, the Q row. */
+#define BIN_PIECE 256
+typedef struct binjob {
+    const qstate *s;
+    const uint8_t *a, *b;
+    uint8_t *y;
+    size_t nd;                       /* outer dims (after merging) */
+    int64_t dims[OQ_RT_MAX_RANK], sa[OQ_RT_MAX_RANK], sb[OQ_RT_MAX_RANK];
+    int64_t inner, ia, ib;           /* row length; a's and b's step along it (0 or 1) */
+    int64_t bsize;                   /* bytes of a b element (1, or 4: float) */
+} binjob;
+
+static void bin_piece(const uint8_t *src, int32_t dt, int64_t step, int64_t n, int32_t zp, float sc,
+                      float *out)
+{
+    if (dt == OQ_DTYPE_FLOAT) {
+        const float *f = (const float *)(const void *)src;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = f[step ? i : 0];
+        return;
+    }
+    if (step) {
+        oq_k_dq_row(src, dt, n, zp, sc, out);
+        return;
+    }
+    float v;
+    oq_k_dq_row(src, dt, 1, zp, sc, &v);
+    for (int64_t i = 0; i < n; i++)
+        out[i] = v;
+}
+
+static void run_bin_rows(void *arg, int64_t begin, int64_t end, int worker)
+{
+    (void)worker;
+    const binjob *j = arg;
+    const qstate *s = j->s;
+    float fa[BIN_PIECE], fb[BIN_PIECE];
+    for (int64_t r = begin; r < end; r++) {
+        int64_t oa = 0, ob = 0, rem = r;
+        for (size_t i = j->nd; i-- > 0;) {
+            int64_t c = rem % j->dims[i];
+            rem /= j->dims[i];
+            oa += c * j->sa[i];
+            ob += c * j->sb[i];
+        }
+        for (int64_t p = 0; p < j->inner; p += BIN_PIECE) {
+            int64_t n = j->inner - p < BIN_PIECE ? j->inner - p : BIN_PIECE;
+            bin_piece(j->a + oa + p * j->ia, s->bdt_a, j->ia, n, s->bz_a, s->bs_a, fa);
+            bin_piece(j->b + (ob + p * j->ib) * j->bsize, s->bdt_b, j->ib, n, s->bz_b, s->bs_b, fb);
+            if (s->bin_mul)
+                for (int64_t i = 0; i < n; i++)
+                    fa[i] = fa[i] * fb[i];
+            else
+                for (int64_t i = 0; i < n; i++)
+                    fa[i] = fa[i] + fb[i];
+            oq_k_q_row(fa, n, s->bs_y, s->bz_y, s->out_dtype, j->y + r * j->inner + p);
+        }
+    }
+}
+
+static oq_status run_bin(oq_kctx *k, const qstate *s, const oq_rt_tensor *a, const oq_rt_tensor *b,
+                         oq_rt_tensor *y)
+{
+    binjob j;
+    memset(&j, 0, sizeof j);
+    j.s = s;
+    j.a = a->data;
+    j.b = b->data;
+    j.y = y->data;
+    size_t r = y->rank;
+    /* per output dim: size and a's / b's element strides (0 where broadcast) */
+    int64_t dims[OQ_RT_MAX_RANK], sa[OQ_RT_MAX_RANK], sb[OQ_RT_MAX_RANK], ta = 1, tb = 1;
+    for (size_t i = r; i-- > 0;) {
+        int64_t da = i + a->rank >= r ? a->dims[i + a->rank - r] : 1;
+        int64_t db = i + b->rank >= r ? b->dims[i + b->rank - r] : 1;
+        dims[i] = y->dims[i];
+        sa[i] = da == 1 ? 0 : ta;
+        sb[i] = db == 1 ? 0 : tb;
+        ta *= da;
+        tb *= db;
+    }
+    /* merge from the innermost dim while a and b read the merged dims alike */
+    int64_t inner = 1, ia = 1, ib = 1;
+    size_t nd = r;
+    bool first = true;
+    while (nd > 0) {
+        size_t i = nd - 1;
+        int64_t ea = sa[i] ? 1 : 0, eb = sb[i] ? 1 : 0;
+        if (dims[i] == 1) {
+            nd--;
+            continue;
+        }
+        if (first) {
+            ia = ea;
+            ib = eb;
+            first = false;
+        } else if (ea != ia || eb != ib) {
+            break;
+        }
+        inner *= dims[i];
+        nd--;
+    }
+    j.nd = nd;
+    memcpy(j.dims, dims, nd * sizeof *dims);
+    memcpy(j.sa, sa, nd * sizeof *sa);
+    memcpy(j.sb, sb, nd * sizeof *sb);
+    j.inner = inner;
+    j.ia = ia;
+    j.ib = ib;
+    j.bsize = s->bdt_b == OQ_DTYPE_FLOAT ? 4 : 1;
+    if (b->dtype != s->bdt_b)
+        return oq_k_error(k, OQ_ERR_INVALID, "fused group: operand of type %s", oq_dtype_name(b->dtype));
+    int64_t rows = oq_rt_tensor_numel(y) / (inner ? inner : 1);
+    if (rows > 0 && inner > 0)
+        oq_k_parallel_for(k, rows, (32768 + inner - 1) / inner, run_bin_rows, &j);
+    return OQ_OK;
+}
+
 typedef struct lutjob {
     const qstate *s;
     const uint8_t *x;
@@ -1490,6 +1645,8 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
         return OQ_OK;
     if (s->kind == OQ_QG_SOFTMAX)
         return run_softmax(k, s, x, &out[0]);
+    if (s->kind == OQ_QG_BIN)
+        return run_bin(k, s, x, in[1], &out[0]);
     if (s->kind == OQ_QG_LUT) {
         lutjob lj = {s, x->data, out[0].data};
         oq_k_parallel_for(k, oq_rt_tensor_numel(x), 65536, run_lut, &lj);

@@ -408,6 +408,18 @@ static const q_isa *q_isa_get(void)
     return &q_isas[c - 1];
 }
 
+void oq_k_dq_row(const void *x, int32_t dt, int64_t n, int32_t zp, float s, float *out)
+{
+    q_isa_get()->dq(x, dt, n, zp, s, out);
+}
+
+void oq_k_q_row(const float *x, int64_t n, float s, int32_t zp, int32_t dt, void *out)
+{
+    double lo, hi;
+    qrange(dt, &lo, &hi);
+    q_isa_get()->q(x, n, s, zp, (int32_t)lo, (int32_t)hi, dt, out);
+}
+
 bool oq_k_quant_set_isa(const char *name)
 {
     for (size_t i = 0; i < sizeof q_isas / sizeof q_isas[0]; i++)
