@@ -373,6 +373,15 @@ static bool lut_op(const oq_node *n)
     return false;
 }
 
+/* a QuantizeLinear with one output and scalar 8-bit parameters */
+static bool scalar_q(const oq_node *q)
+{
+    float sc;
+    int32_t zp, dt;
+    return is_op(q, "QuantizeLinear") && q->n_inputs == 3 && q->inputs[0] && q->n_outputs == 1 &&
+           q->outputs[0] && scalar_qparams(q, &sc, &zp, &dt);
+}
+
 static bool in_chain(const oq_qgroup *grp, const oq_node *n)
 {
     for (size_t i = 0; i < grp->n_chain; i++)
@@ -386,10 +395,7 @@ static bool in_chain(const oq_qgroup *grp, const oq_node *n)
 static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
 {
     memset(grp, 0, sizeof *grp);
-    float sc;
-    int32_t zp, dt;
-    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 || !q->outputs[0] ||
-        !q->inputs[0] || !scalar_qparams(q, &sc, &zp, &dt))
+    if (!scalar_q(q))
         return false;
     /* the chain, collected backwards from q's input (a work list of values) */
     const oq_value *work[2 * OQ_QG_LUT_MAX + 2];
@@ -461,10 +467,7 @@ static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
 static bool match_bin(oq_graph *g, oq_node *q, oq_qgroup *grp)
 {
     memset(grp, 0, sizeof *grp);
-    float sc;
-    int32_t zp, dt;
-    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 || !q->outputs[0] ||
-        !scalar_qparams(q, &sc, &zp, &dt))
+    if (!scalar_q(q))
         return false;
     oq_node *p = producer(q->inputs[0], g);
     if ((!is_op(p, "Add") && !is_op(p, "Mul")) || p->n_inputs != 2 || p->n_outputs != 1 ||
@@ -571,10 +574,12 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         if (tmp.post)
             gs->role[tmp.post->id] = 1;
     }
-    /* DQ -> elementwise chain -> Q tables, on what the groups above left */
-    for (oq_node *n = g->first; n; n = n->next) {
+    /* DQ -> elementwise chain -> Q tables, on what the groups above left, then DQ(a),
+     * DQ(b) -> Add | Mul -> Q in one pass (ONNXQ_NO_LUT=1: neither; tests compare) */
+    bool same_number_fusions = !getenv("ONNXQ_NO_LUT");
+    for (oq_node *n = g->first; n && same_number_fusions; n = n->next) {
         oq_qgroup tmp;
-        if (getenv("ONNXQ_NO_LUT") || !match_lut(g, n, &tmp))
+        if (!match_lut(g, n, &tmp))
             continue;
         bool free_nodes = n->id < gs->n_ids && !gs->role[n->id] && !gs->by_out[n->id];
         for (size_t i = 0; free_nodes && i < tmp.n_chain; i++)
@@ -590,10 +595,9 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         for (size_t i = 0; i < grp->n_chain; i++)
             gs->role[grp->chain[i]->id] = 1;
     }
-    /* DQ(a), DQ(b) -> Add | Mul -> Q in one pass */
-    for (oq_node *n = g->first; n; n = n->next) {
+    for (oq_node *n = g->first; n && same_number_fusions; n = n->next) {
         oq_qgroup tmp;
-        if (getenv("ONNXQ_NO_LUT") || !match_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
+        if (!match_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
             tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
             continue;
         tmp.arith = arith;

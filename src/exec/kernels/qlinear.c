@@ -86,9 +86,9 @@ typedef struct qstate {
     int8_t *wp;            /* per group: packed panels of w - wshift */
     int32_t wshift;        /* 128 for uint8 weights (run as int8 w - 128), else 0 */
     int64_t npanel;        /* panels per group */
-    oq_q8_out q8o;         /* requantization constants per column (N + OQ_Q8_NR) */
+    oq_q8_out q8o;         /* requantization constants per column (N + OQ_Q8_NR; the
+                            * scale is `scale`, allocated that long) */
     int32_t *colm, *colc;
-    float *qscale;
     bool need_rowsum;      /* some colm != 0 (asymmetric or uint8 weights) */
     uint8_t lut[256];      /* OQ_QG_LUT: output byte by input byte */
     bool lut_vbmi;         /* look it up with AVX-512 VBMI */
@@ -109,7 +109,6 @@ static void qstate_free(void *p)
     free(s->wp);
     free(s->colm);
     free(s->colc);
-    free(s->qscale);
     free(s->kofs);
     free(s->wzp);
     free(s->wsum);
@@ -178,18 +177,16 @@ static oq_status q8_prepare(qstate *s, bool w_s8)
     size_t nc = (size_t)(s->N + OQ_Q8_NR);
     s->colm = calloc(nc, sizeof *s->colm);
     s->colc = calloc(nc, sizeof *s->colc);
-    s->qscale = calloc(nc, sizeof *s->qscale);
-    if (!s->colm || !s->colc || !s->qscale)
+    if (!s->colm || !s->colc)
         return OQ_ERR_NOMEM;
     for (int64_t n = 0; n < s->N; n++) {
         uint32_t xzp = (uint32_t)s->xzp, wzp = (uint32_t)s->wzp[n];
         s->colm[n] = (int32_t)((uint32_t)s->wshift - wzp);
         s->colc[n] = (int32_t)((uint32_t)s->K * xzp * wzp - xzp * (uint32_t)s->wsum[n] +
                                (s->bias ? (uint32_t)s->bias[n] : 0u));
-        s->qscale[n] = s->scale[n];
         s->need_rowsum = s->need_rowsum || s->colm[n] != 0;
     }
-    s->q8o = (oq_q8_out){s->colm, s->colc, s->qscale, s->fmin, s->fmax, s->yzp, s->y_s8, s->float_out};
+    s->q8o = (oq_q8_out){s->colm, s->colc, s->scale, s->fmin, s->fmax, s->yzp, s->y_s8, s->float_out};
     return OQ_OK;
 }
 
@@ -220,8 +217,10 @@ static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
         const oq_rt_tensor *ins[8];
         oq_rt_tensor cst[8], x;
         memset(cst, 0, sizeof cst);
-        if (n->n_inputs > 8)
-            return oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", n->n_inputs);
+        if (n->n_inputs > 8) {
+            st = oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", n->n_inputs);
+            break;
+        }
         for (size_t i = 0; i < n->n_inputs; i++) {
             const oq_value *v = n->inputs[i];
             ins[i] = NULL;
@@ -239,11 +238,15 @@ static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
                 continue;
             oq_tensor *t = oq_value_const_tensor((oq_value *)v);
             const void *d = t ? oq_tensor_data(t, NULL) : NULL;
-            if (!d || oq_rt_tensor_borrow(&cst[i], t->dtype, t->dims, t->rank, (void *)d) != OQ_OK)
-                return oq_k_error(k, OQ_ERR_INVALID, "table: input \"%s\" of \"%s\" unreadable",
-                                  v->name ? v->name : "", n->name ? n->name : "");
+            if (!d || oq_rt_tensor_borrow(&cst[i], t->dtype, t->dims, t->rank, (void *)d) != OQ_OK) {
+                st = oq_k_error(k, OQ_ERR_INVALID, "table: input \"%s\" of \"%s\" unreadable",
+                                v->name ? v->name : "", n->name ? n->name : "");
+                break;
+            }
             ins[i] = &cst[i];
         }
+        if (st != OQ_OK)
+            break;
         st = oq_exec_eval_node(grp->model, n, ins, n->n_inputs, -1, &res[step], 1, k->diag);
         if (st == OQ_OK && (oq_rt_tensor_numel(&res[step]) != 256 ||
                             (step == nv && oq_k_elsize(res[step].dtype) != 1)))
@@ -255,9 +258,7 @@ static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
     if (st == OQ_OK)
         memcpy(s->lut, res[nv].data, 256);
 #if defined(__GNUC__) && defined(__x86_64__) /* (QL_HAVE_X86 is defined further down) */
-    const char *isa = getenv("ONNXQ_QGEMM_ISA");
-    s->lut_vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
-                  (!isa || strcmp(isa, "avx512") == 0);
+    s->lut_vbmi = oq_q8_cpu() == OQ_Q8_VNNI && __builtin_cpu_supports("avx512vbmi");
 #endif
     for (size_t i = 0; i <= nv; i++)
         oq_rt_tensor_release(&res[i]);
@@ -410,7 +411,7 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     s->w = calloc((size_t)(N * s->Kp + 1), sizeof *s->w);
     s->wzp = malloc((size_t)(N + 1) * sizeof *s->wzp);
     s->wsum = malloc((size_t)(N + 1) * sizeof *s->wsum);
-    s->scale = malloc((size_t)(N + 1) * sizeof *s->scale);
+    s->scale = calloc((size_t)(N + OQ_Q8_NR), sizeof *s->scale); /* padded: q8o reads panels */
     if (b)
         s->bias = malloc((size_t)(N + 1) * sizeof *s->bias);
     if (!s->w || !s->wzp || !s->wsum || !s->scale || (b && !s->bias))
@@ -505,15 +506,9 @@ static oq_status q_infer(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     int64_t d[OQ_RT_MAX_RANK];
     size_t r;
     if (s->kind == OQ_QG_BIN) {
-        const oq_rt_tensor *bt = in[1];
-        r = x->rank > bt->rank ? x->rank : bt->rank;
-        for (size_t i = 0; i < r; i++) {
-            int64_t da = i + x->rank >= r ? x->dims[i + x->rank - r] : 1;
-            int64_t db = i + bt->rank >= r ? bt->dims[i + bt->rank - r] : 1;
-            if (da != db && da != 1 && db != 1)
-                return oq_k_error(k, OQ_ERR_INVALID, "shapes do not broadcast");
-            d[i] = da == 1 ? db : da;
-        }
+        oq_status st = oq_k_broadcast(k, in, 2, d, &r);
+        if (st != OQ_OK)
+            return st;
     } else if (s->kind == OQ_QG_LUT) {
         r = x->rank;
         memcpy(d, x->dims, r * sizeof(int64_t));
@@ -972,11 +967,11 @@ static void run_depthwise(void *arg, int64_t begin, int64_t end, int worker)
     }
 }
 
-/* ---- depthwise 2-D convolution on the NCHW image, one output row at a time ---------
- * (no channels-last copy; the same exact sums as run_depthwise). The input rows a row of
- * outputs reads are copied once into a row with the padding (x zero point) on both sides;
- * for stride s > 1 that row is split into s phase rows, so every tap reads a contiguous
- * run of bytes and the multiply-adds go 8 output pixels per instruction. */
+/* ---- depthwise 2-D convolution on the NCHW image, a channel at a time -------------
+ * (no channels-last copy; the same exact sums as run_depthwise). The channel's rows are
+ * copied once into a plane with the padding (x zero point) around them; for stride s > 1
+ * each row is also split into s phase rows, so every tap reads a contiguous run of bytes
+ * and the multiply-adds go 16 (AVX2) or 32 (AVX-512) output pixels per step. */
 typedef struct dwjob {
     const qstate *s;
     const uint8_t *x;      /* image j.img, [C][H][W] as stored */
@@ -989,7 +984,7 @@ typedef struct dwjob {
 } dwjob;
 
 #define DW2_MAXTAPS 64
-/* scratch bytes per kernel row: the padded row and its phase rows, each with 16 bytes of
+/* scratch bytes per plane row: the padded row and its phase rows, each with 32 bytes of
  * slack for the vector loads of a last partial block of outputs */
 #define DW2_PSTRIDE(plen) (((plen) + 31) / 32 * 32)
 #define DW2_PADBYTES(PW) (((PW) + 32 + 63) / 64 * 64)
@@ -997,8 +992,8 @@ typedef struct dwjob {
     (DW2_PADBYTES(PW) + ((sw) > 1 ? ((sw) * DW2_PSTRIDE(plen) + 32 + 63) / 64 * 64 : 0))
 
 #ifdef QL_HAVE_X86
-/* 16 outputs from ow0: sum over tap pairs of t0 w0 + t1 w1 (vpmaddwd, exact: |t| <= 255,
- * |w| <= 255), then acc - corr + bias requantized */
+/* a row of outputs, 16 at a time: the sum over tap pairs of t0 w0 + t1 w1 (vpmaddwd,
+ * exact: |t| <= 255, |w| <= 255), plus `add` (bias - xzp sum w), requantized */
 __attribute__((target("avx2"))) static int64_t dw2_row_avx2(const qstate *s, const uint8_t *const *tap,
                                                             const int32_t *wpair, int64_t npair,
                                                             int64_t OW, int32_t add, float scale,
@@ -1477,123 +1472,54 @@ static void run_rows_q8(void *arg, int64_t begin, int64_t end, int worker)
 }
 
 /* ---- DQ(a), DQ(b) -> Add | Mul -> Q ----------------------------------------------
- * The output as rows of its innermost dimensions after merging those a and b read alike
- * (both contiguous, or one broadcast over them); each row in pieces of BIN_PIECE: the DQ
- * rows of a and b (a broadcast value dequantized once), the float op, the Q row. */
+ * Over the rows of oq_k_bcast_apply, in pieces of BIN_PIECE: the DQ rows of a and b (a
+ * broadcast value dequantized once; a float b as it is), the float op, the Q row. */
 #define BIN_PIECE 256
-typedef struct binjob {
-    const qstate *s;
-    const uint8_t *a, *b;
-    uint8_t *y;
-    size_t nd;                       /* outer dims (after merging) */
-    int64_t dims[OQ_RT_MAX_RANK], sa[OQ_RT_MAX_RANK], sb[OQ_RT_MAX_RANK];
-    int64_t inner, ia, ib;           /* row length; a's and b's step along it (0 or 1) */
-    int64_t bsize;                   /* bytes of a b element (1, or 4: float) */
-} binjob;
 
+/* n values of an operand from src, `step` elements apart (0: broadcast) */
 static void bin_piece(const uint8_t *src, int32_t dt, int64_t step, int64_t n, int32_t zp, float sc,
                       float *out)
 {
     if (dt == OQ_DTYPE_FLOAT) {
         const float *f = (const float *)(const void *)src;
         for (int64_t i = 0; i < n; i++)
-            out[i] = f[step ? i : 0];
-        return;
-    }
-    if (step) {
+            out[i] = f[i * step];
+    } else if (step == 1) {
         oq_k_dq_row(src, dt, n, zp, sc, out);
-        return;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            oq_k_dq_row(src + i * step, dt, 1, zp, sc, &out[i]);
     }
-    float v;
-    oq_k_dq_row(src, dt, 1, zp, sc, &v);
-    for (int64_t i = 0; i < n; i++)
-        out[i] = v;
 }
 
-static void run_bin_rows(void *arg, int64_t begin, int64_t end, int worker)
+static void bin_row(const void *state, void *out, const void *const *in, const int64_t *inc,
+                    int64_t count)
 {
-    (void)worker;
-    const binjob *j = arg;
-    const qstate *s = j->s;
+    const qstate *s = state;
+    size_t bsize = oq_k_elsize(s->bdt_b);
     float fa[BIN_PIECE], fb[BIN_PIECE];
-    for (int64_t r = begin; r < end; r++) {
-        int64_t oa = 0, ob = 0, rem = r;
-        for (size_t i = j->nd; i-- > 0;) {
-            int64_t c = rem % j->dims[i];
-            rem /= j->dims[i];
-            oa += c * j->sa[i];
-            ob += c * j->sb[i];
-        }
-        for (int64_t p = 0; p < j->inner; p += BIN_PIECE) {
-            int64_t n = j->inner - p < BIN_PIECE ? j->inner - p : BIN_PIECE;
-            bin_piece(j->a + oa + p * j->ia, s->bdt_a, j->ia, n, s->bz_a, s->bs_a, fa);
-            bin_piece(j->b + (ob + p * j->ib) * j->bsize, s->bdt_b, j->ib, n, s->bz_b, s->bs_b, fb);
-            if (s->bin_mul)
-                for (int64_t i = 0; i < n; i++)
-                    fa[i] = fa[i] * fb[i];
-            else
-                for (int64_t i = 0; i < n; i++)
-                    fa[i] = fa[i] + fb[i];
-            oq_k_q_row(fa, n, s->bs_y, s->bz_y, s->out_dtype, j->y + r * j->inner + p);
-        }
+    for (int64_t p = 0; p < count; p += BIN_PIECE) {
+        int64_t n = count - p < BIN_PIECE ? count - p : BIN_PIECE;
+        bin_piece((const uint8_t *)in[0] + p * inc[0], s->bdt_a, inc[0], n, s->bz_a, s->bs_a, fa);
+        bin_piece((const uint8_t *)in[1] + (size_t)(p * inc[1]) * bsize, s->bdt_b, inc[1], n, s->bz_b,
+                  s->bs_b, fb);
+        if (s->bin_mul)
+            for (int64_t i = 0; i < n; i++)
+                fa[i] = fa[i] * fb[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                fa[i] = fa[i] + fb[i];
+        oq_k_q_row(fa, n, s->bs_y, s->bz_y, s->out_dtype, (uint8_t *)out + p);
     }
 }
 
 static oq_status run_bin(oq_kctx *k, const qstate *s, const oq_rt_tensor *a, const oq_rt_tensor *b,
                          oq_rt_tensor *y)
 {
-    binjob j;
-    memset(&j, 0, sizeof j);
-    j.s = s;
-    j.a = a->data;
-    j.b = b->data;
-    j.y = y->data;
-    size_t r = y->rank;
-    /* per output dim: size and a's / b's element strides (0 where broadcast) */
-    int64_t dims[OQ_RT_MAX_RANK], sa[OQ_RT_MAX_RANK], sb[OQ_RT_MAX_RANK], ta = 1, tb = 1;
-    for (size_t i = r; i-- > 0;) {
-        int64_t da = i + a->rank >= r ? a->dims[i + a->rank - r] : 1;
-        int64_t db = i + b->rank >= r ? b->dims[i + b->rank - r] : 1;
-        dims[i] = y->dims[i];
-        sa[i] = da == 1 ? 0 : ta;
-        sb[i] = db == 1 ? 0 : tb;
-        ta *= da;
-        tb *= db;
-    }
-    /* merge from the innermost dim while a and b read the merged dims alike */
-    int64_t inner = 1, ia = 1, ib = 1;
-    size_t nd = r;
-    bool first = true;
-    while (nd > 0) {
-        size_t i = nd - 1;
-        int64_t ea = sa[i] ? 1 : 0, eb = sb[i] ? 1 : 0;
-        if (dims[i] == 1) {
-            nd--;
-            continue;
-        }
-        if (first) {
-            ia = ea;
-            ib = eb;
-            first = false;
-        } else if (ea != ia || eb != ib) {
-            break;
-        }
-        inner *= dims[i];
-        nd--;
-    }
-    j.nd = nd;
-    memcpy(j.dims, dims, nd * sizeof *dims);
-    memcpy(j.sa, sa, nd * sizeof *sa);
-    memcpy(j.sb, sb, nd * sizeof *sb);
-    j.inner = inner;
-    j.ia = ia;
-    j.ib = ib;
-    j.bsize = s->bdt_b == OQ_DTYPE_FLOAT ? 4 : 1;
     if (b->dtype != s->bdt_b)
         return oq_k_error(k, OQ_ERR_INVALID, "fused group: operand of type %s", oq_dtype_name(b->dtype));
-    int64_t rows = oq_rt_tensor_numel(y) / (inner ? inner : 1);
-    if (rows > 0 && inner > 0)
-        oq_k_parallel_for(k, rows, (32768 + inner - 1) / inner, run_bin_rows, &j);
+    const oq_rt_tensor *in[2] = {a, b};
+    oq_k_bcast_apply(k, in, 2, y, bin_row, s);
     return OQ_OK;
 }
 
