@@ -147,6 +147,62 @@ static void observer(const oq_node *n, size_t idx, const oq_rt_tensor *t, void *
         o->first_of_r3 = ((const float *)t->data)[0];
 }
 
+typedef struct stop_obs {
+    oq_plan *plan;
+    int calls;
+    const char *stop_at;
+} stop_obs;
+
+static void stopping_observer(const oq_node *n, size_t idx, const oq_rt_tensor *t, void *user)
+{
+    (void)idx, (void)t;
+    stop_obs *o = user;
+    o->calls++;
+    if (o->stop_at && strcmp(n->name, o->stop_at) == 0)
+        oq_plan_stop(o->plan);
+}
+
+/* oq_plan_stop from the observer ends the run after that node: OQ_OK, no outputs; the
+ * next run is whole again */
+Test(exec, observer_can_stop_a_run)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t dims[1] = {4};
+    oq_value *v = add_input(m, "x", OQ_DTYPE_FLOAT, dims, NULL, 1);
+    for (int i = 0; i < 6; i++) {
+        char nn[16], vn[16];
+        snprintf(nn, sizeof nn, "r%d", i);
+        snprintf(vn, sizeof vn, "v%d", i);
+        add_node(m, "Neg", nn, &v, 1, vn, &v);
+    }
+    oq_graph_add_output(m->graph, v, NULL);
+    stop_obs ob = {NULL, 0, "r2"};
+    oq_plan_options o = oq_plan_options_default();
+    o.on_tensor = stopping_observer;
+    o.user = &ob;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_plan *p;
+    cr_assert_eq(oq_plan_compile(m, &o, &p, &d), OQ_OK);
+    ob.plan = p;
+    float x[4] = {1, 2, 3, 4};
+    oq_rt_tensor in, out;
+    oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, dims, 1, x);
+    cr_assert_eq(oq_plan_run(p, &in, 1, &out, 1, &d), OQ_OK);
+    cr_assert_eq(ob.calls, 3, "r0, r1, r2 observed, then the run stopped (got %d)", ob.calls);
+    cr_assert_null(out.data);
+    ob.calls = 0;
+    ob.stop_at = NULL;
+    cr_assert_eq(oq_plan_run(p, &in, 1, &out, 1, &d), OQ_OK);
+    cr_assert_eq(ob.calls, 6);
+    cr_assert_float_eq(((float *)out.data)[3], 4.0f, 0); /* six negations */
+    oq_rt_tensor_release(&out);
+    oq_plan_free(p);
+    oq_diag_free(&d);
+    oq_model_free(m);
+}
+
 /* x -> Neg -> Relu ... a chain of 10 unary nodes */
 Test(exec, buffers_are_reused_and_observer_sees_every_tensor)
 {

@@ -146,6 +146,11 @@ int oq_plan_threads(const oq_plan *p);
 oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
                       oq_rt_tensor *outputs, size_t n_outputs, oq_diag *d);
 
+/* For an observer: end the current oq_plan_run once the node being observed is done (its
+ * remaining outputs are still observed). The run then returns OQ_OK without outputs
+ * (outputs[] are left empty). For tools that need a prefix of the graph. */
+void oq_plan_stop(oq_plan *p);
+
 /* Bytes of intermediate buffers the memory plan needs: after a run, the peak of the
  * last run; before any run, the compile-time estimate (0 when shapes are dynamic). */
 int64_t oq_plan_peak_bytes(const oq_plan *p);

@@ -1,5 +1,6 @@
-/* onnxq quantize --target-sqnr DB [--max-fallback N] [--eval DIR]: after quantizing, return
- * the worst layers to float until the output SQNR reaches DB (include/onnxq/fallback.h). */
+/* The hooks of `onnxq quantize` that run after the pipeline: bias correction, the saturation
+ * check and --target-sqnr DB [--max-fallback N] [--eval DIR] (the accuracy-driven fallback:
+ * return the worst layers to float until the output SQNR reaches DB, include/onnxq/fallback.h). */
 #include "cli/quantize_fallback.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "onnxq/calib.h"
@@ -172,6 +174,55 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
                 oq_arith_name(a->arith), (unsigned long long)oq_satcheck_n_samples(sc), n_product, max_loss_db);
 done:
     oq_satcheck_free(sc);
+    oq_calib_source_free(src);
+    return st;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+oq_status cli_quantize_bias_correct(const cli_fallback_args *a, const oq_registry *reg, const char *prep, oq_model *m,
+                                    oq_biascorr_result *r, double *seconds, oq_diag *d)
+{
+    double t0 = now_s();
+    oq_calib_source *src = NULL;
+    oq_pipeline *pl = NULL;
+    oq_model *fm = NULL;
+    memset(r, 0, sizeof *r);
+    oq_status st = open_source(a, false, &src, d);
+    if (st != OQ_OK)
+        return st;
+    fm = cli_load_model(a->in, &st);
+    if (!fm)
+        goto done;
+    size_t err_pos = 0;
+    st = oq_pipeline_parse(reg, prep, &pl, &err_pos, d);
+    if (st == OQ_OK) {
+        oq_pipeline_run_options ro = {0};
+        st = oq_pipeline_run(pl, fm, &ro, d);
+    }
+    if (st != OQ_OK) {
+        oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, "bias correction: preparing the float model (%s)", prep);
+        goto done;
+    }
+    oq_biascorr_options o = oq_biascorr_options_default();
+    o.threads = (int)a->threads;
+    o.max_samples = OQ_BIASCORR_SAMPLES;
+    st = oq_bias_correct(fm, m, src, &o, r, d);
+    *seconds = now_s() - t0;
+    if (st == OQ_OK && !a->quiet)
+        fprintf(stderr,
+                "onnxq quantize: bias correction: %zu layer(s) on %llu sample(s) in %zu pass(es), %zu changed, %zu "
+                "skipped; largest correction %.3f x the layer's float RMS (%s); %.1f s\n",
+                r->layers, (unsigned long long)r->samples, r->runs, r->changed, r->skipped, r->max_rel_shift,
+                *r->max_rel_node ? r->max_rel_node : "-", *seconds);
+done:
+    oq_pipeline_free(pl);
+    oq_model_free(fm);
     oq_calib_source_free(src);
     return st;
 }

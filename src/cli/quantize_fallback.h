@@ -4,8 +4,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "onnxq/biascorr.h"
 #include "onnxq/exec.h"
 #include "onnxq/ir.h"
+#include "onnxq/pass.h"
 
 typedef struct cli_fallback_args {
     const char *in;                    /* the float model file */
@@ -33,4 +35,10 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
  * with the reference arithmetic and with a->arith (not reference), and warn on stderr for
  * every layer losing more than 1 dB (include/onnxq/satcheck.h). *n_warned: layers named. */
 oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d);
+/* Bias correction (include/onnxq/biascorr.h) of m against the float model a->in after the
+ * passes `prep` (the quantize pipeline's float part, parsed with reg), on at most
+ * OQ_BIASCORR_SAMPLES calibration samples; prints a summary line unless quiet. */
+#define OQ_BIASCORR_SAMPLES 16
+oq_status cli_quantize_bias_correct(const cli_fallback_args *a, const oq_registry *reg, const char *prep, oq_model *m,
+                                    oq_biascorr_result *r, double *seconds, oq_diag *d);
 #endif

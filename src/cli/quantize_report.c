@@ -67,6 +67,21 @@ int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, co
     else
         json_null(w);
     cJSON_Delete(sq);
+    json_key(w, "bias_correction"); /* null: not run */
+    if (r->bias_correction) {
+        json_begin_object(w);
+        json_kv_int(w, "layers", (int64_t)r->bias.layers);
+        json_kv_int(w, "changed", (int64_t)r->bias.changed);
+        json_kv_int(w, "skipped", (int64_t)r->bias.skipped);
+        json_kv_int(w, "samples", (int64_t)r->bias.samples);
+        json_kv_double(w, "mean_abs_steps", r->bias.mean_abs_steps);
+        json_kv_double(w, "max_relative_shift", r->bias.max_rel_shift);
+        json_kv_string(w, "max_relative_shift_node", r->bias.max_rel_node);
+        json_kv_double(w, "seconds", r->bias_seconds);
+        json_end_object(w);
+    } else {
+        json_null(w);
+    }
     json_key(w, "fallback");
     if (r->fallback) {
         json_begin_object(w);

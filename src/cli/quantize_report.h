@@ -6,12 +6,16 @@
 #include <stdbool.h>
 
 #include "cli/report.h"
+#include "onnxq/biascorr.h"
 
 typedef struct cli_qreport {
     cli_pass_log passes;      /* ro.after_pass = cli_pass_log_after_pass, ro.user = &passes */
     bool fallback;            /* --target-sqnr given */
     bool fallback_met;
     char *smooth_quant;       /* the smooth-quant pass's JSON record (malloc'ed), or NULL */
+    bool bias_correction;     /* bias correction ran */
+    oq_biascorr_result bias;
+    double bias_seconds;
 } cli_qreport;
 
 /* Remove metadata_props entry `key` from m; its value (malloc'ed) or NULL. */

@@ -67,6 +67,7 @@ struct oq_plan {
     size_t *inputs, *outputs;   /* slot indices */
     oq_pool *pool;
     int threads;
+    bool stop;                      /* oq_plan_stop: end the run after this node */
     oq_tensor_observer on_tensor;
     oq_input_observer on_input;
     void *user;

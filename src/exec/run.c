@@ -194,8 +194,13 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
 oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
                       oq_rt_tensor *outputs, size_t n_outputs, oq_diag *d)
 {
-    return run_plan(p, inputs, n_inputs, NULL, outputs, n_outputs, d);
+    p->stop = false;
+    oq_status st = run_plan(p, inputs, n_inputs, NULL, outputs, n_outputs, d);
+    p->stop = false;
+    return st;
 }
+
+void oq_plan_stop(oq_plan *p) { p->stop = true; }
 
 oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, size_t n_inputs,
                            oq_rt_tensor *outputs, size_t n_outputs)
@@ -314,6 +319,11 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
             p->slots[sl].t = s->out[o];
             if (p->on_tensor)
                 p->on_tensor(s->node, o, &p->slots[sl].t, p->user);
+        }
+        if (p->stop) { /* oq_plan_stop from the observer: the rest of the run is not wanted */
+            p->stop = false;
+            st = OQ_OK;
+            goto fail;
         }
         for (size_t i = 0; i < s->n_in; i++) {
             size_t sl = s->in_slots[i];

@@ -1,0 +1,193 @@
+"""quantize bias correction end to end (tests/bias_correction.sh), judged by onnxruntime.
+
+A three-layer CNN whose first layer's int8 weights are biased on purpose:
+  x[N,8,12,12] -> conv1 (3x3, pad 1, 8->16) -> Relu -> conv2 (1x1, 16->16) -> Relu
+               -> conv3 (1x1, 16->4) -> y
+Each conv1 output channel has one weight 1.0 (which sets its per-channel scale to 1/127)
+and 71 small positive weights of 0.45 to 0.49 of that step, which all round to 0: with
+inputs in [0, 1) every conv1 output loses about 71 * 0.0036 * 0.5 = 0.13 on average, a
+systematic shift that int8 rounding alone cannot remove and that bias correction should.
+Checks, with onnxruntime (onnxruntime-node through tests/ortnode.bash) as the judge:
+  1. without correction the conv1 outputs' per-channel mean error on the calibration
+     samples is over 10 bias steps (so check 2 can fail);
+  2. with correction, for every Conv of the quantized model, that mean error in
+     onnxruntime with optimizations off (ONNX QDQ math, which onnxq's reference arithmetic
+     reproduces) is at most half a bias step per channel (plus float-order slack): the
+     documented invariant (include/onnxq/biascorr.h);
+  3. conv1's int32 bias moved by round(mean error / step) computed here from the
+     uncorrected model's onnxruntime outputs (first layer: nothing upstream is corrected);
+  4. on held-out samples, in onnxruntime optimized (fused integer kernels), the output
+     SQNR against the float model gains at least 6 dB;
+  5. the --json record: 3 layers, 16 samples.
+usage: python3 bias_correction.py ONNXQ_EXE SOURCE_DIR WORKDIR   (exit 77: modules or
+onnxruntime-node missing)"""
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:  # pragma: no cover
+    print("SKIP:", e)
+    sys.exit(77)
+
+exe, src, work = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(work, exist_ok=True)
+rng = np.random.default_rng(5)
+
+w1 = np.zeros((16, 8, 3, 3), np.float32)
+for o in range(16):
+    w1[o] = rng.uniform(0.45, 0.49, (8, 3, 3)) / 127.0
+    w1[o, o % 8, 1, 1] = 1.0
+b1 = rng.normal(0, 0.05, 16).astype(np.float32)
+w2 = rng.normal(0, 0.3, (16, 16, 1, 1)).astype(np.float32)
+b2 = rng.normal(0, 0.1, 16).astype(np.float32)
+w3 = rng.normal(0, 0.3, (4, 16, 1, 1)).astype(np.float32)
+b3 = rng.normal(0, 0.1, 4).astype(np.float32)
+nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+    helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2"),
+    helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+    helper.make_node("Conv", ["r2", "w3", "b3"], ["y"], name="conv3"),
+]
+inits = [numpy_helper.from_array(a, n) for a, n in [(w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"), (w3, "w3"),
+                                                     (b3, "b3")]]
+g = helper.make_graph(nodes, "biased", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 12, 12])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 12, 12])], inits)
+model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 7
+onnx.checker.check_model(model)
+fp = os.path.join(work, "float.onnx")
+onnx.save(model, fp)
+
+
+def samples(name, n, seed):
+    d = os.path.join(work, name)
+    r = np.random.default_rng(seed)
+    xs = []
+    for k in range(n):
+        os.makedirs(os.path.join(d, "%02d" % k), exist_ok=True)
+        x = r.uniform(0, 1, (1, 8, 12, 12)).astype(np.float32)
+        np.save(os.path.join(d, "%02d" % k, "x.npy"), x)
+        xs.append(x)
+    batch = os.path.join(work, name + "_batch.npy")
+    np.save(batch, np.concatenate(xs))
+    return d, batch
+
+
+calib, calib_batch = samples("calib", 16, 21)
+evald, eval_batch = samples("eval", 16, 22)
+
+
+def run(args, want=0):
+    p = subprocess.run([exe] + args, capture_output=True, text=True)
+    if p.returncode != want:
+        print("FAIL: onnxq %s -> exit %d, want %d\n%s%s" % (" ".join(args), p.returncode, want, p.stdout, p.stderr))
+        sys.exit(1)
+    return p
+
+
+def ort(path, batch, level, outputs=()):
+    """Run path in onnxruntime-node on the batch; extra value names become graph outputs."""
+    m = onnx.load(path)
+    for name in outputs:
+        m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    mp = path[:-5] + "_probe.onnx"
+    onnx.save(m, mp)
+    od = mp[:-5] + "_" + level + "_" + os.path.basename(batch)[:-4]
+    env = dict(os.environ, ONNXQ_ORT_OPT=level)
+    p = subprocess.run(["bash", os.path.join(src, "tests/ortnode.bash"), os.path.join(src, "tests/quantize_ort.js"),
+                        mp, od, "x=" + batch], capture_output=True, text=True, env=env)
+    if p.returncode == 77:
+        print(p.stdout.strip())
+        sys.exit(77)
+    if p.returncode != 0:
+        print("FAIL: onnxruntime on %s: %s%s" % (mp, p.stdout, p.stderr))
+        sys.exit(1)
+    return {n: np.load(os.path.join(od, n + ".npy")) for n in ["y"] + list(outputs)}
+
+
+def sqnr(ref, got):
+    ref, got = ref.astype(np.float64), got.astype(np.float64)
+    return 10 * np.log10(np.sum(ref * ref) / max(np.sum((ref - got) ** 2), 1e-300))
+
+
+def layers(path):
+    """conv node name -> (its output name, int32 bias initializer name, bias steps[C])."""
+    m = onnx.load(path)
+    prod = {o: n for n in m.graph.node for o in n.output}
+    init = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    out = {}
+    for n in m.graph.node:
+        if n.op_type == "Conv":
+            dq = prod[n.input[2]]
+            out[n.name] = (n.output[0], dq.input[0], init[dq.input[1]].astype(np.float64) * np.ones(1), init)
+    return out
+
+
+fails = 0
+plain = os.path.join(work, "plain.onnx")
+corr = os.path.join(work, "corrected.onnx")
+rep = os.path.join(work, "corrected.json")
+run(["quantize", fp, "-o", plain, "--calib", calib, "--no-bias-correction", "--quiet"])
+run(["quantize", fp, "-o", corr, "--calib", calib, "--quiet", "--json", rep])
+fnames = {"conv1": "c1", "conv2": "c2", "conv3": "y"}
+fref = ort(fp, calib_batch, "disabled", ["c1", "c2"])
+lp, lc = layers(plain), layers(corr)
+if sorted(lc) != ["conv1", "conv2", "conv3"]:
+    print("FAIL: expected three quantized Convs, got", sorted(lc))
+    sys.exit(1)
+qp = ort(plain, calib_batch, "disabled", [lp[k][0] for k in sorted(lp) if lp[k][0] != "y"])
+qc = ort(corr, calib_batch, "disabled", [lc[k][0] for k in sorted(lc) if lc[k][0] != "y"])
+
+
+def mean_err(fo, qo, conv, lay):
+    f = fo[fnames[conv]].astype(np.float64)
+    q = qo[lay[conv][0]].astype(np.float64)
+    return (f - q).mean(axis=(0, 2, 3)), np.sqrt(np.mean(f * f))
+
+
+# 1. the planted shift is there without correction
+e1, _ = mean_err(fref, qp, "conv1", lp)
+steps = lp["conv1"][2]
+print("conv1 without correction: mean error up to %.1f bias steps" % np.max(np.abs(e1) / steps))
+if not np.max(np.abs(e1) / steps) > 10:
+    print("FAIL: the uncorrected conv1 should be off by more than 10 steps")
+    fails += 1
+# 2. every corrected layer within half a step (onnxruntime, optimizations off)
+for conv in ("conv1", "conv2", "conv3"):
+    e, rms = mean_err(fref, qc, conv, lc)
+    s = lc[conv][2]
+    worst = np.max(np.abs(e) / s)
+    print("%s corrected: mean error at most %.3f bias steps (step %.3g, output RMS %.3g)" % (conv, worst, s.max(), rms))
+    if not np.all(np.abs(e) <= 0.5 * s + 1e-5 * rms):
+        print("FAIL: %s: a channel's mean error is over half a bias step" % conv)
+        fails += 1
+# 3. conv1's bias moved by the rounded mean error
+name = lp["conv1"][1]
+moved = lc["conv1"][3][name].astype(np.int64) - lp["conv1"][3][name].astype(np.int64)
+want = np.rint(e1 / steps).astype(np.int64)
+print("conv1 bias moved by %s steps (expected %s)" % (moved.tolist(), want.tolist()))
+if not np.all(np.abs(moved - want) <= 1) or np.sum(moved != want) > 2:
+    print("FAIL: conv1's bias correction is not round(mean error / step)")
+    fails += 1
+# 4. held-out samples, onnxruntime optimized
+fe = ort(fp, eval_batch, "all")["y"]
+gp, gc = sqnr(fe, ort(plain, eval_batch, "all")["y"]), sqnr(fe, ort(corr, eval_batch, "all")["y"])
+print("held-out SQNR in onnxruntime optimized: %.2f dB without, %.2f dB with bias correction" % (gp, gc))
+if not gc >= gp + 6:
+    print("FAIL: bias correction should gain at least 6 dB here")
+    fails += 1
+# 5. the report
+bc = json.load(open(rep)).get("bias_correction")
+if not bc or bc["layers"] != 3 or bc["samples"] != 16 or bc["changed"] < 1 or bc["skipped"] != 0:
+    print("FAIL: report bias_correction:", bc)
+    fails += 1
+if json.load(open(os.path.join(work, "corrected.json")))["config"]["resolved"]["bias_correction"] is not True:
+    print("FAIL: the report's resolved config does not say bias_correction true")
+    fails += 1
+sys.exit(1 if fails else 0)
