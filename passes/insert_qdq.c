@@ -137,11 +137,18 @@ static bool is_depthwise(const oq_node *n)
     return w && w->rank >= 3 && w->dims[1] == 1 && oq_node_attr_int(n, "group", 1) == w->dims[0] && w->dims[0] > 1;
 }
 
+static bool node_selected_but_depthwise(const qctx *c, const oq_node *n);
+
 static bool node_selected(const qctx *c, const oq_node *n)
 {
-    if (!op_selected_type(c, n))
-        return false;
     if (!c->depthwise && is_depthwise(n))
+        return false;
+    return node_selected_but_depthwise(c, n);
+}
+
+static bool node_selected_but_depthwise(const qctx *c, const oq_node *n)
+{
+    if (!op_selected_type(c, n))
         return false;
     const char *name = n->name ? n->name : "";
     if (c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0)
@@ -1131,6 +1138,37 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             (void)ok;
         }
     }
+    /* 2b. placement=ort-cpu, depthwise=false: onnxruntime's WeightBiasQuantization (graph
+     * optimization level 1, qdq_transformer/weight_bias_quantization.cc) gives a float Conv
+     * whose input comes from a per-tensor DequantizeLinear and whose output goes, without
+     * branching (through Relu/Clip at most), to a QuantizeLinear an int8 weight of its own:
+     * per tensor, which costs a depthwise Conv far more than per channel (PaddleOCR cls
+     * 32.2 -> 30.0 dB from two such layers), and the layer then runs as an integer kernel
+     * anyway. Such a depthwise Conv is quantized here, per channel. */
+    if (c->ort_cpu && !c->depthwise)
+        for (oq_node *n = c->g->first; n; n = n->next) {
+            if (n->id >= c->n_ids || c->sel[n->id] || !is_depthwise(n) || !node_selected_but_depthwise(c, n))
+                continue;
+            const vinfo_q *qi = vq(c, n->inputs[0]);
+            if (!qi || !qi->mark)
+                continue;
+            /* a marked value's readers all read its DequantizeLinear: its producer's only
+             * consumer becomes the QuantizeLinear */
+            bool to_q = false;
+            for (oq_value *o = n->n_outputs ? n->outputs[0] : NULL; o && !to_q;) {
+                const vinfo_q *qo = vq(c, o);
+                to_q = qo && qo->mark;
+                if (to_q || o->n_uses != 1 || oq_value_is_graph_output(o) || !act_consumer(o->uses[0].node) ||
+                    o->uses[0].node->n_outputs < 1)
+                    break;
+                o = o->uses[0].node->outputs[0];
+            }
+            if (!to_q)
+                continue;
+            c->sel[n->id] = true;
+            n_sel++;
+            oq_pass_stat_add(c->res, "depthwise_quantized_for_ort", 1);
+        }
     /* 3. parameters, in order (links read earlier values) */
     for (size_t i = 0; i < c->g->n_inputs; i++)
         if ((st = compute(c, c->g->inputs[i]->value)) != OQ_OK)

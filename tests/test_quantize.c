@@ -598,6 +598,61 @@ Test(insert_qdq, depthwise_false_leaves_depthwise_convs_in_float)
     oq_model_free(m);
 }
 
+/* x -> Conv pw0 -> a -> Conv dw -> d -> Relu -> r -> Conv pw -> y: with depthwise=false the
+ * depthwise Conv sits between a DequantizeLinear (a is quantized for pw0's group) and a
+ * QuantizeLinear (r is quantized for pw), which onnxruntime's WeightBiasQuantization would
+ * turn into a per-tensor int8 Conv; placement=ort-cpu quantizes it per channel instead, the
+ * plain rules leave it float */
+static oq_model *dw_between_model(void)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 2, 4, 4};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    float wdw[18], wpw[6] = {0.5f, -0.25f, 0.125f, 1.0f, -1.0f, 0.75f}, wp0[4] = {1.0f, 0.5f, -0.5f, 0.25f};
+    for (int i = 0; i < 18; i++)
+        wdw[i] = (float)(i % 7 - 3) * 0.1f;
+    int64_t dwd[4] = {2, 1, 3, 3}, pwd[4] = {3, 2, 1, 1}, p0d[4] = {2, 2, 1, 1};
+    tp_init_f(m, "wdw", dwd, 4, wdw);
+    tp_init_f(m, "wpw", pwd, 4, wpw);
+    tp_init_f(m, "wp0", p0d, 4, wp0);
+    tp_node(m, "Conv", "pw0", "x,wp0", "a");
+    oq_node *dw = tp_node(m, "Conv", "dw", "a,wdw", "d");
+    oq_node_set_attr_int(dw, "group", 2);
+    int64_t pads[4] = {1, 1, 1, 1};
+    oq_node_set_attr_ints(dw, "pads", pads, 4);
+    tp_node(m, "Relu", "relu", "d", "r");
+    tp_node(m, "Conv", "pw", "r,wpw", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "a", "d", "r", "y"};
+    static const float ranges[][2] = {{0, 1}, {-2, 2}, {-2, 2}, {0, 2}, {-3, 3}};
+    set_table(m, names, ranges, 5);
+    return m;
+}
+
+Test(insert_qdq, depthwise_false_quantizes_what_onnxruntime_would)
+{
+    oq_model *m = dw_between_model();
+    oq_pass_result r = tp_run(m, "insert-qdq{depthwise=false,placement=ort-cpu}");
+    cr_assert(find(m, "wdw_quantized"), "the depthwise Conv between a DQ and a Q is quantized");
+    const oq_tensor *sc = oq_value_const_tensor(find(m, "wdw_scale"));
+    cr_assert(sc && oq_tensor_numel(sc) == 2, "per channel");
+    cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 1);
+    oq_model_free(m);
+
+    m = dw_between_model();
+    r = tp_run(m, "insert-qdq{depthwise=false}");
+    cr_assert_null(find(m, "wdw_quantized"), "the plain rules leave it float");
+    cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 0);
+    oq_model_free(m);
+
+    /* first in the graph: its input is not quantized, onnxruntime leaves it float too */
+    m = dw_model();
+    r = tp_run(m, "insert-qdq{depthwise=false,placement=ort-cpu}");
+    cr_assert_null(find(m, "wdw_quantized"));
+    cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 0);
+    oq_model_free(m);
+}
+
 Test(insert_qdq, selection_regex_and_op_types)
 {
     oq_model *m = cnn(13);

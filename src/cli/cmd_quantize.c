@@ -184,8 +184,10 @@ static void help(FILE *f)
             "                         onnxruntime's reduce_range\n"
             "  --op-types A,B,..      op types to quantize (default: the target's; ort-x86: Conv,Gemm,MatMul;\n"
             "                         generic: Conv,ConvTranspose,Gemm,MatMul)\n"
-            "  --depthwise int8|float depthwise Convs quantized (default) or left float: faster in\n"
-            "                         onnxruntime, whose integer depthwise kernels are slow\n"
+            "  --depthwise int8|float depthwise Convs quantized or left float (default on the ort-*\n"
+            "                         targets: faster in onnxruntime, whose integer depthwise kernels\n"
+            "                         are slow, and more accurate with bias correction; those onnxruntime\n"
+            "                         would quantize per tensor itself are quantized per channel)\n"
             "  --include-nodes REGEX  only nodes whose name matches (POSIX extended regex)\n"
             "  --exclude-nodes REGEX  skip nodes whose name matches\n"
             "  --overrides FILE       JSON {tensor: {scale, zero_point, dtype, min, max}}\n"
@@ -761,12 +763,13 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
     if (!wsym_option && !c->weight_symmetric_set)
         c->weight_symmetric = c->tgt->weight_symmetric;
     c->placement = c->tgt->placement == OQ_PLACE_ORT_CPU ? "ort-cpu" : "plain";
-    /* depthwise Convs: onnxruntime's integer depthwise kernels are slower than its float
-     * ones, but leaving them float cost PaddleOCR rec accuracy on 4 of 5 calibration sets
-     * (docs/quantize.md, placement rules), so every target quantizes them unless asked */
+    /* depthwise Convs: float on the onnxruntime targets (its integer depthwise kernels are
+     * slower than its float ones, and with bias correction the float ones are more accurate
+     * on PaddleOCR det, rec and cls: docs/quantize.md, placement rules); insert-qdq still
+     * quantizes, per channel, those onnxruntime would quantize per tensor itself */
     c->src_depthwise = source_of(c->depthwise, c->cfg_depthwise);
     if (!c->depthwise)
-        c->depthwise = "int8";
+        c->depthwise = c->tgt->placement == OQ_PLACE_ORT_CPU && strcmp(c->mode, "static") == 0 ? "float" : "int8";
     /* graph preparation: on for static quantization on the onnxruntime targets (faster
      * there, and not less accurate on average: docs/quantize.md "Graph preparation") */
     /* not with --target-sqnr: the fallback search reached 32 dB on PaddleOCR det with 50
