@@ -488,6 +488,60 @@ def gen_bin(outdir, name, mode):
     return name
 
 
+def gen_se_block(outdir, name, xdt, mode):
+    """The float islands of a squeeze-excitation block (PaddleOCR cls): a = Q/DQ(x),
+    h = a * HardSigmoid(a) (onnxq: a table of 256 floats, read by two nodes), then
+    'mul': Mul(h, Sigmoid(GlobalAveragePool(h))) -> Q (a float activation times a float
+    gate, in one pass); 'add': Add(h, Relu(GlobalAveragePool(h))) -> Q; 'out': h + 0.25
+    is the graph output (no Q after the table)."""
+    c = Case(name)
+    shape = (1, 6, 5, 11)
+    xs = F32(0.05)
+    xzp = 128 if xdt == TensorProto.UINT8 else 0
+    lo, hi = qrange(xdt)
+    # every stored value at least once, the rest random
+    raw = np.concatenate([np.arange(lo, hi + 1), rng.integers(lo, hi + 1, int(np.prod(shape)) - 256)])
+    raw = rng.permutation(raw).reshape(shape)
+    x = ((raw - xzp).astype(F32) * xs).astype(F32)
+    c.qdq_in(xdt, xs, xzp)
+    c.nodes += [helper.make_node('HardSigmoid', ['xd'], ['hs'], alpha=1.0 / 6, beta=0.5),
+                helper.make_node('Mul', ['xd', 'hs'], ['h'])]
+    xd = x.astype(F32)
+    h = (xd * np.clip(F32(1.0 / 6) * xd + F32(0.5), F32(0), F32(1)).astype(F32)).astype(F32)
+    ys, yzp = F32(0.03), 20 if xdt == TensorProto.UINT8 else -108
+    if mode == 'out':
+        c.init('quarter', np.array(0.25, F32))
+        c.nodes.append(helper.make_node('Add', ['h', 'quarter'], ['y']))
+        y = (h + F32(0.25)).astype(F32)
+        g = helper.make_graph(c.nodes, c.name,
+                              [helper.make_tensor_value_info('x', TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, list(shape))],
+                              c.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(outdir, c.name + '.onnx'))
+        np.save(os.path.join(outdir, c.name + '.x.npy'), x)
+        np.save(os.path.join(outdir, c.name + '.avx2.npy'), y)
+        np.save(os.path.join(outdir, c.name + '.exact.npy'), y)
+        return name
+    c.nodes.append(helper.make_node('GlobalAveragePool', ['h'], ['gp']))
+    gp = h.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(F32)
+    if mode == 'mul':
+        c.nodes += [helper.make_node('Sigmoid', ['gp'], ['gate']),
+                    helper.make_node('Mul', ['h', 'gate'], ['cv'])]
+        v = (h * (1 / (1 + np.exp(-gp.astype(np.float64)))).astype(F32)).astype(F32)
+    else:
+        c.nodes += [helper.make_node('Relu', ['gp'], ['gate']),
+                    helper.make_node('Add', ['gate', 'h'], ['cv'])]
+        v = (np.maximum(gp, F32(0)) + h).astype(F32)
+    c.out('cv', xdt, ys, yzp)
+    yq = np.clip(np.rint(v / ys) + yzp, lo, hi)
+    y = ((yq - yzp) * ys).astype(F32)
+    c.save(outdir, list(shape), list(shape), x, y, y)
+    return name
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
@@ -550,7 +604,10 @@ def main():
     luts = [gen_lut_chain(outdir, 'lut_chain_u8', TensorProto.UINT8),
             gen_lut_chain(outdir, 'lut_chain_s8', TensorProto.INT8),
             gen_bin(outdir, 'bin_add_same', 'add_same'), gen_bin(outdir, 'bin_mul_chan', 'mul_chan'),
-            gen_bin(outdir, 'bin_mul_float', 'mul_float')]
+            gen_bin(outdir, 'bin_mul_float', 'mul_float'),
+            gen_se_block(outdir, 'se_mul_u8', TensorProto.UINT8, 'mul'),
+            gen_se_block(outdir, 'se_add_s8', TensorProto.INT8, 'add'),
+            gen_se_block(outdir, 'table_float_out_s8', TensorProto.INT8, 'out')]
     with open(os.path.join(outdir, 'lut_cases.txt'), 'w') as f:
         f.write('\n'.join(luts) + '\n')
 

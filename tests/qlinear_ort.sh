@@ -9,7 +9,9 @@
 #     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
 #  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
 #     avx_vnni in /proc/cpuinfo), avx2 otherwise;
-#  4. a DQ -> elementwise chain -> Q run as a table equals the nodes run one by one.
+#  4. a DQ -> elementwise chain -> Q run as a table, DQ(a), DQ(b) -> Add | Mul -> Q in
+#     one pass, and the float islands of a squeeze-excitation block (a DQ -> chain -> float
+#     table, float a, float b -> Mul | Add -> Q in one pass) equal the nodes run one by one.
 # usage: bash qlinear_ort.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 exe=$1 src=$2 bin=${3:-/tmp}
@@ -80,14 +82,17 @@ print(('ok  ' if ok else 'FAIL') + f' hand-computed: avx2 {a} (want [32768.0]), 
 sys.exit(0 if ok else 1)
 PY
 # onnxruntime
-# DQ -> elementwise chain -> Q as a table, and DQ(a), DQ(b) or a float b -> Add | Mul -> Q
-# in one pass (docs/run.md): the same bytes as the nodes run one by one (ONNXQ_NO_LUT=1)
+# DQ -> elementwise chain -> Q (or -> a float value) as a table, and DQ(a), DQ(b), a float b
+# or two floats -> Add | Mul -> Q in one pass (docs/run.md): the same bytes as the nodes run
+# one by one (ONNXQ_NO_LUT=1)
 # and as the reference target; within one step of a numpy float32 evaluation (float
 # rounding of the chain, of GlobalAveragePool's sum) on all but 2 elements
+# (gen: the portable C code of the rows, tables and kernels)
 for c in $(cat "$work/lut_cases.txt"); do
-  for v in lut nolut ref avx2; do
+  for v in lut nolut ref avx2 gen; do
     mkdir -p "$work/lut_$v"; opt=(--target host); [ $v = ref ] && opt=(--target reference); [ $v = avx2 ] && opt=(--target avx2)
-    env $([ $v = nolut ] && echo ONNXQ_NO_LUT=1) "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" \
+    env $([ $v = nolut ] && echo ONNXQ_NO_LUT=1) $([ $v = gen ] && echo ONNXQ_QUANT_ISA=generic ONNXQ_QGEMM_ISA=generic) \
+      "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" \
       "${opt[@]}" --output-dir "$work/lut_$v/$c" --npy >/dev/null 2>"$work/err" ||
       { echo "FAIL: $c $v"; cat "$work/err"; fail=1; }
   done
@@ -97,13 +102,13 @@ import sys, numpy as np
 w = sys.argv[1]
 bad = 0
 for c in open(f'{w}/lut_cases.txt').read().split():
-    y = {v: np.load(f'{w}/lut_{v}/{c}/y.npy') for v in ('lut', 'nolut', 'ref', 'avx2')}
+    y = {v: np.load(f'{w}/lut_{v}/{c}/y.npy') for v in ('lut', 'nolut', 'ref', 'avx2', 'gen')}
     ref = np.load(f'{w}/{c}.exact.npy')
-    same = all(np.array_equal(y['lut'].view(np.uint32), y[v].view(np.uint32)) for v in ('nolut', 'ref', 'avx2'))
+    same = all(np.array_equal(y['lut'].view(np.uint32), y[v].view(np.uint32)) for v in ('nolut', 'ref', 'avx2', 'gen'))
     steps = np.abs(y['lut'] - ref) / np.float32(0.03)
     off = int((steps > 0.5).sum())
     ok = same and steps.max() < 1.5 and off <= 2
-    print(('ok  ' if ok else 'FAIL') + f' {c}: fused == nodes one by one == reference == avx2: {same}; '
+    print(('ok  ' if ok else 'FAIL') + f' {c}: fused == nodes one by one == reference == avx2 == portable C: {same}; '
           f'{off} of {ref.size} one step from numpy')
     bad |= not ok
 sys.exit(bad)

@@ -321,6 +321,8 @@ static bool match(oq_graph *g, oq_node *n, oq_arith arith, oq_qgroup *grp)
     case OQ_QG_SOFTMAX:
     case OQ_QG_LUT:
     case OQ_QG_BIN:
+    case OQ_QG_FTAB:
+    case OQ_QG_FBIN:
         break;
     case OQ_QG_CONV:
         if (!weight_ok(dq[1], 3, 0, true) || tw->rank > 5)
@@ -390,21 +392,21 @@ static bool in_chain(const oq_qgroup *grp, const oq_node *n)
     return false;
 }
 
-/* q's input computed from one per-tensor 8-bit DequantizeLinear by elementwise float ops
- * whose other operands are float scalar constants, with no reader outside the chain */
-static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
+/* The nodes computing v from one per-tensor 8-bit DequantizeLinear (grp->dq_x) by
+ * elementwise float ops whose other operands are float scalar constants, into
+ * grp->chain in graph order. Every chain value is read only by the chain and by
+ * `reader` (and is no graph output), except v itself when v_free. */
+static bool collect_chain(oq_graph *g, const oq_value *v, const oq_node *reader, bool v_free,
+                          oq_qgroup *grp)
 {
-    memset(grp, 0, sizeof *grp);
-    if (!scalar_q(q))
-        return false;
-    /* the chain, collected backwards from q's input (a work list of values) */
+    /* the chain, collected backwards from v (a work list of values) */
     const oq_value *work[2 * OQ_QG_LUT_MAX + 2];
     size_t nw = 0;
-    work[nw++] = q->inputs[0];
+    work[nw++] = v;
     oq_node *dq = NULL;
     while (nw) {
-        const oq_value *v = work[--nw];
-        oq_node *p = producer(v, g);
+        const oq_value *w = work[--nw];
+        oq_node *p = producer(w, g);
         if (!p)
             return false;
         if (is_op(p, "DequantizeLinear")) {
@@ -439,11 +441,13 @@ static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
         return false;
     /* nothing outside reads an intermediate; graph order for evaluation */
     for (size_t i = 0; i < grp->n_chain; i++) {
-        const oq_value *v = grp->chain[i]->outputs[0];
-        if (oq_value_is_graph_output(v))
+        const oq_value *o = grp->chain[i]->outputs[0];
+        if (v_free && o == v)
+            continue;
+        if (oq_value_is_graph_output(o))
             return false;
-        for (size_t u = 0; u < v->n_uses; u++)
-            if (v->uses[u].node != q && !in_chain(grp, v->uses[u].node))
+        for (size_t u = 0; u < o->n_uses; u++)
+            if (o->uses[u].node != reader && !in_chain(grp, o->uses[u].node))
                 return false;
     }
     size_t k = 0;
@@ -455,11 +459,86 @@ static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
             grp->chain[j] = grp->chain[k];
             grp->chain[k++] = n;
         }
-    grp->kind = OQ_QG_LUT;
     grp->dq_x = dq;
+    return true;
+}
+
+/* q's input computed from one per-tensor 8-bit DequantizeLinear by elementwise float ops
+ * whose other operands are float scalar constants, with no reader outside the chain */
+static bool match_lut(oq_graph *g, oq_node *q, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    if (!scalar_q(q) || !collect_chain(g, q->inputs[0], q, false, grp))
+        return false;
+    grp->kind = OQ_QG_LUT;
     grp->q = q;
     grp->out = q;
     grp->anchor = q;
+    return true;
+}
+
+/* n's float output computed from one per-tensor 8-bit DequantizeLinear by such a chain
+ * ending at n (read by anything): OQ_QG_FTAB */
+static bool match_ftab(oq_graph *g, oq_node *n, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    if (!lut_op(n) || !collect_chain(g, n->outputs[0], NULL, true, grp))
+        return false;
+    grp->kind = OQ_QG_FTAB;
+    grp->out = n;
+    grp->anchor = n;
+    return true;
+}
+
+/* v is float32: its declared type says so, or (no declared element type) it comes from a
+ * DequantizeLinear with a float scale, or from an op that keeps its input type (the
+ * table ops, pooling) applied to a float32 value or constant */
+static bool float_value(const oq_value *v, const oq_graph *g, int depth)
+{
+    if (!v)
+        return false;
+    if (v->type && v->type->kind == OQ_TYPE_TENSOR && v->type->has_elem_type)
+        return v->type->elem_type == OQ_DTYPE_FLOAT;
+    oq_tensor *t = oq_value_const_tensor(v);
+    if (t)
+        return t->has_dtype && t->dtype == OQ_DTYPE_FLOAT;
+    oq_node *p = producer(v, g);
+    if (!p || depth > 8)
+        return false;
+    if (is_op(p, "DequantizeLinear")) {
+        oq_tensor *ts = p->n_inputs > 1 ? oq_value_const_tensor(p->inputs[1]) : NULL;
+        return ts && ts->has_dtype && ts->dtype == OQ_DTYPE_FLOAT;
+    }
+    if (!lut_op(p) && !is_op(p, "GlobalAveragePool") && !is_op(p, "AveragePool") &&
+        !is_op(p, "MaxPool") && !is_op(p, "GlobalMaxPool"))
+        return false;
+    for (size_t i = 0; i < p->n_inputs && i < 2; i++) /* Clip's bounds: same type too */
+        if (float_value(p->inputs[i], g, depth + 1))
+            return true;
+    return false;
+}
+
+/* q <- Add | Mul of two float32 activations, neither a constant (tables, float chains)
+ * nor a DequantizeLinear output (OQ_QG_BIN's; and a DQ whose other readers are groups is
+ * not run: the step would read nothing) */
+static bool match_fbin(oq_graph *g, oq_node *q, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    if (!scalar_q(q))
+        return false;
+    oq_node *p = producer(q->inputs[0], g);
+    if ((!is_op(p, "Add") && !is_op(p, "Mul")) || p->n_inputs != 2 || p->n_outputs != 1 ||
+        oq_node_opset(p) < 7 || only_consumer(p->outputs[0]) != q)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (!p->inputs[i] || oq_value_const_tensor(p->inputs[i]) ||
+            is_op(producer(p->inputs[i], g), "DequantizeLinear") || !float_value(p->inputs[i], g, 0))
+            return false;
+    grp->kind = OQ_QG_FBIN;
+    grp->anchor = p;
+    grp->dyn_b = true; /* two run-time inputs */
+    grp->q = q;
+    grp->out = q;
     return true;
 }
 
@@ -527,10 +606,17 @@ static oq_qgroup *push_group(oq_qgroups *gs, size_t *cap, const oq_qgroup *tmp, 
     *grp = *tmp;
     oq_node *st = &grp->step;
     st->name = tmp->out->name;
-    st->op_type = (char *)OQ_QGROUP_OP;
+    st->op_type = (char *)(tmp->kind == OQ_QG_FTAB   ? OQ_QGROUP_OP_FTAB
+                           : tmp->kind == OQ_QG_FBIN ? OQ_QGROUP_OP_FBIN
+                                                     : OQ_QGROUP_OP);
     st->domain = (char *)OQ_QGROUP_DOMAIN;
-    grp->step_in[0] = tmp->dq_x->inputs[0];
-    grp->step_in[1] = !tmp->dyn_b ? NULL : tmp->dq_w ? tmp->dq_w->inputs[0] : tmp->bin_float;
+    if (tmp->kind == OQ_QG_FBIN) { /* the Add | Mul's own operands */
+        grp->step_in[0] = tmp->anchor->inputs[0];
+        grp->step_in[1] = tmp->anchor->inputs[1];
+    } else {
+        grp->step_in[0] = tmp->dq_x->inputs[0];
+        grp->step_in[1] = !tmp->dyn_b ? NULL : tmp->dq_w ? tmp->dq_w->inputs[0] : tmp->bin_float;
+    }
     grp->step_out[0] = tmp->out->outputs[0];
     st->n_inputs = tmp->dyn_b ? 2 : 1;
     st->inputs = grp->step_in;
@@ -598,6 +684,38 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
     for (oq_node *n = g->first; n && same_number_fusions; n = n->next) {
         oq_qgroup tmp;
         if (!match_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
+            tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
+            continue;
+        tmp.arith = arith;
+        if (!push_group(gs, &cap, &tmp, g))
+            goto nomem;
+        gs->role[n->id] = 2;
+        gs->role[tmp.anchor->id] = 1;
+    }
+    /* then what stays float between them: DQ -> elementwise chain -> a float value (last
+     * node first: the longest chain), and float a, float b -> Add | Mul -> Q */
+    for (oq_node *n = g->last; n && same_number_fusions; n = n->prev) {
+        oq_qgroup tmp;
+        if (!match_ftab(g, n, &tmp))
+            continue;
+        bool free_nodes = true;
+        for (size_t i = 0; free_nodes && i < tmp.n_chain; i++)
+            free_nodes = tmp.chain[i]->id < gs->n_ids && !gs->role[tmp.chain[i]->id] &&
+                         !gs->by_out[tmp.chain[i]->id];
+        if (!free_nodes)
+            continue;
+        tmp.arith = arith;
+        tmp.model = m;
+        oq_qgroup *grp = push_group(gs, &cap, &tmp, g);
+        if (!grp)
+            goto nomem;
+        for (size_t i = 0; i < grp->n_chain; i++)
+            gs->role[grp->chain[i]->id] = 1;
+        gs->role[n->id] = 3;
+    }
+    for (oq_node *n = g->first; n && same_number_fusions; n = n->next) {
+        oq_qgroup tmp;
+        if (!match_fbin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
             tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
             continue;
         tmp.arith = arith;

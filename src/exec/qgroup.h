@@ -22,6 +22,16 @@
  * QLinearMul, whose own rounding is not emulated) runs the same DQ rows, float op and Q
  * rows as the three nodes, on pieces that stay in cache (OQ_QG_BIN).
  *
+ * Two more of these same-number groups have their own step op and kernel
+ * (src/exec/kernels/quant_ops.c), for the float islands of a squeeze-excitation block
+ * (DQ -> HardSigmoid, Mul -> h -> GlobalAveragePool ... gate g; Mul(h, g) -> Q):
+ *  - DQ(x) -> elementwise chain -> a float value read by anything (OQ_QG_FTAB, op
+ *    OQ_QGROUP_OP_FTAB): the LUT's float twin, a table of 256 floats computed at plan
+ *    time by the nodes' own kernels; the DQ is skipped when only the chain reads it;
+ *  - float a, float b (activations) -> Add | Mul -> Q (OQ_QG_FBIN, op OQ_QGROUP_OP_FBIN):
+ *    the float op and the Q row of the two nodes on pieces of 256 values.
+ * ONNXQ_NO_LUT=1 turns off every same-number group (LUT, BIN, FTAB, FBIN).
+ *
  * A Gemm or MatMul with no Q after it has a float output: QGemm without y_scale,
  * y = float(acc + C) * (x_scale * w_scale), or MatMulIntegerToFloat,
  * y = float(acc) * (x_scale * w_scale); a MatMul followed by an Add of a DequantizeLinear
@@ -43,6 +53,9 @@
 /* domain and op type of the fused step (kernel family "qlinear") */
 #define OQ_QGROUP_DOMAIN "onnxq.internal"
 #define OQ_QGROUP_OP "QLinearGroup"
+/* the same-number float groups (kernel family "quant_ops") */
+#define OQ_QGROUP_OP_FTAB "DequantizeTable"
+#define OQ_QGROUP_OP_FBIN "QuantizeFloatBinary"
 
 #define OQ_QG_LUT_MAX 16
 
@@ -53,8 +66,12 @@ typedef enum oq_qgroup_kind {
     OQ_QG_SOFTMAX = 3,     /* DQ -> Softmax -> Q: QLinearSoftmax (qlinear_softmax.cc) */
     OQ_QG_DYN = 4,         /* (recognition only) */
     OQ_QG_LUT = 5,         /* DQ -> elementwise chain -> Q: a table */
-    OQ_QG_BIN = 6          /* DQ(a), DQ(b) or float b -> Add | Mul -> Q in one pass (dq_x: a,
+    OQ_QG_BIN = 6,         /* DQ(a), DQ(b) or float b -> Add | Mul -> Q in one pass (dq_x: a,
                             * dq_w: b's DQ or NULL) */
+    OQ_QG_FTAB = 7,        /* DQ -> elementwise chain -> float value: a table of floats
+                            * (chain as for OQ_QG_LUT, q NULL, out the chain's last node) */
+    OQ_QG_FBIN = 8         /* float a, float b -> Add | Mul -> Q in one pass (no DQ: dq_x
+                            * NULL, anchor the Add | Mul) */
 } oq_qgroup_kind;
 
 typedef struct oq_qgroup {
@@ -73,7 +90,8 @@ typedef struct oq_qgroup {
                             * QDQS8ToU8Transformer); output likewise */
     bool dyn_b;            /* MatMul whose B is an activation (per-tensor DQ) */
     bool b_shift;          /* that B is int8 run as uint8 + 128 */
-    /* OQ_QG_LUT: the nodes between dq_x and q, in graph order, and the model (opsets) */
+    /* OQ_QG_LUT, OQ_QG_FTAB: the nodes between dq_x and q (FTAB: up to and with out), in
+     * graph order, and the model (opsets) */
     oq_node *chain[OQ_QG_LUT_MAX];
     size_t n_chain;
     const oq_model *model;
@@ -91,5 +109,11 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
 oq_node *oq_qgroups_step_node(const oq_qgroups *gs, oq_node *n);
 size_t oq_qgroups_count(const oq_qgroups *gs);
 void oq_qgroups_free(oq_qgroups *gs);
+
+/* OQ_QG_FTAB (src/exec/kernels/quant_ops.c): dq_x and the chain evaluated one node at a
+ * time by the kernels a plan would run (oq_exec_eval_node) on the 256 values of x's
+ * 8-bit type (value i: the byte i); *out gets the chain's last value (256 elements,
+ * owned: release it). */
+oq_status oq_qgroup_eval_table(oq_kctx *k, const oq_qgroup *grp, oq_rt_tensor *out);
 
 #endif

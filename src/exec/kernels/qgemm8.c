@@ -182,14 +182,22 @@ requant_avx512(const int32_t *acc, int mr, const int64_t *rowsum, const oq_q8_ou
     __m512 sc = _mm512_loadu_ps(o->scale + n0);
     __m512 lo = _mm512_set1_ps(o->fmin), hi = _mm512_set1_ps(o->fmax);
     __m512i zp = _mm512_set1_epi32(o->yzp);
-    for (int r = 0; r < mr; r++) {
-        __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + r * OQ_Q8_NR),
-                                     _mm512_add_epi32(_mm512_mullo_epi32(cm, _mm512_set1_epi32((int32_t)(uint32_t)rowsum[r])), cc));
-        __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(a), sc);
-        if (o->float_out) {
-            _mm512_storeu_ps((float *)out + r * OQ_Q8_NR, f);
-            continue;
+    /* a row sum of 0 (symmetric weights: none is computed) adds colm * 0 = 0: skipped,
+     * the same int32 sum */
+    if (o->float_out) {
+        for (int r = 0; r < mr; r++) {
+            __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + r * OQ_Q8_NR), cc);
+            if (rowsum[r])
+                a = _mm512_add_epi32(a, _mm512_mullo_epi32(cm, _mm512_set1_epi32((int32_t)(uint32_t)rowsum[r])));
+            _mm512_storeu_ps((float *)out + r * OQ_Q8_NR, _mm512_mul_ps(_mm512_cvtepi32_ps(a), sc));
         }
+        return;
+    }
+    for (int r = 0; r < mr; r++) {
+        __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + r * OQ_Q8_NR), cc);
+        if (rowsum[r])
+            a = _mm512_add_epi32(a, _mm512_mullo_epi32(cm, _mm512_set1_epi32((int32_t)(uint32_t)rowsum[r])));
+        __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(a), sc);
         f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
         __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
         _mm_storeu_si128((__m128i *)((uint8_t *)out + r * OQ_Q8_NR), _mm512_cvtepi32_epi8(v));

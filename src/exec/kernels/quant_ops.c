@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/kernel.h"
+#include "exec/qgroup.h"
 
 static void qrange(int32_t dt, double *lo, double *hi)
 {
@@ -626,9 +627,330 @@ static oq_status run_dql(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     return OQ_OK;
 }
 
+
+/* ------------------------------------------------------------------ fused groups --- */
+/* Two same-number groups of src/exec/qgroup.h for the float islands of a quantized
+ * model (a squeeze-excitation block), both ONNXQ_NO_LUT=1 off:
+ *  - OQ_QG_FTAB: DQ(x) -> elementwise chain -> a float value, as y = table[x byte] with
+ *    the 256 results of the nodes' own kernels (oq_qgroup_eval_table): each element of
+ *    the chain depends on its 8-bit x alone, so these are the nodes' bytes;
+ *  - OQ_QG_FBIN: float a, float b -> Add | Mul -> QuantizeLinear (per tensor, 8-bit), over
+ *    the rows of oq_k_bcast_apply in pieces of 256: the float op (the kernel's a op b,
+ *    exactly rounded), then the QuantizeLinear row (oq_k_q_row) the Q kernel runs. */
+
+oq_status oq_qgroup_eval_table(oq_kctx *k, const oq_qgroup *grp, oq_rt_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    const oq_node *dq = grp->dq_x;
+    oq_tensor *txz = dq && dq->n_inputs > 2 ? oq_value_const_tensor(dq->inputs[2]) : NULL;
+    if (!txz || !txz->has_dtype || (txz->dtype != OQ_DTYPE_UINT8 && txz->dtype != OQ_DTYPE_INT8) ||
+        grp->n_chain > OQ_QG_LUT_MAX)
+        return oq_k_error(k, OQ_ERR_INVALID, "table: no 8-bit zero point");
+    uint8_t bytes[256];
+    for (int i = 0; i < 256; i++)
+        bytes[i] = (uint8_t)i; /* int8: the same bytes read as -128..127 */
+    int64_t dim = 256;
+    /* values computed so far: the DQ's output and each chain node's */
+    size_t nv = grp->n_chain + 1;
+    const oq_value *vals[OQ_QG_LUT_MAX + 1];
+    oq_rt_tensor res[OQ_QG_LUT_MAX + 1];
+    memset(res, 0, sizeof res);
+    oq_status st = OQ_OK;
+    for (size_t step = 0; step < nv && st == OQ_OK; step++) {
+        const oq_node *n = step == 0 ? dq : grp->chain[step - 1];
+        const oq_rt_tensor *ins[8];
+        oq_rt_tensor cst[8], x;
+        memset(cst, 0, sizeof cst);
+        if (n->n_inputs > 8) {
+            st = oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", n->n_inputs);
+            break;
+        }
+        for (size_t i = 0; i < n->n_inputs && st == OQ_OK; i++) {
+            const oq_value *v = n->inputs[i];
+            ins[i] = NULL;
+            if (!v)
+                continue;
+            if (step == 0 && i == 0) {
+                oq_rt_tensor_borrow(&x, txz->dtype, &dim, 1, bytes);
+                ins[i] = &x;
+                continue;
+            }
+            for (size_t j = 0; j < step && !ins[i]; j++)
+                if (vals[j] == v)
+                    ins[i] = &res[j];
+            if (ins[i])
+                continue;
+            oq_tensor *t = oq_value_const_tensor((oq_value *)v);
+            const void *d = t ? oq_tensor_data(t, NULL) : NULL;
+            if (!d || oq_rt_tensor_borrow(&cst[i], t->dtype, t->dims, t->rank, (void *)d) != OQ_OK)
+                st = oq_k_error(k, OQ_ERR_INVALID, "table: input \"%s\" of \"%s\" unreadable",
+                                v->name ? v->name : "", n->name ? n->name : "");
+            else
+                ins[i] = &cst[i];
+        }
+        if (st != OQ_OK)
+            break;
+        st = oq_exec_eval_node(grp->model, n, ins, n->n_inputs, -1, &res[step], 1, k->diag);
+        if (st == OQ_OK && oq_rt_tensor_numel(&res[step]) != 256)
+            st = oq_k_error(k, OQ_ERR_INVALID, "table: \"%s\" changed the shape",
+                            n->name ? n->name : "");
+        vals[step] = n->outputs[0];
+    }
+    if (st == OQ_OK) { /* the last value is the caller's now */
+        *out = res[nv - 1];
+        memset(&res[nv - 1], 0, sizeof res[nv - 1]);
+    }
+    for (size_t i = 0; i < nv; i++)
+        oq_rt_tensor_release(&res[i]);
+    return st;
+}
+
+typedef struct ftab_state {
+    float tab[256];
+    int32_t xdt;
+    bool rank1;            /* a chain constant of rank 1: a rank-0 x gives [1] */
+} ftab_state;
+
+static oq_status prepare_ftab(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
+{
+    (void)in;
+    (void)n_in;
+    const oq_qgroup *grp = (const oq_qgroup *)k->node;
+    if (grp->kind != OQ_QG_FTAB)
+        return oq_k_error(k, OQ_ERR_INTERNAL, "not a table group");
+    ftab_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return OQ_ERR_NOMEM;
+    k->state = s;
+    oq_rt_tensor t;
+    oq_status st = oq_qgroup_eval_table(k, grp, &t);
+    if (st != OQ_OK)
+        return st;
+    if (t.dtype != OQ_DTYPE_FLOAT)
+        st = oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: the chain's result is %s, not float",
+                        oq_dtype_name(t.dtype));
+    else
+        memcpy(s->tab, t.data, sizeof s->tab);
+    oq_rt_tensor_release(&t);
+    s->xdt = oq_value_const_tensor(grp->dq_x->inputs[2])->dtype;
+    for (size_t c = 0; c < grp->n_chain; c++)
+        for (size_t i = 0; i < grp->chain[c]->n_inputs; i++) {
+            oq_tensor *ct = oq_value_const_tensor(grp->chain[c]->inputs[i]);
+            s->rank1 = s->rank1 || (ct && ct->rank == 1);
+        }
+    return st;
+}
+
+static oq_status infer_ftab(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    const ftab_state *s = k->state;
+    out[0].dtype = OQ_DTYPE_FLOAT;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    (void)n_in;
+    if (in[0]->dtype != s->xdt)
+        return oq_k_error(k, OQ_ERR_INVALID, "fused table: input of type %s, zero point of type %s",
+                          oq_dtype_name(in[0]->dtype), oq_dtype_name(s->xdt));
+    static const int64_t one = 1;
+    if (in[0]->rank == 0 && s->rank1)
+        return oq_k_set_out(k, &out[0], OQ_DTYPE_FLOAT, &one, 1);
+    return oq_k_set_out(k, &out[0], OQ_DTYPE_FLOAT, in[0]->dims, in[0]->rank);
+}
+
+typedef struct ftab_job {
+    const float *tab;
+    const uint8_t *x;
+    float *y;
+    int isa;               /* q_isas index: 0 generic, 1 AVX2, 2 AVX-512 */
+} ftab_job;
+
+#ifdef OQ_HAVE_Q_X86
+/* y[i] = tab[x[i]] for the first n / 8 * 8 elements (8-lane gathers) */
+__attribute__((target("avx2"))) static int64_t ftab_avx2(const float *tab, const uint8_t *x,
+                                                         float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_i32gather_ps(tab, idx, 4));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t ftab_avx512(const float *tab, const uint8_t *x,
+                                                              float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm512_storeu_ps(y + i, _mm512_i32gather_ps(idx, tab, 4));
+    }
+    return i;
+}
+#endif
+
+static void ftab_range(void *arg, int64_t b, int64_t e, int w)
+{
+    const ftab_job *j = arg;
+    (void)w;
+    const uint8_t *x = j->x + b;
+    float *y = j->y + b;
+    int64_t n = e - b, i = 0;
+#ifdef OQ_HAVE_Q_X86
+    if (j->isa == 2)
+        i = ftab_avx512(j->tab, x, y, n);
+    else if (j->isa == 1)
+        i = ftab_avx2(j->tab, x, y, n);
+#endif
+    for (; i < n; i++)
+        y[i] = j->tab[x[i]];
+}
+
+static oq_status run_ftab(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    const ftab_state *s = k->state;
+    ftab_job j = {s->tab, in[0]->data, out[0].data, (int)(q_isa_get() - q_isas)};
+    int64_t n = oq_rt_tensor_numel(in[0]); /* = the output's (a rank-0 x may give [1]) */
+    if (n > 0)
+        oq_k_parallel_for(k, n, 32768, ftab_range, &j);
+    return OQ_OK;
+}
+
+typedef struct fbin_state {
+    float ys;
+    int32_t yzp, ydt;
+    bool mul;
+} fbin_state;
+
+static oq_status prepare_fbin(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
+{
+    (void)in;
+    (void)n_in;
+    const oq_qgroup *grp = (const oq_qgroup *)k->node;
+    if (grp->kind != OQ_QG_FBIN || !grp->q || grp->q->n_inputs < 3)
+        return oq_k_error(k, OQ_ERR_INTERNAL, "not a float Add/Mul -> Q group");
+    fbin_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return OQ_ERR_NOMEM;
+    k->state = s;
+    oq_tensor *ts = oq_value_const_tensor(grp->q->inputs[1]);
+    oq_tensor *tz = oq_value_const_tensor(grp->q->inputs[2]);
+    const void *sd = ts ? oq_tensor_data(ts, NULL) : NULL, *zd = tz ? oq_tensor_data(tz, NULL) : NULL;
+    if (!sd || !zd || ts->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(ts) != 1 ||
+        oq_tensor_numel(tz) != 1 || (tz->dtype != OQ_DTYPE_UINT8 && tz->dtype != OQ_DTYPE_INT8))
+        return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
+    s->ys = *(const float *)sd;
+    s->ydt = tz->dtype;
+    s->yzp = tz->dtype == OQ_DTYPE_INT8 ? *(const int8_t *)zd : *(const uint8_t *)zd;
+    s->mul = strcmp(grp->anchor->op_type, "Mul") == 0;
+    return OQ_OK;
+}
+
+static oq_status infer_fbin(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                            oq_rt_tensor *out, size_t n_out)
+{
+    const fbin_state *s = k->state;
+    out[0].dtype = s->ydt;
+    if (!oq_k_shapes_known(in, 2))
+        return oq_k_defer(k, out, n_out);
+    (void)n_in;
+    if (in[0]->dtype != OQ_DTYPE_FLOAT || in[1]->dtype != OQ_DTYPE_FLOAT)
+        return oq_k_error(k, OQ_ERR_INVALID, "fused group: operands of type %s and %s",
+                          oq_dtype_name(in[0]->dtype), oq_dtype_name(in[1]->dtype));
+    int64_t d[OQ_RT_MAX_RANK];
+    size_t r;
+    oq_status st = oq_k_broadcast(k, in, 2, d, &r);
+    if (st != OQ_OK)
+        return st;
+    return oq_k_set_out(k, &out[0], s->ydt, d, r);
+}
+
+#define FBIN_PIECE 256
+
+/* f[i] = a[i * ia] op b[i * ib] (ia, ib: 1, or 0 for a broadcast value), the float op
+ * of the Add / Mul kernels: IEEE single precision, the same in every lane and path */
+static void fbin_op(bool mul, const float *a, int64_t ia, const float *b, int64_t ib, float *f,
+                    int64_t i, int64_t n)
+{
+    for (; i < n; i++)
+        f[i] = mul ? a[i * ia] * b[i * ib] : a[i * ia] + b[i * ib];
+}
+
+#ifdef OQ_HAVE_Q_X86
+__attribute__((target("avx2"))) static int64_t fbin_avx2(bool mul, const float *a, int64_t ia,
+                                                         const float *b, int64_t ib, float *f,
+                                                         int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = ia ? _mm256_loadu_ps(a + i) : _mm256_set1_ps(a[0]);
+        __m256 y = ib ? _mm256_loadu_ps(b + i) : _mm256_set1_ps(b[0]);
+        _mm256_storeu_ps(f + i, mul ? _mm256_mul_ps(x, y) : _mm256_add_ps(x, y));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t fbin_avx512(bool mul, const float *a,
+                                                              int64_t ia, const float *b,
+                                                              int64_t ib, float *f, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = ia ? _mm512_loadu_ps(a + i) : _mm512_set1_ps(a[0]);
+        __m512 y = ib ? _mm512_loadu_ps(b + i) : _mm512_set1_ps(b[0]);
+        _mm512_storeu_ps(f + i, mul ? _mm512_mul_ps(x, y) : _mm512_add_ps(x, y));
+    }
+    return i;
+}
+#endif
+
+typedef struct fbin_job {
+    const fbin_state *s;
+    int isa;               /* q_isas index: 0 generic, 1 AVX2, 2 AVX-512 */
+} fbin_job;
+
+static void fbin_row(const void *state, void *out, const void *const *in, const int64_t *inc,
+                     int64_t count)
+{
+    const fbin_job *j = state;
+    const fbin_state *s = j->s;
+    const float *a = in[0], *b = in[1];
+    float f[FBIN_PIECE];
+    for (int64_t p = 0; p < count; p += FBIN_PIECE) {
+        int64_t n = count - p < FBIN_PIECE ? count - p : FBIN_PIECE, i = 0;
+        const float *pa = a + p * inc[0], *pb = b + p * inc[1];
+#ifdef OQ_HAVE_Q_X86
+        if (j->isa == 2)
+            i = fbin_avx512(s->mul, pa, inc[0], pb, inc[1], f, n);
+        else if (j->isa == 1)
+            i = fbin_avx2(s->mul, pa, inc[0], pb, inc[1], f, n);
+#endif
+        fbin_op(s->mul, pa, inc[0], pb, inc[1], f, i, n);
+        oq_k_q_row(f, n, s->ys, s->yzp, s->ydt, (uint8_t *)out + p);
+    }
+}
+
+static oq_status run_fbin(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
+                          oq_rt_tensor *out, size_t n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    fbin_job j = {k->state, (int)(q_isa_get() - q_isas)};
+    oq_k_bcast_apply(k, in, 2, &out[0], fbin_row, &j);
+    return OQ_OK;
+}
+
 const oq_kernel oq_kernels_quant_ops[] = {
     {"", "DynamicQuantizeLinear", 11, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_dql, run_dql, NULL, 1},
     {"", "QuantizeLinear", 10, 0, 0, 0, q_types_ok, NULL, infer_q, run_q, NULL, 2},
     {"", "DequantizeLinear", 10, 0, 0, 0, dq_types_ok, NULL, infer_dq, run_dq, NULL, 2},
+    {OQ_QGROUP_DOMAIN, OQ_QGROUP_OP_FTAB, 0, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, prepare_ftab,
+     infer_ftab, run_ftab, free, 1},
+    {OQ_QGROUP_DOMAIN, OQ_QGROUP_OP_FBIN, 0, 0, 0, OQ_T(FLOAT), NULL, prepare_fbin, infer_fbin,
+     run_fbin, free, 2},
 };
 OQ_KERNEL_TABLE_END(quant_ops);
