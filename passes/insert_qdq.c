@@ -1138,19 +1138,23 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             (void)ok;
         }
     }
-    /* 2b. placement=ort-cpu, depthwise=false: onnxruntime's WeightBiasQuantization (graph
-     * optimization level 1, qdq_transformer/weight_bias_quantization.cc) gives a float Conv
-     * whose input comes from a per-tensor DequantizeLinear and whose output goes, without
-     * branching (through Relu/Clip at most), to a QuantizeLinear an int8 weight of its own:
-     * per tensor, which costs a depthwise Conv far more than per channel (PaddleOCR cls
-     * 32.2 -> 30.0 dB from two such layers), and the layer then runs as an integer kernel
-     * anyway. Such a depthwise Conv is quantized here, per channel. */
-    if (c->ort_cpu && !c->depthwise)
+    /* 2b. placement=ort-cpu: onnxruntime's WeightBiasQuantization (graph optimization
+     * level 1, qdq_transformer/weight_bias_quantization.cc) gives a float Conv,
+     * ConvTranspose or Gemm whose input comes from a per-tensor DequantizeLinear and whose
+     * output goes, without branching (through Relu/Clip at most), to a QuantizeLinear an
+     * int8 weight of its own: per tensor, which costs a depthwise Conv far more than per
+     * channel (PaddleOCR cls 32.2 -> 30.0 dB from two such layers), and the layer then
+     * runs as an integer kernel anyway. A depthwise Conv left float by depthwise=false is
+     * quantized here instead, per channel; any other such node (left float by
+     * --exclude-nodes, --include-nodes or --op-types) gets a warning. */
+    if (c->ort_cpu)
         for (oq_node *n = c->g->first; n; n = n->next) {
-            if (n->id >= c->n_ids || c->sel[n->id] || !is_depthwise(n) || !node_selected_but_depthwise(c, n))
+            if (n->id >= c->n_ids || c->sel[n->id] || n->n_inputs < 2 || !n->inputs[0] ||
+                !(oq_pass_is_op(n, "Conv") || oq_pass_is_op(n, "ConvTranspose") || oq_pass_is_op(n, "Gemm")))
                 continue;
             const vinfo_q *qi = vq(c, n->inputs[0]);
-            if (!qi || !qi->mark)
+            const oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
+            if (!qi || !qi->mark || !w || w->dtype != OQ_DTYPE_FLOAT)
                 continue;
             /* a marked value's readers all read its DequantizeLinear: its producer's only
              * consumer becomes the QuantizeLinear */
@@ -1165,9 +1169,18 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             }
             if (!to_q)
                 continue;
-            c->sel[n->id] = true;
-            n_sel++;
-            oq_pass_stat_add(c->res, "depthwise_quantized_for_ort", 1);
+            if (!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) {
+                c->sel[n->id] = true;
+                n_sel++;
+                oq_pass_stat_add(c->res, "depthwise_quantized_for_ort", 1);
+                continue;
+            }
+            char lb[128];
+            oq_diag_add(c->d, OQ_SEV_WARNING, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
+                        "insert-qdq: left in float between a DequantizeLinear and a QuantizeLinear: onnxruntime "
+                        "(WeightBiasQuantization, optimization level 1 and up) will quantize its weight per tensor "
+                        "itself; quantize it, or keep its input or output in float too");
+            oq_pass_stat_add(c->res, "float_between_qdq", 1);
         }
     /* 3. parameters, in order (links read earlier values) */
     for (size_t i = 0; i < c->g->n_inputs; i++)

@@ -645,6 +645,22 @@ Test(insert_qdq, depthwise_false_quantizes_what_onnxruntime_would)
     cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 0);
     oq_model_free(m);
 
+    /* excluded by name: left float as asked, with a warning naming it (onnxruntime would
+     * quantize it per tensor) */
+    m = dw_between_model();
+    oq_diag d;
+    r = (oq_pass_result){0};
+    cr_assert_eq(tp_run_diag(m, "insert-qdq{placement=ort-cpu,exclude-nodes=\"^dw$\"}", &r, &d), OQ_OK);
+    cr_assert_null(find(m, "wdw_quantized"));
+    cr_assert_eq(tp_stat(&r, "float_between_qdq"), 1);
+    bool warned = false;
+    for (size_t i = 0; i < d.count; i++)
+        warned |= d.entries[i].severity == OQ_SEV_WARNING && d.entries[i].node && !strcmp(d.entries[i].node, "dw") &&
+                   strstr(d.entries[i].message, "WeightBiasQuantization") != NULL;
+    cr_assert(warned, "a warning names dw");
+    oq_diag_free(&d);
+    oq_model_free(m);
+
     /* first in the graph: its input is not quantized, onnxruntime leaves it float too */
     m = dw_model();
     r = tp_run(m, "insert-qdq{depthwise=false,placement=ort-cpu}");
