@@ -57,6 +57,7 @@ MASKS = [
     (re.compile(r"[0-9.]+(e-?[0-9]+)? ?ms\b"), "<ms>"),
     (re.compile(r"[0-9.]+(e-?[0-9]+)?/s\b"), "<rate>"),
     (re.compile(r"[0-9.]+s left"), "<left>"),
+    (re.compile(r"\b[0-9]+\.[0-9] s$", re.M), "<s>"),  # quantize's bias correction line ends in its time
     (re.compile(r"ETA [0-9.]+s"), "ETA <s>"),
     (re.compile(r'"seconds": [0-9.e+-]+'), '"seconds": <s>'),
 ]
