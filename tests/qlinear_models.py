@@ -582,6 +582,25 @@ def main():
     cases.append(gen_conv(outdir, 'conv3x3_c35', 35, 24, 9, 9, 3, (1, 1), (1, 1, 1, 1), 1))
     cases.append(gen_conv(outdir, 'conv3x3_c32_8x8_s8s8', 32, 16, 8, 8, 3, (1, 1), (1, 1, 1, 1), 1,
                           xdt=TensorProto.INT8))
+    # few input channels (a first convolution): im2col rows from whole kernel-row runs
+    # (16- and 32-byte copies, per-tap at the left / right padding), the channels-last copy
+    # by byte shuffles (C <= 4, 16 pixels at a time plus the rest) or by 16x16 transposes
+    # whose rows spill into the next pixel (C % 16 channels)
+    cases.append(gen_conv(outdir, 'conv_c1_k3_s1', 1, 8, 7, 37, 3, (1, 1), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv_c2_k5_s2', 2, 16, 11, 35, 5, (2, 2), (2, 2, 2, 2), 1,
+                          xdt=TensorProto.INT8))
+    cases.append(gen_conv(outdir, 'conv_c3_k3_s2', 3, 8, 12, 50, 3, (2, 2), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv_c3_k3_s2_s8', 3, 24, 13, 47, 3, (2, 2), (0, 1, 1, 0), 1,
+                          xdt=TensorProto.INT8))
+    cases.append(gen_conv(outdir, 'conv_c3_k3_s1_nopad', 3, 16, 6, 21, 3, (1, 1), (0, 0, 0, 0), 1))
+    cases.append(gen_conv(outdir, 'conv_c4_k3_s1', 4, 16, 9, 33, 3, (1, 1), (2, 1, 0, 2), 1,
+                          xdt=TensorProto.INT8))
+    cases.append(gen_conv(outdir, 'conv_c4_k3_s2', 4, 8, 10, 31, 3, (2, 2), (1, 1, 1, 1), 1,
+                          wdt=np.uint8, wzp=128))
+    cases.append(gen_conv(outdir, 'conv_c7_k3_s1', 7, 8, 9, 21, 3, (1, 1), (1, 1, 1, 1), 1))
+    cases.append(gen_conv(outdir, 'conv1x1_c8', 8, 16, 6, 11, 1, (1, 1), (0, 0, 0, 0), 1,
+                          xdt=TensorProto.INT8))
+    cases.append(gen_conv(outdir, 'conv1x1_c24', 24, 16, 7, 9, 1, (1, 1), (0, 0, 0, 0), 1))
     cases.append(gen_gemm(outdir, 'gemm_transb0', 3, 37, 10, False))
     cases.append(gen_gemm(outdir, 'gemm_transb1', 3, 64, 12, True))
     cases.append(gen_gemm(outdir, 'gemm_u8u8', 2, 33, 7, True, wdt=np.uint8))

@@ -1332,21 +1332,116 @@ static void tr16(const uint8_t *src, int64_t ss, uint8_t *dst, int64_t ds, uint8
 }
 #endif
 
-static void to_nhwc(uint8_t *xt, const uint8_t *x, int64_t C, int64_t ipix, bool s8)
+#ifdef QL_HAVE_X86
+/* to_nhwc for C <= 4 channels: 16 pixels at a time, output byte t of the block being
+ * channel t % C of pixel t / C (pshufb of each channel row); returns the pixels done */
+static inline __attribute__((target("avx2"), always_inline)) int64_t
+nhwc_small_c(uint8_t *xt, const uint8_t *x, const int64_t C, int64_t ipix, uint8_t flip)
+{
+    __m128i m[4][4], f = _mm_set1_epi8((char)flip);
+    for (int64_t o = 0; o < C; o++)
+        for (int64_t c = 0; c < C; c++) {
+            uint8_t b[16];
+            for (int64_t i = 0; i < 16; i++)
+                b[i] = (16 * o + i) % C == c ? (uint8_t)((16 * o + i) / C) : 0x80;
+            m[o][c] = _mm_loadu_si128((const __m128i *)b);
+        }
+    int64_t q = 0;
+    for (; q + 16 <= ipix; q += 16) {
+        __m128i v[4];
+        for (int64_t c = 0; c < C; c++)
+            v[c] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(x + c * ipix + q)), f);
+        for (int64_t o = 0; o < C; o++) {
+            __m128i r = _mm_shuffle_epi8(v[0], m[o][0]);
+            for (int64_t c = 1; c < C; c++)
+                r = _mm_or_si128(r, _mm_shuffle_epi8(v[c], m[o][c]));
+            _mm_storeu_si128((__m128i *)(xt + q * C + 16 * o), r);
+        }
+    }
+    return q;
+}
+
+__attribute__((target("avx2"))) static int64_t nhwc_small_avx2(uint8_t *xt, const uint8_t *x,
+                                                               int64_t C, int64_t ipix, uint8_t flip)
+{
+    switch (C) {
+    case 1:
+        return nhwc_small_c(xt, x, 1, ipix, flip);
+    case 2:
+        return nhwc_small_c(xt, x, 2, ipix, flip);
+    case 3:
+        return nhwc_small_c(xt, x, 3, ipix, flip);
+    case 4:
+        return nhwc_small_c(xt, x, 4, ipix, flip);
+    default:
+        return 0;
+    }
+}
+
+/* 8 rows of 16 bytes (src, stride ss) to 16 pixels of 8 channels (dst), bytes ^ flip */
+static void tr8x16(const uint8_t *src, int64_t ss, uint8_t *dst, uint8_t flip)
+{
+    __m128i r[8], a[8], b[8], f = _mm_set1_epi8((char)flip);
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + i * ss)), f);
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* channels 0-3, then 4-7 */
+        b[4 * h] = _mm_unpacklo_epi16(a[4 * h], a[4 * h + 2]);
+        b[4 * h + 1] = _mm_unpackhi_epi16(a[4 * h], a[4 * h + 2]);
+        b[4 * h + 2] = _mm_unpacklo_epi16(a[4 * h + 1], a[4 * h + 3]);
+        b[4 * h + 3] = _mm_unpackhi_epi16(a[4 * h + 1], a[4 * h + 3]);
+    }
+    for (int i = 0; i < 4; i++) { /* pixels 4i .. 4i + 3 */
+        _mm_storeu_si128((__m128i *)(dst + 32 * i), _mm_unpacklo_epi32(b[i], b[4 + i]));
+        _mm_storeu_si128((__m128i *)(dst + 32 * i + 16), _mm_unpackhi_epi32(b[i], b[4 + i]));
+    }
+}
+#endif
+
+/* simd: the x86 code (AVX2 CPU, not ONNXQ_QGEMM_ISA=generic); the same bytes either way */
+static void to_nhwc(uint8_t *xt, const uint8_t *x, int64_t C, int64_t ipix, bool s8, bool simd)
 {
     uint8_t flip = s8 ? 0x80 : 0;
-    int64_t C16 = 0, P16 = 0;
+    int64_t C16 = 0, P16 = 0, Ps = 0;
 #ifdef QL_HAVE_X86
     C16 = C / 16 * 16;
     P16 = ipix / 16 * 16;
-    for (int64_t q0 = 0; q0 < P16; q0 += 16)
+    int64_t Cr = C - C16;
+    if (simd && C <= 4) {
+        Ps = nhwc_small_avx2(xt, x, C, ipix, flip);
+        Cr = 0;
+    } else if (C == 8) {
+        for (int64_t q0 = 0; q0 < P16; q0 += 16)
+            tr8x16(x + q0, ipix, xt + q0 * 8, flip);
+        Ps = P16;
+        Cr = 0;
+    } else if (Cr) {
+        Ps = P16;
+    }
+    uint8_t tmp[16 * 16] = {0};
+    for (int64_t q0 = 0; q0 < P16; q0 += 16) {
+        /* the last Cr channels: 16 bytes a pixel from a copy of their rows, each pixel's
+         * write spilling 16 - Cr bytes into the next pixel's first channels, written next
+         * (by the next pixel or the tr16 below; the last pixel's spill: past P16, written
+         * by the loop below, or into the Q8_SLACK bytes of xt) */
+        if (Cr) {
+            for (int64_t r = 0; r < Cr; r++)
+                memcpy(tmp + 16 * r, x + (C16 + r) * ipix + q0, 16);
+            tr16(tmp, 16, xt + q0 * C + C16, C, flip);
+        }
         for (int64_t c0 = 0; c0 < C16; c0 += 16)
             tr16(x + c0 * ipix + q0, ipix, xt + q0 * C + c0, C, flip);
+    }
 #endif
-    /* the rest: pixels past P16 of every channel, channels past C16 of every pixel */
+    (void)simd;
+    /* the rest: pixels past P16 of every channel, channels past C16 of the pixels from Ps
+     * (0 without SIMD) */
     for (int64_t c = 0; c < C; c++) {
         const uint8_t *src = x + c * ipix;
-        for (int64_t q = c < C16 ? P16 : 0; q < ipix; q++)
+        for (int64_t q = c < C16 ? P16 : Ps; q < ipix; q++)
             xt[q * C + c] = src[q] ^ flip;
     }
 }
@@ -1379,6 +1474,70 @@ static inline void emit_tile(const qstate *s, void *y, const int32_t *acc, int m
         }
 }
 
+/* bytes of slack after each worker's im2col rows and after the channels-last image:
+ * copy_run writes (and reads) up to 31 bytes past a run */
+#define Q8_SLACK 64
+
+/* n (> 0) bytes from src to dst, in 16-byte pieces when n <= 32: up to 31 bytes past
+ * dst + n are overwritten (and read past src + n) */
+static inline void copy_run(uint8_t *dst, const uint8_t *src, int64_t n)
+{
+    if (n <= 16) {
+        memcpy(dst, src, 16);
+    } else if (n <= 32) {
+        memcpy(dst, src, 16);
+        memcpy(dst + 16, src + 16, 16);
+    } else {
+        memcpy(dst, src, (size_t)n);
+    }
+}
+
+/* im2col rows of nb pixels from p0 of a 2-D convolution with one group and no horizontal
+ * dilation: the kw * C bytes of a kernel row are contiguous in the channels-last image,
+ * so each kernel row is one copy when it lies inside the image (row i's copies spill
+ * into row i + 1, written next, or into the Q8_SLACK bytes) */
+static void im2col_runs(const qstate *s, const job *j, int64_t p0, int64_t nb, uint8_t *rows,
+                        int64_t K4)
+{
+    int64_t C = j->C, KH = s->kdim[0], KW = s->kdim[1], H = j->in[0], W = j->in[1];
+    int64_t OW = j->out[1], L = KW * C, K = s->K;
+    int64_t sh = s->stride[0], sw = s->stride[1], dh = s->dil[0], pt = j->pb[0], pl = j->pb[1];
+    uint8_t zp = (uint8_t)s->xzp;
+    int64_t oh = p0 / OW, ow = p0 % OW;
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *a = rows + i * K4;
+        int64_t iw = ow * sw - pl, ih0 = oh * sh - pt;
+        bool inside = iw >= 0 && iw + KW <= W;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            int64_t ih = ih0 + kh * dh;
+            uint8_t *d = a + kh * L;
+            if (ih < 0 || ih >= H) {
+                memset(d, zp, (size_t)L);
+            } else if (inside) {
+                copy_run(d, j->xt + (ih * W + iw) * C, L);
+            } else {
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    int64_t w = iw + kw;
+                    if (w < 0 || w >= W) {
+                        for (int64_t c = 0; c < C; c++)
+                            d[kw * C + c] = zp;
+                    } else {
+                        const uint8_t *src = j->xt + (ih * W + w) * C;
+                        for (int64_t c = 0; c < C; c++)
+                            d[kw * C + c] = src[c];
+                    }
+                }
+            }
+        }
+        for (int64_t k = K; k < K4; k++)
+            a[k] = 0;
+        if (++ow == OW) {
+            ow = 0;
+            oh++;
+        }
+    }
+}
+
 /* run_conv with the micro-kernels: blocks of Q8_PBLOCK output pixels as uint8 im2col
  * rows (a 1x1, stride 1, unpadded convolution whose K is a multiple of 4 reads the image
  * rows directly) */
@@ -1389,12 +1548,13 @@ static void run_conv_q8(void *arg, int64_t begin, int64_t end, int worker)
     const qstate *s = j->s;
     int64_t K = s->K, K4 = oq_q8_k4(K), C = j->C, cg = s->cg, kprod = K / cg;
     int64_t npg = s->N / s->group, per = s->npanel * K4 * OQ_Q8_NR;
-    uint8_t *rows = (uint8_t *)(j->scratch + (size_t)worker * (size_t)(QL_PBLOCK * s->Kp));
+    uint8_t *rows = (uint8_t *)j->scratch + (size_t)worker * (size_t)(2 * QL_PBLOCK * s->Kp + Q8_SLACK);
     int64_t rowsum[Q8_PBLOCK];
     int32_t acc[OQ_Q8_MR * OQ_Q8_NR];
     bool direct = K == K4 && kprod == 1;
     for (size_t i = 0; i < s->ns && direct; i++)
         direct = s->stride[i] == 1 && j->pb[i] == 0 && j->in[i] == j->out[i];
+    bool runs = !direct && s->ns == 2 && s->group == 1 && s->dil[1] == 1;
     for (int64_t p0 = begin; p0 < end; p0 += Q8_PBLOCK) {
         int64_t nb = end - p0 < Q8_PBLOCK ? end - p0 : Q8_PBLOCK;
         for (int64_t g = 0; g < s->group; g++) {
@@ -1408,7 +1568,12 @@ static void run_conv_q8(void *arg, int64_t begin, int64_t end, int worker)
             } else {
                 A = rows;
                 lda = K4;
-                for (int64_t i = 0; i < nb; i++) {
+                if (runs) {
+                    im2col_runs(s, j, p0, nb, rows, K4);
+                    for (int64_t i = 0; i < nb; i++)
+                        rowsum[i] = s->need_rowsum ? oq_q8_sum(rows + i * K4, K) : 0;
+                }
+                for (int64_t i = 0; i < nb && !runs; i++) {
                     int64_t oc[MAXS];
                     pixel_coords(s, j, p0 + i, oc);
                     uint8_t *a = rows + i * K4;
@@ -1419,7 +1584,8 @@ static void run_conv_q8(void *arg, int64_t begin, int64_t end, int worker)
                         else
                             memcpy(a + kp * cg, j->xt + off * C + g * cg, (size_t)cg);
                     }
-                    memset(a + K, 0, (size_t)(K4 - K));
+                    for (int64_t k = K; k < K4; k++)
+                        a[k] = 0;
                     rowsum[i] = s->need_rowsum ? oq_q8_sum(a, K) : 0;
                 }
             }
@@ -1580,8 +1746,8 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     }
     int threads = oq_k_threads(k);
     int64_t kr = s->dyn_b ? kpad(x->dims[x->rank - 1]) : s->Kp;
-    if (s->kind == OQ_QG_CONV && !s->depthwise)
-        kr *= QL_PBLOCK; /* a block of im2col rows (run_conv_q8: Q8_PBLOCK rows of bytes) */
+    if (s->kind == OQ_QG_CONV && !s->depthwise) /* a block of im2col rows (run_conv_q8: */
+        kr = kr * QL_PBLOCK + Q8_SLACK / 2; /* Q8_PBLOCK rows of bytes and Q8_SLACK bytes) */
     if (s->kind != OQ_QG_CONV && s->q8)
         kr *= OQ_Q8_MR; /* run_rows_q8: OQ_Q8_MR rows of bytes, and int32 results */
     if (s->kind == OQ_QG_CONV && s->depthwise && kr < 2 * x->dims[1] + 2)
@@ -1639,15 +1805,16 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
             }
             return OQ_OK;
         }
-        uint8_t *xt = malloc((size_t)(ipix * j.C + 1) * sizeof *xt);
+        uint8_t *xt = malloc((size_t)(ipix * j.C + Q8_SLACK) * sizeof *xt);
         if (!xt)
             return OQ_ERR_NOMEM;
+        memset(xt + ipix * j.C, 0, Q8_SLACK);
         j.xt = xt;
         j.wdw = s->wdw;
         j.avx2 = s->dot != dot_generic;
         int64_t work = (s->K * (s->depthwise ? 1 : s->N / s->group) * (s->depthwise ? 1 : s->group)) | 1;
         for (int64_t b = 0; b < x->dims[0]; b++) {
-            to_nhwc(xt, (const uint8_t *)x->data + b * j.C * ipix, j.C, ipix, s->x_s8);
+            to_nhwc(xt, (const uint8_t *)x->data + b * j.C * ipix, j.C, ipix, s->x_s8, j.avx2);
             j.img = b;
             oq_k_parallel_for(k, j.opix, (65536 + work - 1) / work,
                               s->depthwise ? run_depthwise : s->q8 ? run_conv_q8 : run_conv, &j);
