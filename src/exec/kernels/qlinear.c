@@ -194,74 +194,41 @@ static oq_status q8_prepare(qstate *s, bool w_s8)
  * a plan would run (oq_exec_eval_node), on the 256 values of the input type. */
 static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
 {
-    oq_tensor *tz;
-    const void *z = tdata(grp->q->inputs[2], &tz);
-    oq_tensor *txz;
-    const void *xz = tdata(grp->dq_x->inputs[2], &txz);
-    if (!z || !xz)
-        return oq_k_error(k, OQ_ERR_INVALID, "fused group: constant data unreadable");
-    s->out_dtype = tz->dtype;
-    int32_t xdt = txz->dtype;
-    uint8_t bytes[256];
-    for (int i = 0; i < 256; i++)
-        bytes[i] = (uint8_t)i; /* int8: the same bytes read as -128..127 */
-    int64_t dim = 256;
-    /* values computed so far: the DQ's output and each chain node's */
-    size_t nv = grp->n_chain + 1;
-    const oq_value *vals[OQ_QG_LUT_MAX + 1];
-    oq_rt_tensor res[OQ_QG_LUT_MAX + 2];
-    memset(res, 0, sizeof res);
-    oq_status st = OQ_OK;
-    for (size_t step = 0; step <= nv && st == OQ_OK; step++) {
-        const oq_node *n = step == 0 ? grp->dq_x : step < nv ? grp->chain[step - 1] : grp->q;
-        const oq_rt_tensor *ins[8];
-        oq_rt_tensor cst[8], x;
-        memset(cst, 0, sizeof cst);
-        if (n->n_inputs > 8) {
-            st = oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", n->n_inputs);
-            break;
-        }
-        for (size_t i = 0; i < n->n_inputs; i++) {
-            const oq_value *v = n->inputs[i];
-            ins[i] = NULL;
-            if (!v)
-                continue;
-            if (step == 0 && i == 0) {
-                oq_rt_tensor_borrow(&x, xdt, &dim, 1, bytes);
-                ins[i] = &x;
-                continue;
-            }
-            for (size_t j = 0; j < step && !ins[i]; j++)
-                if (vals[j] == v)
-                    ins[i] = &res[j];
-            if (ins[i])
-                continue;
-            oq_tensor *t = oq_value_const_tensor((oq_value *)v);
-            const void *d = t ? oq_tensor_data(t, NULL) : NULL;
-            if (!d || oq_rt_tensor_borrow(&cst[i], t->dtype, t->dims, t->rank, (void *)d) != OQ_OK) {
-                st = oq_k_error(k, OQ_ERR_INVALID, "table: input \"%s\" of \"%s\" unreadable",
-                                v->name ? v->name : "", n->name ? n->name : "");
-                break;
-            }
+    /* the chain's values on the 256 bytes (the nodes' own kernels), then the Q node's */
+    oq_rt_tensor chain, q8;
+    memset(&q8, 0, sizeof q8);
+    oq_status st = oq_qgroup_eval_table(k, grp, &chain);
+    if (st != OQ_OK)
+        return st;
+    const oq_node *q = grp->q;
+    const oq_rt_tensor *ins[3] = {&chain, NULL, NULL};
+    oq_rt_tensor cst[3];
+    memset(cst, 0, sizeof cst);
+    for (size_t i = 1; i < q->n_inputs && i < 3 && st == OQ_OK; i++) {
+        oq_tensor *t = q->inputs[i] ? oq_value_const_tensor(q->inputs[i]) : NULL;
+        const void *d = t ? oq_tensor_data(t, NULL) : NULL;
+        if (!q->inputs[i])
+            continue;
+        if (!d || oq_rt_tensor_borrow(&cst[i], t->dtype, t->dims, t->rank, (void *)d) != OQ_OK)
+            st = oq_k_error(k, OQ_ERR_INVALID, "table: input %zu of \"%s\" unreadable", i, q->name ? q->name : "");
+        else
             ins[i] = &cst[i];
-        }
-        if (st != OQ_OK)
-            break;
-        st = oq_exec_eval_node(grp->model, n, ins, n->n_inputs, -1, &res[step], 1, k->diag);
-        if (st == OQ_OK && (oq_rt_tensor_numel(&res[step]) != 256 ||
-                            (step == nv && oq_k_elsize(res[step].dtype) != 1)))
-            st = oq_k_error(k, OQ_ERR_INVALID, "table: \"%s\" changed the shape",
-                            n->name ? n->name : "");
-        if (step < nv)
-            vals[step] = n->outputs[0];
     }
+    if (st == OQ_OK && q->n_inputs > 3)
+        st = oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", q->n_inputs);
     if (st == OQ_OK)
-        memcpy(s->lut, res[nv].data, 256);
+        st = oq_exec_eval_node(grp->model, q, ins, q->n_inputs, -1, &q8, 1, k->diag);
+    if (st == OQ_OK && (oq_rt_tensor_numel(&q8) != 256 || oq_k_elsize(q8.dtype) != 1))
+        st = oq_k_error(k, OQ_ERR_INVALID, "table: \"%s\" changed the shape", q->name ? q->name : "");
+    if (st == OQ_OK) {
+        memcpy(s->lut, q8.data, 256);
+        s->out_dtype = q8.dtype;
+    }
 #if defined(__GNUC__) && defined(__x86_64__) /* (QL_HAVE_X86 is defined further down) */
     s->lut_vbmi = oq_q8_cpu() == OQ_Q8_VNNI && __builtin_cpu_supports("avx512vbmi");
 #endif
-    for (size_t i = 0; i <= nv; i++)
-        oq_rt_tensor_release(&res[i]);
+    oq_rt_tensor_release(&chain);
+    oq_rt_tensor_release(&q8);
     return st;
 }
 
