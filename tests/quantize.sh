@@ -156,6 +156,24 @@ done
 got=$("$EXE" quantize --mode dynamic "$MODEL" --print-config |
       /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["resolved"]; print(r["prepare"], r["sources"]["prepare"])')
 [ "$got" = "False mode" ] || bad "prepare in dynamic mode: $got"
+# preparation writes HardSwish (opset 14) when the model has its parts (HardSigmoid, Clip)
+/usr/bin/python3 - "$T/clip.onnx" <<'PY' || bad "making clip.onnx"
+import sys, onnx
+from onnx import helper, TensorProto, numpy_helper
+import numpy as np
+n = [helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")]
+g = helper.make_graph(n, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])],
+                      [numpy_helper.from_array(np.array(0, np.float32), "lo"), numpy_helper.from_array(np.array(6, np.float32), "hi")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+for args in ":14" "--no-prepare:13" "--target generic:13"; do
+  got=$("$EXE" quantize "$T/clip.onnx" --calib-random 2 ${args%%:*} --print-config 2>/dev/null |
+        /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["opset_out"])')
+  [ "$got" = "${args#*:}" ] || bad "opset_out of a model with Clip, '${args%%:*}': $got"
+done
+got=$("$EXE" quantize "$MODEL" --calib "$CALIB" --print-config | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["resolved"]["opset_out"])')
+[ "$got" = 13 ] || bad "opset_out of $MODEL (no Clip): $got"
 "$EXE" quantize "$MODEL" -o "$T/prep.onnx" --calib "$CALIB" --prepare --quiet || bad "quantize --prepare"
 # int8 weights on ort-x86 (whose CPUs add u8 x s8 pairs in int16): the pairs are limited
 for args in ":True" "--weight-dtype int8:True" "--target ort-x86-vnni:False" "--weight-dtype uint8:False" "--reduce-range:False"; do
