@@ -518,17 +518,27 @@ static bool float_value(const oq_value *v, const oq_graph *g, int depth)
     return false;
 }
 
+/* The Add | Mul (two inputs, one output) that q, a per-tensor QuantizeLinear (scalar_q),
+ * alone reads; NULL otherwise. */
+static oq_node *add_mul_into_q(oq_graph *g, oq_node *q)
+{
+    if (!scalar_q(q))
+        return NULL;
+    oq_node *p = producer(q->inputs[0], g);
+    if ((!is_op(p, "Add") && !is_op(p, "Mul")) || p->n_inputs != 2 || p->n_outputs != 1 ||
+        only_consumer(p->outputs[0]) != q)
+        return NULL;
+    return p;
+}
+
 /* q <- Add | Mul of two float32 activations, neither a constant (tables, float chains)
  * nor a DequantizeLinear output (OQ_QG_BIN's; and a DQ whose other readers are groups is
  * not run: the step would read nothing) */
 static bool match_fbin(oq_graph *g, oq_node *q, oq_qgroup *grp)
 {
     memset(grp, 0, sizeof *grp);
-    if (!scalar_q(q))
-        return false;
-    oq_node *p = producer(q->inputs[0], g);
-    if ((!is_op(p, "Add") && !is_op(p, "Mul")) || p->n_inputs != 2 || p->n_outputs != 1 ||
-        oq_node_opset(p) < 7 || only_consumer(p->outputs[0]) != q)
+    oq_node *p = add_mul_into_q(g, q);
+    if (!p || oq_node_opset(p) < 7)
         return false;
     for (int i = 0; i < 2; i++)
         if (!p->inputs[i] || oq_value_const_tensor(p->inputs[i]) ||
@@ -546,11 +556,8 @@ static bool match_fbin(oq_graph *g, oq_node *q, oq_qgroup *grp)
 static bool match_bin(oq_graph *g, oq_node *q, oq_qgroup *grp)
 {
     memset(grp, 0, sizeof *grp);
-    if (!scalar_q(q))
-        return false;
-    oq_node *p = producer(q->inputs[0], g);
-    if ((!is_op(p, "Add") && !is_op(p, "Mul")) || p->n_inputs != 2 || p->n_outputs != 1 ||
-        only_consumer(p->outputs[0]) != q)
+    oq_node *p = add_mul_into_q(g, q);
+    if (!p)
         return false;
     oq_node *dq[2];
     int nq = 0;
