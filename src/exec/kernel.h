@@ -273,8 +273,20 @@ struct oq_sgemm_ex {
     const float *bias;
     const oq_k_post *post;   /* may be NULL: applied to each row piece of C once final, */
     int64_t post_row0;       /* with channel post_row0 + row */
+    const float *A_packed;   /* may be NULL: A as oq_k_sgemm_pack_a made it (A, lda unused) */
+    /* B read in place (a stride-1 convolution on a zero-padded input): may be NULL.
+     * N = b_rows * b_row_w; column c of row r (C column r * b_row_w + c) takes element k
+     * from B[r * b_ldrow + c + b_off[k]] (only those elements are read). */
+    const int64_t *b_off;
+    int64_t b_rows, b_row_w, b_ldrow;
 };
 oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
+
+/* A packed ahead of time for oq_sgemm_ex.A_packed (constant weights: once per plan, not
+ * on every call): the number of floats it takes, and the packing. The layout depends on
+ * the instruction set the GEMM uses in this process. */
+size_t oq_k_sgemm_packed_a_floats(int64_t M, int64_t K);
+void oq_k_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *dst);
 
 /* ---- control flow (src/exec/plan.c) ----------------------------------------------- */
 

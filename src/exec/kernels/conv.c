@@ -620,6 +620,82 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
 #endif
 }
 
+/* A constant weight packed once for the GEMM (per group), so runs do not repack it */
+typedef struct conv_packed {
+    const void *src;        /* the weight data it was packed from */
+    int64_t group, Mg, K;
+    size_t per;             /* floats per group */
+    float data[];
+} conv_packed;
+
+/* weights above this stay unpacked (packing per call): a second copy of a huge model's
+ * weights is not worth a few per cent */
+#define CONV_PACK_MAX_BYTES ((size_t)64 << 20)
+
+static oq_status prepare_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
+{
+    const oq_rt_tensor *w = n_in > 1 ? in[1] : NULL;
+    if (!w || !w->data || w->dtype != OQ_DTYPE_FLOAT || w->rank < 3 || w->rank > 2 + MAXS)
+        return OQ_OK;
+    int64_t group = oq_node_attr_int(k->node, "group", 1);
+    if (group <= 0 || w->dims[0] % group)
+        return OQ_OK; /* run reports it */
+    int64_t Mg = w->dims[0] / group, K = w->dims[1];
+    for (size_t i = 2; i < w->rank; i++)
+        K *= w->dims[i];
+    if (Mg <= 0 || K <= 0 || (w->dims[1] == 1 && Mg == 1))
+        return OQ_OK; /* empty, or depthwise (no GEMM) */
+    size_t per = oq_k_sgemm_packed_a_floats(Mg, K);
+    if (per > CONV_PACK_MAX_BYTES / sizeof(float) / (size_t)group)
+        return OQ_OK;
+    conv_packed *cp = malloc(sizeof *cp + per * (size_t)group * sizeof(float));
+    if (!cp)
+        return OQ_OK; /* packing per call still works */
+    cp->src = w->data;
+    cp->group = group;
+    cp->Mg = Mg;
+    cp->K = K;
+    cp->per = per;
+    for (int64_t gr = 0; gr < group; gr++)
+        oq_k_sgemm_pack_a(Mg, K, (const float *)w->data + gr * Mg * K, K, cp->data + gr * per);
+    k->state = cp;
+    return OQ_OK;
+}
+
+/* A stride-1 2-D convolution reads its taps in place from a zero-padded copy of the
+ * input instead of building im2col panels: tap (c, kh, kw) of output row oh, columns
+ * ow.. is the run of the padded input at row oh + kh*dh, columns ow + kw*dw.., so the
+ * GEMM reads B row k at a fixed offset off[k] from where the output row starts. The
+ * padded copy is one pass over the input; im2col wrote k*k floats per input float. The
+ * sums are the same (the same products in the same k order, zeros where im2col put
+ * zeros). */
+typedef struct pad_job {
+    const float *x;          /* Cg channels of IH x IW */
+    float *xp;               /* Cg channels of IHp x IWp */
+    int64_t IH, IW, IHp, IWp, ph, pw;
+} pad_job;
+
+static void pad_channels(void *arg, int64_t b, int64_t e, int w)
+{
+    const pad_job *j = arg;
+    (void)w;
+    for (int64_t c = b; c < e; c++) {
+        const float *x = j->x + c * j->IH * j->IW;
+        float *xp = j->xp + c * j->IHp * j->IWp;
+        for (int64_t y = 0; y < j->IHp; y++, xp += j->IWp) {
+            int64_t iy = y - j->ph;
+            if (iy < 0 || iy >= j->IH) {
+                memset(xp, 0, (size_t)j->IWp * sizeof(float));
+                continue;
+            }
+            int64_t right = j->IWp - j->pw - j->IW; /* >= 0 */
+            memset(xp, 0, (size_t)j->pw * sizeof(float));
+            memcpy(xp + j->pw, x + iy * j->IW, (size_t)j->IW * sizeof(float));
+            memset(xp + j->pw + j->IW, 0, (size_t)right * sizeof(float));
+        }
+    }
+}
+
 static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                           oq_rt_tensor *out, size_t n_out)
 {
@@ -650,9 +726,33 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         oq_k_parallel_for(k, g.N * g.C, per >= 32768 ? 1 : 32768 / per, dw_items, &j);
         return OQ_OK;
     }
+    const conv_packed *cp = k->state;
+    if (cp && (cp->src != in[1]->data || cp->group != g.group || cp->Mg != Mg ||
+               cp->K != Cg * ksz))
+        cp = NULL;
     /* a 1x1, stride-1, unpadded convolution is a plain GEMM on the input */
     bool pointwise = ksz == 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && p3[0] == 0 &&
                      p3[1] == 0 && p3[2] == 0 && osz == isz;
+    /* a stride-1 2-D (or 1-D) convolution reads its taps in place (above) */
+    int64_t IHp = o3[1] + (k3[1] - 1) * d3[1], IWp = o3[2] + (k3[2] - 1) * d3[2];
+    bool in_place = !pointwise && ksz > 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 &&
+                    k3[0] == 1 && i3[0] == 1 && o3[0] == 1 && p3[0] == 0 && o3[1] > 0 &&
+                    o3[2] > 0 && IHp >= p3[1] + i3[1] && IWp >= p3[2] + i3[2];
+    int64_t *off = NULL;
+    float *xp = NULL;
+    if (in_place) {
+        size_t n_off = (size_t)(Cg * ksz), n_xp = (size_t)(Cg * IHp * IWp);
+        size_t off_bytes = (n_off * sizeof(int64_t) + 63) / 64 * 64;
+        unsigned char *mem = oq_k_scratch(k, off_bytes + n_xp * sizeof(float));
+        if (!mem)
+            return OQ_ERR_NOMEM;
+        off = (int64_t *)mem;
+        xp = (float *)(mem + off_bytes);
+        for (int64_t c = 0, q = 0; c < Cg; c++)
+            for (int64_t kh = 0; kh < k3[1]; kh++)
+                for (int64_t kw = 0; kw < k3[2]; kw++)
+                    off[q++] = (c * IHp + kh * d3[1]) * IWp + kw * d3[2];
+    }
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gr = 0; gr < g.group; gr++) {
             const float *xg = x + (n * g.C + gr * Cg) * isz;
@@ -666,9 +766,20 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
             ge.K = Cg * ksz;
             ge.A = w + gr * Mg * Cg * ksz;
             ge.lda = Cg * ksz;
+            if (cp)
+                ge.A_packed = cp->data + gr * cp->per;
             if (pointwise) {
                 ge.B = xg;
                 ge.ldb = osz;
+            } else if (in_place) {
+                pad_job pj = {xg, xp, i3[1], i3[2], IHp, IWp, p3[1], p3[2]};
+                int64_t ch = IHp * IWp > 0 ? IHp * IWp : 1;
+                oq_k_parallel_for(k, Cg, ch >= 16384 ? 1 : 16384 / ch, pad_channels, &pj);
+                ge.B = xp;
+                ge.b_off = off;
+                ge.b_rows = o3[1];
+                ge.b_row_w = o3[2];
+                ge.b_ldrow = IWp;
             } else {
                 ge.pack = im2col_pack_fn();
                 ge.pack_ctx = &j;
@@ -884,7 +995,7 @@ static oq_status run_qlconv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 }
 
 const oq_kernel oq_kernels_conv[] = {
-    {"", "Conv", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_conv, run_conv, NULL, 2},
+    {"", "Conv", 1, 0, 0, OQ_T(FLOAT), NULL, prepare_conv, infer_conv, run_conv, free, 2},
     {"", "ConvTranspose", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_convt, run_convt, NULL, 2},
     {"", "ConvInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_convint, run_convint,
      NULL, 2},

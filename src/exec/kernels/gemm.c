@@ -6,11 +6,15 @@
 
 #include "exec/kernel.h"
 
-/* The float GEMM. B is consumed in panels of OQ_SGEMM_NR (16) columns: each panel is
+/* The float GEMM. A is packed once per call (or ahead of time, for constant weights:
+ * oq_k_sgemm_pack_a) into blocks of MR rows stored k-major, so a micro-kernel reads it
+ * as one stream. B is consumed in panels of OQ_SGEMM_NR (16) columns: each panel is
  * copied (or produced, e.g. by im2col, through a pack callback) into a contiguous K x 16
  * buffer, zero-padded past N, which stays in cache while blocks of MR rows of A pass
- * over it. A micro-kernel accumulates an MR x 16 tile over all of K in registers,
- * always in k order starting from zero; the epilogue (shared C code) then combines the
+ * over it; or, for a stride-1 convolution on a zero-padded input (b_off), the kernels
+ * read each panel row in place. A micro-kernel accumulates an MR x 16 tile over all of K
+ * in registers, always in k order starting from zero; the epilogue (shared C code) then
+ * combines the
  * tile with C or the bias. Every element of C is therefore computed by the same
  * operations whichever tile, panel or thread range it falls in, so the result does not
  * depend on the thread count. The instruction set is chosen once per process:
@@ -20,19 +24,19 @@
  * identical results (both are one fused operation per element and step). */
 #define NR OQ_SGEMM_NR
 
-typedef void (*sgemm_micro_fn)(const float *const *a, const float *panel, int64_t K,
-                               float *tile);
+/* A is packed per block of mr rows as K x mr (ap[k * mr + q] is row q, column k), so
+ * a micro-kernel reads one sequential stream for A and one for the panel. */
+typedef void (*sgemm_micro_fn)(const float *ap, const float *panel, int64_t K, float *tile);
 
 /* portable: 4 x 16 */
-static void micro_generic(const float *const *a, const float *panel, int64_t K, float *tile)
+static void micro_generic(const float *ap, const float *panel, int64_t K, float *tile)
 {
     float c0[NR], c1[NR], c2[NR], c3[NR];
     for (int c = 0; c < NR; c++)
         c0[c] = c1[c] = c2[c] = c3[c] = 0.0f;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
     for (int64_t k = 0; k < K; k++) {
         const float *bp = panel + k * NR;
-        float v0 = a0[k], v1 = a1[k], v2 = a2[k], v3 = a3[k];
+        float v0 = ap[4 * k], v1 = ap[4 * k + 1], v2 = ap[4 * k + 2], v3 = ap[4 * k + 3];
         for (int c = 0; c < NR; c++) {
             float bv = bp[c];
             c0[c] += v0 * bv;
@@ -52,31 +56,29 @@ static void micro_generic(const float *const *a, const float *panel, int64_t K, 
 #include <immintrin.h>
 
 /* AVX2 + FMA: 6 x 16 (12 ymm accumulators) */
-__attribute__((target("avx2,fma"))) static void micro_avx2(const float *const *a,
-                                                           const float *panel, int64_t K,
-                                                           float *tile)
+__attribute__((target("avx2,fma"))) static void micro_avx2(const float *ap, const float *panel,
+                                                           int64_t K, float *tile)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
-    for (int64_t k = 0; k < K; k++) {
-        __m256 b0 = _mm256_loadu_ps(panel + k * NR), b1 = _mm256_loadu_ps(panel + k * NR + 8);
-        __m256 v = _mm256_broadcast_ss(a0 + k);
+    for (int64_t k = 0; k < K; k++, ap += 6, panel += NR) {
+        __m256 b0 = _mm256_loadu_ps(panel), b1 = _mm256_loadu_ps(panel + 8);
+        __m256 v = _mm256_broadcast_ss(ap);
         c00 = _mm256_fmadd_ps(v, b0, c00);
         c01 = _mm256_fmadd_ps(v, b1, c01);
-        v = _mm256_broadcast_ss(a1 + k);
+        v = _mm256_broadcast_ss(ap + 1);
         c10 = _mm256_fmadd_ps(v, b0, c10);
         c11 = _mm256_fmadd_ps(v, b1, c11);
-        v = _mm256_broadcast_ss(a2 + k);
+        v = _mm256_broadcast_ss(ap + 2);
         c20 = _mm256_fmadd_ps(v, b0, c20);
         c21 = _mm256_fmadd_ps(v, b1, c21);
-        v = _mm256_broadcast_ss(a3 + k);
+        v = _mm256_broadcast_ss(ap + 3);
         c30 = _mm256_fmadd_ps(v, b0, c30);
         c31 = _mm256_fmadd_ps(v, b1, c31);
-        v = _mm256_broadcast_ss(a4 + k);
+        v = _mm256_broadcast_ss(ap + 4);
         c40 = _mm256_fmadd_ps(v, b0, c40);
         c41 = _mm256_fmadd_ps(v, b1, c41);
-        v = _mm256_broadcast_ss(a5 + k);
+        v = _mm256_broadcast_ss(ap + 5);
         c50 = _mm256_fmadd_ps(v, b0, c50);
         c51 = _mm256_fmadd_ps(v, b1, c51);
     }
@@ -95,28 +97,25 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(const float *const *a
 }
 
 /* AVX-512F: 12 x 16 (12 zmm accumulators, B row in one register) */
-__attribute__((target("avx512f"))) static void micro_avx512(const float *const *a,
-                                                            const float *panel, int64_t K,
-                                                            float *tile)
+__attribute__((target("avx512f"))) static void micro_avx512(const float *ap, const float *panel,
+                                                            int64_t K, float *tile)
 {
     __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
            c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
-                *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *a10 = a[10], *a11 = a[11];
-    for (int64_t k = 0; k < K; k++) {
-        __m512 b = _mm512_loadu_ps(panel + k * NR);
-        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a0[k]), b, c0);
-        c1 = _mm512_fmadd_ps(_mm512_set1_ps(a1[k]), b, c1);
-        c2 = _mm512_fmadd_ps(_mm512_set1_ps(a2[k]), b, c2);
-        c3 = _mm512_fmadd_ps(_mm512_set1_ps(a3[k]), b, c3);
-        c4 = _mm512_fmadd_ps(_mm512_set1_ps(a4[k]), b, c4);
-        c5 = _mm512_fmadd_ps(_mm512_set1_ps(a5[k]), b, c5);
-        c6 = _mm512_fmadd_ps(_mm512_set1_ps(a6[k]), b, c6);
-        c7 = _mm512_fmadd_ps(_mm512_set1_ps(a7[k]), b, c7);
-        c8 = _mm512_fmadd_ps(_mm512_set1_ps(a8[k]), b, c8);
-        c9 = _mm512_fmadd_ps(_mm512_set1_ps(a9[k]), b, c9);
-        c10 = _mm512_fmadd_ps(_mm512_set1_ps(a10[k]), b, c10);
-        c11 = _mm512_fmadd_ps(_mm512_set1_ps(a11[k]), b, c11);
+    for (int64_t k = 0; k < K; k++, ap += 12, panel += NR) {
+        __m512 b = _mm512_loadu_ps(panel);
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(ap[0]), b, c0);
+        c1 = _mm512_fmadd_ps(_mm512_set1_ps(ap[1]), b, c1);
+        c2 = _mm512_fmadd_ps(_mm512_set1_ps(ap[2]), b, c2);
+        c3 = _mm512_fmadd_ps(_mm512_set1_ps(ap[3]), b, c3);
+        c4 = _mm512_fmadd_ps(_mm512_set1_ps(ap[4]), b, c4);
+        c5 = _mm512_fmadd_ps(_mm512_set1_ps(ap[5]), b, c5);
+        c6 = _mm512_fmadd_ps(_mm512_set1_ps(ap[6]), b, c6);
+        c7 = _mm512_fmadd_ps(_mm512_set1_ps(ap[7]), b, c7);
+        c8 = _mm512_fmadd_ps(_mm512_set1_ps(ap[8]), b, c8);
+        c9 = _mm512_fmadd_ps(_mm512_set1_ps(ap[9]), b, c9);
+        c10 = _mm512_fmadd_ps(_mm512_set1_ps(ap[10]), b, c10);
+        c11 = _mm512_fmadd_ps(_mm512_set1_ps(ap[11]), b, c11);
     }
     _mm512_storeu_ps(tile, c0);
     _mm512_storeu_ps(tile + 16, c1);
@@ -134,8 +133,7 @@ __attribute__((target("avx512f"))) static void micro_avx512(const float *const *
 
 /* AVX-512F: 12 x 32, two adjacent panels at once (24 zmm accumulators): twice the
  * multiply-adds per broadcast of A; every element is the same sum as in micro_avx512 */
-__attribute__((target("avx512f"))) static void micro2_avx512(const float *const *a,
-                                                             const float *p0,
+__attribute__((target("avx512f"))) static void micro2_avx512(const float *ap, const float *p0,
                                                              const float *p1, int64_t K,
                                                              float *t0, float *t1)
 {
@@ -143,14 +141,59 @@ __attribute__((target("avx512f"))) static void micro2_avx512(const float *const 
            c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
     __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0, d6 = c0, d7 = c0, d8 = c0,
            d9 = c0, d10 = c0, d11 = c0;
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
-                *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *a10 = a[10], *a11 = a[11];
-    for (int64_t k = 0; k < K; k++) {
-        __m512 b = _mm512_loadu_ps(p0 + k * NR), bb = _mm512_loadu_ps(p1 + k * NR);
+    for (int64_t k = 0; k < K; k++, ap += 12, p0 += NR, p1 += NR) {
+        __m512 b = _mm512_loadu_ps(p0), bb = _mm512_loadu_ps(p1);
         __m512 v;
 #define OQ_ROW2(I)                                  \
-        v = _mm512_set1_ps(a##I[k]);                \
+        v = _mm512_set1_ps(ap[I]);                  \
         c##I = _mm512_fmadd_ps(v, b, c##I);         \
+        d##I = _mm512_fmadd_ps(v, bb, d##I);
+        OQ_ROW2(0) OQ_ROW2(1) OQ_ROW2(2) OQ_ROW2(3) OQ_ROW2(4) OQ_ROW2(5)
+        OQ_ROW2(6) OQ_ROW2(7) OQ_ROW2(8) OQ_ROW2(9) OQ_ROW2(10) OQ_ROW2(11)
+#undef OQ_ROW2
+    }
+    __m512 cs[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};
+    __m512 ds[12] = {d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11};
+    for (int q = 0; q < 12; q++) {
+        _mm512_storeu_ps(t0 + q * NR, cs[q]);
+        _mm512_storeu_ps(t1 + q * NR, ds[q]);
+    }
+}
+
+/* The same two kernels with B read in place: row k of the panel is the 16 floats at
+ * b + off[k] (micro2: row k of the second panel follows at b + off[k] + 16). */
+__attribute__((target("avx512f"))) static void micro_off_avx512(const float *ap, const float *b,
+                                                                const int64_t *off, int64_t K,
+                                                                float *tile)
+{
+    __m512 c[12];
+    for (int q = 0; q < 12; q++)
+        c[q] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++, ap += 12) {
+        __m512 bv = _mm512_loadu_ps(b + off[k]);
+#pragma GCC unroll 12
+        for (int q = 0; q < 12; q++)
+            c[q] = _mm512_fmadd_ps(_mm512_set1_ps(ap[q]), bv, c[q]);
+    }
+    for (int q = 0; q < 12; q++)
+        _mm512_storeu_ps(tile + q * NR, c[q]);
+}
+
+__attribute__((target("avx512f"))) static void micro2_off_avx512(const float *ap, const float *b,
+                                                                 const int64_t *off, int64_t K,
+                                                                 float *t0, float *t1)
+{
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
+           c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+    __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0, d6 = c0, d7 = c0, d8 = c0,
+           d9 = c0, d10 = c0, d11 = c0;
+    for (int64_t k = 0; k < K; k++, ap += 12) {
+        const float *bk = b + off[k];
+        __m512 bv = _mm512_loadu_ps(bk), bb = _mm512_loadu_ps(bk + NR);
+        __m512 v;
+#define OQ_ROW2(I)                                  \
+        v = _mm512_set1_ps(ap[I]);                  \
+        c##I = _mm512_fmadd_ps(v, bv, c##I);        \
         d##I = _mm512_fmadd_ps(v, bb, d##I);
         OQ_ROW2(0) OQ_ROW2(1) OQ_ROW2(2) OQ_ROW2(3) OQ_ROW2(4) OQ_ROW2(5)
         OQ_ROW2(6) OQ_ROW2(7) OQ_ROW2(8) OQ_ROW2(9) OQ_ROW2(10) OQ_ROW2(11)
@@ -167,13 +210,21 @@ __attribute__((target("avx512f"))) static void micro2_avx512(const float *const 
 
 #define MR_MAX 12
 
-typedef void (*sgemm_micro2_fn)(const float *const *a, const float *p0, const float *p1,
-                                int64_t K, float *t0, float *t1);
+typedef void (*sgemm_micro2_fn)(const float *ap, const float *p0, const float *p1, int64_t K,
+                                float *t0, float *t1);
+
+typedef void (*sgemm_micro_off_fn)(const float *ap, const float *b, const int64_t *off,
+                                   int64_t K, float *tile);
+typedef void (*sgemm_micro2_off_fn)(const float *ap, const float *b, const int64_t *off,
+                                    int64_t K, float *t0, float *t1);
 
 typedef struct sgemm_isa {
     sgemm_micro_fn micro;
     int mr;
     sgemm_micro2_fn micro2; /* two panels at once, or NULL */
+    /* B in place (oq_sgemm_ex.b_off), or NULL: the rows are then copied into a panel */
+    sgemm_micro_off_fn micro_off;
+    sgemm_micro2_off_fn micro2_off;
 } sgemm_isa;
 
 /* 0 unknown, else 1 + index into isas; written once, racing writers store the same value */
@@ -182,10 +233,10 @@ static _Atomic int isa_choice;
 static sgemm_isa pick_isa(void)
 {
     static const sgemm_isa isas[] = {
-        {micro_generic, 4, NULL},
+        {micro_generic, 4, NULL, NULL, NULL},
 #ifdef OQ_HAVE_X86_PATHS
-        {micro_avx2, 6, NULL},
-        {micro_avx512, 12, micro2_avx512},
+        {micro_avx2, 6, NULL, NULL, NULL},
+        {micro_avx512, 12, micro2_avx512, micro_off_avx512, micro2_off_avx512},
 #endif
     };
     int c = atomic_load_explicit(&isa_choice, memory_order_relaxed);
@@ -307,6 +358,7 @@ typedef struct sgemm_run {
     sgemm_isa isa;
     bool by_panels;     /* parallel items are column panels (else rows) */
     float *panels;      /* one K x NR panel buffer per range (worker index) */
+    const float *ap;    /* A packed: per block of mr rows, K x mr */
 } sgemm_run;
 
 /* the post function on rows i .. i+mv-1, columns n0 .. n0+nv-1 of C */
@@ -328,39 +380,112 @@ static void tile_out(const sgemm_run *r, const float *tile, int64_t i, int64_t m
     epilogue(r->g, tile, i, mv, n0, nv);
 }
 
-/* all row blocks in [mb, me) against one packed panel */
-static void rows_x_panel(const sgemm_run *r, const float *panel, int64_t mb, int64_t me,
-                         int64_t n0, int64_t nv)
+/* all row blocks in [mb, me) (mb a multiple of mr) against one panel: packed, or with
+   off, B rows in place */
+static void rows_x_panel(const sgemm_run *r, const float *panel, const int64_t *off,
+                         int64_t mb, int64_t me, int64_t n0, int64_t nv)
 {
-    const oq_sgemm_ex *g = r->g;
     const int mr = r->isa.mr;
+    const int64_t K = r->g->K;
     float tile[MR_MAX * NR];
-    const float *ap[MR_MAX];
     for (int64_t i = mb; i < me; i += mr) {
-        int64_t mv = me - i < mr ? me - i : mr;
-        for (int q = 0; q < mr; q++) /* rows past the end repeat the last row */
-            ap[q] = g->A + (i + (q < mv ? q : mv - 1)) * g->lda;
-        r->isa.micro(ap, panel, g->K, tile);
-        tile_out(r, tile, i, mv, n0, nv);
+        if (off)
+            r->isa.micro_off(r->ap + i * K, panel, off, K, tile);
+        else
+            r->isa.micro(r->ap + i * K, panel, K, tile);
+        tile_out(r, tile, i, me - i < mr ? me - i : mr, n0, nv);
     }
 }
 
 /* the same for two adjacent panels (the first one full) with micro2 */
-static void rows_x_panel2(const sgemm_run *r, const float *p0, const float *p1, int64_t mb,
-                          int64_t me, int64_t n0, int64_t nv1)
+static void rows_x_panel2(const sgemm_run *r, const float *p0, const float *p1,
+                          const int64_t *off, int64_t mb, int64_t me, int64_t n0, int64_t nv1)
 {
-    const oq_sgemm_ex *g = r->g;
     const int mr = r->isa.mr;
+    const int64_t K = r->g->K;
     float t0[MR_MAX * NR], t1[MR_MAX * NR];
-    const float *ap[MR_MAX];
     for (int64_t i = mb; i < me; i += mr) {
+        if (off)
+            r->isa.micro2_off(r->ap + i * K, p0, off, K, t0, t1);
+        else
+            r->isa.micro2(r->ap + i * K, p0, p1, K, t0, t1);
         int64_t mv = me - i < mr ? me - i : mr;
-        for (int q = 0; q < mr; q++)
-            ap[q] = g->A + (i + (q < mv ? q : mv - 1)) * g->lda;
-        r->isa.micro2(ap, p0, p1, g->K, t0, t1);
         tile_out(r, t0, i, mv, n0, NR);
         tile_out(r, t1, i, mv, n0 + NR, nv1);
     }
+}
+
+/* A into blocks of mr rows, each K x mr; rows past M repeat the last row */
+static void pack_a(int64_t M, int64_t K, const float *A, int64_t lda, int mr, float *dst)
+{
+    const float *rows[MR_MAX];
+    for (int64_t i0 = 0; i0 < M; i0 += mr) {
+        for (int q = 0; q < mr; q++)
+            rows[q] = A + (i0 + q < M ? i0 + q : M - 1) * lda;
+        for (int64_t k = 0; k < K; k++)
+            for (int q = 0; q < mr; q++)
+                *dst++ = rows[q][k];
+    }
+}
+
+size_t oq_k_sgemm_packed_a_floats(int64_t M, int64_t K)
+{
+    int mr = pick_isa().mr;
+    return (size_t)((M + mr - 1) / mr) * (size_t)mr * (size_t)(K > 0 ? K : 1);
+}
+
+void oq_k_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *dst)
+{
+    pack_a(M, K, A, lda, pick_isa().mr, dst);
+}
+
+/* panels: NR columns of C each; with b_off, panels do not cross rows of b_row_w columns */
+static int64_t panel_count(const oq_sgemm_ex *g)
+{
+    if (g->b_off)
+        return g->b_rows * ((g->b_row_w + NR - 1) / NR);
+    return (g->N + NR - 1) / NR;
+}
+
+/* panel p: its first column n0 and width nv, and with b_off where its B rows start
+   (relative to b_off[k]) and whether the next panel continues the same row */
+static void panel_at(const oq_sgemm_ex *g, int64_t p, int64_t *n0, int64_t *nv,
+                     const float **bsrc, bool *row_goes_on)
+{
+    if (!g->b_off) {
+        *n0 = p * NR;
+        *nv = g->N - *n0 < NR ? g->N - *n0 : NR;
+        *bsrc = NULL;
+        *row_goes_on = true;
+        return;
+    }
+    int64_t pw = (g->b_row_w + NR - 1) / NR, row = p / pw, c0 = (p % pw) * NR;
+    *n0 = row * g->b_row_w + c0;
+    *nv = g->b_row_w - c0 < NR ? g->b_row_w - c0 : NR;
+    *bsrc = g->B + row * g->b_ldrow + c0;
+    *row_goes_on = p % pw + 1 < pw;
+}
+
+/* a panel from B rows in place, for kernels that cannot read them there */
+static void pack_off(const oq_sgemm_ex *g, const float *bsrc, int64_t nv, float *dst)
+{
+    for (int64_t k = 0; k < g->K; k++, dst += NR) {
+        memcpy(dst, bsrc + g->b_off[k], (size_t)nv * sizeof(float));
+        if (nv < NR)
+            memset(dst + nv, 0, (size_t)(NR - nv) * sizeof(float));
+    }
+}
+
+static void make_panel(const sgemm_run *r, int64_t n0, int64_t nv, const float *bsrc,
+                       float *dst)
+{
+    const oq_sgemm_ex *g = r->g;
+    if (g->b_off)
+        pack_off(g, bsrc, nv, dst);
+    else if (g->pack)
+        g->pack(g->pack_ctx, n0, nv, dst);
+    else
+        pack_plain(&r->isa, g, n0, nv, dst);
 }
 
 static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
@@ -370,61 +495,87 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
     size_t per = (size_t)(g->K > 0 ? g->K : 1) * NR;
     float *panel = r->panels + (size_t)w * 2 * per, *panel2 = panel + per;
     int64_t pb = r->by_panels ? b : 0;
-    int64_t pe = r->by_panels ? e : (g->N + NR - 1) / NR;
+    int64_t pe = r->by_panels ? e : panel_count(g);
     int64_t mb = r->by_panels ? 0 : b, me = r->by_panels ? g->M : e;
+    bool in_place = g->b_off && r->isa.micro_off;
     /* the post function runs on pieces of up to POST_COLS columns of the range's rows
-       as soon as they are final, while they are still in cache */
+       as soon as they are final, while they are still in cache (panels follow each
+       other in C's columns) */
     enum { POST_COLS = 256 };
-    int64_t post_from = pb * NR;
+    int64_t post_from = -1, end = 0;
     for (int64_t p = pb; p < pe; p++) {
-        if (g->post && p > pb && (p * NR - post_from >= POST_COLS)) {
-            post_rows(g, mb, me - mb, post_from, p * NR - post_from);
-            post_from = p * NR;
+        int64_t n0, nv;
+        const float *bsrc;
+        bool goes_on;
+        panel_at(g, p, &n0, &nv, &bsrc, &goes_on);
+        if (post_from < 0)
+            post_from = n0;
+        if (g->post && n0 - post_from >= POST_COLS) {
+            post_rows(g, mb, me - mb, post_from, n0 - post_from);
+            post_from = n0;
         }
-        int64_t n0 = p * NR, nv = g->N - n0 < NR ? g->N - n0 : NR;
-        if (g->pack)
-            g->pack(g->pack_ctx, n0, nv, panel);
-        else
-            pack_plain(&r->isa, g, n0, nv, panel);
-        if (r->isa.micro2 && p + 1 < pe && nv == NR) {
-            int64_t n1 = n0 + NR, nv1 = g->N - n1 < NR ? g->N - n1 : NR;
-            if (g->pack)
-                g->pack(g->pack_ctx, n1, nv1, panel2);
-            else
-                pack_plain(&r->isa, g, n1, nv1, panel2);
-            rows_x_panel2(r, panel, panel2, mb, me, n0, nv1);
+        if (r->isa.micro2 && p + 1 < pe && nv == NR && goes_on) {
+            int64_t n1, nv1;
+            const float *bsrc1;
+            bool goes_on1;
+            panel_at(g, p + 1, &n1, &nv1, &bsrc1, &goes_on1);
+            if (in_place && nv1 == NR) {
+                rows_x_panel2(r, bsrc, NULL, g->b_off, mb, me, n0, nv1);
+            } else {
+                make_panel(r, n0, nv, bsrc, panel);
+                make_panel(r, n1, nv1, bsrc1, panel2);
+                rows_x_panel2(r, panel, panel2, NULL, mb, me, n0, nv1);
+            }
+            end = n1 + nv1;
             p++;
             continue;
         }
-        rows_x_panel(r, panel, mb, me, n0, nv);
+        if (in_place && nv == NR) {
+            rows_x_panel(r, bsrc, g->b_off, mb, me, n0, nv);
+        } else {
+            make_panel(r, n0, nv, bsrc, panel);
+            rows_x_panel(r, panel, NULL, mb, me, n0, nv);
+        }
+        end = n0 + nv;
     }
-    if (g->post) {
-        int64_t end = pe * NR < g->N ? pe * NR : g->N;
-        if (end > post_from)
-            post_rows(g, mb, me - mb, post_from, end - post_from);
-    }
+    if (g->post && post_from >= 0 && end > post_from)
+        post_rows(g, mb, me - mb, post_from, end - post_from);
 }
 
 oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
 {
     if (g->M <= 0 || g->N <= 0)
         return OQ_OK;
-    sgemm_run r = {g, pick_isa(), true, NULL};
-    int64_t panels = (g->N + NR - 1) / NR;
+    sgemm_run r = {g, pick_isa(), true, NULL, NULL};
+    int64_t panels = panel_count(g);
     int threads = k ? oq_k_threads(k) : 1;
     double work = (double)g->M * (double)g->N * (double)(g->K + 1);
     bool serial = !k || threads <= 1 || work < 65536.0 * 2;
     size_t per = (size_t)(g->K > 0 ? g->K : 1) * NR;
     if ((uint64_t)(g->K > 0 ? g->K : 1) > SIZE_MAX / sizeof(float) / NR / 512)
         return OQ_ERR_NOMEM;
-    r.panels = malloc(2 * per * (size_t)(serial ? 1 : threads) * sizeof(float));
-    if (!r.panels)
+    int64_t mblocks = (g->M + r.isa.mr - 1) / r.isa.mr;
+    size_t a_elems = (size_t)mblocks * (size_t)r.isa.mr * (size_t)(g->K > 0 ? g->K : 1);
+    if ((uint64_t)mblocks > SIZE_MAX / sizeof(float) / MR_MAX / (size_t)(g->K > 0 ? g->K : 1))
         return OQ_ERR_NOMEM;
+    if (g->A_packed)
+        a_elems = 0;
+    size_t panel_elems = 2 * per * (size_t)(serial ? 1 : threads);
+    float *buf = malloc((panel_elems + a_elems) * sizeof(float));
+    if (!buf)
+        return OQ_ERR_NOMEM;
+    r.panels = buf;
+    if (g->A_packed) {
+        r.ap = g->A_packed;
+    } else {
+        pack_a(g->M, g->K, g->A, g->lda, r.isa.mr, buf + panel_elems);
+        r.ap = buf + panel_elems;
+    }
     /* below ~64k multiply-adds per thread the dispatch costs more than it saves */
     if (serial) {
         r.by_panels = true;
         sgemm_range(&r, 0, panels, 0);
-        free(r.panels);
+        free(buf);
         return OQ_OK;
     }
     if (panels >= 4 * threads || g->M < 4 * r.isa.mr * threads) {
@@ -437,7 +588,7 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
         int64_t per_t = (blocks + threads - 1) / threads;
         oq_k_parallel_for(k, g->M, per_t * r.isa.mr, sgemm_range, &r);
     }
-    free(r.panels);
+    free(buf);
     return OQ_OK;
 }
 
