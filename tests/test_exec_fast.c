@@ -1,13 +1,16 @@
 /* Executor speed paths that must not change a result: plan-time constant folding,
  * the vectorised QuantizeLinear / DequantizeLinear rows, elementwise chains fused into
- * one pass, and convolutions read in place. Each is checked against
+ * one pass, convolutions read in place, and the thread pool. Each is checked against
  * hand-computed values and against the path it replaces (bit for bit). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "exec/exec-impl.h"
 #include "exec/kernel.h"
 #include "onnxq/exec.h"
 #include "onnxq/onnxq.h"
@@ -706,4 +709,49 @@ Test(exec_fast, depthwise_conv_matches_a_direct_loop)
                 free(xv);
                 oq_model_free(m);
             }
+}
+
+/* ------------------------------------------------------------------ thread pool -- */
+
+typedef struct pool_job {
+    _Atomic int64_t *hits; /* per item: how many times it ran */
+    _Atomic int64_t sum;
+} pool_job;
+
+static void pool_range(void *arg, int64_t b, int64_t e, int w)
+{
+    pool_job *j = arg;
+    (void)w;
+    for (int64_t i = b; i < e; i++) {
+        atomic_fetch_add(&j->hits[i], 1);
+        atomic_fetch_add(&j->sum, i);
+    }
+}
+
+Test(exec_fast, thread_pool_runs_every_range_once_back_to_back_and_after_sleeping)
+{
+    /* jobs back to back (workers still spinning), after pauses longer than the spin
+       (workers asleep on the condition variable), of every size from 1 item up: each
+       item runs exactly once and the call returns only when all have */
+    for (int threads = 2; threads <= 3; threads++) {
+        oq_pool *p = oq_pool_new(threads);
+        cr_assert_not_null(p);
+        for (int round = 0; round < 300; round++) {
+            int64_t n = 1 + (round * 37) % 200;
+            _Atomic int64_t hits[200];
+            for (int64_t i = 0; i < n; i++)
+                atomic_init(&hits[i], 0);
+            pool_job j = {hits, 0};
+            oq_pool_for(p, n, 1 + round % 3, pool_range, &j);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_eq(atomic_load(&hits[i]), 1, "round %d item %lld ran %lld times",
+                             round, (long long)i, (long long)atomic_load(&hits[i]));
+            cr_assert_eq(atomic_load(&j.sum), n * (n - 1) / 2);
+            if (round % 50 == 49) {
+                struct timespec ts = {0, 2000000}; /* 2 ms: longer than the spin */
+                nanosleep(&ts, NULL);
+            }
+        }
+        oq_pool_free(p);
+    }
 }
