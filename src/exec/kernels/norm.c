@@ -258,15 +258,26 @@ static void sm_items(void *arg, int64_t b, int64_t e, int w)
             continue;
         }
         float s = 0;
-        for (int64_t t = 0; t < j->n; t++)
-            s += expf(x[t * j->inner] - m);
         if (j->kind == 1) {
+            for (int64_t t = 0; t < j->n; t++)
+                s += expf(x[t * j->inner] - m);
             float ls = logf(s);
             for (int64_t t = 0; t < j->n; t++)
                 y[t * j->inner] = x[t * j->inner] - m - ls;
         } else {
-            for (int64_t t = 0; t < j->n; t++)
-                y[t * j->inner] = expf(x[t * j->inner] - m) / s;
+            /* each exponential once: kept in y, then divided by the sum */
+            for (int64_t t = 0; t < j->n; t++) {
+                float ev = expf(x[t * j->inner] - m);
+                y[t * j->inner] = ev;
+                s += ev;
+            }
+            if (j->inner == 1) {
+                for (int64_t t = 0; t < j->n; t++)
+                    y[t] = y[t] / s;
+            } else {
+                for (int64_t t = 0; t < j->n; t++)
+                    y[t * j->inner] = y[t * j->inner] / s;
+            }
         }
     }
 }
