@@ -755,3 +755,38 @@ Test(exec_fast, thread_pool_runs_every_range_once_back_to_back_and_after_sleepin
         oq_pool_free(p);
     }
 }
+
+/* ------------------------------------------------------------------ HardSwish ---- */
+
+Test(exec_fast, hardswish_vector_rows_equal_the_formula_bit_for_bit)
+{
+    /* x * max(0, min(1, x / 6 + 1/2)) in float, element by element: the vector rows
+       (8 lanes, then a scalar tail) must give the same bits, NaN, infinities, signed
+       zeros and the clamp edges included */
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f, -3.0f,
+                             2.9999998f, -2.9999998f, 3.0000002f, -3.0000002f, 1e-40f, -1e-40f,
+                             3.4e38f, -3.4e38f, 0.5f, -0.5f, 6.0f, -6.0f};
+    const int64_t n = 1003;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = i < (int64_t)(sizeof special / sizeof *special) ? special[i] : frand() * 8.0f;
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 14);
+    int64_t xd[1] = {n};
+    oq_value *xv = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, xv, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 1));
+    oq_value *y = tu_node(m, "HardSwish", "hs", xv, NULL, NULL, "y");
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 1;
+    oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 1, x, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        float want = x[i] * fmaxf(0.0f, fminf(1.0f, x[i] / 6.0f + 0.5f));
+        float got = ((float *)out.data)[i];
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "x %a: got %a, want %a", (double)x[i],
+                  (double)got, (double)want);
+    }
+    oq_rt_tensor_release(&out);
+    oq_model_free(m);
+    free(x);
+}

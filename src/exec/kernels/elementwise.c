@@ -267,7 +267,7 @@ typedef struct unary_job {
     }
 UNARY_FLOAT(float, f32s)
 
-/* Relu and HardSigmoid with AVX2, element for element the scalar results:
+/* Relu, HardSigmoid and HardSwish with AVX2, element for element the scalar results:
  * max_ps(x, 0) is "x > 0 ? x : 0"; min_ps(v, 1) is "v < 1 ? v : 1" and gives 1 for a
  * NaN v as fmin(1, v) does; the following max_ps(w, 0) sees no NaN. */
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -295,6 +295,17 @@ __attribute__((target("avx2"))) static bool unary_f32_avx2(const unary_job *j, i
         }
         for (; i < n; i++)
             o[i] = fmaxf(0.0f, fminf(1.0f, al * a[i] + be));
+        return true;
+    }
+    if (j->s->op == OP_HardSwish) { /* x * max(0, min(1, x / 6 + 0.5)), the same way */
+        __m256 six = _mm256_set1_ps(6.0f), half = _mm256_set1_ps(0.5f);
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(a + i);
+            __m256 v = _mm256_add_ps(_mm256_div_ps(x, six), half);
+            _mm256_storeu_ps(o + i, _mm256_mul_ps(x, _mm256_max_ps(_mm256_min_ps(v, one), zero)));
+        }
+        for (; i < n; i++)
+            o[i] = a[i] * fmaxf(0.0f, fminf(1.0f, a[i] / 6.0f + 0.5f));
         return true;
     }
     return false;
