@@ -25,6 +25,16 @@ static float frand(void)
     return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
+/* n values from frand() (malloc'd) */
+static float *frand_array(int64_t n)
+{
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    cr_assert_not_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = frand();
+    return v;
+}
+
 /* Compile m with the options and run it on one input; returns output 0 (owned). */
 static oq_rt_tensor run1(oq_model *m, const oq_plan_options *o, int32_t dt, const int64_t *dims,
                          size_t rank, void *x, int64_t *total_bytes)
@@ -526,10 +536,7 @@ Test(exec_fast, strided_padded_conv_matches_a_direct_loop)
                 oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
                 oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
                 oq_graph_add_output(m->graph, y, NULL);
-                int64_t n = Cin * H * W;
-                float *xv = malloc((size_t)n * sizeof(float));
-                for (int64_t i = 0; i < n; i++)
-                    xv[i] = frand();
+                float *xv = frand_array(Cin * H * W);
                 oq_plan_options o = oq_plan_options_default();
                 o.threads = 2;
                 oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
@@ -597,10 +604,7 @@ Test(exec_fast, stride1_conv_read_in_place_matches_a_direct_loop)
             oq_node_set_attr_ints(tu_find_node(m, "conv"), "dilations", dl, 2);
             oq_node_set_attr_int(tu_find_node(m, "conv"), "group", G);
             oq_graph_add_output(m->graph, y, NULL);
-            int64_t n = N * Cin * H * W;
-            float *xv = malloc((size_t)n * sizeof(float));
-            for (int64_t i = 0; i < n; i++)
-                xv[i] = frand();
+            float *xv = frand_array(N * Cin * H * W);
             oq_plan_options o = oq_plan_options_default();
             o.threads = 1;
             oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
@@ -676,10 +680,7 @@ Test(exec_fast, depthwise_conv_matches_a_direct_loop)
                 oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
                 oq_node_set_attr_int(tu_find_node(m, "conv"), "group", C);
                 oq_graph_add_output(m->graph, y, NULL);
-                int64_t n = C * H * W;
-                float *xv = malloc((size_t)n * sizeof(float));
-                for (int64_t i = 0; i < n; i++)
-                    xv[i] = frand();
+                float *xv = frand_array(C * H * W);
                 oq_plan_options o = oq_plan_options_default();
                 o.threads = 1;
                 oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);

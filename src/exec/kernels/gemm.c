@@ -96,53 +96,41 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(const float *ap, cons
     _mm256_storeu_ps(tile + 88, c51);
 }
 
-/* AVX-512F: 12 x 16 (12 zmm accumulators, B row in one register) */
-__attribute__((target("avx512f"))) static void micro_avx512(const float *ap, const float *panel,
-                                                            int64_t K, float *tile)
+/* AVX-512F kernels. Row k of the B panel is at p0 + k * NR, or with off (B read in
+ * place) at p0 + off[k]; the second panel of micro2 at p1 + k * NR, or right after the
+ * first (p0 + off[k] + NR). The bodies are inlined into each kernel with off either NULL
+ * or not, so each kernel's loop has no test in it. */
+#define OQ_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+
+/* 12 x 16 (12 zmm accumulators, B row in one register) */
+OQ_AVX512_INLINE void micro_body_avx512(const float *ap, const float *p0, const int64_t *off,
+                                        int64_t K, float *tile)
 {
-    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
-           c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
-    for (int64_t k = 0; k < K; k++, ap += 12, panel += NR) {
-        __m512 b = _mm512_loadu_ps(panel);
-        c0 = _mm512_fmadd_ps(_mm512_set1_ps(ap[0]), b, c0);
-        c1 = _mm512_fmadd_ps(_mm512_set1_ps(ap[1]), b, c1);
-        c2 = _mm512_fmadd_ps(_mm512_set1_ps(ap[2]), b, c2);
-        c3 = _mm512_fmadd_ps(_mm512_set1_ps(ap[3]), b, c3);
-        c4 = _mm512_fmadd_ps(_mm512_set1_ps(ap[4]), b, c4);
-        c5 = _mm512_fmadd_ps(_mm512_set1_ps(ap[5]), b, c5);
-        c6 = _mm512_fmadd_ps(_mm512_set1_ps(ap[6]), b, c6);
-        c7 = _mm512_fmadd_ps(_mm512_set1_ps(ap[7]), b, c7);
-        c8 = _mm512_fmadd_ps(_mm512_set1_ps(ap[8]), b, c8);
-        c9 = _mm512_fmadd_ps(_mm512_set1_ps(ap[9]), b, c9);
-        c10 = _mm512_fmadd_ps(_mm512_set1_ps(ap[10]), b, c10);
-        c11 = _mm512_fmadd_ps(_mm512_set1_ps(ap[11]), b, c11);
+    __m512 c[12];
+    for (int q = 0; q < 12; q++)
+        c[q] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++, ap += 12) {
+        __m512 b = _mm512_loadu_ps(off ? p0 + off[k] : p0 + k * NR);
+#pragma GCC unroll 12
+        for (int q = 0; q < 12; q++)
+            c[q] = _mm512_fmadd_ps(_mm512_set1_ps(ap[q]), b, c[q]);
     }
-    _mm512_storeu_ps(tile, c0);
-    _mm512_storeu_ps(tile + 16, c1);
-    _mm512_storeu_ps(tile + 32, c2);
-    _mm512_storeu_ps(tile + 48, c3);
-    _mm512_storeu_ps(tile + 64, c4);
-    _mm512_storeu_ps(tile + 80, c5);
-    _mm512_storeu_ps(tile + 96, c6);
-    _mm512_storeu_ps(tile + 112, c7);
-    _mm512_storeu_ps(tile + 128, c8);
-    _mm512_storeu_ps(tile + 144, c9);
-    _mm512_storeu_ps(tile + 160, c10);
-    _mm512_storeu_ps(tile + 176, c11);
+    for (int q = 0; q < 12; q++)
+        _mm512_storeu_ps(tile + q * NR, c[q]);
 }
 
-/* AVX-512F: 12 x 32, two adjacent panels at once (24 zmm accumulators): twice the
- * multiply-adds per broadcast of A; every element is the same sum as in micro_avx512 */
-__attribute__((target("avx512f"))) static void micro2_avx512(const float *ap, const float *p0,
-                                                             const float *p1, int64_t K,
-                                                             float *t0, float *t1)
+/* 12 x 32, two adjacent panels at once (24 zmm accumulators): twice the multiply-adds
+ * per broadcast of A; every element is the same sum as in the 12 x 16 kernel */
+OQ_AVX512_INLINE void micro2_body_avx512(const float *ap, const float *p0, const float *p1,
+                                         const int64_t *off, int64_t K, float *t0, float *t1)
 {
     __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
            c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
     __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0, d6 = c0, d7 = c0, d8 = c0,
            d9 = c0, d10 = c0, d11 = c0;
-    for (int64_t k = 0; k < K; k++, ap += 12, p0 += NR, p1 += NR) {
-        __m512 b = _mm512_loadu_ps(p0), bb = _mm512_loadu_ps(p1);
+    for (int64_t k = 0; k < K; k++, ap += 12) {
+        const float *r0 = off ? p0 + off[k] : p0 + k * NR, *r1 = off ? r0 + NR : p1 + k * NR;
+        __m512 b = _mm512_loadu_ps(r0), bb = _mm512_loadu_ps(r1);
         __m512 v;
 #define OQ_ROW2(I)                                  \
         v = _mm512_set1_ps(ap[I]);                  \
@@ -160,51 +148,31 @@ __attribute__((target("avx512f"))) static void micro2_avx512(const float *ap, co
     }
 }
 
-/* The same two kernels with B read in place: row k of the panel is the 16 floats at
- * b + off[k] (micro2: row k of the second panel follows at b + off[k] + 16). */
+__attribute__((target("avx512f"))) static void micro_avx512(const float *ap, const float *panel,
+                                                            int64_t K, float *tile)
+{
+    micro_body_avx512(ap, panel, NULL, K, tile);
+}
+
+__attribute__((target("avx512f"))) static void micro2_avx512(const float *ap, const float *p0,
+                                                             const float *p1, int64_t K,
+                                                             float *t0, float *t1)
+{
+    micro2_body_avx512(ap, p0, p1, NULL, K, t0, t1);
+}
+
 __attribute__((target("avx512f"))) static void micro_off_avx512(const float *ap, const float *b,
                                                                 const int64_t *off, int64_t K,
                                                                 float *tile)
 {
-    __m512 c[12];
-    for (int q = 0; q < 12; q++)
-        c[q] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < K; k++, ap += 12) {
-        __m512 bv = _mm512_loadu_ps(b + off[k]);
-#pragma GCC unroll 12
-        for (int q = 0; q < 12; q++)
-            c[q] = _mm512_fmadd_ps(_mm512_set1_ps(ap[q]), bv, c[q]);
-    }
-    for (int q = 0; q < 12; q++)
-        _mm512_storeu_ps(tile + q * NR, c[q]);
+    micro_body_avx512(ap, b, off, K, tile);
 }
 
 __attribute__((target("avx512f"))) static void micro2_off_avx512(const float *ap, const float *b,
                                                                  const int64_t *off, int64_t K,
                                                                  float *t0, float *t1)
 {
-    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
-           c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
-    __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0, d6 = c0, d7 = c0, d8 = c0,
-           d9 = c0, d10 = c0, d11 = c0;
-    for (int64_t k = 0; k < K; k++, ap += 12) {
-        const float *bk = b + off[k];
-        __m512 bv = _mm512_loadu_ps(bk), bb = _mm512_loadu_ps(bk + NR);
-        __m512 v;
-#define OQ_ROW2(I)                                  \
-        v = _mm512_set1_ps(ap[I]);                  \
-        c##I = _mm512_fmadd_ps(v, bv, c##I);        \
-        d##I = _mm512_fmadd_ps(v, bb, d##I);
-        OQ_ROW2(0) OQ_ROW2(1) OQ_ROW2(2) OQ_ROW2(3) OQ_ROW2(4) OQ_ROW2(5)
-        OQ_ROW2(6) OQ_ROW2(7) OQ_ROW2(8) OQ_ROW2(9) OQ_ROW2(10) OQ_ROW2(11)
-#undef OQ_ROW2
-    }
-    __m512 cs[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};
-    __m512 ds[12] = {d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11};
-    for (int q = 0; q < 12; q++) {
-        _mm512_storeu_ps(t0 + q * NR, cs[q]);
-        _mm512_storeu_ps(t1 + q * NR, ds[q]);
-    }
+    micro2_body_avx512(ap, b, NULL, off, K, t0, t1);
 }
 #endif
 
