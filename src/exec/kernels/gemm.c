@@ -743,6 +743,31 @@ static int64_t batch_offset(const oq_rt_tensor *t, const mm_shape *s, int64_t bi
     return off;
 }
 
+typedef struct mm_batch_job {
+    oq_kctx *k;
+    const oq_rt_tensor *a, *b;
+    oq_rt_tensor *c;
+    const mm_shape *s;
+    _Atomic oq_status st; /* the last failure, if any */
+} mm_batch_job;
+
+/* float MatMul, batch items b .. e-1 */
+static void mm_batches(void *arg, int64_t b, int64_t e, int w)
+{
+    mm_batch_job *j = arg;
+    const mm_shape *s = j->s;
+    (void)w;
+    for (int64_t bi = b; bi < e; bi++) {
+        const float *A = (const float *)j->a->data + batch_offset(j->a, s, bi) * s->M * s->K;
+        const float *B = (const float *)j->b->data + batch_offset(j->b, s, bi) * s->K * s->N;
+        float *C = (float *)j->c->data + bi * s->M * s->N;
+        oq_status st = oq_k_sgemm(j->k, false, false, s->M, s->N, s->K, 1.0f, A, s->K, B, s->N, 0.0f, C,
+                                  s->N);
+        if (st)
+            atomic_store(&j->st, st);
+    }
+}
+
 static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                             oq_rt_tensor *out, size_t n_out)
 {
@@ -753,15 +778,14 @@ static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     if (st)
         return st;
     if (in[0]->dtype == OQ_DTYPE_FLOAT) {
-        for (int64_t bi = 0; bi < s.batch; bi++) {
-            const float *A = (const float *)in[0]->data + batch_offset(in[0], &s, bi) * s.M * s.K;
-            const float *B = (const float *)in[1]->data + batch_offset(in[1], &s, bi) * s.K * s.N;
-            float *C = (float *)out[0].data + bi * s.M * s.N;
-            st = oq_k_sgemm(k, false, false, s.M, s.N, s.K, 1.0f, A, s.K, B, s.N, 0.0f, C, s.N);
-            if (st)
-                return st;
-        }
-        return OQ_OK;
+        mm_batch_job j = {k, in[0], in[1], &out[0], &s, OQ_OK};
+        /* products too small to split (e.g. attention heads) run side by side instead */
+        double work = (double)s.M * (double)s.N * (double)(s.K + 1);
+        if (s.batch > 1 && work < 65536.0 * 2)
+            oq_k_parallel_for(k, s.batch, 1, mm_batches, &j);
+        else
+            mm_batches(&j, 0, s.batch, 0);
+        return atomic_load(&j.st);
     }
     /* other numeric types: plain triple loop in double (ints exact up to 2^53) */
     for (int64_t bi = 0; bi < s.batch; bi++) {
