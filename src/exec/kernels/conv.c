@@ -381,6 +381,23 @@ __attribute__((target("avx2"))) static void dw_row_avx2(float *y, const float *x
         y[i] += w * x[i * sw];
 }
 
+/* Copy an IH x IW plane into a zero-padded PH x PW one, the input starting at row ph,
+ * column pw (PW >= pw + IW). */
+static void pad_plane(const float *x, int64_t IH, int64_t IW, int64_t ph, int64_t pw, int64_t PH,
+                      int64_t PW, float *dst)
+{
+    for (int64_t r = 0; r < PH; r++, dst += PW) {
+        int64_t ih = r - ph;
+        if (ih < 0 || ih >= IH) {
+            memset(dst, 0, (size_t)PW * sizeof(float));
+            continue;
+        }
+        memset(dst, 0, (size_t)pw * sizeof(float));
+        memcpy(dst + pw, x + ih * IW, (size_t)IW * sizeof(float));
+        memset(dst + pw + IW, 0, (size_t)(PW - pw - IW) * sizeof(float));
+    }
+}
+
 /* One 2-D depthwise channel with AVX2: the channel is first copied into a zero-padded
  * plane (pad), so every output needs no bounds checks and 8 output columns are
  * computed at once with all taps in registers: acc = bias, then acc + w * x for every
@@ -524,17 +541,7 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
     const int64_t KH = j->k[1], KW = j->k[2], sh = j->st[1], sw = j->st[2];
     const int64_t dh = j->dl[1], dw = j->dl[2], ph = j->pb[1], pw = j->pb[2];
     const int64_t PW = dw2d_pad_w(j), PH = (OH - 1) * sh + (KH - 1) * dh + 1;
-    for (int64_t r = 0; r < PH; r++) {
-        float *pr = pad + r * PW;
-        int64_t ih = r - ph;
-        if (ih < 0 || ih >= IH) {
-            memset(pr, 0, (size_t)PW * sizeof(float));
-            continue;
-        }
-        memset(pr, 0, (size_t)pw * sizeof(float));
-        memcpy(pr + pw, x + ih * IW, (size_t)IW * sizeof(float));
-        memset(pr + pw + IW, 0, (size_t)(PW - pw - IW) * sizeof(float));
-    }
+    pad_plane(x, IH, IW, ph, pw, PH, PW, pad);
     for (int64_t oh = 0; oh < OH; oh++) {
         float *yr = y + oh * OW;
         const float *prow = pad + oh * sh * PW;
@@ -679,21 +686,9 @@ static void pad_channels(void *arg, int64_t b, int64_t e, int w)
 {
     const pad_job *j = arg;
     (void)w;
-    for (int64_t c = b; c < e; c++) {
-        const float *x = j->x + c * j->IH * j->IW;
-        float *xp = j->xp + c * j->IHp * j->IWp;
-        for (int64_t y = 0; y < j->IHp; y++, xp += j->IWp) {
-            int64_t iy = y - j->ph;
-            if (iy < 0 || iy >= j->IH) {
-                memset(xp, 0, (size_t)j->IWp * sizeof(float));
-                continue;
-            }
-            int64_t right = j->IWp - j->pw - j->IW; /* >= 0 */
-            memset(xp, 0, (size_t)j->pw * sizeof(float));
-            memcpy(xp + j->pw, x + iy * j->IW, (size_t)j->IW * sizeof(float));
-            memset(xp + j->pw + j->IW, 0, (size_t)right * sizeof(float));
-        }
-    }
+    for (int64_t c = b; c < e; c++)
+        pad_plane(j->x + c * j->IH * j->IW, j->IH, j->IW, j->ph, j->pw, j->IHp, j->IWp,
+                  j->xp + c * j->IHp * j->IWp);
 }
 
 static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,

@@ -519,15 +519,12 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
     int threads = k ? oq_k_threads(k) : 1;
     double work = (double)g->M * (double)g->N * (double)(g->K + 1);
     bool serial = !k || threads <= 1 || work < 65536.0 * 2;
-    size_t per = (size_t)(g->K > 0 ? g->K : 1) * NR;
-    if ((uint64_t)(g->K > 0 ? g->K : 1) > SIZE_MAX / sizeof(float) / NR / 512)
-        return OQ_ERR_NOMEM;
+    size_t k1 = (size_t)(g->K > 0 ? g->K : 1), per = k1 * NR;
     int64_t mblocks = (g->M + r.isa.mr - 1) / r.isa.mr;
-    size_t a_elems = (size_t)mblocks * (size_t)r.isa.mr * (size_t)(g->K > 0 ? g->K : 1);
-    if ((uint64_t)mblocks > SIZE_MAX / sizeof(float) / MR_MAX / (size_t)(g->K > 0 ? g->K : 1))
+    if (k1 > SIZE_MAX / sizeof(float) / NR / 512 ||
+        (uint64_t)mblocks > SIZE_MAX / sizeof(float) / MR_MAX / k1)
         return OQ_ERR_NOMEM;
-    if (g->A_packed)
-        a_elems = 0;
+    size_t a_elems = g->A_packed ? 0 : (size_t)mblocks * (size_t)r.isa.mr * k1;
     size_t panel_elems = 2 * per * (size_t)(serial ? 1 : threads);
     float *buf = malloc((panel_elems + a_elems) * sizeof(float));
     if (!buf)
@@ -552,8 +549,7 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
     } else {
         r.by_panels = false;
         /* row ranges: multiples of MR so no thread gets a partial block mid-range */
-        int64_t blocks = (g->M + r.isa.mr - 1) / r.isa.mr;
-        int64_t per_t = (blocks + threads - 1) / threads;
+        int64_t per_t = (mblocks + threads - 1) / threads;
         oq_k_parallel_for(k, g->M, per_t * r.isa.mr, sgemm_range, &r);
     }
     free(buf);
