@@ -128,18 +128,19 @@ class Case:
         self.nodes += [helper.make_node('QuantizeLinear', [src, 'ys', 'yz'], ['yq']),
                        helper.make_node('DequantizeLinear', ['yq', 'ys', 'yz'], ['y'])]
 
-    def save(self, outdir, xshape, yshape, x, y_avx2, y_exact):
+    def save(self, outdir, xshape, yshape, x, y_avx2, y_exact, opset=13):
         g = helper.make_graph(self.nodes, self.name,
                               [helper.make_tensor_value_info('x', TensorProto.FLOAT, xshape)],
                               [helper.make_tensor_value_info('y', TensorProto.FLOAT, yshape)],
                               self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid('', opset)])
         m.ir_version = 8
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(outdir, self.name + '.onnx'))
         np.save(os.path.join(outdir, self.name + '.x.npy'), x.astype(F32))
-        np.save(os.path.join(outdir, self.name + '.avx2.npy'), y_avx2.astype(F32))
-        np.save(os.path.join(outdir, self.name + '.exact.npy'), y_exact.astype(F32))
+        if y_avx2 is not None:
+            np.save(os.path.join(outdir, self.name + '.avx2.npy'), y_avx2.astype(F32))
+            np.save(os.path.join(outdir, self.name + '.exact.npy'), y_exact.astype(F32))
 
 
 def pick_out_scale(acc_f):
@@ -450,6 +451,31 @@ def gen_lut_chain(outdir, name, xdt):
     return name
 
 
+def gen_float_dw(outdir, name, C, H, W, k, strides, pads, act=None, dil=1):
+    """DQ(x) -> float depthwise Conv [-> HardSwish] -> y in float: the float island of
+    today's default OCR models, with a float output so that any rounding difference shows.
+    With graph optimizations onnxruntime runs the Conv with its NCHWc kernel when C is a
+    multiple of its channel block (16 with AVX-512, 8 with AVX2) and HardSwish as
+    x * clip(x * (1/6) + 1/2, 0, 1); onnxq's integer targets must give the same bits. No
+    numpy expectation: compared with onnxruntime (tests/qlinear_ort.sh)."""
+    c = Case(name)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    xs, xzp = F32(0.0371), 119
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    c.init('w', (rng.standard_normal((C, 1, k, k)) * 0.4).astype(F32))
+    c.init('b', (rng.standard_normal(C) * 0.3).astype(F32))
+    c.nodes.append(helper.make_node('Conv', ['xd', 'w', 'b'], ['y' if act is None else 'cv'],
+                                    group=C, kernel_shape=[k, k], strides=list(strides),
+                                    pads=list(pads), dilations=[dil, dil]))
+    if act == 'hardswish':
+        c.nodes.append(helper.make_node('HardSwish', ['cv'], ['y']))
+    x = (rng.integers(0, 256, (1, C, H, W)) - xzp).astype(F32) * xs
+    OH = (H + pads[0] + pads[2] - dil * (k - 1) - 1) // strides[0] + 1
+    OW = (W + pads[1] + pads[3] - dil * (k - 1) - 1) // strides[1] + 1
+    c.save(outdir, [1, C, H, W], [1, C, OH, OW], x, None, None, opset=14)
+    return name
+
+
 def gen_bin(outdir, name, mode):
     """DQ(a), DQ(b) -> Add | Mul -> Q (onnxq runs it in one pass: same numbers as the
     nodes): a = Q/DQ(x); b = another Q/DQ of x ('add_same'), a Q/DQ of GlobalAveragePool(x)
@@ -629,6 +655,20 @@ def main():
             gen_se_block(outdir, 'table_float_out_s8', TensorProto.INT8, 'out')]
     with open(os.path.join(outdir, 'lut_cases.txt'), 'w') as f:
         f.write('\n'.join(luts) + '\n')
+    # float depthwise convolutions under an integer target (onnxruntime's NCHWc arithmetic);
+    # dw24: a multiple of 8 but not of 16, NCHWc only on an AVX2 CPU (compared under
+    # qemu Haswell only)
+    fdw = [gen_float_dw(outdir, 'fdw3x3_hswish', 32, 13, 45, 3, (1, 1), (1, 1, 1, 1), 'hardswish'),
+           gen_float_dw(outdir, 'fdw5x5_s21', 16, 12, 37, 5, (2, 1), (2, 2, 2, 2), 'hardswish'),
+           gen_float_dw(outdir, 'fdw3x3_s12', 16, 7, 70, 3, (1, 2), (1, 1, 1, 1)),
+           gen_float_dw(outdir, 'fdw3x3_s2_asym', 16, 9, 20, 3, (2, 2), (0, 1, 1, 0)),
+           gen_float_dw(outdir, 'fdw3x3_dil2', 16, 10, 33, 3, (1, 1), (2, 2, 2, 2), dil=2),
+           gen_float_dw(outdir, 'fdw5x5_wide', 16, 6, 131, 5, (1, 1), (2, 2, 2, 2), 'hardswish')]
+    with open(os.path.join(outdir, 'fdw_cases.txt'), 'w') as f:
+        f.write('\n'.join(fdw) + '\n')
+    with open(os.path.join(outdir, 'fdw_avx2_cases.txt'), 'w') as f:
+        f.write('\n'.join(fdw + [gen_float_dw(outdir, 'fdw24', 24, 9, 29, 3, (1, 1),
+                                               (1, 1, 1, 1), 'hardswish')]) + '\n')
 
 
 if __name__ == '__main__':

@@ -8,7 +8,9 @@
 #  2. onnxq --target avx2 equals onnxruntime (graph optimizations on: its fused kernels)
 #     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
 #  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
-#     avx_vnni in /proc/cpuinfo), avx2 otherwise;
+#     avx_vnni in /proc/cpuinfo), avx2 otherwise; on float depthwise convolutions between
+#     a DequantizeLinear and a float output (+ HardSwish) every integer target equals
+#     onnxruntime natively and under qemu Haswell, bit for bit (its NCHWc arithmetic);
 #  4. a DQ -> elementwise chain -> Q run as a table, DQ(a), DQ(b) -> Add | Mul -> Q in
 #     one pass, and the float islands of a squeeze-excitation block (a DQ -> chain -> float
 #     table, float a, float b -> Mul | Add -> Q in one pass) equal the nodes run one by one.
@@ -121,10 +123,47 @@ rc=$?
 if grep -qw -e avx512_vnni -e avx_vnni /proc/cpuinfo; then host=ort-x86-vnni; else host=avx2; fi
 echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) -> native onnxruntime expected to equal --target $host"
 cmp_sets '{w}/ort_native/{c}.npy' "{w}/onnxq_${host}_1/{c}/y.npy" || fail=1
+# float depthwise convolutions (+ HardSwish) under every integer target: onnxruntime's
+# NCHWc arithmetic (docs/run.md), the vector rows and the portable C code, 1 and 2 threads
+run_fdw() { # LIST OUTPREFIX [ENV...]
+  local list=$1 pre=$2; shift 2
+  for c in $(cat "$work/$list"); do
+    for t in host avx2 ort-x86-vnni; do
+      for v in 1 2 gen avx2isa; do
+        th=$v; e=(); [ $v = gen ] && { th=2; e=(ONNXQ_SGEMM_ISA=generic); }
+        [ $v = avx2isa ] && { th=1; e=(ONNXQ_SGEMM_ISA=avx2); }
+        mkdir -p "$work/${pre}_${t}_$v"
+        env "$@" "${e[@]}" "$exe" run "$work/$c.onnx" --input "x=$work/$c.x.npy" --target $t \
+          --threads $th --output-dir "$work/${pre}_${t}_$v/$c" --npy >/dev/null 2>"$work/err" ||
+          { echo "FAIL: $c --target $t $v"; cat "$work/err"; fail=1; }
+      done
+    done
+  done
+}
+fdw_cmp() { # LIST ORTDIR OUTPREFIX
+  local pairs=()
+  for t in host avx2 ort-x86-vnni; do
+    for v in 1 2 gen avx2isa; do pairs+=("{w}/$2/{c}.npy" "{w}/${3}_${t}_$v/{c}/y.npy"); done
+  done
+  cp "$work/cases.txt" "$work/cases.saved"; cp "$work/$1" "$work/cases.txt"
+  cmp_sets "${pairs[@]}" || fail=1
+  cp "$work/cases.saved" "$work/cases.txt"
+}
+run_fdw fdw_cases.txt fdw
+node "$src/tests/qlinear_ort.js" "$work" "$work/ort_fdw_native" fdw_cases.txt >> "$work/ort.log" 2>&1 ||
+  { cat "$work/ort.log"; echo "FAIL: onnxruntime native (float depthwise)"; exit 1; }
+fdw_cmp fdw_cases.txt ort_fdw_native fdw
 if ! command -v qemu-x86_64 >/dev/null; then skip "qemu-x86_64 (qemu-user) missing"; fi
 qemu-x86_64 -cpu Haswell "$(command -v node)" "$src/tests/qlinear_ort.js" "$work" "$work/ort_haswell" \
   2>&1 | grep -v "TCG doesn't support" > "$work/qemu.log"
 [ "${PIPESTATUS[0]}" = 0 ] || { cat "$work/qemu.log"; echo "FAIL: onnxruntime under qemu Haswell"; exit 1; }
 cmp_sets '{w}/ort_haswell/{c}.npy' '{w}/onnxq_avx2_1/{c}/y.npy' || fail=1
+# the float depthwise models on Haswell: NCHWc block 8 (ONNXQ_HOST_CPU=avx2), so the 24
+# channels of fdw24 take the NCHWc kernel too
+qemu-x86_64 -cpu Haswell "$(command -v node)" "$src/tests/qlinear_ort.js" "$work" "$work/ort_fdw_haswell" \
+  fdw_avx2_cases.txt 2>&1 | grep -v "TCG doesn't support" >> "$work/qemu.log"
+[ "${PIPESTATUS[0]}" = 0 ] || { cat "$work/qemu.log"; echo "FAIL: onnxruntime under qemu Haswell (float depthwise)"; exit 1; }
+run_fdw fdw_avx2_cases.txt fdwh ONNXQ_HOST_CPU=avx2
+fdw_cmp fdw_avx2_cases.txt ort_fdw_haswell fdwh
 [ $fail = 0 ] && echo "qlinear_ort: all equal" || echo "qlinear_ort: FAILED"
 exit $fail

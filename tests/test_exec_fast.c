@@ -712,6 +712,95 @@ Test(exec_fast, depthwise_conv_matches_a_direct_loop)
             }
 }
 
+/* Under an integer target a depthwise Conv that onnxruntime runs with its NCHWc kernel
+ * (C a multiple of the CPU's block) computes as that kernel does: acc = +0, then
+ * acc = fma(w, x, acc) for the taps inside the input in (kh, kw) order, then acc + bias
+ * (docs/run.md). The AVX-512 / AVX2 rows read a zero-padded plane, the portable code
+ * skips the padding: both must give the bits of the formula (fmaf) below, at 1 and 2
+ * threads. tests/qlinear_ort.sh compares the same arithmetic with onnxruntime. */
+static void dw_ort_case(int K, int sh, int sw, int dil, int64_t H, int64_t W, const int64_t *pads)
+{
+    const int64_t C = 16;
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[4] = {1, C, H, W}, wd[4] = {C, 1, K, K}, bd[1] = {C};
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+    float *w = frand_array(C * K * K), *b = frand_array(C), *xv = frand_array(C * H * W);
+    oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
+                                            (size_t)(C * K * K) * 4);
+    oq_value *bv = oq_graph_add_initializer(m->graph, "b", OQ_DTYPE_FLOAT, bd, 1, b,
+                                            (size_t)C * 4);
+    oq_value *y = tu_node(m, "Conv", "conv", x, wv, bv, "y");
+    int64_t st[2] = {sh, sw}, dl[2] = {dil, dil};
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "dilations", dl, 2);
+    oq_node_set_attr_int(tu_find_node(m, "conv"), "group", C);
+    oq_graph_add_output(m->graph, y, NULL);
+    int64_t OH = (H + pads[0] + pads[2] - dil * (K - 1) - 1) / sh + 1;
+    int64_t OW = (W + pads[1] + pads[3] - dil * (K - 1) - 1) / sw + 1;
+    for (int threads = 1; threads <= 2; threads++) {
+        oq_plan_options o = oq_plan_options_default();
+        o.threads = threads;
+        o.arith = OQ_ARITH_EXACT;
+        oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
+        cr_assert_eq(out.dims[2], OH);
+        cr_assert_eq(out.dims[3], OW);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float acc = 0.0f;
+                    for (int kh = 0; kh < K; kh++)
+                        for (int kw = 0; kw < K; kw++) {
+                            int64_t ih = oh * sh - pads[0] + kh * dil;
+                            int64_t iw = ow * sw - pads[1] + kw * dil;
+                            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                acc = fmaf(w[(c * K + kh) * K + kw], xv[(c * H + ih) * W + iw],
+                                           acc);
+                        }
+                    float want = acc + b[c], got = ((float *)out.data)[(c * OH + oh) * OW + ow];
+                    cr_assert(memcmp(&got, &want, sizeof got) == 0,
+                              "K%d s%d,%d d%d W%lld %d threads: y[%lld,%lld,%lld] %a want %a", K,
+                              sh, sw, dil, (long long)W, threads, (long long)c, (long long)oh,
+                              (long long)ow, (double)got, (double)want);
+                }
+        oq_rt_tensor_release(&out);
+    }
+    free(w);
+    free(b);
+    free(xv);
+    oq_model_free(m);
+}
+
+Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_bit_for_bit)
+{
+    if (oq_k_ort_nchwc_block() == 0)
+        cr_skip_test("no onnxruntime NCHWc kernels on this CPU (AVX2 and FMA needed)");
+    const int64_t p1[4] = {1, 1, 1, 1}, p2[4] = {2, 2, 2, 2}, pa[4] = {0, 1, 2, 0};
+    const int64_t widths[4] = {45, 20, 7, 70};
+    for (int wi = 0; wi < 4; wi++) {
+        dw_ort_case(3, 1, 1, 1, 11, widths[wi], p1);
+        dw_ort_case(5, 1, 1, 1, 9, widths[wi], p2);
+        dw_ort_case(3, 2, 2, 1, 11, widths[wi], pa);
+        dw_ort_case(5, 2, 1, 1, 12, widths[wi], p2);
+        dw_ort_case(3, 1, 2, 1, 7, widths[wi], p1);
+        dw_ort_case(3, 1, 1, 2, 10, widths[wi], p2);
+        dw_ort_case(3, 1, 3, 1, 8, widths[wi], p1); /* stride 3: the portable code */
+    }
+}
+
+Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_portable_code)
+{
+    setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* read once per process: before any plan */
+    if (oq_k_ort_nchwc_block() == 0)
+        cr_skip_test("no onnxruntime NCHWc kernels on this CPU (AVX2 and FMA needed)");
+    const int64_t p1[4] = {1, 1, 1, 1}, p2[4] = {2, 2, 2, 2};
+    dw_ort_case(3, 1, 1, 1, 11, 45, p1);
+    dw_ort_case(5, 2, 1, 1, 12, 20, p2);
+    dw_ort_case(3, 1, 2, 2, 10, 33, p2);
+}
+
 /* ------------------------------------------------------------------ thread pool -- */
 
 typedef struct pool_job {
@@ -761,7 +850,8 @@ Test(exec_fast, thread_pool_runs_every_range_once_back_to_back_and_after_sleepin
 
 Test(exec_fast, hardswish_vector_rows_equal_the_formula_bit_for_bit)
 {
-    /* x * max(0, min(1, x / 6 + 1/2)) in float, element by element: the vector rows
+    /* x * max(0, min(1, x * (1/6) + 1/2)) in float as the spec writes it (alpha x + beta,
+       alpha = 1/6; onnxruntime computes the same), element by element: the vector rows
        (8 lanes, then a scalar tail) must give the same bits, NaN, infinities, signed
        zeros and the clamp edges included */
     const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f, -3.0f,
@@ -782,7 +872,7 @@ Test(exec_fast, hardswish_vector_rows_equal_the_formula_bit_for_bit)
     o.threads = 1;
     oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 1, x, NULL);
     for (int64_t i = 0; i < n; i++) {
-        float want = x[i] * fmaxf(0.0f, fminf(1.0f, x[i] / 6.0f + 0.5f));
+        float want = x[i] * fmaxf(0.0f, fminf(1.0f, x[i] * (1.0f / 6.0f) + 0.5f));
         float got = ((float *)out.data)[i];
         cr_assert(memcmp(&got, &want, sizeof got) == 0, "x %a: got %a, want %a", (double)x[i],
                   (double)got, (double)want);

@@ -4,7 +4,7 @@
  * (inputs from test_data_set_0). Bit for bit for every pass, the executor-backed
  * fold-constants included (it runs the very kernels the plan runs); within 1e-5
  * relative (plus 1e-6 absolute) where fold-batchnorm, fold-linear and fuse-activations
- * reassociate float math (HardSwish computes x * (x/6 + 1/2), the chain it replaces
+ * reassociate float math (HardSwish computes x * (x (1/6) + 1/2), the chain it replaces
  * x * (x + 3) / 6).
  * Skipped (with a warning) when the models or the data are not installed. */
 #include <criterion/criterion.h>

@@ -3,7 +3,7 @@
  * graph as built, and against the formula evaluated by hand in double).
  *
  * Not bit-identical: the chain x * clip(x + 3, 0, 6) / 6 rounds x + 3, the product and
- * the quotient; the HardSwish kernel (as onnxruntime's) rounds x / 6, + 0.5 and the
+ * the quotient; the HardSwish kernel (as onnxruntime's) rounds x * (1/6), + 0.5 and the
  * product. Each rounding is within half an ulp of its exact value, so the two results
  * differ by a few ulps of the largest intermediate (about |x|): the tolerance is
  * 1e-6 * max(1, |x|) (~ 16 ulps at |x| = 1). Measured on the grid below and on

@@ -505,7 +505,7 @@ static void op_scalar(const ew_op *op, float *d, const float *a, const float *b,
     case EW_CLIP: EW_LOOP((x < f0 ? f0 : x) > f1 ? f1 : (x < f0 ? f0 : x))
     case EW_RELU: EW_LOOP(x > 0.0f ? x : 0.0f)
     case EW_HSIG: EW_LOOP(fmaxf(0.0f, fminf(1.0f, f0 * x + f1)))
-    case EW_HSWISH: EW_LOOP(x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f)))
+    case EW_HSWISH: EW_LOOP(x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)))
     case EW_FQ: EW_LOOP(fq_one(x, op))
     case EW_AFFINE: {
         bool c1 = op->ord & 1, c2 = op->ord & 2;
@@ -559,9 +559,9 @@ __attribute__((target("avx2"))) static void op_avx2(const ew_op *op, float *d, c
     case EW_HSIG:
         EW_VLOOP(_mm256_max_ps(_mm256_min_ps(_mm256_add_ps(_mm256_mul_ps(f0, x), f1), one), zero))
     case EW_HSWISH: {
-        const __m256 six = _mm256_set1_ps(6.0f), half = _mm256_set1_ps(0.5f);
+        const __m256 sixth = _mm256_set1_ps(1.0f / 6.0f), half = _mm256_set1_ps(0.5f);
         EW_VLOOP(_mm256_mul_ps(
-            x, _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(_mm256_div_ps(x, six), half), one), zero)))
+            x, _mm256_max_ps(_mm256_min_ps(_mm256_add_ps(_mm256_mul_ps(x, sixth), half), one), zero)))
     }
     case EW_FQ: { /* as quant_ops.c's q_row_avx2 then dq_row_avx2 */
         const __m256 lo = _mm256_set1_ps((float)(op->lo - op->z1)),
@@ -634,9 +634,9 @@ __attribute__((target("avx512f"))) static void op_avx512(const ew_op *op, float 
     case EW_HSIG:
         EW_ZLOOP(_mm512_max_ps(_mm512_min_ps(_mm512_add_ps(_mm512_mul_ps(f0, x), f1), one), zero))
     case EW_HSWISH: {
-        const __m512 six = _mm512_set1_ps(6.0f), half = _mm512_set1_ps(0.5f);
+        const __m512 sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f);
         EW_ZLOOP(_mm512_mul_ps(
-            x, _mm512_max_ps(_mm512_min_ps(_mm512_add_ps(_mm512_div_ps(x, six), half), one), zero)))
+            x, _mm512_max_ps(_mm512_min_ps(_mm512_add_ps(_mm512_mul_ps(x, sixth), half), one), zero)))
     }
     case EW_FQ: {
         const __m512 lo = _mm512_set1_ps((float)(op->lo - op->z1)),

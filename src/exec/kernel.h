@@ -102,7 +102,17 @@ typedef struct oq_kctx {
     /* the plan the node belongs to (NULL in oq_exec_eval_node): subplans of If/Loop/Scan
        take its observers at run time */
     const oq_plan *plan;
+    /* OQ_K_ORT_*: how onnxruntime's optimized CPU graph computes this node's float
+       arithmetic, set before prepare when the plan runs an integer target (plan.c
+       ort_hints), so the target's float ops round as onnxruntime's do; 0 otherwise */
+    uint32_t ort;
 } oq_kctx;
+
+/* oq_kctx.ort flags (docs/run.md "Float operations under an integer target"). */
+#define OQ_K_ORT_DW_NCHWC 1u    /* Conv: a depthwise convolution onnxruntime runs with its
+                                 * NCHWc kernel: per output acc = +0, acc = fma(w, x, acc)
+                                 * for every tap inside the input in (kh, kw) order, then
+                                 * acc + bias */
 
 typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
                                           size_t n_in);
@@ -230,6 +240,11 @@ int oq_k_threads(const oq_kctx *k);
 /* True when the CPU (and OS) support AVX2: kernels may then call functions compiled
  * with __attribute__((target("avx2"))) (GCC/Clang on x86-64 only; false elsewhere). */
 bool oq_k_cpu_avx2(void);
+
+/* The channel block of onnxruntime's NCHWc float kernels on this CPU (MLAS
+ * MlasNchwcGetBlockSize): 16 with AVX-512F, 8 with AVX2 and FMA, 0 elsewhere (no NCHWc
+ * graph). ONNXQ_HOST_CPU=avx2 gives 8, as for onnxruntime on an emulated Haswell. */
+int oq_k_ort_nchwc_block(void);
 
 /* QuantizeLinear / DequantizeLinear row functions (src/exec/kernels/quant_ops.c): the
  * instruction set is chosen once per process ("avx512", "avx2" or "generic";

@@ -236,6 +236,21 @@ bool oq_k_cpu_avx2(void)
 #endif
 }
 
+int oq_k_ort_nchwc_block(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    const char *env = getenv("ONNXQ_HOST_CPU");
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 0;
+    if (env && strcmp(env, "avx2") == 0)
+        return 8;
+    return __builtin_cpu_supports("avx512f") ? 16 : 8;
+#else
+    return 0;
+#endif
+}
+
 int oq_k_threads(const oq_kctx *k)
 {
     return oq_pool_threads(k->pool);

@@ -296,6 +296,45 @@ done:
     return OQ_OK;
 }
 
+/* onnxruntime's float arithmetic for the float ops of a QDQ model (kernel.h OQ_K_ORT_*).
+ * With graph optimizations on, onnxruntime's NchwcTransformer (nchwc_transformer.cc
+ * TransformConv) runs a Conv whose weight is a 4-D float initializer and whose bias is
+ * absent or a float initializer of one value per output channel with its NCHWc kernels;
+ * for a depthwise Conv (weight [C, 1, kh, kw], group C > 1) it needs C to be a multiple
+ * of the CPU's block (oq_k_ort_nchwc_block). Only these are emulated; every other float
+ * op keeps onnxq's own rounding (docs/run.md). */
+static const oq_tensor *float_initializer(const oq_value *v, size_t rank)
+{
+    if (!v || v->kind != OQ_VALUE_INITIALIZER || v->is_graph_input || !v->initializer)
+        return NULL;
+    const oq_tensor *t = v->initializer;
+    return t->dtype == OQ_DTYPE_FLOAT && t->rank == rank ? t : NULL;
+}
+
+static bool ort_dw_nchwc(const oq_node *n, int block)
+{
+    if (block <= 0 || !n || strcmp(n->op_type, "Conv") != 0 || !oq_domain_is_default(n->domain) ||
+        n->n_inputs < 2 || n->n_outputs < 1 || !n->inputs[0])
+        return false;
+    const oq_tensor *w = float_initializer(n->inputs[1], 4);
+    int64_t group = oq_node_attr_int(n, "group", 1);
+    if (!w || group <= 1 || w->dims[1] != 1 || w->dims[0] != group || w->dims[0] % block)
+        return false;
+    if (n->n_inputs > 2 && n->inputs[2]) {
+        const oq_tensor *b = float_initializer(n->inputs[2], 1);
+        if (!b || b->dims[0] != w->dims[0])
+            return false;
+    }
+    return true;
+}
+
+static uint32_t ort_hints(const oq_plan *p, const oq_node *n)
+{
+    if (p->arith == OQ_ARITH_REFERENCE)
+        return 0;
+    return ort_dw_nchwc(n, oq_k_ort_nchwc_block()) ? OQ_K_ORT_DW_NCHWC : 0;
+}
+
 static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, oq_value **imp,
                               size_t n_imp, oq_diag *d)
 {
@@ -308,6 +347,7 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     s->k.pool = p->pool;
     s->k.diag = d;
     s->k.file = p->file;
+    s->k.ort = ort_hints(p, n);
     s->n_in = n->n_inputs;
     s->n_out = n->n_outputs;
     s->in_slots = calloc(s->n_in + 1, sizeof(size_t));

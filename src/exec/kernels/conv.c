@@ -338,6 +338,8 @@ typedef struct dw_job {
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
     const oq_k_post *post;   /* applied to each channel once computed (may be NULL) */
     bool avx512;             /* 2-D rows with AVX-512F (the same sums) */
+    bool ort;                /* onnxruntime's NCHWc arithmetic (kernel.h OQ_K_ORT_DW_NCHWC) */
+    bool fma;                /* the CPU has FMA (ort's vector rows) */
 } dw_job;
 
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
@@ -418,6 +420,28 @@ static int64_t dw2d_pad_size(const dw_job *j)
     return ((j->out[1] - 1) * j->st[1] + (j->k[1] - 1) * j->dl[1] + 1) * dw2d_pad_w(j);
 }
 
+/* 8 row values x[0], x[s], ..., x[7 s] for s = 1 or 2 (s = 2 reads x[0 .. 15]) */
+__attribute__((target("avx2"))) static inline __m256 dw_load8(const float *x, int64_t s)
+{
+    if (s == 1)
+        return _mm256_loadu_ps(x);
+    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8), 0x88);
+    return _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_castps_si256(ev), perm));
+}
+
+/* the first min(n, 8) lanes of v to y */
+__attribute__((target("avx2"))) static inline void dw_store8(float *y, __m256 v, int64_t n)
+{
+    float tail[8];
+    if (n >= 8) {
+        _mm256_storeu_ps(y, v);
+    } else {
+        _mm256_storeu_ps(tail, v);
+        memcpy(y, tail, (size_t)n * sizeof(float));
+    }
+}
+
 /* one output row of dw2d_avx2, any kernel width, stride 1 or 2 along the row */
 __attribute__((target("avx2"))) static void dw2d_row_any(float *yr, const float *prow,
                                                          const float *w, float bias,
@@ -425,32 +449,15 @@ __attribute__((target("avx2"))) static void dw2d_row_any(float *yr, const float 
                                                          int64_t rstep, int64_t sw,
                                                          int64_t dw)
 {
-    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-    float tail[8];
     for (int64_t ow = 0; ow < OW; ow += 8) {
         __m256 acc = _mm256_set1_ps(bias);
         for (int64_t kh = 0; kh < KH; kh++) {
             const float *xr = prow + kh * rstep + ow * sw, *wr = w + kh * KW;
-            for (int64_t kw = 0; kw < KW; kw++) {
-                const float *xp = xr + kw * dw;
-                __m256 xv;
-                if (sw == 1) {
-                    xv = _mm256_loadu_ps(xp);
-                } else {
-                    __m256 lo = _mm256_loadu_ps(xp), hi = _mm256_loadu_ps(xp + 8);
-                    xv = _mm256_shuffle_ps(lo, hi, 0x88);
-                    xv = _mm256_castsi256_ps(
-                        _mm256_permutevar8x32_epi32(_mm256_castps_si256(xv), perm));
-                }
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]), xv));
-            }
+            for (int64_t kw = 0; kw < KW; kw++)
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]),
+                                                       dw_load8(xr + kw * dw, sw)));
         }
-        if (ow + 8 <= OW) {
-            _mm256_storeu_ps(yr + ow, acc);
-        } else {
-            _mm256_storeu_ps(tail, acc);
-            memcpy(yr + ow, tail, (size_t)(OW - ow) * sizeof(float));
-        }
+        dw_store8(yr + ow, acc, OW - ow);
     }
 }
 
@@ -461,7 +468,6 @@ __attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const f
                                                               int64_t OW, int64_t KH,
                                                               int64_t rstep, const int KW)
 {
-    float tail[8];
     int64_t ow = 0;
     /* 32 columns: four independent sums hide the add latency */
     for (; ow + 32 <= OW; ow += 32) {
@@ -489,12 +495,7 @@ __attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const f
                 acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]),
                                                        _mm256_loadu_ps(xr + kw)));
         }
-        if (ow + 8 <= OW) {
-            _mm256_storeu_ps(yr + ow, acc);
-        } else {
-            _mm256_storeu_ps(tail, acc);
-            memcpy(yr + ow, tail, (size_t)(OW - ow) * sizeof(float));
-        }
+        dw_store8(yr + ow, acc, OW - ow);
     }
 }
 
@@ -533,6 +534,97 @@ __attribute__((target("avx512f"))) static void dw2d_row_k512(float *yr, const fl
     }
 }
 
+#endif
+
+/* onnxruntime's NCHWc depthwise arithmetic (MLAS MlasConvDepthwiseFloatKernel*, the same
+ * per output for every block size): acc = +0, acc = fma(w, x, acc) for each tap inside
+ * the input in (kd, kh, kw) order, then acc + bias. The generic path skips the taps in
+ * the padding as MLAS does; the vector rows below read a zero-padded plane instead.
+ * That gives the same bits: acc starts at +0 and never becomes -0 (an exact zero sum is
+ * +0 unless both addends are -0), so fma(w, 0, acc) = acc for every finite w. */
+static void dw_ort_generic(const dw_job *j, const float *x, const float *w, float bias,
+                           float *y)
+{
+    for (int64_t od = 0; od < j->out[0]; od++)
+        for (int64_t oh = 0; oh < j->out[1]; oh++)
+            for (int64_t ow = 0; ow < j->out[2]; ow++) {
+                float acc = 0.0f;
+                for (int64_t kd = 0; kd < j->k[0]; kd++) {
+                    int64_t id = od * j->st[0] - j->pb[0] + kd * j->dl[0];
+                    if (id < 0 || id >= j->in[0])
+                        continue;
+                    for (int64_t kh = 0; kh < j->k[1]; kh++) {
+                        int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
+                        if (ih < 0 || ih >= j->in[1])
+                            continue;
+                        for (int64_t kw = 0; kw < j->k[2]; kw++) {
+                            int64_t iw = ow * j->st[2] - j->pb[2] + kw * j->dl[2];
+                            if (iw < 0 || iw >= j->in[2])
+                                continue;
+                            acc = fmaf(w[(kd * j->k[1] + kh) * j->k[2] + kw],
+                                       x[(id * j->in[1] + ih) * j->in[2] + iw], acc);
+                        }
+                    }
+                }
+                y[(od * j->out[1] + oh) * j->out[2] + ow] = acc + bias;
+            }
+}
+
+#ifdef OQ_HAVE_DW_AVX2
+/* one output row from the padded plane, 8 columns at a time, unit or stride 2 */
+__attribute__((target("avx2,fma"))) static void dw_ort_row_avx2(float *yr, const float *prow,
+                                                                const float *w, float bias,
+                                                                int64_t OW, int64_t KH,
+                                                                int64_t KW, int64_t rstep,
+                                                                int64_t sw, int64_t dw)
+{
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow * sw, *wr = w + kh * KW;
+            for (int64_t kw = 0; kw < KW; kw++)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(wr[kw]), dw_load8(xr + kw * dw, sw), acc);
+        }
+        dw_store8(yr + ow, _mm256_add_ps(acc, _mm256_set1_ps(bias)), OW - ow);
+    }
+}
+
+/* the same with AVX-512F for unit stride and dilation: 32 columns in two sums, the
+ * last ones with masked loads and store */
+__attribute__((target("avx512f"))) static void dw_ort_row_512(float *yr, const float *prow,
+                                                              const float *w, float bias,
+                                                              int64_t OW, int64_t KH,
+                                                              int64_t KW, int64_t rstep)
+{
+    const __m512 bv = _mm512_set1_ps(bias);
+    int64_t ow = 0;
+    for (; ow + 32 <= OW; ow += 32) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int64_t kw = 0; kw < KW; kw++) {
+                __m512 wv = _mm512_set1_ps(wr[kw]);
+                a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + kw), a0);
+                a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xr + kw + 16), a1);
+            }
+        }
+        _mm512_storeu_ps(yr + ow, _mm512_add_ps(a0, bv));
+        _mm512_storeu_ps(yr + ow + 16, _mm512_add_ps(a1, bv));
+    }
+    for (; ow < OW; ow += 16) {
+        __mmask16 m = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
+            for (int64_t kw = 0; kw < KW; kw++)
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(wr[kw]), _mm512_maskz_loadu_ps(m, xr + kw),
+                                      acc);
+        }
+        _mm512_mask_storeu_ps(yr + ow, m, _mm512_add_ps(acc, bv));
+    }
+}
+
+
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
                                                       const float *w, float bias, float *y,
                                                       float *pad)
@@ -545,8 +637,12 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
     for (int64_t oh = 0; oh < OH; oh++) {
         float *yr = y + oh * OW;
         const float *prow = pad + oh * sh * PW;
+        if (j->ort && sw == 1 && dw == 1 && j->avx512) /* onnxruntime's sums (above) */
+            dw_ort_row_512(yr, prow, w, bias, OW, KH, KW, dh * PW);
+        else if (j->ort)
+            dw_ort_row_avx2(yr, prow, w, bias, OW, KH, KW, dh * PW, sw, dw);
         /* the common kernel widths with the taps unrolled (same order, same sums) */
-        if (sw == 1 && dw == 1 && (KW == 3 || KW == 5) && j->avx512)
+        else if (sw == 1 && dw == 1 && (KW == 3 || KW == 5) && j->avx512)
             dw2d_row_k512(yr, prow, w, bias, OW, KH, dh * PW, (int)KW);
         else if (sw == 1 && dw == 1 && KW == 3)
             dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 3);
@@ -583,6 +679,17 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
         const float *x = j->x + it * isz, *w = j->w + c * ksz;
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
+        if (j->ort) {
+#ifdef OQ_HAVE_DW_AVX2
+            if (two_d && j->fma)
+                dw2d_avx2(j, x, w, bias, y, pad);
+            else
+#endif
+                dw_ort_generic(j, x, w, bias, y);
+            if (j->post)
+                j->post->fn(j->post->ctx, y, osz, c);
+            continue;
+        }
 #ifdef OQ_HAVE_DW_AVX2
         if (two_d) {
             dw2d_avx2(j, x, w, bias, y, pad);
@@ -706,12 +813,14 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t isz = i3[0] * i3[1] * i3[2], osz = o3[0] * o3[1] * o3[2], ksz = k3[0] * k3[1] * k3[2];
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
-        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post, false};
+        dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post, false,
+                    (k->ort & OQ_K_ORT_DW_NCHWC) != 0, false};
 #ifdef OQ_HAVE_DW_AVX2
         {
             const char *env = getenv("ONNXQ_SGEMM_ISA"); /* avx2, generic: no AVX-512 */
             j.avx512 = oq_k_cpu_avx2() && (!env || strcmp(env, "avx2") != 0) &&
                        __builtin_cpu_supports("avx512f");
+            j.fma = oq_k_cpu_avx2() && __builtin_cpu_supports("fma");
         }
 #endif
         geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);

@@ -201,9 +201,9 @@ typedef struct unary_job {
         case OP_HardSigmoid:                                                                   \
             for (int64_t i = 0; i < n; i++) o[i] = fmax(zero, fmin(one, al * a[i] + be));     \
             break;                                                                             \
-        case OP_HardSwish:                                                                     \
+        case OP_HardSwish: /* alpha x + beta as the spec writes it, alpha = (T)(1/6) */       \
             for (int64_t i = 0; i < n; i++)                                                    \
-                o[i] = a[i] * fmax(zero, fmin(one, a[i] / (T)6 + (T)0.5));                     \
+                o[i] = a[i] * fmax(zero, fmin(one, a[i] * ((T)1 / (T)6) + (T)0.5));            \
             break;                                                                             \
         case OP_Tanh: for (int64_t i = 0; i < n; i++) o[i] = tanh(a[i]); break;               \
         case OP_Erf: for (int64_t i = 0; i < n; i++) o[i] = erf(a[i]); break;                 \
@@ -297,15 +297,16 @@ __attribute__((target("avx2"))) static bool unary_f32_avx2(const unary_job *j, i
             o[i] = fmaxf(0.0f, fminf(1.0f, al * a[i] + be));
         return true;
     }
-    if (j->s->op == OP_HardSwish) { /* x * max(0, min(1, x / 6 + 0.5)), the same way */
-        __m256 six = _mm256_set1_ps(6.0f), half = _mm256_set1_ps(0.5f);
+    if (j->s->op == OP_HardSwish) { /* x * max(0, min(1, x * (1/6) + 0.5)), the same way */
+        const float sixth = 1.0f / 6.0f;
+        __m256 vs = _mm256_set1_ps(sixth), half = _mm256_set1_ps(0.5f);
         for (; i + 8 <= n; i += 8) {
             __m256 x = _mm256_loadu_ps(a + i);
-            __m256 v = _mm256_add_ps(_mm256_div_ps(x, six), half);
+            __m256 v = _mm256_add_ps(_mm256_mul_ps(x, vs), half);
             _mm256_storeu_ps(o + i, _mm256_mul_ps(x, _mm256_max_ps(_mm256_min_ps(v, one), zero)));
         }
         for (; i < n; i++)
-            o[i] = a[i] * fmaxf(0.0f, fminf(1.0f, a[i] / 6.0f + 0.5f));
+            o[i] = a[i] * fmaxf(0.0f, fminf(1.0f, a[i] * sixth + 0.5f));
         return true;
     }
     return false;
