@@ -476,6 +476,62 @@ def gen_float_dw(outdir, name, C, H, W, k, strides, pads, act=None, dil=1):
     return name
 
 
+def mlas_logistic(x):
+    """onnxruntime's logistic (MLAS logistic.cpp constants, FMA3 kernel), for choosing a
+    test's scale only; a fused multiply-add as float64 a * b + c rounded to float32."""
+    def fma(a, b, c):
+        return (np.float64(a) * np.float64(b) + np.float64(c)).astype(F32)
+    v = np.clip(x, F32(-18), F32(18)).astype(F32)
+    v2 = (v * v).astype(F32)
+    a = [4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
+         2.48287947061529e-01]
+    b = [6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
+         1.16817656904453e-01, 9.93151921023180e-01]
+    p = fma(v2, F32(a[0]), F32(a[1]))
+    for k in a[2:]:
+        p = fma(p, v2, F32(k))
+    p = (p * v).astype(F32)
+    q = fma(v2, F32(b[0]), F32(b[1]))
+    for k in b[2:]:
+        q = fma(q, v2, F32(k))
+    return np.clip(((p / q).astype(F32) + F32(0.5)).astype(F32), 0, 1)
+
+
+def gen_float_sigmoid(outdir, name, form):
+    """DQ(x) -> Sigmoid in float: 'sigmoid' (the float output), 'swish' (x * Sigmoid(x),
+    which onnxruntime fuses into QuickGelu) or 'lut' (-> Q -> DQ: onnxq's table of the
+    group). onnxruntime computes the logistic with MLAS' rational approximation, with and
+    without optimizations; onnxq's integer targets must give the same bits. Compared with
+    onnxruntime only (tests/qlinear_ort.sh)."""
+    c = Case(name)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    xs, xzp = F32(0.0731), 121
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    if form == 'sigmoid':
+        c.nodes.append(helper.make_node('Sigmoid', ['xd'], ['y']))
+    elif form == 'swish':
+        c.nodes += [helper.make_node('Sigmoid', ['xd'], ['sg']),
+                    helper.make_node('Mul', ['xd', 'sg'], ['y'])]
+    else:
+        # an output scale at which the exact logistic and MLAS' give different tables, so
+        # the case tells them apart
+        c.nodes.append(helper.make_node('Sigmoid', ['xd'], ['sg']))
+        xv = ((np.arange(256) - xzp).astype(F32) * xs).astype(F32)
+        exact = (1.0 / (1.0 + np.exp(-xv.astype(np.float64)))).astype(F32)
+        mlas = mlas_logistic(xv)
+        ys = F32(1.0 / 255)
+        for k in range(1, 20000):
+            ys = F32(1.0 / 255 * (1 + k * 1e-5))
+            if np.any(np.rint(exact / ys) != np.rint(mlas / ys)):
+                break
+        c.out('sg', TensorProto.UINT8, ys, 0)
+    shape = [1, 3, 17, 29]
+    x = (rng.integers(0, 256, shape) - xzp).astype(F32) * xs
+    x.ravel()[:256] = (np.arange(256) - xzp).astype(F32) * xs    # every stored value
+    c.save(outdir, shape, shape, x, None, None, opset=14)
+    return name
+
+
 def gen_bin(outdir, name, mode):
     """DQ(a), DQ(b) -> Add | Mul -> Q (onnxq runs it in one pass: same numbers as the
     nodes): a = Q/DQ(x); b = another Q/DQ of x ('add_same'), a Q/DQ of GlobalAveragePool(x)
@@ -655,7 +711,8 @@ def main():
             gen_se_block(outdir, 'table_float_out_s8', TensorProto.INT8, 'out')]
     with open(os.path.join(outdir, 'lut_cases.txt'), 'w') as f:
         f.write('\n'.join(luts) + '\n')
-    # float depthwise convolutions under an integer target (onnxruntime's NCHWc arithmetic);
+    # float depthwise convolutions and Sigmoid under an integer target (onnxruntime's NCHWc
+    # arithmetic and MLAS logistic);
     # dw24: a multiple of 8 but not of 16, NCHWc only on an AVX2 CPU (compared under
     # qemu Haswell only)
     fdw = [gen_float_dw(outdir, 'fdw3x3_hswish', 32, 13, 45, 3, (1, 1), (1, 1, 1, 1), 'hardswish'),
@@ -663,7 +720,9 @@ def main():
            gen_float_dw(outdir, 'fdw3x3_s12', 16, 7, 70, 3, (1, 2), (1, 1, 1, 1)),
            gen_float_dw(outdir, 'fdw3x3_s2_asym', 16, 9, 20, 3, (2, 2), (0, 1, 1, 0)),
            gen_float_dw(outdir, 'fdw3x3_dil2', 16, 10, 33, 3, (1, 1), (2, 2, 2, 2), dil=2),
-           gen_float_dw(outdir, 'fdw5x5_wide', 16, 6, 131, 5, (1, 1), (2, 2, 2, 2), 'hardswish')]
+           gen_float_dw(outdir, 'fdw5x5_wide', 16, 6, 131, 5, (1, 1), (2, 2, 2, 2), 'hardswish'),
+           gen_float_sigmoid(outdir, 'fsig', 'sigmoid'), gen_float_sigmoid(outdir, 'fswish', 'swish'),
+           gen_float_sigmoid(outdir, 'fsig_lut', 'lut')]
     with open(os.path.join(outdir, 'fdw_cases.txt'), 'w') as f:
         f.write('\n'.join(fdw) + '\n')
     with open(os.path.join(outdir, 'fdw_avx2_cases.txt'), 'w') as f:

@@ -9,8 +9,9 @@
 #     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
 #  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
 #     avx_vnni in /proc/cpuinfo), avx2 otherwise; on float depthwise convolutions between
-#     a DequantizeLinear and a float output (+ HardSwish) every integer target equals
-#     onnxruntime natively and under qemu Haswell, bit for bit (its NCHWc arithmetic);
+#     a DequantizeLinear and a float output (+ HardSwish), and on Sigmoid (float output,
+#     x * Sigmoid(x), a DQ -> Sigmoid -> Q table) every integer target equals onnxruntime
+#     natively and under qemu Haswell, bit for bit (its NCHWc arithmetic, MLAS logistic);
 #  4. a DQ -> elementwise chain -> Q run as a table, DQ(a), DQ(b) -> Add | Mul -> Q in
 #     one pass, and the float islands of a squeeze-excitation block (a DQ -> chain -> float
 #     table, float a, float b -> Mul | Add -> Q in one pass) equal the nodes run one by one.
@@ -123,8 +124,9 @@ rc=$?
 if grep -qw -e avx512_vnni -e avx_vnni /proc/cpuinfo; then host=ort-x86-vnni; else host=avx2; fi
 echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) -> native onnxruntime expected to equal --target $host"
 cmp_sets '{w}/ort_native/{c}.npy' "{w}/onnxq_${host}_1/{c}/y.npy" || fail=1
-# float depthwise convolutions (+ HardSwish) under every integer target: onnxruntime's
-# NCHWc arithmetic (docs/run.md), the vector rows and the portable C code, 1 and 2 threads
+# float depthwise convolutions (+ HardSwish) and Sigmoid under every integer target:
+# onnxruntime's NCHWc arithmetic and logistic (docs/run.md), the vector rows and the
+# portable C code, 1 and 2 threads
 run_fdw() { # LIST OUTPREFIX [ENV...]
   local list=$1 pre=$2; shift 2
   for c in $(cat "$work/$list"); do

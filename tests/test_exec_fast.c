@@ -801,6 +801,85 @@ Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_portable_code)
     dw_ort_case(3, 1, 2, 2, 10, 33, p2);
 }
 
+/* op(x) for a float vector x of n values, the first of them `special`, the rest
+ * frand() * scale + shift, run at `threads` threads with arithmetic `arith`; *xs gets x */
+static oq_rt_tensor run_unary_vec(const char *op, int64_t opset, const float *special,
+                                  size_t n_special, float scale, float shift, int threads,
+                                  oq_arith arith, float **xs)
+{
+    const int64_t n = 1003; /* 125 vectors of 8 and a tail of 3 */
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = i < (int64_t)n_special ? special[i] : frand() * scale + shift;
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", opset);
+    int64_t xd[1] = {n};
+    oq_value *xv = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, xv, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 1));
+    oq_value *y = tu_node(m, op, "op", xv, NULL, NULL, "y");
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = threads;
+    o.arith = arith;
+    oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 1, x, NULL);
+    cr_assert_eq(oq_rt_tensor_numel(&out), n);
+    oq_model_free(m);
+    *xs = x;
+    return out;
+}
+
+/* Under an integer target Sigmoid is onnxruntime's MLAS logistic (docs/run.md): the
+ * rational function below, written out here from MLAS' logistic.cpp constants and its
+ * FMA3 kernel's order of operations, bit for bit, for the vector code and its tail. */
+static float mlas_logistic_ref(float x)
+{
+    static const float a[5] = {4.37031012579801e-11f, 1.15627324459942e-07f,
+                               6.08574864600143e-05f, 8.51377133304701e-03f,
+                               2.48287947061529e-01f};
+    static const float b[6] = {6.10247389755681e-13f, 5.76102136993427e-09f,
+                               6.29106785017040e-06f, 1.70198817374094e-03f,
+                               1.16817656904453e-01f, 9.93151921023180e-01f};
+    float v = fminf(18.0f, fmaxf(-18.0f, x)), v2 = v * v;
+    float p = fmaf(fmaf(fmaf(fmaf(v2, a[0], a[1]), v2, a[2]), v2, a[3]), v2, a[4]) * v;
+    float q = fmaf(fmaf(fmaf(fmaf(fmaf(v2, b[0], b[1]), v2, b[2]), v2, b[3]), v2, b[4]), v2, b[5]);
+    return fminf(1.0f, fmaxf(0.0f, p / q + 0.5f));
+}
+
+static void check_ort_sigmoid(void)
+{
+    const float special[] = {0.0f, -0.0f, 18.0f, -18.0f, 18.5f, -40.0f, 1e-30f, -1e-30f,
+                             3.4e38f, -3.4e38f, INFINITY, -INFINITY, 0.5f, -7.25f};
+    float *x;
+    oq_rt_tensor out = run_unary_vec("Sigmoid", 13, special, sizeof special / sizeof *special,
+                                     40.0f, -20.0f, 2, OQ_ARITH_AVX2, &x);
+    const int64_t n = oq_rt_tensor_numel(&out);
+    int64_t differ_from_exact = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float want = mlas_logistic_ref(x[i]), got = ((float *)out.data)[i];
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "x %a: got %a, want %a", (double)x[i],
+                  (double)got, (double)want);
+        differ_from_exact += got != (float)(1.0 / (1.0 + exp(-(double)x[i])));
+    }
+    cr_assert_gt(differ_from_exact, 100, "the approximation, not the exact logistic");
+    oq_rt_tensor_release(&out);
+    free(x);
+}
+
+Test(exec_fast, sigmoid_onnxruntime_logistic_bit_for_bit)
+{
+    if (oq_k_ort_nchwc_block() == 0)
+        cr_skip_test("onnxruntime's FMA logistic needs AVX2 and FMA");
+    check_ort_sigmoid();
+}
+
+Test(exec_fast, sigmoid_onnxruntime_logistic_portable_code)
+{
+    setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* read once per process: before any plan */
+    if (oq_k_ort_nchwc_block() == 0)
+        cr_skip_test("onnxruntime's FMA logistic needs AVX2 and FMA");
+    check_ort_sigmoid();
+}
+
 /* ------------------------------------------------------------------ thread pool -- */
 
 typedef struct pool_job {
@@ -857,20 +936,10 @@ Test(exec_fast, hardswish_vector_rows_equal_the_formula_bit_for_bit)
     const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f, -3.0f,
                              2.9999998f, -2.9999998f, 3.0000002f, -3.0000002f, 1e-40f, -1e-40f,
                              3.4e38f, -3.4e38f, 0.5f, -0.5f, 6.0f, -6.0f};
-    const int64_t n = 1003;
-    float *x = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        x[i] = i < (int64_t)(sizeof special / sizeof *special) ? special[i] : frand() * 8.0f;
-    oq_model *m = oq_model_new();
-    oq_model_set_opset(m, "", 14);
-    int64_t xd[1] = {n};
-    oq_value *xv = oq_graph_new_value(m->graph, "x");
-    oq_graph_add_input(m->graph, xv, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 1));
-    oq_value *y = tu_node(m, "HardSwish", "hs", xv, NULL, NULL, "y");
-    oq_graph_add_output(m->graph, y, NULL);
-    oq_plan_options o = oq_plan_options_default();
-    o.threads = 1;
-    oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 1, x, NULL);
+    float *x;
+    oq_rt_tensor out = run_unary_vec("HardSwish", 14, special, sizeof special / sizeof *special,
+                                     8.0f, 0.0f, 1, OQ_ARITH_REFERENCE, &x);
+    const int64_t n = oq_rt_tensor_numel(&out);
     for (int64_t i = 0; i < n; i++) {
         float want = x[i] * fmaxf(0.0f, fminf(1.0f, x[i] * (1.0f / 6.0f) + 0.5f));
         float got = ((float *)out.data)[i];
@@ -878,6 +947,5 @@ Test(exec_fast, hardswish_vector_rows_equal_the_formula_bit_for_bit)
                   (double)got, (double)want);
     }
     oq_rt_tensor_release(&out);
-    oq_model_free(m);
     free(x);
 }

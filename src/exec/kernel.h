@@ -113,6 +113,23 @@ typedef struct oq_kctx {
                                  * NCHWc kernel: per output acc = +0, acc = fma(w, x, acc)
                                  * for every tap inside the input in (kh, kw) order, then
                                  * acc + bias */
+#define OQ_K_ORT_LOGISTIC 2u    /* Sigmoid (float): onnxruntime's MLAS logistic (its FMA3 /
+                                 * AVX-512 kernels): a rational function of x clamped to
+                                 * [-18, 18], oq_k_ort_logistic */
+
+/* onnxruntime's logistic on x86 with FMA (MLAS MlasLogisticKernelFma3, the coefficients of
+ * logistic.cpp): v = clamp(x, -18, 18), v2 = v * v, p = v * (((a9 v2 + a7) v2 + a5) v2 +
+ * a3) v2 + a1), q = ((((b10 v2 + b8) v2 + b6) v2 + b4) v2 + b2) v2 + b0, each "u v2 + c"
+ * one fused multiply-add, then p / q + 0.5 clamped to [0, 1]. y may be x. */
+void oq_k_ort_logistic(const float *x, float *y, int64_t n);
+
+/* oq_exec_eval_node with kctx.ort = ort (tables of a QDQ group under an integer target:
+ * the node as a plan compiled for that target would run it) */
+oq_status oq_exec_eval_node_ort(const oq_model *model, const oq_node *node,
+                                const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
+                                oq_rt_tensor *out, size_t n_out, oq_diag *d, uint32_t ort);
+/* the OQ_K_ORT_* flags a plan of arithmetic `arith` gives node n (plan.c) */
+uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n);
 
 typedef oq_status (*oq_kernel_prepare_fn)(oq_kctx *k, const oq_rt_tensor *const *in,
                                           size_t n_in);

@@ -301,8 +301,9 @@ done:
  * TransformConv) runs a Conv whose weight is a 4-D float initializer and whose bias is
  * absent or a float initializer of one value per output channel with its NCHWc kernels;
  * for a depthwise Conv (weight [C, 1, kh, kw], group C > 1) it needs C to be a multiple
- * of the CPU's block (oq_k_ort_nchwc_block). Only these are emulated; every other float
- * op keeps onnxq's own rounding (docs/run.md). */
+ * of the CPU's block (oq_k_ort_nchwc_block). Sigmoid is MLAS' logistic approximation.
+ * Only these are emulated; every other float op keeps onnxq's own rounding
+ * (docs/run.md). */
 static const oq_tensor *float_initializer(const oq_value *v, size_t rank)
 {
     if (!v || v->kind != OQ_VALUE_INITIALIZER || v->is_graph_input || !v->initializer)
@@ -328,11 +329,19 @@ static bool ort_dw_nchwc(const oq_node *n, int block)
     return true;
 }
 
-static uint32_t ort_hints(const oq_plan *p, const oq_node *n)
+uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n)
 {
-    if (p->arith == OQ_ARITH_REFERENCE)
+    if (arith == OQ_ARITH_REFERENCE || !n)
         return 0;
-    return ort_dw_nchwc(n, oq_k_ort_nchwc_block()) ? OQ_K_ORT_DW_NCHWC : 0;
+    int block = oq_k_ort_nchwc_block();
+    if (ort_dw_nchwc(n, block))
+        return OQ_K_ORT_DW_NCHWC;
+    /* Sigmoid runs MlasComputeLogistic, with and without graph optimizations (also inside
+       the QuickGelu onnxruntime fuses from x * Sigmoid(x)); its FMA kernels wherever the
+       NCHWc ones exist (AVX2 and FMA) */
+    if (block > 0 && strcmp(n->op_type, "Sigmoid") == 0 && oq_domain_is_default(n->domain))
+        return OQ_K_ORT_LOGISTIC;
+    return 0;
 }
 
 static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, oq_value **imp,
@@ -347,7 +356,7 @@ static oq_status compile_step(oq_plan *p, step *s, size_t si, size_t *slot_of, o
     s->k.pool = p->pool;
     s->k.diag = d;
     s->k.file = p->file;
-    s->k.ort = ort_hints(p, n);
+    s->k.ort = oq_k_ort_hints(p->arith, n);
     s->n_in = n->n_inputs;
     s->n_out = n->n_outputs;
     s->in_slots = calloc(s->n_in + 1, sizeof(size_t));

@@ -64,6 +64,7 @@ static oq_status ew_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         s->alpha = oq_node_attr_float(n, "alpha", 0.2f);
         s->beta = oq_node_attr_float(n, "beta", 0.5f);
         break;
+    case OP_Sigmoid: s->flag = (k->ort & OQ_K_ORT_LOGISTIC) != 0; break;
     case OP_Elu: case OP_Celu: s->alpha = oq_node_attr_float(n, "alpha", 1.0f); break;
     case OP_ThresholdedRelu: s->alpha = oq_node_attr_float(n, "alpha", 1.0f); break;
     case OP_Shrink:
@@ -193,6 +194,10 @@ typedef struct unary_job {
             for (int64_t i = 0; i < n; i++) o[i] = a[i] < zero ? al * a[i] : a[i];             \
             break;                                                                             \
         case OP_Sigmoid:                                                                       \
+            if (j->s->flag && sizeof(T) == sizeof(float)) { /* OQ_K_ORT_LOGISTIC */            \
+                oq_k_ort_logistic((const float *)(const void *)a, (float *)(void *)o, n);      \
+                break;                                                                         \
+            }                                                                                  \
             for (int64_t i = 0; i < n; i++) {                                                  \
                 T x = a[i];                                                                    \
                 o[i] = x >= zero ? one / (one + exp(-x)) : exp(x) / (one + exp(x));            \
@@ -266,6 +271,70 @@ typedef struct unary_job {
         }                                                                                      \
     }
 UNARY_FLOAT(float, f32s)
+
+/* onnxruntime's logistic (kernel.h oq_k_ort_logistic): the constants of MLAS
+ * logistic.cpp, the fused multiply-adds of its FMA3 kernel; vector and scalar code give
+ * the same bits (fmaf is the same single rounding as vfmadd). */
+static const float ORT_LOG_LO = -18.0f, ORT_LOG_HI = 18.0f;
+static const float ORT_LOG_A[5] = {4.37031012579801e-11f, 1.15627324459942e-07f,
+                                   6.08574864600143e-05f, 8.51377133304701e-03f,
+                                   2.48287947061529e-01f};
+static const float ORT_LOG_B[6] = {6.10247389755681e-13f, 5.76102136993427e-09f,
+                                   6.29106785017040e-06f, 1.70198817374094e-03f,
+                                   1.16817656904453e-01f, 9.93151921023180e-01f};
+
+static float ort_logistic1(float x)
+{
+    float v = x < ORT_LOG_LO ? ORT_LOG_LO : x; /* a NaN stays a NaN */
+    v = v > ORT_LOG_HI ? ORT_LOG_HI : v;
+    float v2 = v * v;
+    float p = fmaf(v2, ORT_LOG_A[0], ORT_LOG_A[1]);
+    for (int i = 2; i < 5; i++)
+        p = fmaf(p, v2, ORT_LOG_A[i]);
+    p = p * v;
+    float q = fmaf(v2, ORT_LOG_B[0], ORT_LOG_B[1]);
+    for (int i = 2; i < 6; i++)
+        q = fmaf(q, v2, ORT_LOG_B[i]);
+    float y = p / q + 0.5f;
+    return y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static int64_t ort_logistic_avx2(const float *x, float *y,
+                                                                     int64_t n)
+{
+    const __m256 lo = _mm256_set1_ps(ORT_LOG_LO), hi = _mm256_set1_ps(ORT_LOG_HI);
+    const __m256 half = _mm256_set1_ps(0.5f), zero = _mm256_setzero_ps(),
+                 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(x + i)));
+        __m256 v2 = _mm256_mul_ps(v, v);
+        __m256 p = _mm256_fmadd_ps(v2, _mm256_set1_ps(ORT_LOG_A[0]), _mm256_set1_ps(ORT_LOG_A[1]));
+        for (int k = 2; k < 5; k++)
+            p = _mm256_fmadd_ps(p, v2, _mm256_set1_ps(ORT_LOG_A[k]));
+        p = _mm256_mul_ps(p, v);
+        __m256 q = _mm256_fmadd_ps(v2, _mm256_set1_ps(ORT_LOG_B[0]), _mm256_set1_ps(ORT_LOG_B[1]));
+        for (int k = 2; k < 6; k++)
+            q = _mm256_fmadd_ps(q, v2, _mm256_set1_ps(ORT_LOG_B[k]));
+        __m256 r = _mm256_add_ps(_mm256_div_ps(p, q), half);
+        _mm256_storeu_ps(y + i, _mm256_min_ps(_mm256_max_ps(r, zero), one));
+    }
+    return i;
+}
+#endif
+
+void oq_k_ort_logistic(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (oq_k_cpu_avx2() && __builtin_cpu_supports("fma"))
+        i = ort_logistic_avx2(x, y, n);
+#endif
+    for (; i < n; i++)
+        y[i] = ort_logistic1(x[i]);
+}
 
 /* Relu, HardSigmoid and HardSwish with AVX2, element for element the scalar results:
  * max_ps(x, 0) is "x > 0 ? x : 0"; min_ps(v, 1) is "v < 1 ? v : 1" and gives 1 for a
@@ -419,6 +488,9 @@ static oq_status run_unary(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         }
         fn = bool_unary;
     } else {
+        if (s->flag && s->op == OP_Sigmoid && in[0]->dtype != OQ_DTYPE_FLOAT) {
+            s->flag = 0; /* onnxruntime's logistic is float32 only */
+        }
         switch (in[0]->dtype) {
         case OQ_DTYPE_FLOAT: fn = unary_f32; break;
         case OQ_DTYPE_DOUBLE: fn = unary_f64; break;
