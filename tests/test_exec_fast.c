@@ -790,6 +790,59 @@ Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_bit_for_bit)
     }
 }
 
+/* Only the depthwise Convs onnxruntime runs as NCHWc take its arithmetic: 12 channels
+ * (a multiple of neither block), a weight that is a graph input, or a 1-channel-group
+ * grouped Conv with 2 outputs per group keep the reference sums under an integer target;
+ * 16 channels do not. */
+static oq_rt_tensor dw_run(int64_t C, int64_t M, bool w_input, oq_arith arith, const float *w,
+                           float *xv)
+{
+    const int64_t H = 9, W = 21, K = 3;
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[4] = {1, C, H, W}, wd[4] = {M, 1, K, K};
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+    oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
+                                            (size_t)(M * K * K) * 4);
+    if (w_input) /* also a graph input: a default the caller may replace, not a constant */
+        oq_graph_add_input(m->graph, wv, oq_type_tensor(m, OQ_DTYPE_FLOAT, wd, NULL, 4));
+    oq_value *y = tu_node(m, "Conv", "conv", x, wv, NULL, "y");
+    int64_t pads[4] = {1, 1, 1, 1};
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+    oq_node_set_attr_int(tu_find_node(m, "conv"), "group", C);
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 1;
+    o.arith = arith;
+    oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
+    oq_model_free(m);
+    return out;
+}
+
+Test(exec_fast, depthwise_conv_onnxruntime_arithmetic_only_where_onnxruntime_uses_nchwc)
+{
+    if (oq_k_ort_nchwc_block() == 0)
+        cr_skip_test("no onnxruntime NCHWc kernels on this CPU (AVX2 and FMA needed)");
+    float *w = frand_array(32 * 9), *xv = frand_array(16 * 9 * 21);
+    struct { int64_t C, M; bool w_input, same; } cases[] = {
+        {12, 12, false, true}, {16, 16, true, true}, {16, 32, false, true}, {16, 16, false, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        oq_rt_tensor a = dw_run(cases[i].C, cases[i].M, cases[i].w_input, OQ_ARITH_EXACT, w, xv);
+        oq_rt_tensor r = dw_run(cases[i].C, cases[i].M, cases[i].w_input, OQ_ARITH_REFERENCE, w, xv);
+        size_t bytes = (size_t)oq_rt_tensor_numel(&a) * sizeof(float);
+        cr_assert_eq(oq_rt_tensor_numel(&a), oq_rt_tensor_numel(&r));
+        cr_assert_eq(memcmp(a.data, r.data, bytes) == 0, cases[i].same,
+                     "C %lld M %lld weight input %d: expected %s", (long long)cases[i].C,
+                     (long long)cases[i].M, cases[i].w_input,
+                     cases[i].same ? "the reference sums" : "onnxruntime's sums");
+        oq_rt_tensor_release(&a);
+        oq_rt_tensor_release(&r);
+    }
+    free(w);
+    free(xv);
+}
+
 Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_portable_code)
 {
     setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* read once per process: before any plan */
