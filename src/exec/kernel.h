@@ -104,7 +104,7 @@ typedef struct oq_kctx {
     const oq_plan *plan;
     /* OQ_K_ORT_*: how onnxruntime's optimized CPU graph computes this node's float
        arithmetic, set before prepare when the plan runs an integer target (plan.c
-       ort_hints), so the target's float ops round as onnxruntime's do; 0 otherwise */
+       oq_k_ort_hints), so the target's float ops round as onnxruntime's do; 0 otherwise */
     uint32_t ort;
 } oq_kctx;
 

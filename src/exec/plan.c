@@ -301,7 +301,9 @@ done:
  * TransformConv) runs a Conv whose weight is a 4-D float initializer and whose bias is
  * absent or a float initializer of one value per output channel with its NCHWc kernels;
  * for a depthwise Conv (weight [C, 1, kh, kw], group C > 1) it needs C to be a multiple
- * of the CPU's block (oq_k_ort_nchwc_block). Sigmoid is MLAS' logistic approximation.
+ * of the CPU's block (oq_k_ort_nchwc_block). (A weight from a Constant node, which
+ * onnxruntime also folds into an initializer, is not recognised: onnxq's quantized models
+ * keep weights as initializers.) Sigmoid is MLAS' logistic approximation.
  * Only these are emulated; every other float op keeps onnxq's own rounding
  * (docs/run.md). */
 static const oq_tensor *float_initializer(const oq_value *v, size_t rank)
