@@ -12,12 +12,13 @@ oq_status oq_exec_eval_node(const oq_model *model, const oq_node *node,
                             const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
                             oq_rt_tensor *out, size_t n_out, oq_diag *d)
 {
-    return oq_exec_eval_node_ort(model, node, in, n_in, max_bytes, out, n_out, d, 0);
+    return oq_exec_eval_node_arith(model, node, in, n_in, max_bytes, out, n_out, d,
+                                   OQ_ARITH_REFERENCE);
 }
 
-oq_status oq_exec_eval_node_ort(const oq_model *model, const oq_node *node,
-                                const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
-                                oq_rt_tensor *out, size_t n_out, oq_diag *d, uint32_t ort)
+oq_status oq_exec_eval_node_arith(const oq_model *model, const oq_node *node,
+                                  const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
+                                  oq_rt_tensor *out, size_t n_out, oq_diag *d, oq_arith arith)
 {
     char lb[64];
     const char *file = model ? model->path : NULL;
@@ -53,7 +54,7 @@ oq_status oq_exec_eval_node_ort(const oq_model *model, const oq_node *node,
         }
     }
     k.node = node;
-    k.ort = ort;
+    k.ort = oq_k_ort_hints(arith, node);
     k.opset = oq_node_opset(node);
     k.diag = d;
     k.file = file;

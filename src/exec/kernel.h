@@ -123,11 +123,11 @@ typedef struct oq_kctx {
  * one fused multiply-add, then p / q + 0.5 clamped to [0, 1]. y may be x. */
 void oq_k_ort_logistic(const float *x, float *y, int64_t n);
 
-/* oq_exec_eval_node with kctx.ort = ort (tables of a QDQ group under an integer target:
- * the node as a plan compiled for that target would run it) */
-oq_status oq_exec_eval_node_ort(const oq_model *model, const oq_node *node,
-                                const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
-                                oq_rt_tensor *out, size_t n_out, oq_diag *d, uint32_t ort);
+/* oq_exec_eval_node as a plan compiled for arithmetic `arith` runs the node (its
+ * OQ_K_ORT_* flags): the tables of a QDQ group under an integer target */
+oq_status oq_exec_eval_node_arith(const oq_model *model, const oq_node *node,
+                                  const oq_rt_tensor *const *in, size_t n_in, int64_t max_bytes,
+                                  oq_rt_tensor *out, size_t n_out, oq_diag *d, oq_arith arith);
 /* the OQ_K_ORT_* flags a plan of arithmetic `arith` gives node n (plan.c) */
 uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n);
 

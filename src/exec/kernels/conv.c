@@ -338,8 +338,8 @@ typedef struct dw_job {
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
     const oq_k_post *post;   /* applied to each channel once computed (may be NULL) */
     bool avx512;             /* 2-D rows with AVX-512F (the same sums) */
-    bool ort;                /* onnxruntime's NCHWc arithmetic (kernel.h OQ_K_ORT_DW_NCHWC) */
-    bool fma;                /* the CPU has FMA (ort's vector rows) */
+    bool ort;                /* onnxruntime's NCHWc arithmetic (kernel.h OQ_K_ORT_DW_NCHWC;
+                                set only on CPUs with AVX2 and FMA, oq_k_ort_nchwc_block) */
 } dw_job;
 
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
@@ -624,7 +624,6 @@ __attribute__((target("avx512f"))) static void dw_ort_row_512(float *yr, const f
     }
 }
 
-
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
                                                       const float *w, float bias, float *y,
                                                       float *pad)
@@ -679,25 +678,20 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
         const float *x = j->x + it * isz, *w = j->w + c * ksz;
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
-        if (j->ort) {
 #ifdef OQ_HAVE_DW_AVX2
-            if (two_d && j->fma)
-                dw2d_avx2(j, x, w, bias, y, pad);
-            else
-#endif
-                dw_ort_generic(j, x, w, bias, y);
-            if (j->post)
-                j->post->fn(j->post->ctx, y, osz, c);
-            continue;
-        }
-#ifdef OQ_HAVE_DW_AVX2
-        if (two_d) {
+        if (two_d) { /* both arithmetics (dw2d_avx2 picks the rows) */
             dw2d_avx2(j, x, w, bias, y, pad);
             if (j->post)
                 j->post->fn(j->post->ctx, y, osz, c);
             continue;
         }
 #endif
+        if (j->ort) {
+            dw_ort_generic(j, x, w, bias, y);
+            if (j->post)
+                j->post->fn(j->post->ctx, y, osz, c);
+            continue;
+        }
         for (int64_t p = 0; p < osz; p++)
             y[p] = bias;
         for (int64_t kd = 0; kd < j->k[0]; kd++)
@@ -814,13 +808,12 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
         dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post, false,
-                    (k->ort & OQ_K_ORT_DW_NCHWC) != 0, false};
+                    (k->ort & OQ_K_ORT_DW_NCHWC) != 0};
 #ifdef OQ_HAVE_DW_AVX2
         {
             const char *env = getenv("ONNXQ_SGEMM_ISA"); /* avx2, generic: no AVX-512 */
             j.avx512 = oq_k_cpu_avx2() && (!env || strcmp(env, "avx2") != 0) &&
                        __builtin_cpu_supports("avx512f");
-            j.fma = oq_k_cpu_avx2() && __builtin_cpu_supports("fma");
         }
 #endif
         geo3(&g, j.in, j.k, j.out, j.st, j.dl, j.pb);

@@ -194,7 +194,7 @@ typedef struct unary_job {
             for (int64_t i = 0; i < n; i++) o[i] = a[i] < zero ? al * a[i] : a[i];             \
             break;                                                                             \
         case OP_Sigmoid:                                                                       \
-            if (j->s->flag && sizeof(T) == sizeof(float)) { /* OQ_K_ORT_LOGISTIC */            \
+            if (j->s->flag) { /* OQ_K_ORT_LOGISTIC: float32 only (run_unary) */                \
                 oq_k_ort_logistic((const float *)(const void *)a, (float *)(void *)o, n);      \
                 break;                                                                         \
             }                                                                                  \
@@ -472,8 +472,13 @@ static void bool_unary(void *arg, int64_t b, int64_t e, int w)
 static oq_status run_unary(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                            oq_rt_tensor *out, size_t n_out)
 {
-    ew_state *s = k->state;
+    ew_state *s = k->state, f32_only;
     unary_job j = {s, in[0]->data, out[0].data};
+    if (s->op == OP_Sigmoid && s->flag && in[0]->dtype != OQ_DTYPE_FLOAT) {
+        f32_only = *s; /* onnxruntime's logistic is for float32 only */
+        f32_only.flag = 0;
+        j.s = &f32_only;
+    }
     int64_t n = oq_rt_tensor_numel(&out[0]);
     oq_range_fn fn = NULL;
     if (s->op == OP_Not || s->op == OP_IsNaN || s->op == OP_IsInf) {
@@ -488,9 +493,6 @@ static oq_status run_unary(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         }
         fn = bool_unary;
     } else {
-        if (s->flag && s->op == OP_Sigmoid && in[0]->dtype != OQ_DTYPE_FLOAT) {
-            s->flag = 0; /* onnxruntime's logistic is float32 only */
-        }
         switch (in[0]->dtype) {
         case OQ_DTYPE_FLOAT: fn = unary_f32; break;
         case OQ_DTYPE_DOUBLE: fn = unary_f64; break;

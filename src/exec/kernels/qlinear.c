@@ -217,8 +217,8 @@ static oq_status lut_prepare(oq_kctx *k, const oq_qgroup *grp, qstate *s)
     if (st == OQ_OK && q->n_inputs > 3)
         st = oq_k_error(k, OQ_ERR_UNSUPPORTED, "table: node with %zu inputs", q->n_inputs);
     if (st == OQ_OK)
-        st = oq_exec_eval_node_ort(grp->model, q, ins, q->n_inputs, -1, &q8, 1, k->diag,
-                                   oq_k_ort_hints(oq_k_arith(k), q));
+        st = oq_exec_eval_node_arith(grp->model, q, ins, q->n_inputs, -1, &q8, 1, k->diag,
+                                     oq_k_arith(k));
     if (st == OQ_OK && (oq_rt_tensor_numel(&q8) != 256 || oq_k_elsize(q8.dtype) != 1))
         st = oq_k_error(k, OQ_ERR_INVALID, "table: \"%s\" changed the shape", q->name ? q->name : "");
     if (st == OQ_OK) {

@@ -690,8 +690,8 @@ oq_status oq_qgroup_eval_table(oq_kctx *k, const oq_qgroup *grp, oq_rt_tensor *o
         }
         if (st != OQ_OK)
             break;
-        st = oq_exec_eval_node_ort(grp->model, n, ins, n->n_inputs, -1, &res[step], 1, k->diag,
-                                   oq_k_ort_hints(oq_k_arith(k), n));
+        st = oq_exec_eval_node_arith(grp->model, n, ins, n->n_inputs, -1, &res[step], 1, k->diag,
+                                     oq_k_arith(k));
         if (st == OQ_OK && oq_rt_tensor_numel(&res[step]) != 256)
             st = oq_k_error(k, OQ_ERR_INVALID, "table: \"%s\" changed the shape",
                             n->name ? n->name : "");
