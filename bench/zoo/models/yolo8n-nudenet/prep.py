@@ -1,0 +1,52 @@
+"""Writes $ONNXQ_CACHE/zoo/yolo8n-nudenet/{model.onnx, calib/, eval/}.
+Preprocessing as nudenet.NudeDetector: pad right/bottom with black to a square, resize to
+320x320 (bilinear), RGB, /255, NCHW float32. calib: Debian wallpapers; eval: pictures
+bundled in scikit-image / scikit-learn / matplotlib wheels (bench/zoo/sources.py)."""
+import os
+import shutil
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import sources  # noqa: E402
+import zoolib  # noqa: E402
+
+NAME = "yolo8n-nudenet"
+SIZE = 320
+
+
+def prep(im):
+    from PIL import Image
+    w, h = im.size
+    s = max(w, h)
+    canvas = Image.new("RGB", (s, s), (0, 0, 0))
+    canvas.paste(im, (0, 0))
+    canvas = canvas.resize((SIZE, SIZE), Image.BILINEAR)
+    x = np.asarray(canvas, dtype=np.float32) / 255.0
+    return x.transpose(2, 0, 1)[None].copy(), {"orig_w": w, "orig_h": h}
+
+
+def main():
+    out = zoolib.zoo_cache(NAME)
+    os.makedirs(out, exist_ok=True)
+    model = os.path.join(out, "model.onnx")
+    if not os.path.exists(model):
+        src = zoolib.package_file("nudenet", "320n.onnx")
+        shutil.copyfile(str(src), model + ".tmp")
+        os.replace(model + ".tmp", model)
+    for which in ("calib", "eval"):
+        d = os.path.join(out, which)
+        if os.path.exists(os.path.join(d, ".done")):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        for i, (name, im) in enumerate(sources.photo_views(which)):
+            x, meta = prep(im)
+            meta["source"] = name
+            zoolib.write_sample(d, "%03d-%s" % (i, name), {"images": x}, meta)
+        open(os.path.join(d, ".done"), "w").close()
+    print("ok", NAME)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""onnxruntime's own quantizer, as its documentation recommends for x86 CPUs, run as a
+separate process by run.py so that its wall time and memory are its own.
+  ort_quant.py static  IN OUT --calib DIR [--reduce-range] [--per-tensor]
+  ort_quant.py dynamic IN OUT
+static: quant_pre_process (shape inference + onnxruntime graph optimization), then
+quantize_static(QDQ, activations QUInt8, weights QInt8 (U8S8), per_channel=True,
+MinMax calibration, same calibration samples as onnxq). dynamic: quant_pre_process, then
+quantize_dynamic(QInt8 weights, per_channel=True).
+Prints one JSON line: {"pre_s": .., "quant_s": .., "total_s": ..}."""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoolib  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["static", "dynamic"])
+    ap.add_argument("inp")
+    ap.add_argument("out")
+    ap.add_argument("--calib")
+    ap.add_argument("--reduce-range", action="store_true")
+    ap.add_argument("--per-tensor", action="store_true")
+    ap.add_argument("--no-pre", action="store_true")
+    a = ap.parse_args()
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_dynamic, quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as td:
+        src = a.inp
+        if not a.no_pre:
+            pre = os.path.join(td, "pre.onnx")
+            try:
+                quant_pre_process(a.inp, pre, skip_symbolic_shape=False)
+            except Exception as e:  # symbolic shape inference fails on some models
+                print("quant_pre_process with symbolic shapes failed (%s); retrying without"
+                      % str(e).splitlines()[0][:120], file=sys.stderr)
+                quant_pre_process(a.inp, pre, skip_symbolic_shape=True)
+            src = pre
+        t1 = time.perf_counter()
+        if a.mode == "static":
+            import onnx
+            names = [i.name for i in onnx.load(src, load_external_data=False).graph.input]
+            dirs = zoolib.sample_dirs(a.calib)
+
+            class Reader(CalibrationDataReader):
+                def __init__(self):
+                    self.it = iter(dirs)
+
+                def get_next(self):
+                    d = next(self.it, None)
+                    if d is None:
+                        return None
+                    return {n: np.load(os.path.join(d, n + ".npy")) for n in names
+                            if os.path.exists(os.path.join(d, n + ".npy"))}
+
+            quantize_static(src, a.out, Reader(), quant_format=QuantFormat.QDQ,
+                            per_channel=not a.per_tensor, reduce_range=a.reduce_range,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        else:
+            quantize_dynamic(src, a.out, per_channel=not a.per_tensor,
+                             reduce_range=a.reduce_range, weight_type=QuantType.QInt8)
+        t2 = time.perf_counter()
+    print(json.dumps({"pre_s": t1 - t0, "quant_s": t2 - t1, "total_s": t2 - t0}))
+
+
+if __name__ == "__main__":
+    main()

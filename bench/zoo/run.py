@@ -1,0 +1,271 @@
+"""Run the real-model zoo: fetch each model and its data, quantize it with onnxq's
+default and with onnxruntime's quantizer, judge every variant in onnxruntime (graph
+optimizations on, 1 thread) on the eval samples (another source than the calibration
+samples): task metric, SQNR per output and per slice, quantize wall time, file size,
+latency quantized/float (interleaved runs, medians). See bench/zoo/README.md.
+
+  VENV=$(bash bench/zoo/venv.sh)
+  $VENV/bin/python bench/zoo/run.py [--models a,b] [--quick] [--variants onnxq,ort-static]
+"""
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ZOO = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ZOO)
+import zoolib  # noqa: E402
+
+ALL_VARIANTS = ["onnxq", "ort-static", "ort-static-rr", "ort-dynamic"]
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+            else:
+                name = platform.processor()
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln for ln in f if ln.startswith("flags")), "")
+        feats = [x for x in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+                 if " %s" % x in flags]
+        return "%s (%s)" % (name, ", ".join(feats))
+    except OSError:
+        return platform.processor()
+
+
+def timed(cmd, env=None):
+    """Run cmd; return (wall seconds, max RSS MB of the process, stdout, returncode)."""
+    import tempfile
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read(), fe.read()
+    if p.returncode != 0:
+        sys.stderr.write(err.decode(errors="replace")[-3000:])
+    return wall, ru.ru_maxrss / 1024.0, out.decode(errors="replace"), p.returncode
+
+
+def subset(src, n, dst):
+    """A folder of symlinks to n samples of src, evenly spaced (the sample names are in
+    source-picture order, so the first n would be few pictures)."""
+    dirs = zoolib.sample_dirs(src)
+    if n is None or n >= len(dirs):
+        return src, len(dirs)
+    idx = np.unique(np.linspace(0, len(dirs) - 1, n).round().astype(int))
+    os.makedirs(dst, exist_ok=True)
+    want = set()
+    for i in idx:
+        name = os.path.basename(dirs[i])
+        want.add(name)
+        link = os.path.join(dst, name)
+        if not os.path.lexists(link):
+            os.symlink(dirs[i], link)
+    for name in os.listdir(dst):
+        if name not in want:
+            os.remove(os.path.join(dst, name))
+    return dst, len(idx)
+
+
+def load_metric(name):
+    path = os.path.join(ZOO, "models", name, "metric.py")
+    spec = importlib.util.spec_from_file_location("zoo_metric_" + name.replace("-", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def quantize(variant, model, out, calib, info, args):
+    extra = info.get("ort_static", {})
+    py = sys.executable
+    oq = os.path.join(ZOO, "ort_quant.py")
+    if variant == "onnxq":
+        cmd = [args.onnxq, "quantize", model, "-o", out, "--calib", calib, "--quiet"]
+        cmd += info.get("onnxq_args", [])
+    elif variant in ("ort-static", "ort-static-rr"):
+        cmd = [py, oq, "static", model, out, "--calib", calib]
+        if variant == "ort-static-rr":
+            cmd.append("--reduce-range")
+        if extra.get("per_channel") is False:
+            cmd.append("--per-tensor")
+    elif variant == "ort-dynamic":
+        cmd = [py, oq, "dynamic", model, out]
+    else:
+        raise ValueError(variant)
+    wall, rss, stdout, rc = timed(["nice"] + cmd)
+    rec = {"cmd": " ".join(cmd), "wall_s": wall, "max_rss_mb": rss, "rc": rc}
+    if variant.startswith("ort") and rc == 0:
+        try:
+            inner = json.loads(stdout.strip().splitlines()[-1])
+            rec["inner_s"] = inner["total_s"]
+        except (ValueError, IndexError, KeyError):
+            pass
+    # quantize time: onnxq's whole command; onnxruntime's pre-process + quantize inside its
+    # process (its Python start-up and imports not counted)
+    rec["qtime_s"] = rec.get("inner_s", wall)
+    return rec
+
+
+def fmt_db(x):
+    if x == float("inf"):
+        return "inf"
+    return "%.1f" % x
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", help="comma-separated names (default: every folder in models/)")
+    ap.add_argument("--variants", default=",".join(ALL_VARIANTS))
+    ap.add_argument("--quick", action="store_true", help="8 calib / 8 eval samples, short timing")
+    ap.add_argument("--calib-n", type=int, default=64)
+    ap.add_argument("--eval-n", type=int, default=0, help="0 = all eval samples")
+    ap.add_argument("--onnxq", default=os.path.join(zoolib.REPO, "build-zoo", "onnxq"))
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse quantized models from an earlier run with the same settings")
+    ap.add_argument("--no-fetch", action="store_true")
+    ap.add_argument("--latency-budget", type=float, default=4.0, help="seconds per variant")
+    args = ap.parse_args()
+    if args.quick:
+        args.calib_n = min(args.calib_n, 8)
+        args.eval_n = args.eval_n or 8
+        args.latency_budget = min(args.latency_budget, 1.0)
+    args.onnxq = os.path.abspath(args.onnxq)
+
+    names = args.models.split(",") if args.models else sorted(
+        d for d in os.listdir(os.path.join(ZOO, "models"))
+        if os.path.exists(os.path.join(ZOO, "models", d, "info.json")))
+    variants = args.variants.split(",")
+    env = dict(os.environ, ZOO_PY=sys.executable)
+    results = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "cpu": cpu_name(), "onnxq": args.onnxq, "calib_n": args.calib_n,
+               "eval_n": args.eval_n, "models": {}}
+    try:
+        import onnxruntime
+        results["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    try:
+        results["onnxq_commit"] = subprocess.run(
+            ["git", "-C", zoolib.REPO, "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+
+    rows = []
+    for name in names:
+        mdir = os.path.join(ZOO, "models", name)
+        with open(os.path.join(mdir, "info.json")) as f:
+            info = json.load(f)
+        print("== %s" % name, flush=True)
+        if not args.no_fetch:
+            r = subprocess.run(["bash", os.path.join(mdir, "fetch.sh")], env=env,
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print("fetch failed:\n" + r.stderr[-2000:])
+                results["models"][name] = {"error": "fetch failed"}
+                continue
+        cdir = zoolib.zoo_cache(name)
+        model = os.path.join(cdir, "model.onnx")
+        work = os.path.join(cdir, "work")
+        os.makedirs(work, exist_ok=True)
+        calib, n_calib = subset(os.path.join(cdir, "calib"), args.calib_n,
+                                os.path.join(work, "calib-%d" % args.calib_n))
+        eval_dirs = zoolib.sample_dirs(os.path.join(cdir, "eval"))
+        if args.eval_n:
+            idx = np.unique(np.linspace(0, len(eval_dirs) - 1, args.eval_n).round().astype(int))
+            eval_dirs = [eval_dirs[i] for i in idx]
+        metric = load_metric(name)
+        sess_f = zoolib.ort_session(model)
+        inames = zoolib.input_names(sess_f)
+        feeds = [zoolib.load_sample(d, inames) for d in eval_dirs]
+        metas = [zoolib.load_meta(d) for d in eval_dirs]
+        float_outs = zoolib.run_all(sess_f, feeds)
+        mres = {"info": info, "calib_samples": n_calib, "eval_samples": len(feeds),
+                "float_size_mb": os.path.getsize(model) / 1e6, "variants": {}}
+        results["models"][name] = mres
+        for v in variants:
+            if v == "ort-dynamic" and not info.get("dynamic"):
+                continue
+            if v == "ort-static-rr" and args.quick:
+                continue
+            q = os.path.join(work, "%s-c%d.onnx" % (v, args.calib_n))
+            if args.reuse and os.path.exists(q) and os.path.exists(q + ".json"):
+                with open(q + ".json") as f:
+                    qrec = json.load(f)
+            else:
+                qrec = quantize(v, model, q, calib, info, args)
+                with open(q + ".json", "w") as f:
+                    json.dump(qrec, f)
+            vres = {"quantize": qrec}
+            mres["variants"][v] = vres
+            if qrec["rc"] != 0 or not os.path.exists(q):
+                vres["error"] = "quantize failed (rc %d)" % qrec["rc"]
+                rows.append((name, v, "FAILED", "", "", "", "", ""))
+                print("  %s: quantize failed" % v, flush=True)
+                continue
+            try:
+                sess_q = zoolib.ort_session(q)
+            except Exception as e:  # onnxruntime refuses the model
+                vres["error"] = "onnxruntime refuses it: %s" % str(e)[:300]
+                rows.append((name, v, "ORT-REFUSED", "", "", "", "", ""))
+                continue
+            quant_outs = zoolib.run_all(sess_q, feeds)
+            m = metric.evaluate(float_outs, quant_outs, metas)
+            sq, worst = zoolib.slice_sqnr(float_outs, quant_outs, info.get("slices"))
+            sq.update(m.pop("slices", {}) or {})
+            worst = min(sq, key=lambda k: sq[k]) if sq else None
+            tf, tq, nrep = zoolib.latency(sess_f, sess_q, feeds[0], budget_s=args.latency_budget)
+            vres.update({"task": m.pop("task"), "extra": m, "sqnr_db": sq, "worst": worst,
+                         "size_mb": os.path.getsize(q) / 1e6,
+                         "latency_float_ms": tf * 1e3, "latency_quant_ms": tq * 1e3,
+                         "latency_reps": nrep, "q_over_float": tq / tf})
+            slices_txt = ", ".join("%s %s" % (k, fmt_db(x)) for k, x in sq.items())
+            row = (name, v, "%s %.4f" % (vres["task"]["name"], vres["task"]["value"]),
+                   "%s %s" % (worst, fmt_db(sq[worst])) if worst else "",
+                   "%.1f" % qrec["qtime_s"], "%.2f" % vres["size_mb"],
+                   "%.2f" % vres["q_over_float"], slices_txt)
+            rows.append(row)
+            print("  %-14s %s | worst %s | q %.1fs | %.2f MB | q/f %.2f (%.2f/%.2f ms) | %s" % (
+                v, row[2], row[3], qrec["qtime_s"], vres["size_mb"], vres["q_over_float"],
+                tq * 1e3, tf * 1e3, slices_txt), flush=True)
+            if m:
+                print("                 %s" % json.dumps(
+                    {k: (round(x, 4) if isinstance(x, float) else x) for k, x in m.items()}),
+                    flush=True)
+            del sess_q
+
+    print()
+    print("CPU: %s; onnxruntime %s, graph optimizations on, 1 thread; calib %d samples"
+          % (results["cpu"], results.get("onnxruntime"), args.calib_n))
+    hdr = ("model", "variant", "task metric", "worst slice (dB)", "quant s", "MB", "q/float",
+           "SQNR per output / slice (dB)")
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    out = args.json or os.path.join(zoolib.zoo_cache("results"),
+                                    results["date"].replace(":", "") + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1, default=float)
+    print("\nwrote %s" % out)
+
+
+if __name__ == "__main__":
+    main()
