@@ -1,102 +1,142 @@
 #!/usr/bin/env python3
-"""Quantize the encoder four ways and judge each with metric.py (onnxruntime optimized,
-1 thread); standalone until the zoo harness (bench/zoo/run.py) takes over.
+"""Measure one zoo model with the variants bench/zoo/run.py does not make (yet), through
+the same contract (fetch.sh outputs, metric.evaluate, zoolib), in onnxruntime (graph
+optimizations on, 1 thread). Used for this folder and the audio models beside it.
 
-    python measure.py ONNXQ_EXE WORKDIR [--json OUT]
+    python measure.py NAME ONNXQ_EXE [VARIANT,...] [--json OUT] [--calib-n 64]
 
-WORKDIR holds model.onnx, calib/ and eval/ (prepare.py). Variants:
-  onnxq-static    onnxq quantize M -o Q --calib calib            (the defaults)
-  onnxq-dynamic   onnxq quantize M -o Q --mode dynamic
-  ort-static      quant_pre_process, quantize_static(QDQ, S8S8, per_channel; reduce_range
-                  when the CPU has no VNNI), MinMax, same calibration samples
-  ort-dynamic     quant_pre_process, quantize_dynamic (defaults: QInt8 weights; per tensor)
+Variants (default: all that apply):
+  onnxq            onnxq quantize M -o Q --calib calib/              (defaults)
+  onnxq-dynamic    onnxq quantize M -o Q --mode dynamic              (info.json "dynamic")
+  ort-static       bench/zoo/ort_quant.py static: quant_pre_process, quantize_static(QDQ,
+                   U8S8, per_channel, MinMax), same calibration samples
+  ort-static-s8s8  the same with QInt8 activations (S8S8: the docs' first choice on
+                   VNNI CPUs; reduce_range when the CPU has no VNNI)
+  ort-dynamic      ort_quant.py dynamic: quant_pre_process, quantize_dynamic(QInt8,
+                   per_channel)                                      (info.json "dynamic")
+  ort-dynamic-pt   quant_pre_process, quantize_dynamic() with its defaults (per tensor)
+Per variant: the task metric and metric.py's other numbers, SQNR per output, quantize
+wall time (onnxruntime's: inside its process), file size, latency quantized / float.
 """
-import json, os, subprocess, sys, time
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import metric  # noqa: E402
+import importlib.util, json, os, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ZOO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ZOO)
+import zoolib  # noqa: E402
 
 
 def has_vnni():
     flags = open("/proc/cpuinfo").read()
-    return "avx512_vnni" in flags or "avx_vnni" in flags or "amx_int8" in flags
+    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
+ORT_S8S8 = r'''
+import sys, time, os, numpy as np, tempfile
+sys.path.insert(0, sys.argv[4]); import zoolib
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static, quantize_dynamic
+from onnxruntime.quantization.shape_inference import quant_pre_process
+inp, out, calib, _, mode, rr = sys.argv[1:7]
+t0 = time.perf_counter()
+td = tempfile.mkdtemp(); pre = os.path.join(td, "pre.onnx")
+try:
+    quant_pre_process(inp, pre)
+except Exception:
+    quant_pre_process(inp, pre, skip_symbolic_shape=True)
+if mode == "static":
+    import onnx
+    names = [i.name for i in onnx.load(pre, load_external_data=False).graph.input]
+    dirs = zoolib.sample_dirs(calib)
+    class R(CalibrationDataReader):
+        def __init__(self): self.it = iter(dirs)
+        def get_next(self):
+            d = next(self.it, None)
+            return None if d is None else zoolib.load_sample(d, names)
+    quantize_static(pre, out, R(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    reduce_range=rr == "1", activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+else:
+    quantize_dynamic(pre, out)
+print('{"total_s": %f}' % (time.perf_counter() - t0))
+'''
 
 
 def main():
     a = sys.argv[1:]
-    out = None
-    if "--json" in a:
-        i = a.index("--json"); out = a[i + 1]; del a[i:i + 2]
-    exe, w = a[0], a[1]
-    only = a[2].split(",") if len(a) > 2 else None
-    fl = os.path.join(w, "model.onnx")
-    calib, ev = os.path.join(w, "calib"), os.path.join(w, "eval")
-    data = metric.samples(ev)
-    hf = metric.run(fl, data)
-    rows = {"float": {"size_bytes": os.path.getsize(fl)}}
-    os.makedirs(os.path.join(w, "q"), exist_ok=True)
-
-    def onnxq(q, *args):
-        cmd = [exe, "quantize", fl, "-o", q, "--quiet", *args]
-        subprocess.run(cmd, check=True)
-        return " ".join(["onnxq", "quantize", "model.onnx", "-o", os.path.basename(q), *args])
-
-    steps = {}
-
-    def ort_pre():
-        from onnxruntime.quantization import quant_pre_process
-        pre = os.path.join(w, "q", "model.pre.onnx")
-        if not os.path.exists(pre):
-            try:
-                quant_pre_process(fl, pre)
-                steps["pre"] = "quant_pre_process"
-            except Exception:  # noqa: BLE001 "Incomplete symbolic shape inference" on this export
-                quant_pre_process(fl, pre, skip_symbolic_shape=True)
-                steps["pre"] = "quant_pre_process(skip_symbolic_shape=True)"
-        return pre
-
-    def ort_static(q):
-        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+    opts = {}
+    for k in ("--json", "--calib-n"):
+        if k in a:
+            i = a.index(k); opts[k] = a[i + 1]; del a[i:i + 2]
+    name, exe = a[0], os.path.abspath(a[1])
+    mdir = os.path.join(ZOO, "models", name)
+    info = json.load(open(os.path.join(mdir, "info.json")))
+    dyn = info.get("dynamic", False)
+    variants = a[2].split(",") if len(a) > 2 else (
+        ["onnxq", "onnxq-dynamic", "ort-static", "ort-static-s8s8", "ort-dynamic", "ort-dynamic-pt"]
+        if dyn else ["onnxq", "ort-static", "ort-static-s8s8"])
+    cdir = zoolib.zoo_cache(name)
+    model = os.path.join(cdir, "model.onnx")
+    n = int(opts.get("--calib-n", 64))
+    calib = os.path.join(cdir, "calib")
+    if len(zoolib.sample_dirs(calib)) > n:
+        sub = os.path.join(cdir, "work", "calib-%d" % n)
+        if not os.path.isdir(sub):
+            os.makedirs(sub)
+            for d in zoolib.sample_dirs(calib)[:n]:
+                os.symlink(d, os.path.join(sub, os.path.basename(d)))
+        calib = sub
+    spec = importlib.util.spec_from_file_location("m", os.path.join(mdir, "metric.py"))
+    metric = importlib.util.module_from_spec(spec); spec.loader.exec_module(metric)
+    dirs = zoolib.sample_dirs(os.path.join(cdir, "eval"))
+    sf = zoolib.ort_session(model)
+    feeds = [zoolib.load_sample(d, zoolib.input_names(sf)) for d in dirs]
+    meta = [zoolib.load_meta(d) for d in dirs]
+    fo = zoolib.run_all(sf, feeds)
+    res = {"model": name, "cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": "),
+           "calib_n": len(zoolib.sample_dirs(calib)), "eval_n": len(dirs),
+           "float_size_mb": os.path.getsize(model) / 1e6, "variants": {}}
+    wd = os.path.join(cdir, "work"); os.makedirs(wd, exist_ok=True)
+    py = sys.executable
+    for v in variants:
+        q = os.path.join(wd, "m-%s.onnx" % v)
+        if v == "onnxq":
+            cmd = [exe, "quantize", model, "-o", q, "--calib", calib, "--quiet"] + info.get("onnxq_args", [])
+        elif v == "onnxq-dynamic":
+            cmd = [exe, "quantize", model, "-o", q, "--mode", "dynamic", "--quiet"]
+        elif v == "ort-static":
+            cmd = [py, os.path.join(ZOO, "ort_quant.py"), "static", model, q, "--calib", calib]
+        elif v == "ort-dynamic":
+            cmd = [py, os.path.join(ZOO, "ort_quant.py"), "dynamic", model, q]
+        elif v in ("ort-static-s8s8", "ort-dynamic-pt"):
+            cmd = [py, "-c", ORT_S8S8, model, q, calib, ZOO,
+                   "static" if v == "ort-static-s8s8" else "dynamic", "0" if has_vnni() else "1"]
+        else:
+            raise SystemExit("unknown variant " + v)
         t0 = time.perf_counter()
-        pre = ort_pre()
-        cdata = metric.samples(calib)
-
-        class R(CalibrationDataReader):
-            def __init__(self): self.it = iter(cdata)
-            def get_next(self): return next(self.it, None)
-        rr = not has_vnni()
-        quantize_static(pre, q, R(), quant_format=QuantFormat.QDQ, per_channel=True, reduce_range=rr)
-        return steps["pre"] + "; quantize_static(QDQ, S8S8, per_channel%s, MinMax)" % (", reduce_range" if rr else ""), time.perf_counter() - t0
-
-    def ort_dynamic(q):
-        from onnxruntime.quantization import quantize_dynamic
-        t0 = time.perf_counter()
-        pre = ort_pre()
-        quantize_dynamic(pre, q)
-        return steps["pre"] + "; quantize_dynamic(defaults)", time.perf_counter() - t0
-
-    variants = {
-        "onnxq-static": lambda q: onnxq(q, "--calib", calib),
-        "onnxq-dynamic": lambda q: onnxq(q, "--mode", "dynamic"),
-        "ort-static": ort_static,
-        "ort-dynamic": ort_dynamic,
-    }
-    for name, fn in variants.items():
-        if only and name not in only:
+        r = subprocess.run(["nice"] + cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if r.returncode != 0:
+            print(v, "FAILED", r.stderr[-800:], flush=True)
+            res["variants"][v] = {"error": r.stderr[-800:]}
             continue
-        q = os.path.join(w, "q", name + ".onnx")
-        if os.path.exists(os.path.join(w, "q", "model.pre.onnx")) and name.startswith("ort"):
-            os.remove(os.path.join(w, "q", "model.pre.onnx"))  # pre-processing counts in its time
-        t0 = time.perf_counter()
-        how = fn(q)
-        dt = time.perf_counter() - t0
-        if isinstance(how, tuple):
-            how, dt = how
-        r = metric.compare(data, hf, metric.run(q, data))
-        r.update(how=how, quantize_s=round(dt, 2), size_bytes=os.path.getsize(q))
-        rows[name] = r
-        print(name, json.dumps(r), flush=True)
-    if out:
-        json.dump(rows, open(out, "w"), indent=1)
+        qt = wall
+        if v.startswith("ort"):
+            qt = json.loads(r.stdout.strip().splitlines()[-1])["total_s"]
+        sq = zoolib.ort_session(q)
+        qo = zoolib.run_all(sq, feeds)
+        m = metric.evaluate(fo, qo, meta)
+        sl, worst = zoolib.slice_sqnr(fo, qo, info.get("slices"))
+        sl.update(m.pop("slices", {}) or {})
+        tf, tq, _ = zoolib.latency(sf, sq, feeds[0], budget_s=3.0)
+        row = {"task": m.pop("task"), "extra": m, "sqnr_db": sl, "quantize_s": round(qt, 2),
+               "size_mb": round(os.path.getsize(q) / 1e6, 2), "q_over_float": round(tq / tf, 3),
+               "cmd": " ".join(cmd[:2] + [os.path.basename(c) for c in cmd[2:]]) if v != "ort-static-s8s8" and v != "ort-dynamic-pt" else v}
+        res["variants"][v] = row
+        print("%-16s %s %.5f | %s | sqnr %s | q %.1fs | %.2f MB | q/f %.2f" % (
+            v, row["task"]["name"], row["task"]["value"],
+            json.dumps({k: round(x, 4) for k, x in m.items()}),
+            json.dumps({k: round(x, 2) for k, x in sl.items()}), qt, row["size_mb"], row["q_over_float"]), flush=True)
+    if "--json" in opts:
+        json.dump(res, open(opts["--json"], "w"), indent=1)
 
 
 if __name__ == "__main__":
