@@ -113,6 +113,8 @@ def quantize(variant, model, out, calib, info, args):
         try:
             inner = json.loads(stdout.strip().splitlines()[-1])
             rec["inner_s"] = inner["total_s"]
+            if inner.get("note"):
+                rec["note"] = inner["note"]
         except (ValueError, IndexError, KeyError):
             pass
     # quantize time: onnxq's whole command; onnxruntime's pre-process + quantize inside its

@@ -8,8 +8,9 @@ optimizations on, 1 thread). Used for this folder and the audio models beside it
 Variants (default: all that apply):
   onnxq            onnxq quantize M -o Q --calib calib/              (defaults)
   onnxq-dynamic    onnxq quantize M -o Q --mode dynamic              (info.json "dynamic")
-  ort-static       bench/zoo/ort_quant.py static: quant_pre_process, quantize_static(QDQ,
-                   U8S8, per_channel, MinMax), same calibration samples
+  ort-static       the settings of bench/zoo/ort_quant.py static: quant_pre_process (without
+                   symbolic shapes where those fail), quantize_static(QDQ, U8S8,
+                   per_channel, MinMax), same calibration samples
   ort-static-s8s8  the same with QInt8 activations (S8S8: the docs' first choice on
                    VNNI CPUs; reduce_range when the CPU has no VNNI)
   ort-dynamic      ort_quant.py dynamic: quant_pre_process, quantize_dynamic(QInt8,
@@ -36,7 +37,7 @@ import sys, time, os, numpy as np, tempfile
 sys.path.insert(0, sys.argv[4]); import zoolib
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static, quantize_dynamic
 from onnxruntime.quantization.shape_inference import quant_pre_process
-inp, out, calib, _, mode, rr = sys.argv[1:7]
+inp, out, calib, _, mode, rr, act = sys.argv[1:8]
 t0 = time.perf_counter()
 td = tempfile.mkdtemp(); pre = os.path.join(td, "pre.onnx")
 try:
@@ -53,7 +54,7 @@ if mode == "static":
             d = next(self.it, None)
             return None if d is None else zoolib.load_sample(d, names)
     quantize_static(pre, out, R(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    reduce_range=rr == "1", activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                    reduce_range=rr == "1", activation_type=getattr(QuantType, act), weight_type=QuantType.QInt8)
 else:
     quantize_dynamic(pre, out)
 print('{"total_s": %f}' % (time.perf_counter() - t0))
@@ -102,13 +103,15 @@ def main():
             cmd = [exe, "quantize", model, "-o", q, "--calib", calib, "--quiet"] + info.get("onnxq_args", [])
         elif v == "onnxq-dynamic":
             cmd = [exe, "quantize", model, "-o", q, "--mode", "dynamic", "--quiet"]
-        elif v == "ort-static":
-            cmd = [py, os.path.join(ZOO, "ort_quant.py"), "static", model, q, "--calib", calib]
         elif v == "ort-dynamic":
             cmd = [py, os.path.join(ZOO, "ort_quant.py"), "dynamic", model, q]
-        elif v in ("ort-static-s8s8", "ort-dynamic-pt"):
+        elif v in ("ort-static", "ort-static-s8s8", "ort-dynamic-pt"):
+            # ort-static: the settings of ../../ort_quant.py static (U8S8, per_channel, no
+            # reduce_range), inline so that its pre-processing fallback works on If models
             cmd = [py, "-c", ORT_S8S8, model, q, calib, ZOO,
-                   "static" if v == "ort-static-s8s8" else "dynamic", "0" if has_vnni() else "1"]
+                   "dynamic" if v == "ort-dynamic-pt" else "static",
+                   "1" if v == "ort-static-s8s8" and not has_vnni() else "0",
+                   "QInt8" if v == "ort-static-s8s8" else "QUInt8"]
         else:
             raise SystemExit("unknown variant " + v)
         t0 = time.perf_counter()
@@ -129,7 +132,7 @@ def main():
         tf, tq, _ = zoolib.latency(sf, sq, feeds[0], budget_s=3.0)
         row = {"task": m.pop("task"), "extra": m, "sqnr_db": sl, "quantize_s": round(qt, 2),
                "size_mb": round(os.path.getsize(q) / 1e6, 2), "q_over_float": round(tq / tf, 3),
-               "cmd": " ".join(cmd[:2] + [os.path.basename(c) for c in cmd[2:]]) if v != "ort-static-s8s8" and v != "ort-dynamic-pt" else v}
+               "cmd": " ".join(cmd[:2] + [os.path.basename(c) for c in cmd[2:]]) if not v.startswith(("ort-static", "ort-dynamic-pt")) else v}
         res["variants"][v] = row
         print("%-16s %s %.5f | %s | sqnr %s | q %.1fs | %.2f MB | q/f %.2f" % (
             v, row["task"]["name"], row["task"]["value"],

