@@ -6,7 +6,8 @@ carried from window to window by the float model, sr = 16000 (int64 scalar), as 
 package's lib.js drives it (tests/silero_vad.js).
   calib/: 128 windows spread over make_speech.sh's calib.wav (espeak-ng)
   eval/:  every window of eval.wav (real recordings + flite, pink noise)
-Each sample: input.npy, state.npy (the float model's state going into that window), sr.npy."""
+Each sample: input.npy, state.npy (the float model's state going into that window), sr.npy.
+    python prep.py [FILE NAME]   (default: silero_vad.onnx silero-vad)"""
 import json
 import os
 import shutil
@@ -40,10 +41,11 @@ def stream(sess, audio):
 
 
 def main():
-    out = zoolib.zoo_cache("silero-vad")
+    fname, name = (sys.argv[1], sys.argv[2]) if len(sys.argv) > 2 else ("silero_vad.onnx", "silero-vad")
+    out = zoolib.zoo_cache(name)
     if os.path.exists(os.path.join(out, "eval", "done")):
         return
-    src = os.path.join(audiolib.cache(), "silero", "package", "weights", "silero_vad.onnx")
+    src = os.path.join(audiolib.cache(), "silero", "package", "weights", fname)
     if not os.path.exists(src):
         subprocess.run(["bash", os.path.join(zoolib.REPO, ".ci", "fetch-models.sh")], check=True,
                        stdout=subprocess.DEVNULL)
