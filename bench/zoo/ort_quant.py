@@ -30,6 +30,13 @@ def main():
     ap.add_argument("--per-tensor", action="store_true")
     ap.add_argument("--no-pre", action="store_true")
     a = ap.parse_args()
+    # quant_pre_process's symbolic shape inference writes sym_shape_infer_temp.onnx and
+    # <uuid>.data files into the current directory: work in a temporary one.
+    a.inp, a.out = os.path.abspath(a.inp), os.path.abspath(a.out)
+    if a.calib:
+        a.calib = os.path.abspath(a.calib)
+    scratch = tempfile.mkdtemp(prefix="ort_quant.")
+    os.chdir(scratch)
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_dynamic, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -87,6 +94,9 @@ def main():
                     "quantized without quant_pre_process" % str(e).split("failed:")[-1][:200])
             print(note, file=sys.stderr)
             t0, t1, t2 = run(False)
+    import shutil
+    os.chdir("/")
+    shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps({"pre_s": t1 - t0, "quant_s": t2 - t1, "total_s": t2 - t0, "note": note}))
 
 

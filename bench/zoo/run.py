@@ -23,7 +23,7 @@ ZOO = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ZOO)
 import zoolib  # noqa: E402
 
-ALL_VARIANTS = ["onnxq", "ort-static", "ort-static-rr", "ort-dynamic"]
+ALL_VARIANTS = ["onnxq", "ort-static", "ort-static-rr", "onnxq-dynamic", "ort-dynamic"]
 
 
 def cpu_name():
@@ -97,6 +97,8 @@ def quantize(variant, model, out, calib, info, args):
     if variant == "onnxq":
         cmd = [args.onnxq, "quantize", model, "-o", out, "--calib", calib, "--quiet"]
         cmd += info.get("onnxq_args", [])
+    elif variant == "onnxq-dynamic":
+        cmd = [args.onnxq, "quantize", model, "-o", out, "--mode", "dynamic", "--quiet"]
     elif variant in ("ort-static", "ort-static-rr"):
         cmd = [py, oq, "static", model, out, "--calib", calib]
         if variant == "ort-static-rr":
@@ -105,6 +107,9 @@ def quantize(variant, model, out, calib, info, args):
             cmd.append("--per-tensor")
     elif variant == "ort-dynamic":
         cmd = [py, oq, "dynamic", model, out]
+    elif variant in args.extra:
+        cmd = [args.onnxq, "quantize", model, "-o", out, "--calib", calib, "--quiet"]
+        cmd += args.extra[variant]
     else:
         raise ValueError(variant)
     wall, rss, stdout, rc = timed(["nice"] + cmd)
@@ -141,6 +146,9 @@ def main():
     ap.add_argument("--reuse", action="store_true",
                     help="reuse quantized models from an earlier run with the same settings")
     ap.add_argument("--no-fetch", action="store_true")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=ARGS",
+                    help="an extra onnxq variant: onnxq quantize M -o Q --calib C ARGS, e.g. "
+                         "--extra 'onnxq-mse=--method mse' (repeatable; added to --variants)")
     ap.add_argument("--latency-budget", type=float, default=4.0, help="seconds per variant")
     args = ap.parse_args()
     if args.quick:
@@ -148,11 +156,16 @@ def main():
         args.eval_n = args.eval_n or 8
         args.latency_budget = min(args.latency_budget, 1.0)
     args.onnxq = os.path.abspath(args.onnxq)
+    extra = {}
+    for e in args.extra:
+        k, _, v = e.partition("=")
+        extra[k] = v.split()
+    args.extra = extra
 
     names = args.models.split(",") if args.models else sorted(
         d for d in os.listdir(os.path.join(ZOO, "models"))
         if os.path.exists(os.path.join(ZOO, "models", d, "info.json")))
-    variants = args.variants.split(",")
+    variants = args.variants.split(",") + [k for k in args.extra if k not in args.variants]
     env = dict(os.environ, ZOO_PY=sys.executable)
     results = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
                "cpu": cpu_name(), "onnxq": args.onnxq, "calib_n": args.calib_n,
@@ -202,7 +215,7 @@ def main():
                 "float_size_mb": os.path.getsize(model) / 1e6, "variants": {}}
         results["models"][name] = mres
         for v in variants:
-            if v == "ort-dynamic" and not info.get("dynamic"):
+            if v in ("ort-dynamic", "onnxq-dynamic") and not info.get("dynamic"):
                 continue
             if v == "ort-static-rr" and args.quick:
                 continue
