@@ -77,14 +77,9 @@ def main():
     cdir = zoolib.zoo_cache(name)
     model = os.path.join(cdir, "model.onnx")
     n = int(opts.get("--calib-n", 64))
-    calib = os.path.join(cdir, "calib")
-    if len(zoolib.sample_dirs(calib)) > n:
-        sub = os.path.join(cdir, "work", "calib-%d" % n)
-        if not os.path.isdir(sub):
-            os.makedirs(sub)
-            for d in zoolib.sample_dirs(calib)[:n]:
-                os.symlink(d, os.path.join(sub, os.path.basename(d)))
-        calib = sub
+    # the calibration subset run.py uses (evenly spaced by name), in the same folder
+    import run
+    calib, _ = run.subset(os.path.join(cdir, "calib"), n, os.path.join(cdir, "work", "calib-%d" % n))
     spec = importlib.util.spec_from_file_location("m", os.path.join(mdir, "metric.py"))
     metric = importlib.util.module_from_spec(spec); spec.loader.exec_module(metric)
     dirs = zoolib.sample_dirs(os.path.join(cdir, "eval"))
