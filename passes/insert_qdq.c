@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "onnxq/calib.h"
+#include "onnxq/target.h"
 #include "io/json.h"
 
 enum { MK_NONE = 0, MK_CALIB = 1, MK_LINK = 2, MK_FIXED = 3, MK_GROUP = 4 };
@@ -22,6 +23,9 @@ typedef struct vinfo_q {
     int mark;
     const oq_value *link;     /* MK_LINK: share this value's params */
     int group;                /* MK_GROUP: Concat group index */
+    int prev_mark;            /* MK_GROUP: the mark before the group took it (restored when
+                               * the Concat does not run as an integer kernel) */
+    const oq_value *prev_link;
     bool computed;
     float scale;
     int32_t zp;
@@ -46,6 +50,8 @@ typedef struct qctx {
     bool ort_cpu;             /* placement=ort-cpu: onnxruntime CPU fusion rules */
     bool depthwise;           /* quantize depthwise Convs (depthwise=true) */
     bool pair_limit;          /* int8 weights: no same-sign adjacent pair above 128 */
+    bool by_value;            /* ort-cpu: drop Q/DQ that no integer kernel reads */
+    double concat_ratio;      /* ort-cpu: Concat inputs whose ranges differ more: not one scale */
     int64_t block;
     char **op_types;
     size_t n_op_types;
@@ -56,6 +62,7 @@ typedef struct qctx {
     bool *group_done;
     float *group_scale;
     int32_t *group_zp;
+    oq_node **group_node;     /* the Concat of each group */
 } qctx;
 
 /* float32 by its type, or (type unknown) because calibration observed it as float32 */
@@ -388,6 +395,236 @@ static oq_status compute(qctx *c, const oq_value *v)
     }
     q->computed = true;
     return OQ_OK;
+}
+
+/* ------------------------------------------------------------ placement by value
+ * placement=ort-cpu, by-value=true (docs/passes/insert-qdq.md, "Placement by value"). The
+ * marking rules above put Q/DQ wherever onnxruntime *could* fuse a group; here each marked
+ * tensor must earn its pair: it is kept only when an integer kernel reads it (a selected
+ * Conv/Gemm/MatMul; an op of the target table's fused list whose every input and output
+ * keep their pairs; a data-movement op whose output keeps the linked pair), or when its
+ * producer is a selected op that needs a Q after it to run as an integer kernel (Conv:
+ * QLinearConv). Graph outputs and float ops read float. Removing a pair can make the op
+ * that produced it float, and with it the pairs on that op's inputs: repeated to a fixed
+ * point, consumers before producers. Then a Concat whose inputs' ranges differ by more than
+ * concat-range-ratio does not force one scale on them. */
+
+#ifndef CONCAT_RANGE_RATIO
+#define CONCAT_RANGE_RATIO 2.0
+#define CONCAT_RANGE_RATIO_TEXT "2"
+#endif
+
+static oq_op_role role_of(const oq_node *n)
+{
+    if (!oq_domain_is_default(n->domain))
+        return OQ_ROLE_FLOAT;
+    return oq_target_op_role(OQ_PLACE_ORT_CPU, n->op_type);
+}
+
+static bool is_marked(qctx *c, const oq_value *v)
+{
+    const vinfo_q *q = vq(c, v);
+    return q && q->mark;
+}
+
+static bool node_sel(const qctx *c, const oq_node *n)
+{
+    return n->id < c->n_ids && c->sel[n->id];
+}
+
+/* Every float, non-constant input and the first output carry a Q/DQ pair (a fused
+ * QLinear* group in onnxruntime). */
+static bool group_whole(qctx *c, const oq_node *n)
+{
+    if (n->n_outputs < 1 || !is_marked(c, n->outputs[0]))
+        return false;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        const oq_value *v = n->inputs[i];
+        if (v && !is_const(v) && float_value_c(c, v) && !is_marked(c, v))
+            return false;
+    }
+    return true;
+}
+
+/* Does n run as an integer kernel reading v, given the marks as they are now? */
+static bool int_reader(qctx *c, const oq_node *n, const oq_value *v)
+{
+    if (n->graph != c->g)
+        return true; /* a body reads it: decided with the body's own rules */
+    if (node_sel(c, n))
+        return true; /* a selected node: its QDQ group is the point */
+    switch (role_of(n)) {
+    case OQ_ROLE_INT:
+        return !is_weight_op(n); /* MatMul/Gemm without a quantized weight run in float */
+    case OQ_ROLE_INT_QOUT:
+        return !is_weight_op(n) && group_whole(c, n);
+    case OQ_ROLE_PASS: {
+        if (n->n_inputs < 1 || n->inputs[0] != v || n->n_outputs < 1 || !n->outputs[0])
+            return false;
+        const vinfo_q *qo = vq(c, n->outputs[0]);
+        return qo && qo->mark == MK_LINK && qo->link == v;
+    }
+    case OQ_ROLE_FLOAT: break;
+    }
+    return false;
+}
+
+/* Is v the output of a selected op (through a fused Relu/Clip) that needs a Q after it to
+ * run as an integer kernel? MatMul and Gemm do not (MatMulIntegerToFloat, QGemm). */
+static bool producer_needs_q(qctx *c, const oq_value *v)
+{
+    for (int hops = 0; hops < 8 && v && v->kind == OQ_VALUE_NODE && v->producer; hops++) {
+        const oq_node *p = v->producer;
+        if (node_sel(c, p))
+            return role_of(p) != OQ_ROLE_INT;
+        if (!act_consumer(p) || p->n_inputs < 1 || !p->inputs[0] || p->inputs[0]->n_uses != 1 ||
+            oq_value_is_graph_output(p->inputs[0]))
+            return false;
+        v = p->inputs[0];
+    }
+    return false;
+}
+
+static bool try_drop(qctx *c, oq_value *v)
+{
+    vinfo_q *q = vq(c, v);
+    if (!q || !q->mark || v->graph != c->g || producer_needs_q(c, v))
+        return false;
+    for (size_t i = 0; i < v->n_uses; i++)
+        if (int_reader(c, v->uses[i].node, v))
+            return false;
+    q->mark = MK_NONE;
+    q->link = NULL;
+    return true;
+}
+
+/* Drop every marked tensor of c->g that no integer kernel reads, to a fixed point. */
+static int64_t drop_float_only(qctx *c)
+{
+    int64_t dropped = 0;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (oq_node *n = c->g->last; n; n = n->prev)
+            for (size_t k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] && try_drop(c, n->outputs[k])) {
+                    changed = true;
+                    dropped++;
+                }
+        for (size_t i = 0; i < c->g->n_inputs; i++)
+            if (c->g->inputs[i]->value && try_drop(c, c->g->inputs[i]->value)) {
+                changed = true;
+                dropped++;
+            }
+    }
+    return dropped;
+}
+
+/* The width a scale has to cover (uint8/int8 asymmetric: zero included; symmetric: the
+ * larger magnitude); -1 when v has no range. */
+static double range_width(qctx *c, const oq_value *v)
+{
+    float lo, hi;
+    if (!table_range(c, v, &lo, &hi) || !(lo <= hi))
+        return -1;
+    if (c->act_sym)
+        return fmax(fabs((double)lo), fabs((double)hi));
+    return fmax((double)hi, 0.0) - fmin((double)lo, 0.0);
+}
+
+/* max / min of the widths of the Concat's float inputs (1 when fewer than two have one) */
+static double concat_spread(qctx *c, const oq_node *n)
+{
+    double wmin = INFINITY, wmax = 0;
+    for (size_t i = 0; i < n->n_inputs; i++) {
+        const oq_value *v = n->inputs[i];
+        if (!v || is_const(v) || !float_value_c(c, v))
+            continue;
+        double w = range_width(c, v);
+        if (!(w > 0))
+            continue;
+        wmin = fmin(wmin, w);
+        wmax = fmax(wmax, w);
+    }
+    return wmin < INFINITY && wmin > 0 ? wmax / wmin : 1.0;
+}
+
+/* A group member goes back to its own mark: a link or a fixed range it had before, else
+ * its own calibrated range. */
+static void leave_group(vinfo_q *q)
+{
+    if (q->prev_mark == MK_LINK || q->prev_mark == MK_FIXED) {
+        q->mark = q->prev_mark;
+        q->link = q->prev_link;
+    } else {
+        q->mark = MK_CALIB;
+    }
+}
+
+static void dissolve_group(qctx *c, int gi)
+{
+    for (uint32_t i = 0; i < c->n_ids; i++)
+        if (c->vi[i].mark == MK_GROUP && c->vi[i].group == gi)
+            leave_group(&c->vi[i]);
+}
+
+/* Read by anything but this Concat (another node, a graph output)? */
+static bool read_elsewhere(const oq_value *v, const oq_node *cat)
+{
+    if (oq_value_is_graph_output(v))
+        return true;
+    for (size_t i = 0; i < v->n_uses; i++)
+        if (v->uses[i].node != cat)
+            return true;
+    return false;
+}
+
+static void placement_by_value(qctx *c)
+{
+    int64_t dropped = drop_float_only(c);
+    /* a Concat that does not run as QLinearConcat imposes no common scale */
+    for (int gi = 0; gi < c->n_groups; gi++) {
+        oq_node *n = c->group_node[gi];
+        if (n && n->graph == c->g && !group_whole(c, n)) {
+            dissolve_group(c, gi);
+            c->group_node[gi] = NULL;
+        }
+    }
+    /* A QLinearConcat whose inputs' ranges differ by more than concat-range-ratio: an input
+     * more than that narrower than the widest one, that something else reads too, gets its
+     * own scale (QLinearConcat requantizes it), so that its other readers do not lose
+     * log2(ratio) bits to the common scale; an input read only by the Concat keeps the
+     * common scale (its own would only add a second rounding before the requantization). */
+    for (int gi = 0; gi < c->n_groups; gi++) {
+        oq_node *n = c->group_node[gi];
+        if (!n || n->graph != c->g || !(c->concat_ratio > 0) || concat_spread(c, n) <= c->concat_ratio)
+            continue;
+        int64_t split = 0;
+        double wmax = 0;
+        for (size_t i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] && !is_const(n->inputs[i]) && float_value_c(c, n->inputs[i]))
+                wmax = fmax(wmax, range_width(c, n->inputs[i]));
+        for (size_t i = 0; i < n->n_inputs; i++) {
+            vinfo_q *q = vq(c, n->inputs[i]);
+            double w = q ? range_width(c, n->inputs[i]) : -1;
+            if (q && q->mark == MK_GROUP && q->group == gi && w > 0 && wmax > c->concat_ratio * w &&
+                read_elsewhere(n->inputs[i], n)) {
+                leave_group(q);
+                split++;
+            }
+        }
+        oq_pass_stat_add(c->res, "concats_wide_ranges", 1);
+        oq_pass_stat_add(c->res, "concat_inputs_own_scale", split);
+    }
+    /* a link whose source lost its pair: its own range */
+    for (oq_node *n = c->g->first; n; n = n->next)
+        for (size_t k = 0; k < n->n_outputs; k++) {
+            vinfo_q *q = vq(c, n->outputs[k]);
+            if (q && q->mark == MK_LINK && !is_marked(c, q->link)) {
+                q->mark = MK_CALIB;
+                q->link = NULL;
+            }
+        }
+    oq_pass_stat_add(c->res, "qdq_dropped_float_readers", dropped);
 }
 
 /* ------------------------------------------------------------ graph edits */
@@ -969,6 +1206,7 @@ static void free_ctx(qctx *c)
     free(c->group_done);
     free(c->group_scale);
     free(c->group_zp);
+    free(c->group_node);
 }
 
 static oq_status parse_types(qctx *c, const char *s)
@@ -1113,6 +1351,7 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             if (!any || !float_value_c(c, n->outputs[0]))
                 continue;
             int gi = c->n_groups++;
+            c->group_node[gi] = n;
             c->group_lo[gi] = INFINITY;
             c->group_hi[gi] = -INFINITY;
             bool ok = true;
@@ -1131,6 +1370,10 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
                 if (hi > c->group_hi[gi])
                     c->group_hi[gi] = hi;
                 if (q->mark != MK_LINK || v == n->outputs[0]) {
+                    if (q->mark != MK_GROUP) {
+                        q->prev_mark = q->mark;
+                        q->prev_link = q->link;
+                    }
                     q->mark = MK_GROUP;
                     q->group = gi;
                 }
@@ -1138,6 +1381,10 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             (void)ok;
         }
     }
+    /* 2a. placement=ort-cpu: placement by value (drop Q/DQ no integer kernel reads) and the
+     * Concat groups that survive it */
+    if (c->ort_cpu && c->by_value)
+        placement_by_value(c);
     /* 2b. placement=ort-cpu: onnxruntime's WeightBiasQuantization (graph optimization
      * level 1, qdq_transformer/weight_bias_quantization.cc) gives a float Conv,
      * ConvTranspose or Gemm whose input comes from a per-tensor DequantizeLinear and whose
@@ -1366,6 +1613,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.quant_bias = oq_pass_opt_bool(opts, "quantize-bias", false);
     c.pair_limit = oq_pass_opt_bool(opts, "pair-limit", false);
     c.depthwise = oq_pass_opt_bool(opts, "depthwise", true);
+    c.by_value = oq_pass_opt_bool(opts, "by-value", true);
+    c.concat_ratio = oq_pass_opt_float(opts, "concat-range-ratio", CONCAT_RANGE_RATIO);
+    if (!(c.concat_ratio >= 0))
+        return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: concat-range-ratio must be >= 0 (0: never)");
     const char *placement = oq_pass_opt_string(opts, "placement", "plain");
     if (strcmp(placement, "ort-cpu") == 0)
         c.ort_cpu = true;
@@ -1429,7 +1680,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.group_done = calloc(nnodes + 1, sizeof(bool));
     c.group_scale = calloc(nnodes + 1, sizeof(float));
     c.group_zp = calloc(nnodes + 1, sizeof(int32_t));
-    if (!c.vi || !c.sel || !c.group_lo || !c.group_hi || !c.group_done || !c.group_scale || !c.group_zp) {
+    c.group_node = calloc(nnodes + 1, sizeof(oq_node *));
+    if (!c.vi || !c.sel || !c.group_lo || !c.group_hi || !c.group_done || !c.group_scale || !c.group_zp ||
+        !c.group_node) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -1461,6 +1714,10 @@ static const oq_pass_option_def options[] = {
     OQ_PASS_PAIR_LIMIT_OPTION,
     {"placement", OQ_OPT_STRING, "plain", "QDQ placement rules: plain, or ort-cpu (what onnxruntime's CPU provider fuses)"},
     {"depthwise", OQ_OPT_BOOL, "true", "quantize depthwise Convs (false: they stay float, with no Q/DQ of their own)"},
+    {"by-value", OQ_OPT_BOOL, "true",
+     "placement=ort-cpu: drop every Q/DQ that no integer kernel of onnxruntime reads (placement by value)"},
+    {"concat-range-ratio", OQ_OPT_FLOAT, CONCAT_RANGE_RATIO_TEXT,
+     "placement=ort-cpu: a Concat whose input ranges differ by more than this factor gets no common scale (0: never)"},
     {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     {"overrides", OQ_OPT_STRING, "", "JSON file: {tensor: {scale, zero_point, dtype, min, max}}"},

@@ -425,7 +425,9 @@ static oq_model *residual(void)
 Test(insert_qdq, ort_cpu_placement)
 {
     oq_model *m = residual();
-    tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\",weight-dtype=uint8}");
+    /* placement by value (by-value=true, the default) drops s's pair: the Resize after it
+     * runs in float (tests/test_placement.c); here the marking rules alone */
+    tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\",weight-dtype=uint8,by-value=false}");
     /* both inputs of the residual Add are quantized, so its output is too: onnxruntime
      * turns DQ, DQ -> Add -> Q into QLinearAdd */
     assert_qdq_pair(m, "s");
@@ -450,6 +452,13 @@ Test(insert_qdq, ort_cpu_placement)
     /* uint8 symmetric weights: zero point 128, scale max|w| / 127 */
     cr_assert_eq(zp_of(m, "wa_zero_point", &dt), 128);
     cr_assert_eq(dt, OQ_DTYPE_UINT8);
+    oq_model_free(m);
+
+    /* by value: no integer kernel reads s (Resize and ConvTranspose run in float) */
+    m = residual();
+    tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\",weight-dtype=uint8}");
+    cr_assert_null(tu_find_node(m, "s_QuantizeLinear"));
+    assert_qdq_pair(m, "t");
     oq_model_free(m);
 
     /* the plain rules on the same graph: the Add is not touched, Resize's output shares

@@ -47,6 +47,25 @@ typedef struct oq_target {
     const char *alias_of;     /* NULL, or the row this name stands for */
 } oq_target;
 
+/* What a target's runtime does with an operator whose activation inputs come from
+ * DequantizeLinear (placement by value, insert-qdq; docs/passes/insert-qdq.md). For
+ * OQ_PLACE_ORT_CPU the rows are onnxruntime 1.30's CPU QDQ fusions
+ * (qdq_transformer/selectors_actions/qdq_selector_action_transformer.cc). */
+typedef enum oq_op_role {
+    OQ_ROLE_FLOAT = 0,     /* runs in float: a Q/DQ read only by such ops buys nothing */
+    OQ_ROLE_INT = 1,       /* integer kernel from its DQ inputs; a Q on its output is optional
+                            * (MatMul -> MatMulIntegerToFloat, Gemm -> QGemm with float output,
+                            * ArgMax reads the integers) */
+    OQ_ROLE_INT_QOUT = 2,  /* integer kernel only when every input comes from a DQ and its
+                            * output goes to a Q (QLinearConv, QLinearAdd, QLinearConcat, ...) */
+    OQ_ROLE_PASS = 3       /* data movement run on the quantized tensor when the DQ before and
+                            * the Q after have equal parameters (DropQDQNodesRules, Split) */
+} oq_op_role;
+
+/* The role of an operator (default domain) under a placement rule set. OQ_PLACE_PLAIN has
+ * no runtime to consult: every op is OQ_ROLE_FLOAT there (insert-qdq keeps its plain rules). */
+oq_op_role oq_target_op_role(uint32_t placement, const char *op_type);
+
 /* The row for a name ("host" resolved from cpuid), or NULL for an unknown name. An
  * alias returns its row. */
 const oq_target *oq_target_find(const char *name);

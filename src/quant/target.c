@@ -116,6 +116,58 @@ const char *oq_target_names(void)
     return "generic, ort-x86, ort-x86-vnni, host, reference, avx2";
 }
 
+/* onnxruntime 1.30, CPU execution provider: the op types of each QDQ rule in
+ * qdq_selector_action_transformer.cc (CreateSelectorActionRegistry). Conv, MatMul and Gemm
+ * run as integer kernels only with a quantized weight (insert-qdq's selected nodes). */
+static const struct {
+    const char *op;
+    oq_op_role role;
+} ort_cpu_roles[] = {
+    /* ConvQDQRules: QLinearConv needs the Q after it */
+    {"Conv", OQ_ROLE_INT_QOUT},
+    /* MatMulQDQRules (MatMulSelector allows MatMulIntegerToFloat), GemmQDQRules (optional Q),
+     * DropDQNodesRules (ArgMax) */
+    {"MatMul", OQ_ROLE_INT},
+    {"Gemm", OQ_ROLE_INT},
+    {"ArgMax", OQ_ROLE_INT},
+    /* UnaryOpQDQRules, BinaryOpQDQRules, VariadicOpQDQRules, WhereQDQRules */
+    {"AveragePool", OQ_ROLE_INT_QOUT},
+    {"GlobalAveragePool", OQ_ROLE_INT_QOUT},
+    {"LeakyRelu", OQ_ROLE_INT_QOUT},
+    {"Sigmoid", OQ_ROLE_INT_QOUT},
+    {"Softmax", OQ_ROLE_INT_QOUT},
+    {"Add", OQ_ROLE_INT_QOUT},
+    {"Mul", OQ_ROLE_INT_QOUT},
+    {"Concat", OQ_ROLE_INT_QOUT},
+    {"Where", OQ_ROLE_INT_QOUT},
+    /* DropQDQNodesRules (equal parameters on both sides), SplitQDQRules */
+    {"Expand", OQ_ROLE_PASS},
+    {"Flatten", OQ_ROLE_PASS},
+    {"Gather", OQ_ROLE_PASS},
+    {"GatherElements", OQ_ROLE_PASS},
+    {"Reshape", OQ_ROLE_PASS},
+    {"Slice", OQ_ROLE_PASS},
+    {"Squeeze", OQ_ROLE_PASS},
+    {"Tile", OQ_ROLE_PASS},
+    {"Transpose", OQ_ROLE_PASS},
+    {"Unsqueeze", OQ_ROLE_PASS},
+    {"MaxPool", OQ_ROLE_PASS},
+    {"ReduceMax", OQ_ROLE_PASS},
+    {"ReduceMin", OQ_ROLE_PASS},
+    {"Resize", OQ_ROLE_PASS},
+    {"Split", OQ_ROLE_PASS},
+};
+
+oq_op_role oq_target_op_role(uint32_t placement, const char *op_type)
+{
+    if (placement != OQ_PLACE_ORT_CPU || !op_type)
+        return OQ_ROLE_FLOAT;
+    for (size_t i = 0; i < sizeof ort_cpu_roles / sizeof ort_cpu_roles[0]; i++)
+        if (strcmp(ort_cpu_roles[i].op, op_type) == 0)
+            return ort_cpu_roles[i].role;
+    return OQ_ROLE_FLOAT;
+}
+
 const char *oq_arith_name(oq_arith a)
 {
     switch (a) {

@@ -1,0 +1,355 @@
+/* insert-qdq, placement by value (placement=ort-cpu): which tensors get a Q/DQ pair, on
+ * small hand-built graphs whose answer follows from onnxruntime's CPU fusion rules
+ * (docs/passes/insert-qdq.md, "Placement by value"):
+ *   - a Q/DQ pair stays where an integer kernel reads the tensor, or where a selected Conv
+ *     needs the Q after it (QLinearConv);
+ *   - a chain of data-movement ops that ends in float ops or graph outputs keeps float;
+ *   - a Concat whose inputs' ranges differ by more than concat-range-ratio gets no common
+ *     scale; inputs with similar ranges share one. */
+#include <math.h>
+
+#include "onnxq/calib.h"
+#include "test_pass_util.h"
+#include "testutil.h"
+
+#define ORT "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\"}"
+
+static void set_table(oq_model *m, const char *const *names, const float (*r)[2], size_t n)
+{
+    oq_calib_table t;
+    memset(&t, 0, sizeof t);
+    t.items = calloc(n, sizeof(oq_calib_entry));
+    for (size_t i = 0; i < n; i++) {
+        t.items[i].name = strdup(names[i]);
+        t.items[i].min = t.items[i].lo = r[i][0];
+        t.items[i].max = t.items[i].hi = r[i][1];
+    }
+    t.count = n;
+    char *j = oq_calib_table_to_json(&t);
+    cr_assert(j);
+    oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, j);
+    free(j);
+    oq_calib_table_free(&t);
+}
+
+/* Does tensor t have its own Q -> DQ pair (named as insert-qdq names them)? */
+static bool has_qdq(oq_model *m, const char *t)
+{
+    char q[128];
+    snprintf(q, sizeof q, "%s_QuantizeLinear", t);
+    return tu_find_node(m, q) != NULL;
+}
+
+static float scale_of(oq_model *m, const char *t)
+{
+    char s[128];
+    snprintf(s, sizeof s, "%s_scale", t);
+    oq_value *v = oq_graph_find_value(m->graph, s);
+    cr_assert(v, "no %s", s);
+    return tp_floats(v)[0];
+}
+
+/* 1x1 Conv with C_out x C_in weights w[i] = scale * ((i % 5) - 2 + 0.5) */
+static void conv1x1(oq_model *m, const char *name, const char *in, const char *out, int64_t cout, int64_t cin,
+                    float scale)
+{
+    char wn[64];
+    snprintf(wn, sizeof wn, "%s_w", name);
+    int64_t wd[4] = {cout, cin, 1, 1};
+    float *w = malloc((size_t)(cout * cin) * sizeof(float));
+    for (int64_t i = 0; i < cout * cin; i++)
+        w[i] = scale * ((float)(i % 5) - 1.5f);
+    tp_init_f(m, wn, wd, 4, w);
+    free(w);
+    char ins[160];
+    snprintf(ins, sizeof ins, "%s,%s", in, wn);
+    tp_node(m, "Conv", name, ins, out);
+}
+
+static void matmul(oq_model *m, const char *name, const char *in, const char *out, int64_t k, int64_t n)
+{
+    char wn[64];
+    snprintf(wn, sizeof wn, "%s_w", name);
+    int64_t wd[2] = {k, n};
+    float *w = malloc((size_t)(k * n) * sizeof(float));
+    for (int64_t i = 0; i < k * n; i++)
+        w[i] = 0.1f * ((float)(i % 7) - 3.0f);
+    tp_init_f(m, wn, wd, 2, w);
+    free(w);
+    char ins[160];
+    snprintf(ins, sizeof ins, "%s,%s", in, wn);
+    tp_node(m, "MatMul", name, ins, out);
+}
+
+static void shape_init(oq_model *m, const char *name, int64_t a, int64_t b, int64_t c)
+{
+    int64_t d[1] = {3}, v[3] = {a, b, c};
+    tp_init(m, name, OQ_DTYPE_INT64, d, 1, v);
+}
+
+/* x -> Conv -> c -> Reshape -> r -> Transpose -> t -> Sigmoid -> s (graph output) */
+static oq_model *chain_to_sigmoid(void)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 4, 2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "conv", "x", "c", 4, 4, 0.5f);
+    shape_init(m, "shp", 1, 4, 4);
+    tp_node(m, "Reshape", "reshape", "c,shp", "r");
+    oq_node *tr = tp_node(m, "Transpose", "transpose", "r", "t");
+    int64_t perm[3] = {0, 2, 1};
+    oq_node_set_attr_ints(tr, "perm", perm, 3);
+    tp_node(m, "Sigmoid", "sigmoid", "t", "s");
+    tp_output(m, "s");
+    static const char *const names[] = {"x", "c", "r", "t", "s"};
+    static const float ranges[][2] = {{-1, 1}, {-6, 6}, {-6, 6}, {-6, 6}, {0.01f, 0.99f}};
+    set_table(m, names, ranges, 5);
+    return m;
+}
+
+Test(placement, chain_into_float_sigmoid_keeps_float)
+{
+    oq_model *m = chain_to_sigmoid();
+    oq_pass_result r = tp_run(m, ORT);
+    /* the Conv reads x and writes c as QLinearConv: both keep their pairs */
+    cr_assert(has_qdq(m, "x"));
+    cr_assert(has_qdq(m, "c"));
+    /* Reshape, Transpose, Sigmoid: nothing downstream runs in integers */
+    cr_assert_not(has_qdq(m, "r"));
+    cr_assert_not(has_qdq(m, "t"));
+    cr_assert_not(has_qdq(m, "s"));
+    cr_assert_eq(tp_stat(&r, "qdq_dropped_float_readers"), 3);
+    oq_model_free(m);
+
+    /* by-value=false: the rules before (the chain shares c's pair, Sigmoid gets [0, 1]) */
+    m = chain_to_sigmoid();
+    tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\",by-value=false}");
+    cr_assert(has_qdq(m, "r") && has_qdq(m, "t") && has_qdq(m, "s"));
+    oq_model_free(m);
+
+    /* plain placement is not touched by the rule */
+    m = chain_to_sigmoid();
+    tp_run(m, "insert-qdq{op-types=\"Conv\"}");
+    cr_assert(has_qdq(m, "r") && has_qdq(m, "t"));
+    oq_model_free(m);
+}
+
+/* MatMul and Gemm run as integer kernels without a Q after them (MatMulIntegerToFloat,
+ * QGemm with float output): their output keeps float when only float ops read it. */
+Test(placement, matmul_output_read_only_by_float_ops_keeps_float)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[2] = {1, 4};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    matmul(m, "mm", "x", "y", 4, 4);
+    tp_node(m, "Relu", "relu", "y", "yr");
+    oq_node *sm = tp_node(m, "Softmax", "softmax", "yr", "p");
+    oq_node_set_attr_int(sm, "axis", 1);
+    tp_output(m, "p");
+    static const char *const names[] = {"x", "y", "yr", "p"};
+    static const float ranges[][2] = {{-1, 1}, {-3, 3}, {0, 3}, {0, 1}};
+    set_table(m, names, ranges, 4);
+    tp_run(m, ORT);
+    cr_assert(has_qdq(m, "x"));
+    cr_assert_not(has_qdq(m, "yr")); /* the Relu fused into the MatMul's group: no reader */
+    cr_assert_not(has_qdq(m, "y"));
+    cr_assert_not(has_qdq(m, "p")); /* Softmax: no QLinearSoftmax for a graph output */
+    /* the weight is still quantized */
+    cr_assert_str_eq(tu_find_node(m, "mm")->inputs[1]->producer->op_type, "DequantizeLinear");
+    oq_model_free(m);
+}
+
+/* x -> Conv -> c -> Reshape -> r -> Transpose -> t -> Conv -> y: the chain runs on the
+ * quantized tensor (DropQDQNodesRules) and keeps c's parameters */
+Test(placement, chain_into_conv_keeps_pairs)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 4, 2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "conv1", "x", "c", 4, 4, 0.5f);
+    shape_init(m, "shp", 1, 4, 4);
+    tp_node(m, "Reshape", "reshape", "c,shp", "r");
+    int64_t s4[1] = {4}, shp4[4] = {1, 4, 2, 2};
+    tp_init(m, "shp4", OQ_DTYPE_INT64, s4, 1, shp4);
+    tp_node(m, "Reshape", "reshape2", "r,shp4", "t");
+    conv1x1(m, "conv2", "t", "y", 2, 4, 0.25f);
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "c", "r", "t", "y"};
+    static const float ranges[][2] = {{-1, 1}, {-6, 6}, {-6, 6}, {-6, 6}, {-3, 3}};
+    set_table(m, names, ranges, 5);
+    oq_pass_result r = tp_run(m, ORT);
+    cr_assert(has_qdq(m, "c") && has_qdq(m, "r") && has_qdq(m, "t"));
+    cr_assert_eq(scale_of(m, "r"), scale_of(m, "c"));
+    cr_assert_eq(scale_of(m, "t"), scale_of(m, "c"));
+    /* the last Conv's output is read by nobody, but QLinearConv needs its Q */
+    cr_assert(has_qdq(m, "y"));
+    cr_assert_eq(tp_stat(&r, "qdq_dropped_float_readers"), 0);
+    oq_model_free(m);
+}
+
+/* x -> MatMul a, MatMul b -> Concat -> k -> MatMul -> y with ranges of a and b given;
+ * side: b is also read by MatMul -> z */
+static oq_model *concat_model(float a_hi, float b_hi, bool side)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[2] = {1, 4};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 2);
+    matmul(m, "mm_a", "x", "a", 4, 4);
+    matmul(m, "mm_b", "x", "b", 4, 4);
+    oq_node *cc = tp_node(m, "Concat", "cat", "a,b", "k");
+    oq_node_set_attr_int(cc, "axis", 1);
+    matmul(m, "mm_c", "k", "y", 8, 2);
+    tp_output(m, "y");
+    if (side) {
+        matmul(m, "mm_side", "b", "z", 4, 2);
+        tp_output(m, "z");
+    }
+    static const char *const names[] = {"x", "a", "b", "k", "y", "z"};
+    float ranges[6][2] = {{-1, 1}, {-a_hi, a_hi}, {-b_hi, b_hi}, {-fmaxf(a_hi, b_hi), fmaxf(a_hi, b_hi)}, {-2, 2}, {-2, 2}};
+    set_table(m, names, (const float(*)[2])ranges, 6);
+    return m;
+}
+
+Test(placement, concat_of_similar_ranges_shares_one_scale)
+{
+    oq_model *m = concat_model(2.0f, 3.0f, true);
+    oq_pass_result r = tp_run(m, ORT);
+    cr_assert(has_qdq(m, "a") && has_qdq(m, "b") && has_qdq(m, "k"));
+    cr_assert_eq(scale_of(m, "a"), scale_of(m, "k"));
+    cr_assert_eq(scale_of(m, "b"), scale_of(m, "k"));
+    cr_assert_float_eq(scale_of(m, "k"), 6.0f / 255.0f, 1e-7f);
+    cr_assert_eq(tp_stat(&r, "concats_wide_ranges"), 0);
+    oq_model_free(m);
+}
+
+Test(placement, concat_of_ranges_100x_apart_gives_shared_inputs_their_own_scale)
+{
+    /* b (+-1) is read by the Concat and by mm_side: it keeps its own scale, 2/255 instead of
+     * the common 200/255 (QLinearConcat requantizes it); a, read only by the Concat, and
+     * the output keep the common scale */
+    oq_model *m = concat_model(100.0f, 1.0f, true);
+    oq_pass_result r = tp_run(m, ORT);
+    cr_assert_eq(tp_stat(&r, "concats_wide_ranges"), 1);
+    cr_assert_eq(tp_stat(&r, "concat_inputs_own_scale"), 1);
+    cr_assert(has_qdq(m, "a") && has_qdq(m, "b") && has_qdq(m, "k"));
+    cr_assert_float_eq(scale_of(m, "b"), 2.0f / 255.0f, 1e-7f);
+    cr_assert_float_eq(scale_of(m, "k"), 200.0f / 255.0f, 1e-5f);
+    cr_assert_eq(scale_of(m, "a"), scale_of(m, "k"));
+    oq_model_free(m);
+
+    /* no other reader: one scale for all (an own scale would only round b twice) */
+    m = concat_model(100.0f, 1.0f, false);
+    r = tp_run(m, ORT);
+    cr_assert_eq(tp_stat(&r, "concat_inputs_own_scale"), 0);
+    cr_assert_eq(scale_of(m, "b"), scale_of(m, "k"));
+    oq_model_free(m);
+
+    /* concat-range-ratio=0: one scale, as before */
+    m = concat_model(100.0f, 1.0f, true);
+    tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\",concat-range-ratio=0}");
+    cr_assert_eq(scale_of(m, "b"), scale_of(m, "k"));
+    oq_model_free(m);
+
+    /* the default ratio is 2 (widths 4 and 2: not beyond it; 5 and 2: beyond) */
+    m = concat_model(2.0f, 1.0f, true);
+    tp_run(m, ORT);
+    cr_assert_eq(scale_of(m, "b"), scale_of(m, "k"));
+    oq_model_free(m);
+    m = concat_model(2.5f, 1.0f, true);
+    tp_run(m, ORT);
+    cr_assert_float_eq(scale_of(m, "b"), 2.0f / 255.0f, 1e-7f);
+    oq_model_free(m);
+}
+
+/* A YOLO-style head: box (range +-100) and class (range +-8) Convs -> Concat -> Reshape
+ * -> Split -> Sigmoid on the class part. Nothing after the Convs runs in integers, so the
+ * Concat imposes no common scale and the chain keeps float. */
+Test(placement, detection_head_concat_into_split_keeps_float)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 4, 2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "stem", "x", "f", 4, 4, 0.5f);
+    tp_node(m, "Relu", "stem_relu", "f", "fr");
+    conv1x1(m, "box", "fr", "bx", 4, 4, 4.0f);
+    conv1x1(m, "cls", "fr", "cl", 2, 4, 0.3f);
+    oq_node *cc = tp_node(m, "Concat", "cat", "bx,cl", "cat");
+    oq_node_set_attr_int(cc, "axis", 1);
+    shape_init(m, "shp", 1, 6, 4);
+    tp_node(m, "Reshape", "reshape", "cat,shp", "rs");
+    int64_t sd[1] = {2}, split[2] = {4, 2};
+    tp_init(m, "split", OQ_DTYPE_INT64, sd, 1, split);
+    oq_node *sp = tp_node(m, "Split", "split", "rs,split", "boxes,logits");
+    oq_node_set_attr_int(sp, "axis", 1);
+    tp_node(m, "Sigmoid", "sigmoid", "logits", "scores");
+    tp_output(m, "boxes");
+    tp_output(m, "scores");
+    static const char *const names[] = {"x", "f", "fr", "bx", "cl", "cat", "rs", "boxes", "logits", "scores"};
+    static const float ranges[][2] = {{-1, 1},    {-3, 3},    {0, 3},   {-100, 100}, {-8, 8},
+                                      {-100, 100}, {-100, 100}, {-100, 100}, {-8, 8},   {0, 1}};
+    set_table(m, names, ranges, 10);
+    oq_pass_result r = tp_run(m, ORT);
+    cr_assert(has_qdq(m, "x") && has_qdq(m, "fr"));
+    cr_assert(has_qdq(m, "bx") && has_qdq(m, "cl")); /* QLinearConv outputs */
+    cr_assert_not(has_qdq(m, "cat"));
+    cr_assert_not(has_qdq(m, "rs"));
+    /* each Conv output its own range, not the union */
+    cr_assert_float_eq(scale_of(m, "bx"), 200.0f / 255.0f, 1e-5f);
+    cr_assert_float_eq(scale_of(m, "cl"), 16.0f / 255.0f, 1e-6f);
+    cr_assert_eq(tp_stat(&r, "qdq_dropped_float_readers"), 2);
+    oq_model_free(m);
+}
+
+/* Fixed point: Conv outputs -> Add (QLinearAdd candidate) -> Sigmoid -> Mul -> graph
+ * output. Dropping the Mul's pair makes the Mul float, then the Sigmoid's and the Add's
+ * pairs have no integer reader either. The Conv outputs keep theirs. */
+Test(placement, dropping_repeats_to_a_fixed_point)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 4, 2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "ca", "x", "a", 4, 4, 0.5f);
+    conv1x1(m, "cb", "x", "b", 4, 4, 0.5f);
+    tp_node(m, "Add", "add", "a,b", "s");
+    tp_node(m, "Sigmoid", "sig", "s", "g");
+    tp_node(m, "Mul", "mul", "s,g", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "a", "b", "s", "g", "y"};
+    static const float ranges[][2] = {{-1, 1}, {-4, 4}, {-4, 4}, {-8, 8}, {0, 1}, {-1, 8}};
+    set_table(m, names, ranges, 6);
+    oq_pass_result r = tp_run(m, ORT);
+    cr_assert(has_qdq(m, "a") && has_qdq(m, "b"));
+    cr_assert_not(has_qdq(m, "s"));
+    cr_assert_not(has_qdq(m, "g"));
+    cr_assert_not(has_qdq(m, "y"));
+    cr_assert_eq(tp_stat(&r, "qdq_dropped_float_readers"), 3);
+    oq_model_free(m);
+
+    /* the same block feeding a Conv: every pair has an integer reader (QLinearAdd,
+     * QLinearSigmoid, QLinearMul, QLinearConv) */
+    m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "ca", "x", "a", 4, 4, 0.5f);
+    conv1x1(m, "cb", "x", "b", 4, 4, 0.5f);
+    tp_node(m, "Add", "add", "a,b", "s");
+    tp_node(m, "Sigmoid", "sig", "s", "g");
+    tp_node(m, "Mul", "mul", "s,g", "y");
+    conv1x1(m, "cc", "y", "z", 4, 4, 0.5f);
+    tp_output(m, "z");
+    static const char *const names2[] = {"x", "a", "b", "s", "g", "y", "z"};
+    static const float ranges2[][2] = {{-1, 1}, {-4, 4}, {-4, 4}, {-8, 8}, {0, 1}, {-1, 8}, {-3, 3}};
+    set_table(m, names2, ranges2, 7);
+    r = tp_run(m, ORT);
+    cr_assert(has_qdq(m, "s") && has_qdq(m, "g") && has_qdq(m, "y") && has_qdq(m, "z"));
+    cr_assert_eq(tp_stat(&r, "qdq_dropped_float_readers"), 0);
+    oq_model_free(m);
+}
+
+Test(placement, negative_ratio_refused)
+{
+    oq_model *m = concat_model(2.0f, 3.0f, false);
+    char msg[512];
+    cr_assert_eq(tp_run_fail(m, "insert-qdq{placement=ort-cpu,concat-range-ratio=-1}", msg, sizeof msg), OQ_ERR_USAGE);
+    cr_assert(strstr(msg, "concat-range-ratio"), "%s", msg);
+    oq_model_free(m);
+}
