@@ -454,8 +454,9 @@ def gen_lut_chain(outdir, name, xdt):
 def gen_float_dw(outdir, name, C, H, W, k, strides, pads, act=None, dil=1):
     """DQ(x) -> float depthwise Conv [-> HardSwish] -> y in float: the float island of
     today's default OCR models, with a float output so that any rounding difference shows.
-    With graph optimizations onnxruntime runs the Conv with its NCHWc kernel when C is a
-    multiple of its channel block (16 with AVX-512, 8 with AVX2) and HardSwish as
+    With graph optimizations onnxruntime 1.30 runs the Conv with its NCHWc kernel when C
+    is a multiple of 4 (padded to its channel block, 16 with AVX-512, 8 with AVX2), else
+    with its Conv kernel (MLAS' one-row SGEMM), and HardSwish as
     x * clip(x * (1/6) + 1/2, 0, 1); onnxq's integer targets must give the same bits. No
     numpy expectation: compared with onnxruntime (tests/qlinear_ort.sh)."""
     c = Case(name)
@@ -533,10 +534,12 @@ def gen_float_sigmoid(outdir, name, form):
 
 
 def gen_bin(outdir, name, mode):
-    """DQ(a), DQ(b) -> Add | Mul -> Q (onnxq runs it in one pass: same numbers as the
+    """DQ(a), b -> Add | Mul -> Q (onnxq runs it in one pass: same numbers as the
     nodes): a = Q/DQ(x); b = another Q/DQ of x ('add_same'), a Q/DQ of GlobalAveragePool(x)
     broadcast per channel ('mul_chan'), or the float Sigmoid(GlobalAveragePool(x))
-    ('mul_float', a squeeze-excitation gate)."""
+    ('mul_float', a squeeze-excitation gate). Only 'mul_float' is a same-number group
+    under an integer target: with two DequantizeLinear operands onnxruntime runs
+    QLinearAdd / QLinearMul, whose arithmetic onnxq emulates (gen_qbin)."""
     c = Case(name)
     shape = (1, 5, 7, 9)
     x = (rng.standard_normal(shape) * 2).astype(F32)
@@ -566,6 +569,81 @@ def gen_bin(outdir, name, mode):
         v = (a * g).astype(F32)
     c.out('cv', TensorProto.UINT8, ys, yzp)
     y = ((np.clip(np.rint(v / ys) + yzp, 0, 255) - yzp) * ys).astype(F32)
+    c.save(outdir, list(shape), list(shape), x, y, y)
+    return name
+
+
+def fma32(x, y, z):
+    """float32 fused multiply-add (exact in float64 for float32 operands of these sizes)"""
+    return (np.asarray(x, np.float64) * np.float64(y) + np.asarray(z, np.float64)).astype(F32)
+
+
+def mlas_qlinear_bin(op, a, za, sa, b, zb, sb, zc, sc, lo, hi):
+    """onnxruntime's QLinearAdd / QLinearMul on x86 with AVX2 on raw values a (MLAS' A),
+    b (its B: the broadcast operand of a span) of the run type, float32 steps:
+    Add (qladd_avx2.cpp, contracted by the compiler): fixed = zc - fma(ra, za, rb * zb),
+    y = fma(a, ra, fma(b, rb, fixed)) with ra = sa / sc, rb = sb / sc;
+    Mul (qlmul.cpp, SSE2): (a - za) * (b - zb) * (sa * sb / sc) + zc; rounded half to
+    even, saturated."""
+    f = F32
+    if op == 'Add':
+        ra, rb = f(f(sa) / f(sc)), f(f(sb) / f(sc))
+        fixed = f(f(zc) - fma32(ra, f(za), f(rb * f(zb))))
+        t = fma32(a.astype(F32), ra, fma32(b.astype(F32), rb, fixed))
+    else:
+        ratio = f(f(f(sa) * f(sb)) / f(sc))
+        p = ((a.astype(np.int64) - za) * (b.astype(np.int64) - zb)).astype(F32)
+        t = ((p * ratio).astype(F32) + f(zc)).astype(F32)
+    return np.clip(np.rint(t), lo, hi).astype(np.int64)
+
+
+def gen_qbin(outdir, name, op, xdt, form):
+    """DQ(a), DQ(b) -> Add | Mul -> Q: onnxruntime's QLinearAdd / QLinearMul, whose MLAS
+    arithmetic onnxq's integer targets emulate (mlas_qlinear_bin). a = Q/DQ(x) [1,5,7,9];
+    form 'same': b = another Q/DQ of x; 'bcast_b': b = Q/DQ(GlobalAveragePool(x)), one
+    value per channel (b first in MLAS' sum); 'bcast_a': the same as the first operand;
+    'const': b a constant DequantizeLinear [1,5,1,1] (onnxruntime does not fold it).
+    int8: every pair is converted to uint8 by onnxruntime (values and zero points + 128)."""
+    c = Case(name)
+    shape = (1, 5, 7, 9)
+    rng_l = np.random.default_rng(sum(map(ord, name)))
+    x = (rng_l.standard_normal(shape) * 2).astype(F32)
+    s8 = xdt == TensorProto.INT8
+    lo, hi = qrange(xdt)
+    xs, xzp = F32(0.04), (-8 if s8 else 120)
+    bs, bzp = F32(0.025), (-28 if s8 else 100)
+    ys, yzp = (F32(0.03), -18 if s8 else 110) if op == 'Add' else (F32(0.05), 3 if s8 else 131)
+    c.qdq_in(xdt, xs, xzp)
+    c.init('bs', np.array(bs, F32))
+    c.init('bz', np.array(bzp, npdt(xdt)))
+
+    def q(v, s_, z):
+        return np.clip(np.rint(v / s_) + z, lo, hi).astype(np.int64)
+    xq = q(x, xs, xzp)
+    if form == 'same':
+        c.nodes += [helper.make_node('QuantizeLinear', ['x', 'bs', 'bz'], ['bq']),
+                    helper.make_node('DequantizeLinear', ['bq', 'bs', 'bz'], ['bd'])]
+        bq = q(x, bs, bzp)
+    elif form == 'const':
+        bq = rng_l.integers(lo, hi + 1, (1, 5, 1, 1))
+        c.init('bq', bq.astype(npdt(xdt)))
+        c.nodes.append(helper.make_node('DequantizeLinear', ['bq', 'bs', 'bz'], ['bd']))
+    else:
+        c.nodes += [helper.make_node('GlobalAveragePool', ['x'], ['gp']),
+                    helper.make_node('QuantizeLinear', ['gp', 'bs', 'bz'], ['bq']),
+                    helper.make_node('DequantizeLinear', ['bq', 'bs', 'bz'], ['bd'])]
+        gp = x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(F32)
+        bq = q(gp, bs, bzp)
+    ins = ['bd', 'xd'] if form == 'bcast_a' else ['xd', 'bd']
+    c.nodes.append(helper.make_node(op, ins, ['cv']))
+    c.out('cv', xdt, ys, yzp)
+    sh = 128 if s8 else 0   # int8 pairs run as uint8
+    a_raw, b_raw = np.broadcast_arrays(xq + sh, bq + sh)
+    # the broadcast operand is MLAS' "B" (for 'bcast_a' onnxruntime swaps the operands);
+    # with two full operands B is the second (b)
+    r = mlas_qlinear_bin(op, a_raw, xzp + sh, xs, b_raw, bzp + sh, bs, yzp + sh, ys,
+                         0 if s8 else lo, 255 if s8 else hi)
+    y = ((r - sh - yzp).astype(F32) * ys).astype(F32)
     c.save(outdir, list(shape), list(shape), x, y, y)
     return name
 
@@ -700,11 +778,16 @@ def main():
     cases.append(gen_float_out(outdir, 'float_matmul_add', 'matmul_add', (3, 48), 8))
     cases.append(gen_float_out(outdir, 'float_matmul3d_add', 'matmul_add', (2, 4, 24), 5))
     cases.append(gen_float_out(outdir, 'float_matmul_u8u8', 'matmul', (3, 30), 7, wdt=np.uint8))
+    # onnxruntime's QLinearAdd / QLinearMul (MLAS' SSE2 arithmetic, not the nodes')
+    for op in ('Add', 'Mul'):
+        for form in ('same', 'bcast_b', 'bcast_a', 'const'):
+            cases.append(gen_qbin(outdir, f'qlinear_{op.lower()}_{form}', op, TensorProto.UINT8, form))
+        cases.append(gen_qbin(outdir, f'qlinear_{op.lower()}_bcast_b_s8', op, TensorProto.INT8, 'bcast_b'))
+        cases.append(gen_qbin(outdir, f'qlinear_{op.lower()}_same_s8', op, TensorProto.INT8, 'same'))
     with open(os.path.join(outdir, 'cases.txt'), 'w') as f:
         f.write('\n'.join(cases) + '\n')
     luts = [gen_lut_chain(outdir, 'lut_chain_u8', TensorProto.UINT8),
             gen_lut_chain(outdir, 'lut_chain_s8', TensorProto.INT8),
-            gen_bin(outdir, 'bin_add_same', 'add_same'), gen_bin(outdir, 'bin_mul_chan', 'mul_chan'),
             gen_bin(outdir, 'bin_mul_float', 'mul_float'),
             gen_se_block(outdir, 'se_mul_u8', TensorProto.UINT8, 'mul'),
             gen_se_block(outdir, 'se_add_s8', TensorProto.INT8, 'add'),
@@ -712,15 +795,26 @@ def main():
     with open(os.path.join(outdir, 'lut_cases.txt'), 'w') as f:
         f.write('\n'.join(luts) + '\n')
     # float depthwise convolutions and Sigmoid under an integer target (onnxruntime's NCHWc
-    # arithmetic and MLAS logistic);
-    # dw24: a multiple of 8 but not of 16, NCHWc only on an AVX2 CPU (compared under
-    # qemu Haswell only)
+    # arithmetic, its Conv kernel's one-row SGEMM, MLAS logistic);
+    # dw24: a multiple of 8 (and of 4), compared under qemu Haswell too
     fdw = [gen_float_dw(outdir, 'fdw3x3_hswish', 32, 13, 45, 3, (1, 1), (1, 1, 1, 1), 'hardswish'),
            gen_float_dw(outdir, 'fdw5x5_s21', 16, 12, 37, 5, (2, 1), (2, 2, 2, 2), 'hardswish'),
            gen_float_dw(outdir, 'fdw3x3_s12', 16, 7, 70, 3, (1, 2), (1, 1, 1, 1)),
            gen_float_dw(outdir, 'fdw3x3_s2_asym', 16, 9, 20, 3, (2, 2), (0, 1, 1, 0)),
            gen_float_dw(outdir, 'fdw3x3_dil2', 16, 10, 33, 3, (1, 1), (2, 2, 2, 2), dil=2),
            gen_float_dw(outdir, 'fdw5x5_wide', 16, 6, 131, 5, (1, 1), (2, 2, 2, 2), 'hardswish'),
+           # C a multiple of 4 but not of the block: NCHWc all the same (channels padded)
+           gen_float_dw(outdir, 'fdw12', 12, 9, 29, 3, (1, 1), (1, 1, 1, 1), 'hardswish'),
+           gen_float_dw(outdir, 'fdw88_5x5', 88, 6, 40, 5, (1, 1), (2, 2, 2, 2), 'hardswish'),
+           # other C: onnxruntime's Conv kernel, MLAS' one-row SGEMM (groups of 4 products,
+           # reduction slices past 128 taps; B transposed for a kernel as wide as the input)
+           gen_float_dw(outdir, 'fdw6', 6, 12, 40, 5, (1, 1), (2, 2, 2, 2), 'hardswish'),
+           gen_float_dw(outdir, 'fdw5_s2', 5, 9, 29, 3, (2, 2), (1, 1, 1, 1)),
+           gen_float_dw(outdir, 'fdw7_dil2', 7, 10, 33, 3, (1, 1), (2, 2, 2, 2), dil=2),
+           gen_float_dw(outdir, 'fdw10_asym', 10, 9, 29, 3, (2, 1), (0, 1, 1, 0)),
+           gen_float_dw(outdir, 'fdw3_13x13', 3, 30, 30, 13, (1, 1), (6, 6, 6, 6)),
+           gen_float_dw(outdir, 'fdw6_full_width', 6, 9, 3, 3, (1, 1), (0, 0, 0, 0)),
+           gen_float_dw(outdir, 'fdw5_full_width', 5, 14, 5, 5, (1, 1), (0, 0, 0, 0), 'hardswish'),
            gen_float_sigmoid(outdir, 'fsig', 'sigmoid'), gen_float_sigmoid(outdir, 'fswish', 'swish'),
            gen_float_sigmoid(outdir, 'fsig_lut', 'lut')]
     with open(os.path.join(outdir, 'fdw_cases.txt'), 'w') as f:

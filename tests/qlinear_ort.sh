@@ -9,10 +9,13 @@
 #     run under `qemu-x86_64 -cpu Haswell` (an AVX2 CPU without VNNI), bit for bit;
 #  3. native onnxruntime equals ort-x86-vnni when this CPU has VNNI (avx512_vnni or
 #     avx_vnni in /proc/cpuinfo), avx2 otherwise; on float depthwise convolutions between
-#     a DequantizeLinear and a float output (+ HardSwish), and on Sigmoid (float output,
+#     a DequantizeLinear and a float output (+ HardSwish; channel counts that onnxruntime
+#     runs as NCHWc and others that go to its Conv kernel), and on Sigmoid (float output,
 #     x * Sigmoid(x), a DQ -> Sigmoid -> Q table) every integer target equals onnxruntime
-#     natively and under qemu Haswell, bit for bit (its NCHWc arithmetic, MLAS logistic);
-#  4. a DQ -> elementwise chain -> Q run as a table, DQ(a), DQ(b) -> Add | Mul -> Q in
+#     natively and under qemu Haswell, bit for bit (its NCHWc arithmetic, its one-row
+#     SGEMM, MLAS logistic); DQ(a), DQ(b) -> Add | Mul -> Q (QLinearAdd / QLinearMul:
+#     same shapes, either operand broadcast, a constant operand, int8) is in step 1-3;
+#  4. a DQ -> elementwise chain -> Q run as a table, DQ(a), float b -> Mul -> Q in
 #     one pass, and the float islands of a squeeze-excitation block (a DQ -> chain -> float
 #     table, float a, float b -> Mul | Add -> Q in one pass) equal the nodes run one by one.
 # usage: bash qlinear_ort.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
@@ -85,7 +88,7 @@ print(('ok  ' if ok else 'FAIL') + f' hand-computed: avx2 {a} (want [32768.0]), 
 sys.exit(0 if ok else 1)
 PY
 # onnxruntime
-# DQ -> elementwise chain -> Q (or -> a float value) as a table, and DQ(a), DQ(b), a float b
+# DQ -> elementwise chain -> Q (or -> a float value) as a table, and DQ(a) with a float b
 # or two floats -> Add | Mul -> Q in one pass (docs/run.md): the same bytes as the nodes run
 # one by one (ONNXQ_NO_LUT=1)
 # and as the reference target; within one step of a numpy float32 evaluation (float

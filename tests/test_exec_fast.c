@@ -713,14 +713,14 @@ Test(exec_fast, depthwise_conv_matches_a_direct_loop)
 }
 
 /* Under an integer target a depthwise Conv that onnxruntime runs with its NCHWc kernel
- * (C a multiple of the CPU's block) computes as that kernel does: acc = +0, then
+ * (C a multiple of 4, a constant weight) computes as that kernel does: acc = +0, then
  * acc = fma(w, x, acc) for the taps inside the input in (kh, kw) order, then acc + bias
  * (docs/run.md). The AVX-512 / AVX2 rows read a zero-padded plane, the portable code
  * skips the padding: both must give the bits of the formula (fmaf) below, at 1 and 2
  * threads. tests/qlinear_ort.sh compares the same arithmetic with onnxruntime. */
-static void dw_ort_case(int K, int sh, int sw, int dil, int64_t H, int64_t W, const int64_t *pads)
+static void dw_ort_case_c(int64_t C, int K, int sh, int sw, int dil, int64_t H, int64_t W,
+                          const int64_t *pads)
 {
-    const int64_t C = 16;
     oq_model *m = oq_model_new();
     oq_model_set_opset(m, "", 13);
     int64_t xd[4] = {1, C, H, W}, wd[4] = {C, 1, K, K}, bd[1] = {C};
@@ -773,6 +773,12 @@ static void dw_ort_case(int K, int sh, int sw, int dil, int64_t H, int64_t W, co
     oq_model_free(m);
 }
 
+static void dw_ort_case(int K, int sh, int sw, int dil, int64_t H, int64_t W, const int64_t *pads)
+{
+    dw_ort_case_c(16, K, sh, sw, dil, H, W, pads);
+    dw_ort_case_c(12, K, sh, sw, dil, H, W, pads); /* padded to a block by onnxruntime */
+}
+
 Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_bit_for_bit)
 {
     if (oq_k_ort_nchwc_block() == 0)
@@ -790,10 +796,11 @@ Test(exec_fast, depthwise_conv_onnxruntime_nchwc_arithmetic_bit_for_bit)
     }
 }
 
-/* Only the depthwise Convs onnxruntime runs as NCHWc take its arithmetic: 12 channels
- * (a multiple of neither block), a weight that is a graph input, or a 1-channel-group
- * grouped Conv with 2 outputs per group keep the reference sums under an integer target;
- * 16 channels do not. */
+/* Which depthwise arithmetic a float Conv gets under an integer target (docs/run.md):
+ * onnxruntime 1.30 runs a depthwise Conv with a constant weight and C a multiple of 4 as
+ * NCHWc (12 channels too, padded to its block), any other depthwise Conv with its Conv
+ * kernel's one-row SGEMM (a weight that is a graph input, 6 channels); a grouped Conv
+ * with 2 outputs per group keeps the reference sums. */
 static oq_rt_tensor dw_run(int64_t C, int64_t M, bool w_input, oq_arith arith, const float *w,
                            float *xv)
 {
@@ -820,13 +827,168 @@ static oq_rt_tensor dw_run(int64_t C, int64_t M, bool w_input, oq_arith arith, c
     return out;
 }
 
-Test(exec_fast, depthwise_conv_onnxruntime_arithmetic_only_where_onnxruntime_uses_nchwc)
+/* onnxruntime's one-row SGEMM (MlasSgemmKernelM1Avx) on the K products p[] of one output
+ * (zeros in the padding), reduction slices of sk: t = ((p0 + p1) + p2) + p3, c = t + c
+ * (t + 0 first), then two and one left over; the formula conv.c must give */
+static float m1_sum(const float *p, int64_t K, int64_t sk)
 {
-    if (oq_k_ort_nchwc_block() == 0)
+    float c = 0.0f;
+    for (int64_t s = 0; s < K; s += sk) {
+        int64_t n = K - s < sk ? K - s : sk, k = s;
+        bool first = s == 0;
+        for (; n >= 4; n -= 4, k += 4) {
+            float t = p[k] + p[k + 1];
+            t = t + p[k + 2];
+            t = t + p[k + 3];
+            c = t + (first ? 0.0f : c);
+            first = false;
+        }
+        if (n & 2) {
+            c = (p[k] + p[k + 1]) + (first ? 0.0f : c);
+            first = false;
+            k += 2;
+        }
+        if (n & 1)
+            c = p[k] + (first ? 0.0f : c);
+    }
+    return c;
+}
+
+/* the same written as the column sums of MlasSgemmKernelM1TransposeBAvx (a kernel as wide
+ * as the input, no padding): eight lanes, reduced by output column position */
+static float m1t_sum(const float *p, int64_t K, int64_t n, int64_t N)
+{
+    float a[8] = {0};
+    for (int64_t k = 0; k < K; k++)
+        a[k % 8] += p[k];
+    if (n < N / 4 * 4)
+        return (((a[0] + a[1]) + a[2]) + a[3]) + (((a[4] + a[5]) + a[6]) + a[7]);
+    if ((N & 2) && n < N / 4 * 4 + 2)
+        return ((a[2] + a[0]) + (a[6] + a[4])) + ((a[3] + a[1]) + (a[7] + a[5]));
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* a C-channel depthwise Conv (C not a multiple of 4: not NCHWc) under an integer target
+ * against m1_sum / m1t_sum at 1 and 2 threads; with bias: y = c + b, else c */
+static void dw_m1_case(int64_t C, int KH, int KW, int sh, int sw, int dil, int64_t H, int64_t W,
+                       const int64_t *pads, bool bias)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[4] = {1, C, H, W}, wd[4] = {C, 1, KH, KW}, bd[1] = {C};
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+    float *w = frand_array(C * KH * KW), *b = frand_array(C), *xv = frand_array(C * H * W);
+    oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
+                                            (size_t)(C * KH * KW) * 4);
+    oq_value *bv = bias ? oq_graph_add_initializer(m->graph, "b", OQ_DTYPE_FLOAT, bd, 1, b,
+                                                   (size_t)C * 4)
+                        : NULL;
+    oq_value *y = tu_node(m, "Conv", "conv", x, wv, bv, "y");
+    int64_t st[2] = {sh, sw}, dl[2] = {dil, dil};
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "strides", st, 2);
+    oq_node_set_attr_ints(tu_find_node(m, "conv"), "dilations", dl, 2);
+    oq_node_set_attr_int(tu_find_node(m, "conv"), "group", C);
+    oq_graph_add_output(m->graph, y, NULL);
+    int64_t OH = (H + pads[0] + pads[2] - dil * (KH - 1) - 1) / sh + 1;
+    int64_t OW = (W + pads[1] + pads[3] - dil * (KW - 1) - 1) / sw + 1;
+    int64_t K = KH * KW, N = OH * OW;
+    /* MlasConvOperation's reduction slice */
+    int64_t sn = 128, sk = 128;
+    if (N >= K)
+        while (sk / 2 >= K)
+            sn *= 2, sk /= 2;
+    else
+        while (sn > 16 && sn / 2 >= N)
+            sk *= 2, sn /= 2;
+    bool transposed = sh == 1 && sw == 1 && dil == 1 && !pads[0] && !pads[1] && !pads[2] &&
+                      !pads[3] && K > 1 && KW == W;
+    float *p = malloc((size_t)K * sizeof(float));
+    for (int threads = 1; threads <= 2; threads++) {
+        oq_plan_options o = oq_plan_options_default();
+        o.threads = threads;
+        o.arith = OQ_ARITH_EXACT;
+        oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 4, xv, NULL);
+        cr_assert_eq(out.dims[2], OH);
+        cr_assert_eq(out.dims[3], OW);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    for (int kh = 0; kh < KH; kh++)
+                        for (int kw = 0; kw < KW; kw++) {
+                            int64_t ih = oh * sh - pads[0] + kh * dil;
+                            int64_t iw = ow * sw - pads[1] + kw * dil;
+                            float xx = ih >= 0 && ih < H && iw >= 0 && iw < W
+                                           ? xv[(c * H + ih) * W + iw] : 0.0f;
+                            p[kh * KW + kw] = w[(c * KH + kh) * KW + kw] * xx;
+                        }
+                    float acc = transposed ? m1t_sum(p, K, oh * OW + ow, N) + 0.0f
+                                           : m1_sum(p, K, sk);
+                    float want = bias ? acc + b[c] : acc;
+                    float got = ((float *)out.data)[(c * OH + oh) * OW + ow];
+                    cr_assert(memcmp(&got, &want, sizeof got) == 0,
+                              "C%lld K%dx%d s%d,%d d%d W%lld bias %d %d threads: y[%lld,%lld,%lld] "
+                              "%a want %a", (long long)C, KH, KW, sh, sw, dil, (long long)W, bias,
+                              threads, (long long)c, (long long)oh, (long long)ow, (double)got,
+                              (double)want);
+                }
+        oq_rt_tensor_release(&out);
+    }
+    free(p);
+    free(w);
+    free(b);
+    free(xv);
+    oq_model_free(m);
+}
+
+static void dw_m1_cases(void)
+{
+    const int64_t p0[4] = {0, 0, 0, 0}, p1[4] = {1, 1, 1, 1}, p2[4] = {2, 2, 2, 2};
+    const int64_t pa[4] = {0, 1, 2, 0}, p6[4] = {6, 6, 6, 6};
+    const int64_t widths[3] = {45, 7, 70};
+    for (int wi = 0; wi < 3; wi++) {
+        dw_m1_case(6, 3, 3, 1, 1, 1, 11, widths[wi], p1, true);
+        dw_m1_case(5, 5, 5, 1, 1, 1, 9, widths[wi], p2, true);
+        dw_m1_case(7, 3, 3, 2, 2, 1, 11, widths[wi], pa, false);
+        dw_m1_case(3, 5, 5, 2, 1, 1, 12, widths[wi], p2, true);
+        dw_m1_case(10, 3, 3, 1, 2, 1, 7, widths[wi], p1, true);
+        dw_m1_case(6, 3, 3, 1, 1, 2, 10, widths[wi], p2, true);
+        dw_m1_case(6, 3, 3, 1, 3, 1, 8, widths[wi], p1, false); /* stride 3: portable code */
+        dw_m1_case(2, 3, 2, 1, 1, 1, 5, widths[wi], p1, true);  /* K = 6: a pair left over */
+    }
+    dw_m1_case(5, 13, 13, 1, 1, 1, 30, 30, p6, true); /* K = 169: two reduction slices */
+    dw_m1_case(3, 9, 9, 1, 1, 1, 9, 9, p0, true);     /* one output, K = 81 > N: slice 128+ */
+    dw_m1_case(6, 3, 3, 1, 1, 1, 9, 3, p0, true);     /* kernel as wide as the input: B^T */
+    dw_m1_case(5, 5, 5, 1, 1, 1, 14, 5, p0, false);
+    dw_m1_case(9, 2, 2, 1, 1, 1, 10, 2, p0, true);
+}
+
+Test(exec_fast, depthwise_conv_onnxruntime_m1_arithmetic_bit_for_bit)
+{
+    if (!oq_k_ort_sgemm_m1())
+        cr_skip_test("no onnxruntime one-row SGEMM kernel on this CPU (x86 with AVX needed)");
+    dw_m1_cases();
+}
+
+Test(exec_fast, depthwise_conv_onnxruntime_m1_arithmetic_portable_code)
+{
+    setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* read once per process: before any plan */
+    if (!oq_k_ort_sgemm_m1())
+        cr_skip_test("no onnxruntime one-row SGEMM kernel on this CPU (x86 with AVX needed)");
+    dw_m1_cases();
+}
+
+Test(exec_fast, depthwise_conv_onnxruntime_arithmetic_only_where_onnxruntime_uses_it)
+{
+    if (oq_k_ort_nchwc_block() == 0 || !oq_k_ort_sgemm_m1())
         cr_skip_test("no onnxruntime NCHWc kernels on this CPU (AVX2 and FMA needed)");
     float *w = frand_array(32 * 9), *xv = frand_array(16 * 9 * 21);
+    /* same: the reference sums; 12 and 16 channels: NCHWc; 6 channels and a weight that is
+     * a graph input: the one-row SGEMM; 2 outputs per group: the reference's GEMM */
     struct { int64_t C, M; bool w_input, same; } cases[] = {
-        {12, 12, false, true}, {16, 16, true, true}, {16, 32, false, true}, {16, 16, false, false}};
+        {12, 12, false, false}, {16, 16, true, false}, {16, 32, false, true},
+        {16, 16, false, false}, {6, 6, false, false}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         oq_rt_tensor a = dw_run(cases[i].C, cases[i].M, cases[i].w_input, OQ_ARITH_EXACT, w, xv);
         oq_rt_tensor r = dw_run(cases[i].C, cases[i].M, cases[i].w_input, OQ_ARITH_REFERENCE, w, xv);

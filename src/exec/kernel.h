@@ -113,6 +113,9 @@ typedef struct oq_kctx {
                                  * NCHWc kernel: per output acc = +0, acc = fma(w, x, acc)
                                  * for every tap inside the input in (kh, kw) order, then
                                  * acc + bias */
+#define OQ_K_ORT_DW_M1 4u       /* Conv: a float depthwise convolution onnxruntime runs with
+                                 * its Conv kernel (not NCHWc): MLAS' one-row SGEMM on x86
+                                 * with AVX, conv.c dw_m1_generic */
 #define OQ_K_ORT_LOGISTIC 2u    /* Sigmoid (float): onnxruntime's MLAS logistic (its FMA3 /
                                  * AVX-512 kernels): a rational function of x clamped to
                                  * [-18, 18], oq_k_ort_logistic */
@@ -262,6 +265,9 @@ bool oq_k_cpu_avx2(void);
  * MlasNchwcGetBlockSize): 16 with AVX-512F, 8 with AVX2 and FMA, 0 elsewhere (no NCHWc
  * graph). ONNXQ_HOST_CPU=avx2 gives 8, as for onnxruntime on an emulated Haswell. */
 int oq_k_ort_nchwc_block(void);
+/* onnxruntime's x86 MLAS runs one-row SGEMMs with MlasSgemmKernelM1Avx (CPUs with AVX;
+ * OQ_K_ORT_DW_M1) */
+bool oq_k_ort_sgemm_m1(void);
 
 /* QuantizeLinear / DequantizeLinear row functions (src/exec/kernels/quant_ops.c): the
  * instruction set is chosen once per process ("avx512", "avx2" or "generic";

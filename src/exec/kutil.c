@@ -251,6 +251,16 @@ int oq_k_ort_nchwc_block(void)
 #endif
 }
 
+bool oq_k_ort_sgemm_m1(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx");
+#else
+    return false;
+#endif
+}
+
 int oq_k_threads(const oq_kctx *k)
 {
     return oq_pool_threads(k->pool);

@@ -300,8 +300,10 @@ done:
  * With graph optimizations on, onnxruntime's NchwcTransformer (nchwc_transformer.cc
  * TransformConv) runs a Conv whose weight is a 4-D float initializer and whose bias is
  * absent or a float initializer of one value per output channel with its NCHWc kernels;
- * for a depthwise Conv (weight [C, 1, kh, kw], group C > 1) it needs C to be a multiple
- * of the CPU's block (oq_k_ort_nchwc_block). (A weight from a Constant node, which
+ * for a depthwise Conv (weight [C, 1, kh, kw], group C > 1) onnxruntime 1.30 needs C to
+ * be a multiple of 4, whatever the CPU's block (oq_k_ort_nchwc_block, which must exist): it
+ * pads the channels up to whole blocks (measured with AVX-512 and under qemu Haswell: 4,
+ * 12, 20, 24, 88 channels run NCHWc, 2, 5, 6, 30 do not). (A weight from a Constant node, which
  * onnxruntime also folds into an initializer, is not recognised: onnxq's quantized models
  * keep weights as initializers.) Sigmoid is MLAS' logistic approximation.
  * Only these are emulated; every other float op keeps onnxq's own rounding
@@ -321,7 +323,7 @@ static bool ort_dw_nchwc(const oq_node *n, int block)
         return false;
     const oq_tensor *w = float_initializer(n->inputs[1], 4);
     int64_t group = oq_node_attr_int(n, "group", 1);
-    if (!w || group <= 1 || w->dims[1] != 1 || w->dims[0] != group || w->dims[0] % block)
+    if (!w || group <= 1 || w->dims[1] != 1 || w->dims[0] != group || w->dims[0] % 4)
         return false;
     if (n->n_inputs > 2 && n->inputs[2]) {
         const oq_tensor *b = float_initializer(n->inputs[2], 1);
@@ -338,6 +340,11 @@ uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n)
     int block = oq_k_ort_nchwc_block();
     if (ort_dw_nchwc(n, block))
         return OQ_K_ORT_DW_NCHWC;
+    /* any other grouped float Conv runs onnxruntime's Conv kernel; conv.c emulates its
+       depthwise sums (MLAS' one-row SGEMM, x86 with AVX) */
+    if (oq_k_ort_sgemm_m1() && strcmp(n->op_type, "Conv") == 0 && oq_domain_is_default(n->domain) &&
+        oq_node_attr_int(n, "group", 1) > 1)
+        return OQ_K_ORT_DW_M1;
     /* Sigmoid runs MlasComputeLogistic, with and without graph optimizations (also inside
        the QuickGelu onnxruntime fuses from x * Sigmoid(x)); its FMA kernels wherever the
        NCHWc ones exist (AVX2 and FMA) */

@@ -595,6 +595,56 @@ static bool match_bin(oq_graph *g, oq_node *q, oq_qgroup *grp)
     return true;
 }
 
+/* q <- Add | Mul of two per-tensor 8-bit DequantizeLinear outputs that onnxruntime fuses
+ * into QLinearAdd / QLinearMul (BinarySelector, qdq_selectors.cc: every input from a DQ,
+ * the op's output read by the Q alone and no graph output, the input and output types
+ * equal; after QDQS8ToU8Transformer, so an int8 pair that it converts counts as uint8).
+ * Either operand may be a constant (onnxruntime does not fold DequantizeLinear). */
+static bool match_ort_bin(oq_graph *g, oq_node *q, oq_qgroup *grp)
+{
+    memset(grp, 0, sizeof *grp);
+    oq_node *p = add_mul_into_q(g, q);
+    if (!p || oq_node_opset(p) < 7 || oq_value_is_graph_output(p->outputs[0]))
+        return false;
+    oq_node *dq[2];
+    int32_t eff[3];
+    bool shift[3];
+    for (int i = 0; i < 2; i++) {
+        float s;
+        int32_t z, d;
+        dq[i] = producer_dq(p->inputs[i], g);
+        if (!dq[i] || dq[i]->n_inputs != 3 || !dq[i]->inputs[0] || !scalar_qparams(dq[i], &s, &z, &d) ||
+            oq_value_is_graph_output(dq[i]->outputs[0]))
+            return false;
+        shift[i] = d == OQ_DTYPE_INT8 && s8_pair_converted(producer(dq[i]->inputs[0], g), dq[i]);
+        eff[i] = shift[i] ? OQ_DTYPE_UINT8 : d;
+    }
+    if (dq[0] == dq[1])
+        return false;
+    float s;
+    int32_t z, d;
+    if (!scalar_qparams(q, &s, &z, &d))
+        return false;
+    const oq_value *qv = q->outputs[0];
+    shift[2] = d == OQ_DTYPE_INT8 && qv && !oq_value_is_graph_output(qv) &&
+               s8_pair_converted(q, only_consumer(qv));
+    eff[2] = shift[2] ? OQ_DTYPE_UINT8 : d;
+    if (eff[0] != eff[1] || eff[0] != eff[2] ||
+        (eff[0] != OQ_DTYPE_UINT8 && eff[0] != OQ_DTYPE_INT8))
+        return false;
+    grp->kind = OQ_QG_BIN;
+    grp->anchor = p;
+    grp->dq_x = dq[0];
+    grp->dq_w = dq[1];
+    grp->dyn_b = true; /* two run-time inputs */
+    grp->q = q;
+    grp->out = q;
+    grp->ort_bin = true;
+    for (int i = 0; i < 3; i++)
+        grp->bin_shift[i] = shift[i];
+    return true;
+}
+
 static bool skipped(const oq_qgroups *gs, const oq_node *n)
 {
     return n->id < gs->n_ids && (gs->role[n->id] == 1 || gs->role[n->id] == 3);
@@ -666,6 +716,19 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         gs->role[tmp.out->id] = tmp.q ? 2 : 3;
         if (tmp.post)
             gs->role[tmp.post->id] = 1;
+    }
+    /* onnxruntime's QLinearAdd / QLinearMul: its arithmetic, not the nodes' (so not a
+     * same-number fusion: found with ONNXQ_NO_LUT=1 too) */
+    for (oq_node *n = g->first; n; n = n->next) {
+        oq_qgroup tmp;
+        if (!match_ort_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] ||
+            gs->by_out[n->id] || tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
+            continue;
+        tmp.arith = arith;
+        if (!push_group(gs, &cap, &tmp, g))
+            goto nomem;
+        gs->role[n->id] = 2;
+        gs->role[tmp.anchor->id] = 1;
     }
     /* DQ -> elementwise chain -> Q tables, on what the groups above left, then DQ(a),
      * DQ(b) -> Add | Mul -> Q in one pass (ONNXQ_NO_LUT=1: neither; tests compare) */

@@ -18,9 +18,10 @@
  * intermediates (a HardSwish between two quantized convolutions), depends on each 8-bit
  * value of x alone; it runs as a 256-entry table computed at plan time by the very
  * kernels the nodes would run (OQ_QG_LUT; the float ops run per element either way).
- * Likewise DQ(a), DQ(b) ─▶ Add | Mul ─▶ Q (per tensor, 8-bit; onnxruntime's QLinearAdd /
- * QLinearMul, whose own rounding is not emulated) runs the same DQ rows, float op and Q
- * rows as the three nodes, on pieces that stay in cache (OQ_QG_BIN).
+ * Likewise DQ(a), float b ─▶ Add | Mul ─▶ Q (per tensor, 8-bit) runs the same DQ rows,
+ * float op and Q rows as the three nodes, on pieces that stay in cache (OQ_QG_BIN).
+ * DQ(a), DQ(b) ─▶ Add | Mul ─▶ Q is onnxruntime's QLinearAdd / QLinearMul: under an
+ * integer target it computes MLAS' arithmetic (OQ_QG_BIN with ort_bin), not the nodes'.
  *
  * Two more of these same-number groups have their own step op and kernel
  * (src/exec/kernels/quant_ops.c), for the float islands of a squeeze-excitation block
@@ -97,6 +98,12 @@ typedef struct oq_qgroup {
     const oq_model *model;
     /* OQ_QG_BIN with one float operand (a squeeze-excitation gate): that value, else NULL */
     oq_value *bin_float;
+    /* OQ_QG_BIN that onnxruntime fuses into QLinearAdd / QLinearMul (two DequantizeLinear
+     * operands, the three types equal once its QDQS8ToU8Transformer has run): its MLAS
+     * arithmetic, not the nodes' (qlinear.c bin_ort_row); found whatever ONNXQ_NO_LUT
+     * says. bin_shift: that operand's (a, b) or the output's int8 pair runs as uint8 */
+    bool ort_bin;
+    bool bin_shift[3];
 } oq_qgroup;
 
 typedef struct oq_qgroups oq_qgroups;

@@ -338,9 +338,132 @@ typedef struct dw_job {
     int64_t C, in[3], k[3], out[3], st[3], dl[3], pb[3];
     const oq_k_post *post;   /* applied to each channel once computed (may be NULL) */
     bool avx512;             /* 2-D rows with AVX-512F (the same sums) */
-    bool ort;                /* onnxruntime's NCHWc arithmetic (kernel.h OQ_K_ORT_DW_NCHWC;
-                                set only on CPUs with AVX2 and FMA, oq_k_ort_nchwc_block) */
+    int ort;                 /* DW_REF (onnxq's sums), DW_NCHWC (onnxruntime's NCHWc
+                                kernel, kernel.h OQ_K_ORT_DW_NCHWC: set only on CPUs with
+                                AVX2 and FMA, oq_k_ort_nchwc_block) or DW_M1 (its Conv
+                                kernel's SGEMM with one row, OQ_K_ORT_DW_M1) */
+    bool has_bias;           /* DW_M1: no bias, no final add (bias is 0 then) */
+    int64_t stride_k;        /* DW_M1: MLAS' slice of the reduction (dw_m1_stride_k) */
 } dw_job;
+
+enum { DW_REF = 0, DW_NCHWC = 1, DW_M1 = 2, DW_M1T = 3 };
+
+/* onnxruntime's float Conv kernel (Conv<float>, MLAS convolve.cpp) for a depthwise
+ * convolution it does not rewrite to NCHWc: per channel, im2col rows in (kd, kh, kw) order
+ * with zeros in the padding, then MlasSgemmOperation with M = 1, which x86 MLAS runs with
+ * MlasSgemmKernelM1Avx (SgemmKernelM1Avx.S, on every CPU with AVX), then
+ * MlasActivation's bias add. MlasConvOperation hands the GEMM the reduction in slices of
+ * StrideK; the kernel takes each slice four products at a time, t = ((p0 + p1) + p2) + p3
+ * (each product rounded, no fused multiply-add), c = t + c (c = t + 0 in the first group
+ * of the first slice), then two and one left over the same way; y = c + bias when there
+ * is a bias. */
+static int64_t dw_m1_stride_k(int64_t osz, int64_t K)
+{
+    int64_t sn = 128, sk = 128; /* MLAS_SGEMM_STRIDEN, MLAS_SGEMM_STRIDEK */
+    if (osz >= K) {
+        while (sk / 2 >= K) {
+            sn *= 2;
+            sk /= 2;
+        }
+    } else {
+        while (sn > 16 && sn / 2 >= osz) {
+            sk *= 2;
+            sn /= 2;
+        }
+    }
+    return sk;
+}
+
+/* MlasConvPrepare's one depthwise case that does not reach MlasSgemmKernelM1Avx: a 1-D or
+ * 2-D convolution with unit strides and dilations, no padding, more than one tap and a
+ * kernel as wide as the input runs the GEMM on the input in place with B transposed
+ * (MlasSgemmKernelM1TransposeBAvx, DW_M1T: dw_m1t_generic) */
+static bool dw_m1_transposed(const conv_geo *g)
+{
+    if (g->ns < 1 || g->ns > 2)
+        return false;
+    int64_t taps = 1;
+    for (size_t i = 0; i < g->ns; i++) {
+        if (g->stride[i] != 1 || g->dil[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0)
+            return false;
+        taps *= g->k[i];
+    }
+    return taps > 1 && g->k[g->ns - 1] == g->in[g->ns - 1];
+}
+
+/* tap k (in (kd, kh, kw) order) of output (od, oh, ow) times its weight: w * 0 in the
+ * padding, as im2col's zero gives */
+static inline float dw_m1_tap(const dw_job *j, const float *x, const float *w, int64_t od,
+                              int64_t oh, int64_t ow, int64_t k)
+{
+    int64_t kw = k % j->k[2], kh = k / j->k[2] % j->k[1], kd = k / (j->k[2] * j->k[1]);
+    int64_t id = od * j->st[0] - j->pb[0] + kd * j->dl[0];
+    int64_t ih = oh * j->st[1] - j->pb[1] + kh * j->dl[1];
+    int64_t iw = ow * j->st[2] - j->pb[2] + kw * j->dl[2];
+    float xv = id < 0 || id >= j->in[0] || ih < 0 || ih >= j->in[1] || iw < 0 || iw >= j->in[2]
+                   ? 0.0f
+                   : x[(id * j->in[1] + ih) * j->in[2] + iw];
+    return w[k] * xv;
+}
+
+/* DW_M1T: MlasSgemmKernelM1TransposeBAvx on one channel. Output n (one column: the
+ * kernel is as wide as the input) is the dot product of the K = KH * IW weights with the
+ * K contiguous inputs from row n. Eight lanes sum the products of k = l, l + 8, ... in
+ * order from +0 (each product rounded, no fused multiply-add); the lanes are then added
+ * in a tree that depends on where n falls in the kernel's blocks of 4, 2 and 1 output
+ * columns, then bias (when there is one). */
+static void dw_m1t_generic(const dw_job *j, const float *x, const float *w, float bias,
+                           float *y)
+{
+    const int64_t K = j->k[1] * j->k[2], N = j->out[1] * j->out[2], n4 = N / 4 * 4;
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * j->in[2];
+        float a[8] = {0};
+        for (int64_t k = 0; k < K; k++)
+            a[k % 8] = a[k % 8] + w[k] * xr[k];
+        float c;
+        if (n < n4) /* 4 columns: lanes 0..3 and 4..7 by vaddps of the transposed rows */
+            c = ((a[0] + a[1]) + a[2]) + a[3] + (((a[4] + a[5]) + a[6]) + a[7]);
+        else if ((N & 2) && n < n4 + 2) /* 2 columns: unpck, add halves, movhlps */
+            c = ((a[2] + a[0]) + (a[6] + a[4])) + ((a[3] + a[1]) + (a[7] + a[5]));
+        else /* 1 column: two vhaddps, then the halves */
+            c = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        c = c + 0.0f; /* beta 0: the masked C */
+        y[n] = j->has_bias ? c + bias : c;
+    }
+}
+
+static void dw_m1_generic(const dw_job *j, const float *x, const float *w, float bias, float *y)
+{
+    const int64_t K = j->k[0] * j->k[1] * j->k[2], sk = j->stride_k;
+    for (int64_t od = 0; od < j->out[0]; od++)
+        for (int64_t oh = 0; oh < j->out[1]; oh++)
+            for (int64_t ow = 0; ow < j->out[2]; ow++) {
+                float c = 0.0f;
+                for (int64_t s = 0; s < K; s += sk) {
+                    int64_t n = K - s < sk ? K - s : sk, k = s;
+                    bool first = s == 0;
+                    for (; n >= 4; n -= 4, k += 4) {
+                        float t = dw_m1_tap(j, x, w, od, oh, ow, k) +
+                                  dw_m1_tap(j, x, w, od, oh, ow, k + 1);
+                        t = t + dw_m1_tap(j, x, w, od, oh, ow, k + 2);
+                        t = t + dw_m1_tap(j, x, w, od, oh, ow, k + 3);
+                        c = t + (first ? 0.0f : c);
+                        first = false;
+                    }
+                    if (n & 2) {
+                        c = (dw_m1_tap(j, x, w, od, oh, ow, k) +
+                             dw_m1_tap(j, x, w, od, oh, ow, k + 1)) +
+                            (first ? 0.0f : c);
+                        first = false;
+                        k += 2;
+                    }
+                    if (n & 1)
+                        c = dw_m1_tap(j, x, w, od, oh, ow, k) + (first ? 0.0f : c);
+                }
+                y[(od * j->out[1] + oh) * j->out[2] + ow] = j->has_bias ? c + bias : c;
+            }
+}
 
 /* depthwise: one input and one output channel per group; item = (n, c). Each output
  * starts at the bias and adds the taps in (kd, kh, kw) order; for every tap the valid
@@ -624,6 +747,84 @@ __attribute__((target("avx512f"))) static void dw_ort_row_512(float *yr, const f
     }
 }
 
+/* DW_M1 (dw_m1_generic) on one output row from the padded plane, 8 columns at a time,
+ * unit or stride 2; off[k] is tap k's offset in the plane from the output column's
+ * first tap (zeros in the padding, as im2col) */
+#define DW_M1_MAX_TAPS 64
+__attribute__((target("avx2"))) static void dw_m1_row_avx2(float *yr, const float *prow,
+                                                           const float *w, const int64_t *off,
+                                                           int64_t K, int64_t sk, float bias,
+                                                           bool has_bias, int64_t OW,
+                                                           int64_t sw)
+{
+#define P8(k) _mm256_mul_ps(_mm256_set1_ps(w[k]), dw_load8(xr + off[k], sw))
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+        const float *xr = prow + ow * sw;
+        __m256 c = _mm256_setzero_ps();
+        for (int64_t s = 0; s < K; s += sk) {
+            int64_t n = K - s < sk ? K - s : sk, k = s;
+            bool first = s == 0;
+            for (; n >= 4; n -= 4, k += 4) {
+                __m256 t = _mm256_add_ps(P8(k), P8(k + 1));
+                t = _mm256_add_ps(t, P8(k + 2));
+                t = _mm256_add_ps(t, P8(k + 3));
+                c = _mm256_add_ps(t, first ? _mm256_setzero_ps() : c);
+                first = false;
+            }
+            if (n & 2) {
+                c = _mm256_add_ps(_mm256_add_ps(P8(k), P8(k + 1)),
+                                  first ? _mm256_setzero_ps() : c);
+                first = false;
+                k += 2;
+            }
+            if (n & 1)
+                c = _mm256_add_ps(P8(k), first ? _mm256_setzero_ps() : c);
+        }
+        if (has_bias)
+            c = _mm256_add_ps(c, _mm256_set1_ps(bias));
+        dw_store8(yr + ow, c, OW - ow);
+    }
+#undef P8
+}
+
+/* the same with AVX-512F for unit stride, 16 columns at a time, the last ones with
+ * masked loads and store */
+__attribute__((target("avx512f"))) static void dw_m1_row_512(float *yr, const float *prow,
+                                                             const float *w, const int64_t *off,
+                                                             int64_t K, int64_t sk, float bias,
+                                                             bool has_bias, int64_t OW)
+{
+#define P16(k) _mm512_mul_ps(_mm512_set1_ps(w[k]), _mm512_maskz_loadu_ps(m, xr + off[k]))
+    for (int64_t ow = 0; ow < OW; ow += 16) {
+        __mmask16 m = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+        const float *xr = prow + ow;
+        __m512 c = _mm512_setzero_ps();
+        for (int64_t s = 0; s < K; s += sk) {
+            int64_t n = K - s < sk ? K - s : sk, k = s;
+            bool first = s == 0;
+            for (; n >= 4; n -= 4, k += 4) {
+                __m512 t = _mm512_add_ps(P16(k), P16(k + 1));
+                t = _mm512_add_ps(t, P16(k + 2));
+                t = _mm512_add_ps(t, P16(k + 3));
+                c = _mm512_add_ps(t, first ? _mm512_setzero_ps() : c);
+                first = false;
+            }
+            if (n & 2) {
+                c = _mm512_add_ps(_mm512_add_ps(P16(k), P16(k + 1)),
+                                  first ? _mm512_setzero_ps() : c);
+                first = false;
+                k += 2;
+            }
+            if (n & 1)
+                c = _mm512_add_ps(P16(k), first ? _mm512_setzero_ps() : c);
+        }
+        if (has_bias)
+            c = _mm512_add_ps(c, _mm512_set1_ps(bias));
+        _mm512_mask_storeu_ps(yr + ow, m, c);
+    }
+#undef P16
+}
+
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
                                                       const float *w, float bias, float *y,
                                                       float *pad)
@@ -633,6 +834,21 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
     const int64_t dh = j->dl[1], dw = j->dl[2], ph = j->pb[1], pw = j->pb[2];
     const int64_t PW = dw2d_pad_w(j), PH = (OH - 1) * sh + (KH - 1) * dh + 1;
     pad_plane(x, IH, IW, ph, pw, PH, PW, pad);
+    if (j->ort == DW_M1) { /* onnxruntime's one-row SGEMM (dw_m1_generic) */
+        int64_t off[DW_M1_MAX_TAPS], K = KH * KW; /* dw_items checks K */
+        for (int64_t kh = 0, q = 0; kh < KH; kh++)
+            for (int64_t kw = 0; kw < KW; kw++)
+                off[q++] = kh * dh * PW + kw * dw;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            float *yr = y + oh * OW;
+            const float *prow = pad + oh * sh * PW;
+            if (sw == 1 && j->avx512)
+                dw_m1_row_512(yr, prow, w, off, K, j->stride_k, bias, j->has_bias, OW);
+            else
+                dw_m1_row_avx2(yr, prow, w, off, K, j->stride_k, bias, j->has_bias, OW, sw);
+        }
+        return;
+    }
     for (int64_t oh = 0; oh < OH; oh++) {
         float *yr = y + oh * OW;
         const float *prow = pad + oh * sh * PW;
@@ -668,7 +884,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
 #ifdef OQ_HAVE_DW_AVX2
     bool two_d = j->k[0] == 1 && j->in[0] == 1 && j->out[0] == 1 && j->st[0] == 1 &&
                  j->pb[0] == 0 && (j->st[2] == 1 || j->st[2] == 2) && row == dw_row_avx2 &&
-                 j->out[1] > 0 && j->out[2] > 0;
+                 j->out[1] > 0 && j->out[2] > 0 &&
+                 (j->ort != DW_M1 || j->k[1] * j->k[2] <= DW_M1_MAX_TAPS) && j->ort != DW_M1T;
     float *pad = two_d ? malloc((size_t)dw2d_pad_size(j) * sizeof(float)) : NULL;
     if (!pad)
         two_d = false; /* the generic path needs no buffer */
@@ -678,6 +895,12 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
         const float *x = j->x + it * isz, *w = j->w + c * ksz;
         float *y = j->y + it * osz;
         float bias = j->bias ? j->bias[c] : 0.0f;
+        if (j->ort == DW_M1T) {
+            dw_m1t_generic(j, x, w, bias, y);
+            if (j->post)
+                j->post->fn(j->post->ctx, y, osz, c);
+            continue;
+        }
 #ifdef OQ_HAVE_DW_AVX2
         if (two_d) { /* both arithmetics (dw2d_avx2 picks the rows) */
             dw2d_avx2(j, x, w, bias, y, pad);
@@ -687,7 +910,10 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
         }
 #endif
         if (j->ort) {
-            dw_ort_generic(j, x, w, bias, y);
+            if (j->ort == DW_M1)
+                dw_m1_generic(j, x, w, bias, y);
+            else
+                dw_ort_generic(j, x, w, bias, y);
             if (j->post)
                 j->post->fn(j->post->ctx, y, osz, c);
             continue;
@@ -808,7 +1034,12 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     int64_t Cg = g.C / g.group, Mg = g.M / g.group;
     if (Cg == 1 && Mg == 1) {
         dw_job j = {x, w, bias, y, g.C, {0}, {0}, {0}, {0}, {0}, {0}, k->post, false,
-                    (k->ort & OQ_K_ORT_DW_NCHWC) != 0};
+                    DW_REF, bias != NULL, 0};
+        if (k->ort & OQ_K_ORT_DW_NCHWC)
+            j.ort = DW_NCHWC;
+        else if (k->ort & OQ_K_ORT_DW_M1)
+            j.ort = dw_m1_transposed(&g) ? DW_M1T : DW_M1;
+        j.stride_k = dw_m1_stride_k(osz, ksz);
 #ifdef OQ_HAVE_DW_AVX2
         {
             const char *env = getenv("ONNXQ_SGEMM_ISA"); /* avx2, generic: no AVX-512 */

@@ -94,6 +94,12 @@ typedef struct qstate {
     bool lut_vbmi;         /* look it up with AVX-512 VBMI */
     /* OQ_QG_BIN: y = Q(DQ(a) op DQ(b)) */
     bool bin_mul;
+    bool bin_ort;          /* onnxruntime's QLinearAdd / QLinearMul (bin_ort_row) */
+    int32_t ob_sh_a, ob_sh_b, ob_sh_y; /* 128: that int8 pair runs as uint8 */
+    float ob_ra, ob_rb, ob_fixed, ob_fixed_ba; /* Add: sa / sc, sb / sc, the fixed part with
+                                          a (ob_fixed) or b (ob_fixed_ba) as MLAS' A; Mul:
+                                          the ratio in ob_ra, (float) zc in ob_fixed */
+    int32_t ob_lo, ob_hi;  /* the run type's range */
     float bs_a, bs_b, bs_y;
     int32_t bz_a, bz_b, bz_y, bdt_a, bdt_b;
     int64_t *kofs;         /* [kernel position][spatial dim] kernel index * dilation */
@@ -265,6 +271,30 @@ static oq_status q_prepare(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         s->bz_b = grp->dq_w ? zp_at(t[4], zb, 0) : 0;
         s->bdt_a = t[3]->dtype, s->out_dtype = t[5]->dtype;
         s->bdt_b = grp->dq_w ? t[4]->dtype : OQ_DTYPE_FLOAT; /* a float operand as it is */
+        if (grp->ort_bin) {
+            /* MLAS qladd.cpp / qlmul.cpp (the SSE2 kernels x86 onnxruntime 1.30 runs) on
+             * the values of the run type: an int8 pair converted to uint8 adds 128 to the
+             * values and the zero point */
+            s->bin_ort = true;
+            s->ob_sh_a = grp->bin_shift[0] ? 128 : 0;
+            s->ob_sh_b = grp->bin_shift[1] ? 128 : 0;
+            s->ob_sh_y = grp->bin_shift[2] ? 128 : 0;
+            bool u8 = s->bdt_a == OQ_DTYPE_UINT8 || s->ob_sh_a;
+            s->ob_lo = u8 ? 0 : -128;
+            s->ob_hi = u8 ? 255 : 127;
+            int32_t za2 = s->bz_a + s->ob_sh_a, zb2 = s->bz_b + s->ob_sh_b, zy2 = s->bz_y + s->ob_sh_y;
+            if (s->bin_mul) {
+                s->ob_ra = s->bs_a * s->bs_b / s->bs_y;
+                s->ob_fixed = (float)zy2;
+            } else {
+                /* the compiler fuses ratio_A * zp_A + (ratio_B * zp_B): one fma */
+                s->ob_ra = s->bs_a / s->bs_y;
+                s->ob_rb = s->bs_b / s->bs_y;
+                s->ob_fixed = (float)zy2 - fmaf(s->ob_ra, (float)za2, s->ob_rb * (float)zb2);
+                s->ob_fixed_ba = (float)zy2 - fmaf(s->ob_rb, (float)zb2, s->ob_ra * (float)za2);
+            }
+            s->bz_a = za2, s->bz_b = zb2, s->bz_y = zy2;
+        }
         return OQ_OK;
     }
     oq_tensor *t_xs, *t_xz, *t_ys = NULL, *t_yz = NULL, *t_w = NULL, *t_ws, *t_wz = NULL, *t_b = NULL;
@@ -1203,7 +1233,8 @@ static oq_status run_dyn(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
 }
 
 /* QLinearSoftmax (contrib_ops/cpu/quantization/qlinear_softmax.cc): a table of
- * exp((i - 255 + shift) * x_scale) in float, a float sum in element order along the
+ * exp((i - 255 + shift) * x_scale) in float (shift = max(0, logf(FLT_MAX / D) - 5) /
+ * x_scale, the logarithm in float), a float sum in element order along the
  * axis, y = nearbyint(e * floor(1 / y_scale) / sum) + y_zp. */
 static oq_status run_softmax(oq_kctx *k, const qstate *s, const oq_rt_tensor *x, oq_rt_tensor *y)
 {
@@ -1220,7 +1251,10 @@ static oq_status run_softmax(oq_kctx *k, const qstate *s, const oq_rt_tensor *x,
     if (D <= 0)
         return OQ_OK;
     float table[256];
-    double shift = log((double)(FLT_MAX / (float)D));
+    /* onnxruntime's log(numeric_limits<float>::max() / reduce_len) has a float argument,
+       so C++ calls the float log: logf, not log (a different table for some D and x
+       scales: PaddleOCR rec's attention, D = 40, measured) */
+    double shift = (double)logf(FLT_MAX / (float)D);
     shift = (shift - 5 > 0 ? shift - 5 : 0) / s->sm_xscale;
     for (int i = 0; i < 256; i++) {
         double e = exp(((double)i - 255 + shift) * (double)s->sm_xscale);
@@ -1647,13 +1681,61 @@ static void bin_row(const void *state, void *out, const void *const *in, const i
     }
 }
 
+/* onnxruntime's QLinearAdd / QLinearMul (contrib_ops/cpu/quantization/qlinear_binary_op.cc
+ * calling MlasQLinearAdd / MlasQLinearMul(A, B, IsScalarB) per broadcast span), on raw
+ * values v of the run type (uint8 for a converted int8 pair: v + 128, zero point + 128):
+ *   Add (MlasQLinearAddKernelAvx2Helper, qladd_avx2.cpp, on every CPU with AVX2):
+ *        rA = sA / sc, rB = sB / sc, fixed = (float)zc - fma(rA, zA, rB * zB) (the
+ *        compiler contracts the scalar expression), y = cvt(fma(A, rA, fma(B, rB, fixed)))
+ *        (also IsScalarB: fixed + B * rB is contracted the same way). MLAS' A is input 0
+ *        unless input 0 is the span's one broadcast value: then onnxruntime swaps them;
+ *   Mul (qlmul.cpp, SSE2): y = cvt((float)((a - za) * (b - zb)) * (sa * sb / sc) + zc);
+ * cvt rounds to nearest even (_mm256_cvtps_epi32: INT32_MIN out of range), then the value
+ * is saturated to int16 and to the 8-bit type (packs_epi32, packus / packs_epi16). A row
+ * of oq_k_bcast_apply is such a span: inc 0 is a broadcast operand. */
+static inline int32_t bin_raw(const uint8_t *p, int32_t dt)
+{
+    return dt == OQ_DTYPE_INT8 ? (int32_t)(int8_t)*p : (int32_t)*p;
+}
+
+static inline int32_t bin_cvt(float t)
+{
+    return t >= -2147483648.0f && t < 2147483648.0f ? (int32_t)nearbyintf(t) : INT32_MIN;
+}
+
+static void bin_ort_row(const void *state, void *out, const void *const *in, const int64_t *inc,
+                        int64_t count)
+{
+    const qstate *s = state;
+    const uint8_t *a = in[0], *b = in[1];
+    uint8_t *y = out;
+    bool swap = inc[0] == 0 && inc[1] != 0; /* input 0 broadcast: MLAS' B */
+    for (int64_t i = 0; i < count; i++) {
+        int32_t va = bin_raw(a + i * inc[0], s->bdt_a) + s->ob_sh_a;
+        int32_t vb = bin_raw(b + i * inc[1], s->bdt_b) + s->ob_sh_b;
+        float t;
+        if (s->bin_mul) {
+            float pr = (float)((va - s->bz_a) * (vb - s->bz_b)) * s->ob_ra;
+            t = pr + s->ob_fixed;
+        } else if (swap) {
+            t = fmaf((float)vb, s->ob_rb, fmaf((float)va, s->ob_ra, s->ob_fixed_ba));
+        } else {
+            t = fmaf((float)va, s->ob_ra, fmaf((float)vb, s->ob_rb, s->ob_fixed));
+        }
+        int32_t r = bin_cvt(t);
+        r = r < -32768 ? -32768 : r > 32767 ? 32767 : r;
+        r = r < s->ob_lo ? s->ob_lo : r > s->ob_hi ? s->ob_hi : r;
+        y[i] = (uint8_t)(r - s->ob_sh_y); /* int8 output: the byte of r - 128 */
+    }
+}
+
 static oq_status run_bin(oq_kctx *k, const qstate *s, const oq_rt_tensor *a, const oq_rt_tensor *b,
                          oq_rt_tensor *y)
 {
     if (b->dtype != s->bdt_b)
         return oq_k_error(k, OQ_ERR_INVALID, "fused group: operand of type %s", oq_dtype_name(b->dtype));
     const oq_rt_tensor *in[2] = {a, b};
-    oq_k_bcast_apply(k, in, 2, y, bin_row, s);
+    oq_k_bcast_apply(k, in, 2, y, s->bin_ort ? bin_ort_row : bin_row, s);
     return OQ_OK;
 }
 
