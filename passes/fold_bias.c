@@ -520,6 +520,7 @@ static int fold(ctx *c, layer *L, int32_t *bq)
                         (double)wsd[k], L->n->inputs[1]->name,
                         L->nws == 1 ? "(per tensor) channel " : "channel ", adj_chan[k],
                         (double)wsd[k], (double)newscale[k]);
+            oq_diag_set_weight(c->d, (double)newscale[k]); /* the coarsest raised scale is the worst */
             oq_pass_stat_add(c->res, "weights_adjusted", 1);
         }
         if (requantize_weight(c, L, newscale) != OQ_OK)

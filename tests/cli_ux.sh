@@ -263,5 +263,34 @@ if command -v script >/dev/null; then
     grep -q $'\rverify \[##############################\] 64/64' tty.txt || bad "verify on a terminal: no progress line"
 fi
 
+# ---- 9. repeated notes: one line per kind with the worst case and a count; --quiet ----
+# prints nothing but errors; --verbose and --json list every note. A Conv whose weight
+# channels 1..3 are tiny (1e-36: scale FLT_MIN) but whose biases are not: fold-bias raises each of those
+# channels' scale so the bias fits int32 (three notes of one kind, the worst is the
+# largest bias: channel 3).
+$PY - "$T/zb.onnx" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as TP
+w = np.full((4, 1, 1, 1), 1e-36, np.float32); w[0] = 1.0
+b = np.array([0.1, 5.0, 7.0, 9.0], np.float32)
+g = h.make_graph([h.make_node("Conv", ["x", "w", "b"], ["y"], name="conv")], "zb",
+                 [h.make_tensor_value_info("x", TP.FLOAT, [1, 1, 4, 4])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, [1, 4, 4, 4])],
+                 [nh.from_array(w, "w"), nh.from_array(b, "b")])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
+PY
+Q=(quantize "$T/zb.onnx" -o zb.q.onnx --calib-random 2 --no-bias-correction)
+expect 0 "notes grouped" "$EXE" "${Q[@]}" --json zb.json
+n=$(grep -c 'fold-bias' "$T/err")
+[ "$n" = 1 ] || bad "notes: $n fold-bias lines on stderr, expected 1: $(cat "$T/err")"
+grep 'fold-bias' "$T/err" | grep -q 'channel 3 .*\[worst of 3 like it' || bad "notes: not the worst of 3: $(cat "$T/err")"
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1]))["diagnostics"]; sys.exit(0 if sum("fold-bias" in x["message"] for x in d) == 3 else 1)' zb.json \
+    || bad "notes: --json does not list the 3 notes"
+expect 0 "notes --verbose" "$EXE" "${Q[@]}" --verbose
+n=$(grep -c 'fold-bias' "$T/err")
+[ "$n" = 3 ] || bad "notes --verbose: $n fold-bias lines, expected 3"
+expect 0 "notes --quiet" "$EXE" "${Q[@]}" --quiet
+[ -s "$T/err" ] && bad "quantize --quiet printed: $(head -3 "$T/err")"
+
 [ $fail = 0 ] && echo "cli_ux: all ok"
 exit $fail

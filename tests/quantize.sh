@@ -202,8 +202,11 @@ echo '{"methd": "mse"}' > "$T/badcfg.json"
 [ $rc = 2 ] && grep -q 'unknown key "methd"' "$T/badcfg.err" || bad "bad config key: rc $rc"
 
 # random calibration warns
-"$EXE" quantize "$MODEL" -o "$T/rand.onnx" --calib-random 4 --quiet 2> "$T/rand.err" || bad "calib-random"
+"$EXE" quantize "$MODEL" -o "$T/rand.onnx" --calib-random 4 2> "$T/rand.err" || bad "calib-random"
 grep -q "not meaningful" "$T/rand.err" || bad "calib-random: no warning"
+# --quiet prints nothing but errors
+"$EXE" quantize "$MODEL" -o "$T/rand.onnx" --calib-random 4 --quiet 2> "$T/rand.err" || bad "calib-random --quiet"
+[ -s "$T/rand.err" ] && bad "calib-random --quiet printed: $(head -2 "$T/rand.err")"
 
 # NaN in a sample: one line naming tensor, node (none for a graph input) and sample
 mkdir -p "$T/nancalib/s0" "$T/nancalib/s1"
@@ -215,7 +218,7 @@ if [ -f "$T/nancalib/s1/image.npy" ]; then
   "$EXE" quantize "$MODEL" -o "$T/nan.onnx" --calib "$T/nancalib" --quiet 2> "$T/nan.err"; rc=$?
   [ $rc = 2 ] || bad "NaN: exit $rc, expected 2"
   grep -q 'tensor "image".*has NaN.*nancalib/s1' "$T/nan.err" || { cat "$T/nan.err"; bad "NaN: message"; }
-  "$EXE" quantize "$MODEL" -o "$T/nan2.onnx" --calib "$T/nancalib" --nan-policy ignore --quiet 2> "$T/nan2.err" || bad "NaN ignore failed"
+  "$EXE" quantize "$MODEL" -o "$T/nan2.onnx" --calib "$T/nancalib" --nan-policy ignore 2> "$T/nan2.err" || bad "NaN ignore failed"
   grep -q "NaN and 0 Inf values excluded" "$T/nan2.err" || { cat "$T/nan2.err"; bad "NaN ignore: no report"; }
 fi
 

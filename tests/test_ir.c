@@ -1235,3 +1235,29 @@ Test(initializers, scalar_with_null_dims)
     cr_assert_null(oq_graph_add_initializer(m->graph, "bad", OQ_DTYPE_FLOAT, NULL, 2, &v, 4));
     oq_model_free(m);
 }
+
+/* Repeated notes are grouped by kind (the CLI prints one line per kind): numbers and
+ * quoted names do not make a new kind; other words, another op or severity do. */
+Test(diag, same_kind_ignores_numbers_and_names)
+{
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_diag_add(&d, OQ_SEV_NOTE, OQ_OK, NULL, "c1", "Conv", "bias \"b1\" channel 7 (-0.80) raised from 1.2e-38 to 2.6e-08");
+    oq_diag_add(&d, OQ_SEV_NOTE, OQ_OK, NULL, "c2", "Conv", "bias \"b_22\" channel 51 (+3) raised from 1 to 4.5E+02");
+    oq_diag_set_weight(&d, 450.0);
+    oq_diag_add(&d, OQ_SEV_NOTE, OQ_OK, NULL, "c2", "Gemm", "bias \"b_22\" channel 51 (+3) raised from 1 to 4.5E+02");
+    oq_diag_add(&d, OQ_SEV_WARNING, OQ_OK, NULL, "c2", "Conv", "bias \"b_22\" channel 51 (+3) raised from 1 to 4.5E+02");
+    oq_diag_add(&d, OQ_SEV_NOTE, OQ_OK, NULL, "c3", "Conv", "bias \"b\" channel 7 (-0.80) lowered from 1.2e-38 to 2.6e-08");
+    oq_diag_add(&d, OQ_SEV_NOTE, OQ_OK, NULL, "c3", "Conv", "bias \"b\" channel 7 (-0.80) raised from 1.2e-38");
+    cr_assert_eq(d.count, 6);
+    cr_assert_eq(d.entries[0].weight, 0.0);
+    cr_assert_eq(d.entries[1].weight, 450.0);
+    cr_assert(oq_diag_same_kind(&d.entries[0], &d.entries[1]));
+    cr_assert(oq_diag_same_kind(&d.entries[1], &d.entries[0]));
+    cr_assert_not(oq_diag_same_kind(&d.entries[1], &d.entries[2]), "another op type");
+    cr_assert_not(oq_diag_same_kind(&d.entries[1], &d.entries[3]), "another severity");
+    cr_assert_not(oq_diag_same_kind(&d.entries[0], &d.entries[4]), "another word");
+    cr_assert_not(oq_diag_same_kind(&d.entries[0], &d.entries[5]), "a shorter message");
+    oq_diag_set_weight(NULL, 1.0); /* no-op */
+    oq_diag_free(&d);
+}

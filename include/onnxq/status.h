@@ -9,6 +9,7 @@
 #define ONNXQ_STATUS_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -38,6 +39,11 @@ typedef struct oq_diag_entry {
     char *node;    /* node name, may be NULL */
     char *op;      /* op type, may be NULL */
     char *message; /* never NULL */
+    /* How bad this entry is among entries of its kind (0 unless set with
+     * oq_diag_set_weight): a front end that shows one line for many entries of one
+     * kind shows the one of largest weight. Appended in ABI 1.0's lifetime: plugins
+     * never index entries, they add them through the host table. */
+    double weight;
 } oq_diag_entry;
 
 typedef struct oq_diag {
@@ -64,6 +70,14 @@ oq_status oq_diag_add(oq_diag *d, oq_severity sev, oq_status code, const char *f
     ;
 oq_status oq_diag_vadd(oq_diag *d, oq_severity sev, oq_status code, const char *file,
                        const char *node, const char *op, const char *fmt, va_list ap);
+
+/* Set the weight of the entry recorded last (no-op on an empty or NULL diag). */
+void oq_diag_set_weight(oq_diag *d, double weight);
+
+/* Whether entries a and b are of one kind: same severity, code and op type, and the
+ * same message once numbers and quoted names are left out ("channel 7 (-0.8)" and
+ * "channel 51 (-0.4)" are one kind). Front ends group repeated notes with it. */
+bool oq_diag_same_kind(const oq_diag_entry *a, const oq_diag_entry *b);
 
 #define oq_diag_error(d, code, ...) oq_diag_add((d), OQ_SEV_ERROR, (code), NULL, NULL, NULL, __VA_ARGS__)
 #define oq_diag_warn(d, ...) oq_diag_add((d), OQ_SEV_WARNING, OQ_OK, NULL, NULL, NULL, __VA_ARGS__)

@@ -28,17 +28,55 @@ static bool restates_earlier_error(const oq_diag *d, size_t i)
     return lm >= lt && strcmp(e->message + lm - lt, tail) == 0;
 }
 
-void cli_print_diag(const oq_diag *d)
+static cli_verbosity verbosity = CLI_NORMAL;
+
+void cli_set_verbosity(cli_verbosity v)
+{
+    verbosity = v;
+}
+
+cli_verbosity cli_get_verbosity(void)
+{
+    return verbosity;
+}
+
+static void print_entry(const oq_diag_entry *e, size_t more)
 {
     char buf[2048];
+    oq_diag_format(e, buf, sizeof buf);
+    fprintf(stderr, "%s%s", e->file ? "" : "onnxq: ", buf);
+    if (more)
+        fprintf(stderr, " [worst of %zu like it; --verbose or --json lists all]", more + 1);
+    fputc('\n', stderr);
+}
+
+void cli_print_diag(const oq_diag *d)
+{
     for (size_t i = 0; i < d->count; i++) {
+        const oq_diag_entry *e = &d->entries[i];
         if (restates_earlier_error(d, i))
             continue;
-        oq_diag_format(&d->entries[i], buf, sizeof buf);
-        if (d->entries[i].file)
-            fprintf(stderr, "%s\n", buf);
-        else
-            fprintf(stderr, "onnxq: %s\n", buf);
+        if (e->severity == OQ_SEV_ERROR || verbosity == CLI_VERBOSE) {
+            print_entry(e, 0);
+            continue;
+        }
+        if (verbosity == CLI_QUIET)
+            continue;
+        /* one line per kind, at the place of its first entry */
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = d->entries[k].severity != OQ_SEV_ERROR && oq_diag_same_kind(&d->entries[k], e);
+        if (seen)
+            continue;
+        const oq_diag_entry *worst = e;
+        size_t more = 0;
+        for (size_t k = i + 1; k < d->count; k++)
+            if (oq_diag_same_kind(&d->entries[k], e)) {
+                more++;
+                if (d->entries[k].weight > worst->weight)
+                    worst = &d->entries[k];
+            }
+        print_entry(worst, more);
     }
 }
 

@@ -15,7 +15,16 @@ typedef struct cli_cmd {
     int (*run)(int argc, char **argv);
 } cli_cmd;
 
-/* Print every entry of d to stderr, one line each ("onnxq: " prefixed when no file). */
+/* How much cli_print_diag shows: errors only (--quiet), errors and one line per kind of
+ * note or warning with a count and the worst case (the default), or every entry
+ * (--verbose). */
+typedef enum cli_verbosity { CLI_QUIET = 0, CLI_NORMAL = 1, CLI_VERBOSE = 2 } cli_verbosity;
+void cli_set_verbosity(cli_verbosity v);
+cli_verbosity cli_get_verbosity(void);
+
+/* Print the entries of d to stderr, one line each ("onnxq: " prefixed when no file),
+ * as the verbosity says: errors always; notes and warnings of one kind
+ * (oq_diag_same_kind) as one line, the entry of largest weight, with the count. */
 void cli_print_diag(const oq_diag *d);
 /* Exit code for a failed status: 2 for bad input/usage, 1 otherwise. */
 int cli_exit_code(oq_status s);

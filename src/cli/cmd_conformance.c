@@ -403,6 +403,7 @@ int cmd_conformance(int argc, char **argv)
             o.threads = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--quiet") == 0) {
             o.quiet = true;
+            cli_set_verbosity(CLI_QUIET);
         } else if (strcmp(argv[i], "--no-progress") == 0) {
             no_progress = true;
         } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {

@@ -197,7 +197,9 @@ static void help(FILE *f)
             "  --json FILE            summary (configuration, passes, statistics) as JSON;\n"
             "                         '-': standard output (docs/quantize.md)\n"
             "  --threads N            executor threads for calibration (default: all CPUs)\n"
-            "  --quiet                no progress output\n"
+            "  --quiet                print nothing but errors\n"
+            "  --verbose              print every note (default: one line per kind of note,\n"
+            "                         its worst case and a count; --json lists all)\n"
             "accuracy-driven fallback (docs/verify.md):\n"
             "  --target-sqnr DB       return the worst layers to float until the output SQNR >= DB\n"
             "  --max-fallback N       at most N layers in float (default 10)\n"
@@ -1033,7 +1035,8 @@ int cmd_quantize(int argc, char **argv)
         else if (strcmp(a, "--fallback-search") == 0 && has) { fb.search = v; i++; }
         else if (strcmp(a, "--print-config") == 0) print_config = true;
         else if (strcmp(a, "--json") == 0 && has) { json_out = v; i++; }
-        else if (strcmp(a, "--quiet") == 0) quiet = true;
+        else if (strcmp(a, "--quiet") == 0) { quiet = true; cli_set_verbosity(CLI_QUIET); }
+        else if (strcmp(a, "--verbose") == 0) cli_set_verbosity(CLI_VERBOSE);
         else if (a[0] == '-' && a[1]) {
             cli_error("quantize", "unknown option \"%s\" (or missing its value)", a);
             rc = CLI_BAD;
@@ -1245,10 +1248,10 @@ int cmd_quantize(int argc, char **argv)
         rc = json_finish(&w) == 0 ? CLI_OK : CLI_FAIL;
         goto done;
     }
-    if (c.calib_random > 0)
+    if (c.calib_random > 0 && !quiet)
         fprintf(stderr, "onnxq quantize: warning: --calib-random: ranges from random data are not meaningful "
                         "(use it for smoke tests only; give --calib or --calib-images for a real model)\n");
-    if (strstr(c.act_dtype, "16") && strstr(c.weight_dtype, "16"))
+    if (strstr(c.act_dtype, "16") && strstr(c.weight_dtype, "16") && !quiet)
         fprintf(stderr, "onnxq quantize: warning: 16-bit activations with 16-bit weights: integer kernels that "
                         "accumulate in int32 can overflow (onnxruntime's optimized path does on PaddleOCR det); "
                         "prefer --weight-dtype int8 with 16-bit activations\n");
@@ -1333,7 +1336,8 @@ int cmd_quantize(int argc, char **argv)
             const oq_diag_entry *e = oq_diag_first_error(&sd);
             if (e)
                 oq_diag_format(e, msg, sizeof msg);
-            fprintf(stderr, "onnxq quantize: warning: saturation check not done: %s\n", msg);
+            if (!quiet)
+                fprintf(stderr, "onnxq quantize: warning: saturation check not done: %s\n", msg);
         }
         oq_diag_free(&sd);
     }
@@ -1361,6 +1365,7 @@ int cmd_quantize(int argc, char **argv)
     cli_print_diag(&d);
     report.fallback = fallback;
     report.fallback_met = fallback_met;
+    report.diag = &d;
     if (json_out && cli_qreport_write(&report, json_out, in, out, st, write_config_cb, &c) != CLI_OK && st == OQ_OK)
         rc = CLI_FAIL;
     if (st != OQ_OK)

@@ -129,6 +129,7 @@ static int parse(int argc, char **argv, verify_opts *o)
             o->no_isolation = true;
         } else if (strcmp(a, "--quiet") == 0) {
             o->quiet = true;
+            cli_set_verbosity(CLI_QUIET);
         } else if (a[0] == '-') {
             cli_error("verify", "unknown or incomplete option %s (try --help)", a);
             return CLI_BAD;

@@ -156,7 +156,8 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
         if (!L->product || !(loss > max_loss_db))
             continue;
         (*n_warned)++;
-        fprintf(stderr,
+        if (!a->quiet)
+            fprintf(stderr,
                 "onnxq quantize: warning: layer \"%s\" (%s%s%s) loses %.2f dB with %s's %s arithmetic "
                 "(SQNR %.2f dB against the reference arithmetic, %llu sample(s))%s; %s\n",
                 L->tensor, L->op_type, *L->node ? " " : "", L->node, loss, a->target ? a->target : "the target",

@@ -90,5 +90,20 @@ int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, co
     } else {
         json_null(w);
     }
+    /* every note and warning, also those the terminal showed as one line per kind */
+    json_key(w, "diagnostics");
+    json_begin_array(w);
+    for (size_t i = 0; r->diag && i < r->diag->count; i++) {
+        const oq_diag_entry *e = &r->diag->entries[i];
+        json_begin_object(w);
+        json_kv_string(w, "severity", e->severity == OQ_SEV_ERROR     ? "error"
+                                      : e->severity == OQ_SEV_WARNING ? "warning"
+                                                                      : "note");
+        json_kv_string(w, "node", e->node);
+        json_kv_string(w, "op", e->op);
+        json_kv_string(w, "message", e->message);
+        json_end_object(w);
+    }
+    json_end_array(w);
     return cli_report_close(&rep);
 }

@@ -16,6 +16,7 @@ typedef struct cli_qreport {
     bool bias_correction;     /* bias correction ran */
     oq_biascorr_result bias;
     double bias_seconds;
+    const oq_diag *diag;      /* every note and warning, listed as "diagnostics" */
 } cli_qreport;
 
 /* Remove metadata_props entry `key` from m; its value (malloc'ed) or NULL. */

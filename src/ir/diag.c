@@ -1,6 +1,7 @@
 #include "onnxq/status.h"
 #include "ir/grow.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ oq_status oq_diag_vadd(oq_diag *d, oq_severity sev, oq_status code, const char *
     e->node = dup_or_null(node);
     e->op = dup_or_null(op);
     e->message = dup_or_null(buf);
+    e->weight = 0.0;
     if (sev == OQ_SEV_ERROR)
         d->errors++;
     else if (sev == OQ_SEV_WARNING)
@@ -104,6 +106,56 @@ oq_status oq_diag_add(oq_diag *d, oq_severity sev, oq_status code, const char *f
     oq_status s = oq_diag_vadd(d, sev, code, file, node, op, fmt, ap);
     va_end(ap);
     return s;
+}
+
+void oq_diag_set_weight(oq_diag *d, double weight)
+{
+    if (d && d->count)
+        d->entries[d->count - 1].weight = weight;
+}
+
+/* The next character of s's "shape": numbers (with sign, point, exponent) and
+ * double-quoted strings become one marker each. */
+static const char *shape_next(const char *s, char *out)
+{
+    if (*s == '"') {
+        const char *q = strchr(s + 1, '"');
+        *out = '\x01';
+        return q ? q + 1 : s + strlen(s);
+    }
+    bool sign = (*s == '-' || *s == '+') && isdigit((unsigned char)s[1]);
+    if (isdigit((unsigned char)*s) || sign) {
+        s += sign;
+        while (isdigit((unsigned char)*s) || *s == '.' ||
+               ((*s == 'e' || *s == 'E') && (isdigit((unsigned char)s[1]) || s[1] == '-' || s[1] == '+')) ||
+               ((*s == '-' || *s == '+') && (s[-1] == 'e' || s[-1] == 'E')))
+            s++;
+        *out = '\x02';
+        return s;
+    }
+    *out = *s;
+    return s + 1;
+}
+
+static bool str_eq_null(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool oq_diag_same_kind(const oq_diag_entry *a, const oq_diag_entry *b)
+{
+    if (a->severity != b->severity || a->code != b->code || !str_eq_null(a->op, b->op) ||
+        !str_eq_null(a->file, b->file))
+        return false;
+    const char *x = a->message, *y = b->message;
+    while (*x && *y) {
+        char cx, cy;
+        x = shape_next(x, &cx);
+        y = shape_next(y, &cy);
+        if (cx != cy)
+            return false;
+    }
+    return !*x && !*y;
 }
 
 int oq_diag_format(const oq_diag_entry *e, char *buf, size_t size)
