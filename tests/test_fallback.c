@@ -9,6 +9,7 @@
 
 #include "onnxq/fallback.h"
 #include "onnxq/onnxq.h"
+#include "onnxq/verify.h"
 #include "io/json.h"
 #include "test_pass_util.h"
 #include "testutil.h"
@@ -219,4 +220,176 @@ Test(fallback, layer_to_float_removes_its_output_pair_beside_float_readers, .ini
     oq_diag_free(&d);
     oq_model_free(fm);
     oq_model_free(qm);
+}
+
+/* y = Concat(big = x * 100, small = x @ w1) [1, 7]; in the quantized model small is
+ * MatMul(x, DQ(w1)) -> coarse QDQ (uint8, scale 0.05). The whole output's SQNR is far above
+ * the target (big's energy), the small part's below it: the worst part decides, so the
+ * search returns mm_small to float (before, whole-output SQNR met the target at once). */
+static oq_model *cat_mm_model(bool quant)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 4);
+    oq_value *big = tu_node(m, "Mul", "mul_big", x, tu_scalar_f(m, "k_big", 100.0f), NULL, "big");
+    int64_t d1[2] = {4, 3};
+    oq_value *small;
+    if (quant) {
+        oq_value *w = tu_weight_dq_i8(m, "w1", tu_mm_w1q, d1, TU_MM_SW);
+        oq_value *pre = tu_node(m, "MatMul", "mm_small", x, w, NULL, "small_prequant");
+        small = tu_qdq_u8(m, pre, "small", "small", 0.05f, 128);
+    } else {
+        oq_value *w = oq_graph_add_initializer(m->graph, "w1", OQ_DTYPE_FLOAT, d1, 2, tu_mm_w1, sizeof tu_mm_w1);
+        small = tu_node(m, "MatMul", "mm_small", x, w, NULL, "small");
+    }
+    oq_value *ins[2] = {big, small};
+    oq_value *y = oq_graph_new_value(m->graph, "y");
+    oq_node *c = oq_node_new(m->graph, "Concat", NULL, "concat", ins, 2, &y, 1);
+    oq_node_set_attr_int(c, "axis", 1);
+    oq_graph_append(m->graph, c);
+    oq_graph_add_output(m->graph, y, NULL);
+    return m;
+}
+
+Test(fallback, worst_output_part_decides, .init = portable_gemm)
+{
+    tu_mm_make_weights();
+    oq_model *fm = cat_mm_model(false), *qm = cat_mm_model(true);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_calib_source *src = NULL;
+    cr_assert_eq(oq_calib_source_random(6, 3, 0, 0, &src, &d), OQ_OK);
+    /* the numbers verify gives the model as quantized */
+    oq_verify_options vo = oq_verify_options_default();
+    vo.threads = 1;
+    oq_verify *v = NULL;
+    cr_assert_eq(oq_verify_new(fm, qm, &vo, &v, &d), OQ_OK);
+    const oq_plan *fp = oq_verify_float_plan(v);
+    for (uint64_t k = 0; k < oq_calib_source_count(src); k++) {
+        oq_rt_tensor in;
+        memset(&in, 0, sizeof in);
+        char label[64];
+        cr_assert_eq(oq_calib_source_sample(src, fp, k, &in, 1, label, sizeof label, &d), OQ_OK);
+        cr_assert_eq(oq_verify_sample(v, &in, 1, label, &d), OQ_OK);
+        oq_rt_tensor_release(&in);
+    }
+    const oq_verify_output *vo0 = oq_verify_output_at(v, 0);
+    double whole = oq_err_sqnr_db(&vo0->err), part = oq_err_sqnr_db(&vo0->slices[1].err);
+    cr_assert_eq(vo0->n_slices, 2);
+    cr_assert(part < 40 && whole > 50, "part %g whole %g", part, whole);
+    oq_verify_free(v);
+
+    oq_fallback_options o = oq_fallback_options_default();
+    o.target_sqnr_db = 45; /* the whole output meets it, the small part does not */
+    o.threads = 1;
+    oq_fallback_result r;
+    cr_assert_eq(oq_fallback_run(fm, qm, src, &o, &r, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    cr_assert_eq(r.n_steps, 2);
+    cr_assert_float_eq(r.steps[0].sqnr_db, part, 1e-9);
+    cr_assert_str_eq(r.steps[0].worst_output, "y[1:4..7]");
+    cr_assert_str_eq(r.steps[1].nodes, "mm_small");
+    cr_assert(r.met);
+    cr_assert(isinf(r.steps[1].sqnr_db) && r.steps[1].sqnr_db > 0, "all float: identical outputs");
+    oq_fallback_result_free(&r);
+    oq_calib_source_free(src);
+    oq_model_free(fm);
+    oq_model_free(qm);
+    oq_diag_free(&d);
+}
+
+/* Two outputs: y = Concat(x * 100, Sub(s, 1)) with s = MatMul(x, w1 = 0.5) (values near 1:
+ * the Sub leaves small values, so the part's SQNR is far below s's own), and z =
+ * MatMul(x, w2). Quantized: s and z through QDQ pairs (scale 0.02). z's layer has the
+ * lowest isolated SQNR, but the worst slice is y's second part, upstream of which only
+ * mm_s lies: the search returns mm_s first, and that meets the target. */
+static oq_model *two_out_model(bool quant)
+{
+    static const int8_t w1q[4] = {50, 50, 50, 50};
+    static const int8_t w2q[8] = {50, -20, 30, 40, -60, 70, 15, 25};
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 4);
+    oq_value *big = tu_node(m, "Mul", "mul_big", x, tu_scalar_f(m, "k_big", 100.0f), NULL, "big");
+    int64_t d1[2] = {4, 1}, d2[2] = {4, 2};
+    oq_value *s, *z;
+    if (quant) {
+        oq_value *p = tu_node(m, "MatMul", "mm_s", x, tu_weight_dq_i8(m, "w1", w1q, d1, 0.01f), NULL, "s_prequant");
+        s = tu_qdq_u8(m, p, "s", "s", 0.02f, 0);
+        oq_value *pz = tu_node(m, "MatMul", "mm_z", x, tu_weight_dq_i8(m, "w2", w2q, d2, 0.01f), NULL, "z_prequant");
+        z = tu_qdq_u8(m, pz, "z", "z", 0.02f, 128);
+    } else {
+        float w1[4], w2[8];
+        for (int i = 0; i < 4; i++)
+            w1[i] = (float)w1q[i] * 0.01f;
+        for (int i = 0; i < 8; i++)
+            w2[i] = (float)w2q[i] * 0.01f;
+        s = tu_node(m, "MatMul", "mm_s", x, oq_graph_add_initializer(m->graph, "w1", OQ_DTYPE_FLOAT, d1, 2, w1, sizeof w1),
+                    NULL, "s");
+        z = tu_node(m, "MatMul", "mm_z", x, oq_graph_add_initializer(m->graph, "w2", OQ_DTYPE_FLOAT, d2, 2, w2, sizeof w2),
+                    NULL, "z");
+    }
+    oq_value *sc = tu_node(m, "Sub", "sub_s", s, tu_scalar_f(m, "one", 1.0f), NULL, "s_centred");
+    oq_value *ins[2] = {big, sc};
+    oq_value *y = oq_graph_new_value(m->graph, "y");
+    oq_node *c = oq_node_new(m->graph, "Concat", NULL, "concat", ins, 2, &y, 1);
+    oq_node_set_attr_int(c, "axis", 1);
+    oq_graph_append(m->graph, c);
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_graph_add_output(m->graph, z, NULL);
+    return m;
+}
+
+Test(fallback, layer_upstream_of_the_worst_part_first, .init = portable_gemm)
+{
+    oq_model *fm = two_out_model(false), *qm = two_out_model(true);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_calib_source *src = NULL;
+    cr_assert_eq(oq_calib_source_random(32, 5, 0, 0, &src, &d), OQ_OK);
+    oq_verify_options vo = oq_verify_options_default();
+    vo.threads = 1;
+    oq_verify *v = NULL;
+    cr_assert_eq(oq_verify_new(fm, qm, &vo, &v, &d), OQ_OK);
+    const oq_plan *fp = oq_verify_float_plan(v);
+    for (uint64_t k = 0; k < oq_calib_source_count(src); k++) {
+        oq_rt_tensor in;
+        memset(&in, 0, sizeof in);
+        char label[64];
+        cr_assert_eq(oq_calib_source_sample(src, fp, k, &in, 1, label, sizeof label, &d), OQ_OK);
+        cr_assert_eq(oq_verify_sample(v, &in, 1, label, &d), OQ_OK);
+        oq_rt_tensor_release(&in);
+    }
+    double iso_s = NAN, iso_z = NAN;
+    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
+        const oq_verify_layer *L = oq_verify_layer_at(v, i);
+        if (strcmp(L->name, "s") == 0)
+            iso_s = oq_err_sqnr_db(&L->iso);
+        if (strcmp(L->name, "z") == 0)
+            iso_z = oq_err_sqnr_db(&L->iso);
+    }
+    size_t wo = 9, ws = 9;
+    double worst = oq_verify_worst(v, &wo, &ws);
+    double zdb = oq_err_sqnr_db(&oq_verify_output_at(v, 1)->err);
+    cr_log_info("iso s %.2f z %.2f, worst part %.2f, z output %.2f", iso_s, iso_z, worst, zdb);
+    /* z's layer is the worst layer, y's second part the worst part */
+    cr_assert(iso_z < iso_s - 3, "iso s %g z %g", iso_s, iso_z);
+    cr_assert(wo == 0 && ws == 1, "worst %zu %zu", wo, ws);
+    cr_assert(worst < zdb - 1.5, "worst part %g, z %g", worst, zdb);
+    oq_verify_free(v);
+
+    oq_fallback_options o = oq_fallback_options_default();
+    o.target_sqnr_db = (worst + zdb) / 2;
+    o.threads = 1;
+    oq_fallback_result r;
+    cr_assert_eq(oq_fallback_run(fm, qm, src, &o, &r, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    cr_assert_str_eq(r.steps[0].worst_output, "y[1:4..5]");
+    cr_assert_eq(r.n_steps, 2);
+    cr_assert_str_eq(r.steps[1].nodes, "mm_s");
+    cr_assert(r.met);
+    cr_assert_str_eq(r.steps[1].worst_output, "z");
+    oq_fallback_result_free(&r);
+    oq_calib_source_free(src);
+    oq_model_free(fm);
+    oq_model_free(qm);
+    oq_diag_free(&d);
 }

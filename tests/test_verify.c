@@ -215,3 +215,209 @@ Test(verify, missing_output_is_refused)
     oq_model_free(qm);
     oq_diag_free(&d);
 }
+
+/* ------------------------------------------------------------ slices -------- */
+/* y = Concat(big = x * 100, small = x * 0.01): in the quantized model only small goes
+ * through a coarse QDQ (uint8, scale 0.004, zero point 128). The whole output's SQNR is
+ * high (big's energy), the small part's is computed by hand; big's part is exact. */
+
+enum { CAT_PLAIN, CAT_TRANSPOSE, CAT_RESHAPE, CAT_RESHAPE_MIXED };
+#define SMALL_S 0.004f
+
+static oq_value *cat_init_i64(oq_model *m, const char *name, const int64_t *v, int64_t n)
+{
+    return oq_graph_add_initializer(m->graph, name, OQ_DTYPE_INT64, &n, 1, v, (size_t)n * sizeof *v);
+}
+
+static oq_model *cat_model(bool quant, int variant)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 4);
+    oq_value *big = tu_node(m, "Mul", "mul_big", x, tu_scalar_f(m, "k_big", 100.0f), NULL, "big");
+    oq_value *small;
+    if (quant) {
+        oq_value *pre = tu_node(m, "Mul", "mul_small", x, tu_scalar_f(m, "k_small", 0.01f), NULL,
+                                "small_prequant");
+        small = tu_qdq_u8(m, pre, "small", "small", SMALL_S, 128);
+    } else {
+        small = tu_node(m, "Mul", "mul_small", x, tu_scalar_f(m, "k_small", 0.01f), NULL, "small");
+    }
+    oq_value *ins[3] = {big, small, big};
+    bool three = variant == CAT_RESHAPE_MIXED;
+    bool direct = variant == CAT_PLAIN;
+    oq_value *cat = oq_graph_new_value(m->graph, direct ? "y" : "cat");
+    oq_node *c = oq_node_new(m->graph, "Concat", NULL, "concat", ins, three ? 3 : 2, &cat, 1);
+    oq_node_set_attr_int(c, "axis", variant == CAT_TRANSPOSE ? 0 : 1);
+    oq_graph_append(m->graph, c);
+    oq_value *y = cat;
+    if (variant == CAT_TRANSPOSE) { /* [2, 4] -> [4, 2] */
+        y = tu_node(m, "Transpose", "transpose", cat, NULL, NULL, "y");
+        int64_t perm[2] = {1, 0};
+        oq_node_set_attr_ints(y->producer, "perm", perm, 2);
+    } else if (variant == CAT_RESHAPE) { /* [1, 8] -> [2, 4]: one part per row */
+        static const int64_t shape[2] = {2, 4};
+        y = tu_node(m, "Reshape", "reshape", cat, cat_init_i64(m, "shape", shape, 2), NULL, "y");
+    } else if (variant == CAT_RESHAPE_MIXED) { /* [1, 12] -> [2, 6]: row 0 holds big and small */
+        static const int64_t shape[2] = {2, 6};
+        y = tu_node(m, "Reshape", "reshape", cat, cat_init_i64(m, "shape", shape, 2), NULL, "y");
+    }
+    oq_graph_add_output(m->graph, y, NULL);
+    return m;
+}
+
+/* big part exact; small part: x * 0.01 against its QDQ; whole: both */
+static void cat_by_hand(sums *whole, sums *part_small)
+{
+    for (int s = 0; s < 3; s++) {
+        float b[4], sm[4], q[4];
+        for (int i = 0; i < 4; i++) {
+            b[i] = XS[s][i] * 100.0f;
+            sm[i] = XS[s][i] * 0.01f;
+            q[i] = tu_hq_u8(sm[i], SMALL_S, 128);
+        }
+        add(whole, b, b, 4);
+        add(whole, sm, q, 4);
+        add(part_small, sm, q, 4);
+    }
+}
+
+static oq_verify *cat_verify(int variant, oq_model **fm, oq_model **qm)
+{
+    *fm = cat_model(false, variant);
+    *qm = cat_model(true, variant);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_verify *v = NULL;
+    oq_verify_options o = oq_verify_options_default();
+    o.threads = 1;
+    cr_assert_eq(oq_verify_new(*fm, *qm, &o, &v, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    for (int s = 0; s < 3; s++) {
+        oq_rt_tensor in;
+        int64_t dims[2] = {1, 4};
+        oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, dims, 2, (void *)XS[s]);
+        cr_assert_eq(oq_verify_sample(v, &in, 1, "s", &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    }
+    oq_diag_free(&d);
+    return v;
+}
+
+/* the two parts at axis `axis`, ranges [0, mid) and [mid, end), by hand */
+static void check_two_parts(int variant, int64_t axis, int64_t mid, int64_t end, const char *worst_label)
+{
+    sums whole = {0, 0}, small = {0, 0};
+    cat_by_hand(&whole, &small);
+    /* the test only means something if the whole output hides the small part's error */
+    cr_assert(db(&whole) > db(&small) + 40, "whole %g small %g", db(&whole), db(&small));
+    oq_model *fm, *qm;
+    oq_verify *v = cat_verify(variant, &fm, &qm);
+    const oq_verify_output *o = oq_verify_output_at(v, 0);
+    cr_assert_str_eq(o->name, "y");
+    cr_assert_null(o->slice_note, "%s", o->slice_note);
+    cr_assert_str_eq(o->concat, "concat");
+    cr_assert_eq(o->n_slices, 2);
+    const oq_verify_slice *s0 = &o->slices[0], *s1 = &o->slices[1];
+    cr_assert_str_eq(s0->tensor, "big");
+    cr_assert_str_eq(s0->node, "mul_big");
+    cr_assert_str_eq(s0->op_type, "Mul");
+    cr_assert_str_eq(s1->tensor, "small");
+    cr_assert(s0->axis == axis && s1->axis == axis, "axis %lld", (long long)s0->axis);
+    cr_assert(s0->start == 0 && s0->end == mid && s1->start == mid && s1->end == end);
+    cr_assert_eq(s0->err.n, 12);
+    cr_assert_eq(s1->err.n, 12);
+    cr_assert(isinf(oq_err_sqnr_db(&s0->err)) && oq_err_sqnr_db(&s0->err) > 0, "big part exact");
+    cr_assert_float_eq(oq_err_sqnr_db(&s1->err), db(&small), 1e-9);
+    cr_assert_float_eq(oq_err_sqnr_db(&o->err), db(&whole), 1e-9);
+    /* the parts add up to the whole */
+    cr_assert_float_eq(s0->err.sxx + s1->err.sxx, o->err.sxx, 1e-9 * o->err.sxx);
+    cr_assert_float_eq(s0->err.sdd + s1->err.sdd, o->err.sdd, 1e-12);
+    /* the worst part decides */
+    size_t k = 99, out = 99, ks = 99;
+    const oq_err_acc *e = NULL;
+    cr_assert_float_eq(oq_verify_output_worst(o, &k, &e), db(&small), 1e-9);
+    cr_assert_eq(k, 1);
+    cr_assert_eq(e, &s1->err);
+    cr_assert_float_eq(oq_verify_worst(v, &out, &ks), db(&small), 1e-9);
+    cr_assert(out == 0 && ks == 1);
+    char lb[64];
+    cr_assert_str_eq(oq_verify_slice_label(o, 1, lb, sizeof lb), worst_label);
+    oq_verify_free(v);
+    oq_model_free(fm);
+    oq_model_free(qm);
+}
+
+Test(verify, concat_output_judged_per_part_by_hand)
+{
+    check_two_parts(CAT_PLAIN, 1, 4, 8, "y[1:4..8]");
+}
+
+Test(verify, concat_then_transpose_parts_follow_the_axis)
+{
+    /* Concat on axis 0 of [1, 4] + [1, 4] = [2, 4], transposed to [4, 2]: each part is a
+     * column (axis 1), its elements strided */
+    check_two_parts(CAT_TRANSPOSE, 1, 1, 2, "y[1:1..2]");
+}
+
+Test(verify, concat_then_reshape_parts_follow_the_rows)
+{
+    /* [1, 8] reshaped to [2, 4]: part 0 is row 0, part 1 row 1 (axis 0) */
+    check_two_parts(CAT_RESHAPE, 0, 1, 2, "y[0:1..2]");
+}
+
+Test(verify, reshape_that_mixes_parts_is_judged_whole)
+{
+    /* [1, 12] = (big, small, big) reshaped to [2, 6]: a row holds two parts, so no axis
+     * separates them: one slice, the whole output, and a note saying why */
+    sums whole = {0, 0}, small = {0, 0};
+    cat_by_hand(&whole, &small);
+    oq_model *fm, *qm;
+    oq_verify *v = cat_verify(CAT_RESHAPE_MIXED, &fm, &qm);
+    const oq_verify_output *o = oq_verify_output_at(v, 0);
+    cr_assert_eq(o->n_slices, 1);
+    cr_assert(o->slice_note && strstr(o->slice_note, "reshape"), "%s", o->slice_note ? o->slice_note : "(none)");
+    cr_assert_eq(o->slices[0].axis, -1);
+    cr_assert_eq(memcmp(&o->slices[0].err, &o->err, sizeof o->err), 0);
+    size_t k = 99;
+    cr_assert_float_eq(oq_verify_output_worst(o, &k, NULL), oq_err_sqnr_db(&o->err), 0);
+    cr_assert_eq(k, 0);
+    char lb[64];
+    cr_assert_str_eq(oq_verify_slice_label(o, k, lb, sizeof lb), "y");
+    oq_verify_free(v);
+    oq_model_free(fm);
+    oq_model_free(qm);
+}
+
+Test(verify, output_without_concat_is_one_whole_slice, .init = portable_gemm)
+{
+    tu_mm_make_weights();
+    oq_model *fm = tu_mm_float_model(), *qm = tu_mm_quant_model();
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_verify *v;
+    cr_assert_eq(oq_verify_new(fm, qm, NULL, &v, &d), OQ_OK);
+    for (int s = 0; s < 3; s++) {
+        oq_rt_tensor in;
+        int64_t dims[2] = {1, 4};
+        oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, dims, 2, (void *)XS[s]);
+        cr_assert_eq(oq_verify_sample(v, &in, 1, "s", &d), OQ_OK);
+    }
+    const oq_verify_output *o = oq_verify_output_at(v, 0);
+    cr_assert_eq(o->n_slices, 1);
+    cr_assert_null(o->concat);
+    cr_assert_null(o->slice_note);
+    const oq_verify_slice *sl = &o->slices[0];
+    cr_assert_eq(sl->axis, -1);
+    cr_assert_str_eq(sl->tensor, "y2");
+    cr_assert_str_eq(sl->node, "mm2");
+    cr_assert_str_eq(sl->op_type, "MatMul");
+    cr_assert_eq(memcmp(&sl->err, &o->err, sizeof o->err), 0, "the slice is the whole output");
+    size_t out = 99, k = 99;
+    cr_assert_float_eq(oq_verify_worst(v, &out, &k), oq_err_sqnr_db(&o->err), 0);
+    cr_assert(out == 0 && k == 0);
+    char lb[64];
+    cr_assert_str_eq(oq_verify_slice_label(o, k, lb, sizeof lb), "y2");
+    oq_verify_free(v);
+    oq_model_free(fm);
+    oq_model_free(qm);
+    oq_diag_free(&d);
+}

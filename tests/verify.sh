@@ -14,7 +14,12 @@
 # - the HTML report is one self-contained file (no script, no external reference);
 # - weights that onnxq quantize folded (Conv + BatchNormalization -> W_bnfold, absent from
 #   the float model) are compared with the float model folded the same way: the weight
-#   SQNR verify reports equals numpy's on `onnxq opt --passes fold-batchnorm` output.
+#   SQNR verify reports equals numpy's on `onnxq opt --passes fold-batchnorm` output;
+# - slices: a head whose output concatenates boxes and sigmoid scores, its output quantized
+#   with one scale (tests/verify_make_concat.py, verify_output_qdq.py): per part numbers
+#   equal numpy's, the scores part is named the worst in the table, the JSON and the
+#   --min-sqnr message, also with a Transpose after the Concat; an output without a Concat
+#   is one slice equal to the whole.
 set -u
 EXE=${1:?onnxq executable}
 SRC=${2:?source dir}
@@ -208,6 +213,85 @@ want = 10 * np.log10((x ** 2).sum() / ((x - y) ** 2).sum())
 got = w["W_bnfold"]["error"]["sqnr_db"]
 print("verify.sh: folded weight W_bnfold: verify %.4f dB, numpy %.4f dB" % (got, want))
 assert abs(got - want) < 1e-3, (got, want)
+PYEOF
+
+# slices: a detection head whose output0 = Concat(boxes 0..~70, sigmoid scores 0..1) on
+# axis 1, the float model with its output quantized with one uint8 scale (0.3; whatever
+# onnxq quantize's placement does): the whole output looks fine, the scores part collapses;
+# each part's numbers equal numpy's on `onnxq run` outputs; the same with a Transpose after
+# the Concat (the parts then lie along axis 2)
+$PY "$SRC/tests/verify_make_concat.py" "$TMP/cf.onnx" "$TMP/ccal" --samples 1 &&
+    $PY "$SRC/tests/verify_make_concat.py" "$TMP/cft.onnx" "$TMP/ccal" --samples 1 --transpose &&
+    $PY "$SRC/tests/verify_make_concat.py" "$TMP/cjunk.onnx" "$TMP/cev" --samples 6 --seed 11 || bad "make concat models"
+for t in "" t; do
+    $PY "$SRC/tests/verify_output_qdq.py" "$TMP/cf$t.onnx" "$TMP/cq$t.onnx" output0 0.3 || bad "output QDQ cq$t"
+    "$EXE" verify "$TMP/cf$t.onnx" "$TMP/cq$t.onnx" --data "$TMP/cev" --json "$TMP/cs$t.json" --html "$TMP/cs$t.html" \
+        --min-sqnr 20 >"$TMP/cs$t.out" 2>"$TMP/cs$t.err"
+    [ $? = 1 ] || bad "verify cq$t --min-sqnr 20: the scores part misses it, exit 1 expected"
+    for s in $(ls "$TMP/cev"); do
+        for m in f q; do
+            mkdir -p "$TMP/c$m$t/$s"
+            "$EXE" run "$TMP/c$m$t.onnx" --input x="$TMP/cev/$s/x.npy" --output-dir "$TMP/c$m$t/$s" >/dev/null ||
+                bad "run c$m$t $s"
+        done
+    done
+done
+ax=1
+for t in "" t; do
+    grep -q "^    output0\[$ax:0\.\.4\] .* from boxes (Reshape)$" "$TMP/cs$t.out" &&
+        grep -q "^    output0\[$ax:4\.\.10\] .* from scores (Reshape)$" "$TMP/cs$t.out" &&
+        grep -q "^  worst: output0\[$ax:4\.\.10\] from scores (Reshape), SQNR" "$TMP/cs$t.out" ||
+        { bad "slice lines of cq$t"; cat "$TMP/cs$t.out"; }
+    grep -q "output \"output0\": part output0\[$ax:4\.\.10\] from scores (Reshape): SQNR .* below --min-sqnr 20.00 (whole output" \
+        "$TMP/cs$t.err" || { bad "--min-sqnr message of cq$t"; cat "$TMP/cs$t.err"; }
+    grep -q "output0\[$ax:4\.\.10\]" "$TMP/cs$t.html" || bad "HTML of cq$t lacks the slices"
+    $PY - "$TMP/cs$t.json" "$TMP/cf$t" "$TMP/cq$t" $ax <<'PYEOF' || bad "slice numbers of cq$t differ from numpy"
+import json, os, sys
+import numpy as np, onnx
+from onnx import numpy_helper as nh
+r = json.load(open(sys.argv[1])); fd, qd, ax = sys.argv[2], sys.argv[3], int(sys.argv[4])
+def load(d):
+    return [nh.to_array(onnx.load_tensor(os.path.join(d, s, "output0.pb"))).astype(np.float64)
+            for s in sorted(os.listdir(d))]
+F, Q = load(fd), load(qd)
+o = r["outputs"][0]
+assert o["concat"] == "concat_head", o["concat"]
+sl = o["slices"]
+assert [(s["axis"], s["start"], s["end"], s["tensor"], s["op_type"], s["node"]) for s in sl] == \
+    [(ax, 0, 4, "boxes", "Reshape", "reshape_box"), (ax, 4, 10, "scores", "Reshape", "reshape_cls")], sl
+def nums(parts):
+    x = np.concatenate([p[0].ravel() for p in parts]); y = np.concatenate([p[1].ravel() for p in parts])
+    return (10 * np.log10((x * x).sum() / ((x - y) ** 2).sum()), (x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()),
+            np.abs(x - y).max(), x.size)
+def part(a, b, s):
+    idx = [slice(None)] * a.ndim; idx[ax] = slice(s["start"], s["end"]); idx = tuple(idx)
+    return a[idx], b[idx]
+want = [nums([part(f, q, s) for f, q in zip(F, Q)]) for s in sl]
+whole = nums(list(zip(F, Q)))
+for s, w in zip(sl, want):
+    e = s["error"]
+    print("verify.sh: %s: verify %.4f dB, numpy %.4f dB" % (s["label"], e["sqnr_db"], w[0]))
+    assert abs(e["sqnr_db"] - w[0]) < 1e-6 and abs(e["cosine"] - w[1]) < 1e-9, (e, w)
+    assert abs(e["max_abs_err"] - w[2]) < 1e-6 and e["elements"] == w[3], (e, w)
+assert abs(o["error"]["sqnr_db"] - whole[0]) < 1e-6
+# the whole output looks fine, the scores part does not; the worst part decides
+assert whole[0] > 30 and want[1][0] < 15, (whole, want)
+for wst in (o["worst"], r["worst"]):
+    assert wst["output"] == "output0" and wst["slice"] == 1 and wst["tensor"] == "scores", wst
+    assert wst["label"] == "output0[%d:4..10]" % ax and abs(wst["sqnr_db"] - want[1][0]) < 1e-6, wst
+assert o["meets_min_sqnr"] is False
+PYEOF
+    ax=2
+done
+# an output without a Concat has exactly one slice: the whole output
+$PY - "$TMP/r.json" <<'PYEOF' || bad "an output without a Concat is not one whole slice"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for o in r["outputs"]:
+    assert len(o["slices"]) == 1 and o["slices"][0]["axis"] is None and o["concat"] is None, o["slices"]
+    assert o["slices"][0]["error"] == o["error"] and o["slices"][0]["label"] == o["name"]
+    assert o["worst"]["slice"] == 0 and o["worst"]["sqnr_db"] == o["error"]["sqnr_db"]
+assert r["worst"]["output"] == r["outputs"][0]["name"]
 PYEOF
 
 [ $fail = 0 ] && note "ok"

@@ -9,11 +9,13 @@
  *   oq_fallback_result_free(&r);
  *
  * Each step measures the quantized model against the float one on every sample of src
- * with the verify engine (onnxq/verify.h) and, while the minimum over the graph outputs
- * of the output SQNR is below the target, returns one node to float (oq_fallback_node).
+ * with the verify engine (onnxq/verify.h) and, while the SQNR of the worst output slice
+ * (oq_verify_worst: each graph output, each part of an output made by a Concat) is below
+ * the target, returns one node to float (oq_fallback_node).
  * Which node (docs/verify.md, "Accuracy-driven fallback"):
  *  1. the layer L with the lowest isolated SQNR among the layers whose producer in the
- *     quantized model still has a quantized input (a DequantizeLinear input);
+ *     quantized model still has a quantized input (a DequantizeLinear input), those
+ *     upstream of the worst slice first (greedy search);
  *  2. a layer's isolated error includes the quantization of its activation inputs: when an
  *     input X of L's node is itself quantized and X's own quantization error ("output-QDQ"
  *     SQNR, float X vs QDQ(float X)) is at most L's isolated SQNR + 1 dB, the input
@@ -53,7 +55,7 @@ extern "C" {
 enum { OQ_FALLBACK_GREEDY = 0, OQ_FALLBACK_BISECT = 1 };
 
 typedef struct oq_fallback_options {
-    double target_sqnr_db;  /* stop when min output SQNR >= this */
+    double target_sqnr_db;  /* stop when the worst output slice's SQNR >= this */
     int max_fallback;       /* at most this many nodes returned to float (default 10) */
     int threads;            /* executor threads (<= 0: one per CPU) */
     double prefer_producer_db; /* margin of rule 2 (default 1 dB) */
@@ -83,8 +85,8 @@ typedef struct oq_fallback_step {
     char *nodes;       /* every node returned to float at this step, comma separated:
                         * rule 2 also returns the nodes without weights between the
                         * producer and the layer (Relu, MaxPool, ...) */
-    double sqnr_db;    /* min output SQNR measured after the change */
-    char *worst_output;/* output reaching that minimum */
+    double sqnr_db;    /* worst output slice's SQNR measured after the change */
+    char *worst_output;/* that slice (oq_verify_slice_label: "out[1:4..84]", or the output) */
     size_t layers;     /* candidates (layers) in float in this measurement */
 } oq_fallback_step;
 

@@ -89,6 +89,25 @@ typedef struct oq_verify_options {
 
 oq_verify_options oq_verify_options_default(void);
 
+/* One part of a graph output (docs/verify.md, "Slices"). A graph output produced by a
+ * Concat, directly or through ops that only move or map elements one to one (Identity,
+ * Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Cast, unary activations, and
+ * Add/Sub/Mul/Div/Clip whose other operands are constants), is judged per Concat input:
+ * each input is a slice, an index range along one axis of the output. The axis and the
+ * ranges follow the Concat's axis through those ops with the shapes of each sample. */
+typedef struct oq_verify_slice {
+    const char *tensor;    /* the Concat input (float model) */
+    const char *node;      /* its producer's name ("" for a graph input or a constant) */
+    const char *op_type;   /* its producer's op type ("input", "constant") */
+    int64_t axis;          /* the output's axis the part lies along (last sample); -1:
+                            * the slice is the whole output */
+    int64_t start, end;    /* its index range [start, end) on that axis (last sample) */
+    oq_err_acc err;        /* float vs quantized, this part's elements only */
+} oq_verify_slice;
+
+/* At most this many slices per output (a Concat with more inputs is judged whole). */
+#define OQ_VERIFY_MAX_SLICES 64
+
 /* One graph output. */
 typedef struct oq_verify_output {
     const char *name;
@@ -101,7 +120,24 @@ typedef struct oq_verify_output {
     size_t rank;
     int64_t dims[OQ_RT_MAX_RANK]; /* of the last sample */
     oq_err_acc arith;      /* arith_loss: quantized model, reference (x) vs target (y) */
+    /* Slices (above): one per Concat input when the output is a Concat's and every
+     * sample compared could be split; otherwise one slice, the whole output (axis -1,
+     * tensor the output, err equal to err; when a Concat was found but a sample could not
+     * be split, slice_note says why). */
+    size_t n_slices;
+    oq_verify_slice *slices;
+    const char *concat;      /* the Concat node's name (NULL without slices) */
+    const char *slice_note;  /* NULL, or why a Concat output is not split */
 } oq_verify_output;
+
+/* The worst part of output o: the slice of lowest SQNR (slices without elements left
+ * out). Returns that SQNR (NaN when nothing was compared); *slice (may be NULL) gets its
+ * index (SIZE_MAX when nothing was compared), *err (may be NULL) its error sums (the
+ * output's when nothing was compared). */
+double oq_verify_output_worst(const oq_verify_output *o, size_t *slice, const oq_err_acc **err);
+/* "NAME[AXIS:START..END]" for a slice, "NAME" for the whole output (or SIZE_MAX), into buf
+ * (truncated to size); returns buf. */
+char *oq_verify_slice_label(const oq_verify_output *o, size_t slice, char *buf, size_t size);
 
 /* One layer: a float tensor produced by a node (or a graph input) that has a
  * counterpart in the quantized model. */
@@ -161,6 +197,10 @@ oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_in
 uint64_t oq_verify_n_samples(const oq_verify *v);
 size_t oq_verify_n_outputs(const oq_verify *v);
 const oq_verify_output *oq_verify_output_at(const oq_verify *v, size_t i);
+/* The worst part of all outputs: the lowest oq_verify_output_worst (an output with
+ * nothing compared, NaN, counts as the worst). *output and *slice may be NULL; *output
+ * is SIZE_MAX when the model has no output. */
+double oq_verify_worst(const oq_verify *v, size_t *output, size_t *slice);
 /* Layers in float graph order. */
 size_t oq_verify_n_layers(const oq_verify *v);
 const oq_verify_layer *oq_verify_layer_at(const oq_verify *v, size_t i);

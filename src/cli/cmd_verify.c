@@ -42,9 +42,11 @@ static void usage(FILE *f)
             "                    [--target T]\n\n"
             "Run the float model and its quantized version on the same samples and report,\n"
             "per graph output, SQNR (dB), cosine similarity, max and mean absolute error and\n"
-            "top-1/top-5 agreement for class scores; per layer (tensors matched by name), the\n"
-            "accumulated error and the isolated error of the layer alone, with the range\n"
-            "the quantizer chose against the range seen in the float model.\n\n"
+            "top-1/top-5 agreement for class scores, and for an output made by a Concat the\n"
+            "same per Concat input (a slice; the worst slice decides); per layer (tensors\n"
+            "matched by name), the accumulated error and the isolated error of the layer\n"
+            "alone, with the range the quantizer chose against the range seen in the float\n"
+            "model.\n\n"
             "  --data DIR         one sub-folder per sample with <input name>.npy|.pb or\n"
             "                     input_N.pb, one test_data_set folder, or a flat folder of\n"
             "                     .npy/.pb files (one sample each); docs/data.md\n"
@@ -54,7 +56,7 @@ static void usage(FILE *f)
             "%s"
             "  --json FILE        every number as JSON   --html FILE  one self-contained page\n"
             "                     (FILE - : standard output, instead of the table)\n"
-            "  --min-sqnr DB      exit 1 unless every output reaches DB\n"
+            "  --min-sqnr DB      exit 1 unless every output (every slice of it) reaches DB\n"
             "  --top K            layers listed (worst first; default 10)\n"
             "  --threads N        worker threads per model (default: one per CPU)\n"
             "  --no-isolation     skip the isolated per-layer error (faster)\n"
@@ -227,10 +229,21 @@ static double clipped_pct(const oq_verify_layer *L)
     return L->obs.count ? 100.0 * L->clipped / (double)L->obs.count : NAN;
 }
 
+/* the worst slice of the output decides (include/onnxq/verify.h) */
 static bool output_pass(const oq_verify_output *o, double min)
 {
-    double s = oq_err_sqnr_db(&o->err);
+    double s = oq_verify_output_worst(o, NULL, NULL);
     return !isnan(s) && s >= min;
+}
+
+/* "LABEL" of slice k of o, with where it comes from when the output is split */
+static const char *slice_from(const oq_verify_output *o, size_t k, char *buf, size_t size)
+{
+    if (k >= o->n_slices || o->slices[k].axis < 0)
+        return "";
+    const oq_verify_slice *sl = &o->slices[k];
+    snprintf(buf, size, "%s (%s)", sl->tensor, sl->op_type);
+    return buf;
 }
 
 static int64_t peak_rss_bytes(void)
@@ -274,6 +287,26 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
         if (out->class_scores && out->rows)
             printf("  %-24s (class scores: %llu rows, top-k is k=%d: float top-1 in the "
                    "quantized top %d)\n", "", (unsigned long long)out->rows, out->topk, out->topk);
+        for (size_t k = 0; out->n_slices > 1 && k < out->n_slices; k++) {
+            const oq_err_acc *e = &out->slices[k].err;
+            char lb[256], fr[512];
+            printf("    %-22s %9s %9s %11s %11s  from %s\n",
+                   oq_verify_slice_label(out, k, lb, sizeof lb), fmt_db(oq_err_sqnr_db(e), b1, sizeof b1),
+                   e->n ? (snprintf(b2, sizeof b2, "%.6f", oq_err_cosine(e)), b2) : "-",
+                   fmt_g(e->n ? e->maxad : NAN, b3, sizeof b3), fmt_g(oq_err_mean_abs(e), b4, sizeof b4),
+                   slice_from(out, k, fr, sizeof fr));
+        }
+        if (out->slice_note)
+            printf("    (not split by its Concat %s: %s)\n", out->concat ? out->concat : "", out->slice_note);
+    }
+    size_t wo, ws;
+    double wdb = oq_verify_worst(v, &wo, &ws);
+    if (wo != SIZE_MAX) {
+        const oq_verify_output *out = oq_verify_output_at(v, wo);
+        char lb[256], fr[512];
+        const char *from = slice_from(out, ws, fr, sizeof fr);
+        printf("  worst: %s%s%s, SQNR %s dB\n", oq_verify_slice_label(out, ws, lb, sizeof lb),
+               *from ? " from " : "", from, fmt_db(wdb, b1, sizeof b1));
     }
     size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
     printf("\nlayers, worst isolated SQNR first (%zu of %zu compared)\n", show, n_worst);
@@ -336,6 +369,29 @@ static void json_err(json_writer *w, const char *key, const oq_err_acc *e)
     json_uint(w, e->nonfinite);
     json_kv_double(w, "sum_sq_ref", e->sxx);
     json_kv_double(w, "sum_sq_err", e->sdd);
+    json_end_object(w);
+}
+
+/* "worst": {output, slice (index or null), label, tensor, sqnr_db} of output o: its worst
+ * slice (slice SIZE_MAX: found here) */
+static void json_worst(json_writer *w, const oq_verify_output *o, size_t slice)
+{
+    size_t k;
+    double db = oq_verify_output_worst(o, &k, NULL);
+    if (slice != SIZE_MAX)
+        k = slice;
+    char lb[256];
+    json_key(w, "worst");
+    json_begin_object(w);
+    json_kv_string(w, "output", o->name);
+    json_key(w, "slice");
+    if (k == SIZE_MAX)
+        json_null(w);
+    else
+        json_int(w, (int64_t)k);
+    json_kv_string(w, "label", oq_verify_slice_label(o, k, lb, sizeof lb));
+    json_kv_string(w, "tensor", k < o->n_slices ? o->slices[k].tensor : o->name);
+    json_kv_double(w, "sqnr_db", db);
     json_end_object(w);
 }
 
@@ -412,11 +468,47 @@ static int write_json(const verify_opts *o, const oq_verify *v, const char *sour
             json_kv_double(w, "topk_agreement",
                            out->rows ? (double)out->topk_agree / (double)out->rows : NAN);
         }
+        json_key(w, "slices");
+        json_begin_array(w);
+        for (size_t k = 0; k < out->n_slices; k++) {
+            const oq_verify_slice *sl = &out->slices[k];
+            char lb[256];
+            json_begin_object(w);
+            json_kv_string(w, "label", oq_verify_slice_label(out, k, lb, sizeof lb));
+            json_kv_string(w, "tensor", sl->tensor);
+            json_kv_string(w, "node", sl->node);
+            json_kv_string(w, "op_type", sl->op_type);
+            json_key(w, "axis");
+            if (sl->axis < 0) {
+                json_null(w);
+            } else {
+                json_int(w, sl->axis);
+                json_kv_int(w, "start", sl->start);
+                json_kv_int(w, "end", sl->end);
+            }
+            json_err(w, "error", &sl->err);
+            json_end_object(w);
+        }
+        json_end_array(w);
+        json_kv_string(w, "concat", out->concat);
+        if (out->slice_note)
+            json_kv_string(w, "slice_note", out->slice_note);
+        json_worst(w, out, SIZE_MAX);
         if (o->has_min)
             json_kv_bool(w, "meets_min_sqnr", output_pass(out, o->min_sqnr));
         json_end_object(w);
     }
     json_end_array(w);
+    {
+        size_t wo, ws;
+        oq_verify_worst(v, &wo, &ws);
+        if (wo != SIZE_MAX) {
+            json_worst(w, oq_verify_output_at(v, wo), ws);
+        } else {
+            json_key(w, "worst");
+            json_null(w);
+        }
+    }
     json_key(w, "layers");
     json_begin_array(w);
     for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
@@ -711,6 +803,27 @@ static int write_html(const verify_opts *o, const oq_verify *v, const char *sour
                     100.0 * (double)out->topk_agree / (double)out->rows, out->topk);
         else
             fputs("<td>-</td><td>-</td></tr>\n", f);
+        for (size_t k = 0; out->n_slices > 1 && k < out->n_slices; k++) {
+            const oq_err_acc *e = &out->slices[k].err;
+            char lb[256], fr[512];
+            fputs("<tr><td class=\"l\">&nbsp;&nbsp;", f);
+            html_text(f, oq_verify_slice_label(out, k, lb, sizeof lb));
+            fputs(" from ", f);
+            html_text(f, slice_from(out, k, fr, sizeof fr));
+            fprintf(f, "</td><td>%s</td><td>%.6f</td><td>%s</td><td>%s</td><td>-</td><td>-</td></tr>\n",
+                    fmt_db(oq_err_sqnr_db(e), b1, sizeof b1), oq_err_cosine(e),
+                    fmt_g(e->n ? e->maxad : NAN, b2, sizeof b2), fmt_g(oq_err_mean_abs(e), b3, sizeof b3));
+        }
+    }
+    {
+        size_t wo, ws;
+        double wdb = oq_verify_worst(v, &wo, &ws);
+        if (wo != SIZE_MAX) {
+            char lb[256];
+            fputs("<tr><td class=\"l\" colspan=\"7\">worst: ", f);
+            html_text(f, oq_verify_slice_label(oq_verify_output_at(v, wo), ws, lb, sizeof lb));
+            fprintf(f, ", SQNR %s dB</td></tr>\n", fmt_db(wdb, b1, sizeof b1));
+        }
     }
     fputs("</table>\n<h2>Per-layer SQNR</h2>\n", f);
     html_bar_chart(f, v, is_worst, hl);
@@ -880,11 +993,20 @@ int cmd_verify(int argc, char **argv)
     if (o.has_min) {
         for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
             const oq_verify_output *out = oq_verify_output_at(v, i);
-            char b[32];
-            if (!output_pass(out, o.min_sqnr))
+            char b[32], bw[32], lb[256], fr[512];
+            size_t k;
+            double db = oq_verify_output_worst(out, &k, NULL);
+            if (output_pass(out, o.min_sqnr))
+                continue;
+            if (out->n_slices > 1 && k != SIZE_MAX)
+                fprintf(stderr, "onnxq verify: output \"%s\": part %s from %s: SQNR %s dB is below "
+                                "--min-sqnr %.2f (whole output %s dB)\n",
+                        out->name, oq_verify_slice_label(out, k, lb, sizeof lb), slice_from(out, k, fr, sizeof fr),
+                        fmt_db(db, b, sizeof b), o.min_sqnr,
+                        fmt_db(oq_err_sqnr_db(&out->err), bw, sizeof bw));
+            else
                 fprintf(stderr, "onnxq verify: output \"%s\": SQNR %s dB is below --min-sqnr "
-                                "%.2f\n", out->name, fmt_db(oq_err_sqnr_db(&out->err), b, sizeof b),
-                        o.min_sqnr);
+                                "%.2f\n", out->name, fmt_db(db, b, sizeof b), o.min_sqnr);
         }
         if (table_to_stdout)
             printf("min-sqnr %.2f dB: %s\n", o.min_sqnr, pass ? "met" : "NOT met");

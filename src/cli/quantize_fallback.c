@@ -112,11 +112,17 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
             nn += *p == ',';
         if (r.in_float && *r.in_float)
             nn++;
+        /* a Concat output is judged per part: name the part that decided */
+        const char *wl = NULL;
+        for (size_t i = r.n_steps; i-- > 0 && !wl;)
+            if (r.steps[i].sqnr_db == r.sqnr_db)
+                wl = r.steps[i].worst_output;
+        bool part = wl && strchr(wl, '[');
         fprintf(stderr,
-                "onnxq quantize: fallback: %s: output SQNR %.2f dB (target %.2f dB), %zu measurement(s), %zu node(s) "
+                "onnxq quantize: fallback: %s: output SQNR %.2f dB%s%s (target %.2f dB), %zu measurement(s), %zu node(s) "
                 "in float%s%s\n",
-                r.met ? "target met" : "target NOT met", r.sqnr_db, a->target_sqnr_db, r.n_steps, nn,
-                nn ? ": " : "", nn ? r.in_float : "");
+                r.met ? "target met" : "target NOT met", r.sqnr_db, part ? " at its worst part " : "", part ? wl : "",
+                a->target_sqnr_db, r.n_steps, nn, nn ? ": " : "", nn ? r.in_float : "");
     }
 done:
     oq_fallback_result_free(&r);

@@ -461,30 +461,81 @@ static size_t choose_for(const oq_verify *v, const oq_fallback_options *o, const
     return 1;
 }
 
-/* Choose the nodes to return to float (weighted node last); 0 when none can. */
+/* The values of qg upstream of the worst output slice of v (its Concat input, or the whole
+ * output), by value id (malloc'ed, *n ids); NULL when unknown or out of memory. */
+static bool *upstream_of_worst(const oq_verify *v, oq_graph *qg, uint32_t *n)
+{
+    size_t wo, ws;
+    oq_verify_worst(v, &wo, &ws);
+    const oq_verify_output *O = wo != SIZE_MAX ? oq_verify_output_at(v, wo) : NULL;
+    if (!O || ws == SIZE_MAX)
+        return NULL;
+    oq_value *start = oq_graph_find_local(qg, O->slices[ws].tensor);
+    uint32_t ids = qg->model->next_id;
+    bool *up = start ? calloc((size_t)ids + 1, sizeof *up) : NULL;
+    oq_value **stack = up ? malloc(((size_t)ids + 1) * sizeof *stack) : NULL;
+    if (!stack) {
+        free(up);
+        return NULL;
+    }
+    size_t sp = 0;
+    if (start->id < ids) {
+        up[start->id] = true;
+        stack[sp++] = start;
+    }
+    while (sp) {
+        oq_value *x = stack[--sp];
+        if (x->kind != OQ_VALUE_NODE || !x->producer)
+            continue;
+        const oq_node *p = x->producer;
+        for (size_t i = 0; i < p->n_inputs; i++) {
+            oq_value *in = p->inputs[i];
+            if (in && in->id < ids && !up[in->id]) {
+                up[in->id] = true;
+                stack[sp++] = in;
+            }
+        }
+    }
+    free(stack);
+    *n = ids;
+    return up;
+}
+
+/* Choose the nodes to return to float (weighted node last); 0 when none can. The worst
+ * output slice decides: the layers upstream of it come first (any other layer only when
+ * none of those can fall back). */
 static size_t choose(const oq_verify *v, oq_graph *qg, const oq_fallback_options *o, oq_fallback_step *s,
                      oq_node **out)
 {
+    uint32_t n_up = 0;
+    bool *up = upstream_of_worst(v, qg, &n_up);
     const oq_verify_layer *worst = NULL;
     oq_node *wn = NULL;
     double wdb = INFINITY;
-    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
-        const oq_verify_layer *L = oq_verify_layer_at(v, i);
-        oq_node *n = NULL;
-        double db;
-        if (!eligible(L, qg, &n, &db) || db >= wdb)
-            continue;
-        worst = L;
-        wn = n;
-        wdb = db;
-    }
+    for (int pass = up ? 0 : 1; pass < 2 && !worst; pass++)
+        for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
+            const oq_verify_layer *L = oq_verify_layer_at(v, i);
+            oq_node *n = NULL;
+            double db;
+            if (!eligible(L, qg, &n, &db) || db >= wdb)
+                continue;
+            if (pass == 0 && !(n->n_outputs && n->outputs[0] && n->outputs[0]->id < n_up && up[n->outputs[0]->id]))
+                continue;
+            worst = L;
+            wn = n;
+            wdb = db;
+        }
+    free(up);
     if (!worst)
         return 0;
     return choose_for(v, o, worst, wn, wdb, s, out);
 }
 
+/* The label of the worst output slice ("out[1:4..84]", or the output's name) */
+#define WORST_LABEL_MAX 512
+
 static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_fallback_options *o,
-                         bool isolated, oq_verify **out, double *min_db, const char **worst_out,
+                         bool isolated, oq_verify **out, double *min_db, char *worst_out,
                          uint64_t *samples, oq_diag *d)
 {
     oq_verify_options vo = oq_verify_options_default();
@@ -521,18 +572,14 @@ static oq_status measure(oq_model *fm, oq_model *qm, oq_calib_source *src, const
         if (o->progress)
             o->progress(k + 1, ns, label, o->progress_user);
     }
-    *min_db = INFINITY;
-    *worst_out = NULL;
-    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
-        const oq_verify_output *O = oq_verify_output_at(v, i);
-        double db = oq_err_sqnr_db(&O->err);
-        if (isnan(db) || db < *min_db) {
-            *min_db = db;
-            *worst_out = O->name;
-            if (isnan(db))
-                break;
-        }
-    }
+    /* the worst part of any output decides (a Concat output is judged per input) */
+    size_t wo, ws;
+    *min_db = oq_verify_worst(v, &wo, &ws);
+    worst_out[0] = 0;
+    if (wo != SIZE_MAX)
+        oq_verify_slice_label(oq_verify_output_at(v, wo), ws, worst_out, WORST_LABEL_MAX);
+    else
+        *min_db = INFINITY; /* no output: as before, nothing to improve */
     *samples = ns;
     free(in);
     *out = v;
@@ -760,9 +807,9 @@ static oq_status bisect_eval(oq_model *fm, const uint8_t *buf, size_t len, oq_ca
     if (st != OQ_OK)
         return st;
     st = apply_groups(mk, fm, idx, groups, k, d);
-    const char *wo = NULL;
+    char wo[WORST_LABEL_MAX] = "";
     if (st == OQ_OK)
-        st = measure(fm, mk, src, o, false, &v, db, &wo, &res->samples, d);
+        st = measure(fm, mk, src, o, false, &v, db, wo, &res->samples, d);
     if (st == OQ_OK) {
         oq_fallback_step *s = new_step(res, d);
         if (!s) {
@@ -779,7 +826,7 @@ static oq_status bisect_eval(oq_model *fm, const uint8_t *buf, size_t len, oq_ca
             s->input_own_db = last->info.input_own_db;
             s->nodes = group_nodes_list(groups, k);
             s->sqnr_db = *db;
-            s->worst_output = xstrdup(wo);
+            s->worst_output = xstrdup(*wo ? wo : NULL);
             s->layers = k;
             logf_(o, "step %zu: the %zu worst layer(s) in float (last: %s, isolated %.2f dB): output SQNR %.2f dB",
                   res->n_steps - 1, k, s->tensor ? s->tensor : "?", s->layer_iso_db, *db);
@@ -951,13 +998,13 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         return OQ_ERR_NOMEM;
     for (;;) {
         double db = NAN;
-        const char *wo = NULL;
-        st = measure(fm, qm, src, o, true, &v, &db, &wo, &res->samples, d);
+        char wo[WORST_LABEL_MAX] = "";
+        st = measure(fm, qm, src, o, true, &v, &db, wo, &res->samples, d);
         if (st != OQ_OK)
             goto fail;
         s = &res->steps[res->n_steps - 1];
         s->sqnr_db = db;
-        s->worst_output = xstrdup(wo);
+        s->worst_output = xstrdup(*wo ? wo : NULL);
         if (s->node)
         {
             if (s->via_producer)
@@ -971,7 +1018,7 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         }
         else
             logf_(o, "step 0: quantized model: output SQNR %.2f dB (%s) on %llu samples, target %.2f dB", db,
-                  wo ? wo : "?", (unsigned long long)res->samples, o->target_sqnr_db);
+                  *wo ? wo : "?", (unsigned long long)res->samples, o->target_sqnr_db);
         s->layers = res->n_steps - 1;
         if (db >= o->target_sqnr_db) {
             res->met = true;

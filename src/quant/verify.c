@@ -1,6 +1,7 @@
 /* onnxq verify: float vs quantized model, per output and per layer, streaming.
  * Design and matching rule: include/onnxq/verify.h and docs/verify.md. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,23 @@ typedef struct out_map {
     size_t qidx;          /* index in the quantized plan's outputs */
 } out_map;
 
+/* The slices of one graph output: the Concat, the ops between it and the output (Concat
+ * side first), and the part boundaries of the current sample along the output's axis. */
+typedef struct out_slices {
+    const oq_node *concat;    /* NULL: the output is judged whole */
+    const oq_node **ops;
+    size_t n_ops;
+    size_t n;                 /* parts (Concat inputs) */
+    int64_t *bounds;          /* [n + 1] */
+} out_slices;
+
+/* A tensor shape seen by the float observer in sample stamp - 1. */
+typedef struct shape_rec {
+    uint64_t stamp;
+    size_t rank;
+    int64_t dims[OQ_RT_MAX_RANK];
+} shape_rec;
+
 struct oq_verify {
     oq_verify_options opt;
     oq_model *fm, *qm, *im;
@@ -190,6 +208,10 @@ struct oq_verify {
     size_t *qin_from;         /* quant plan input i -> float plan input index */
     size_t *qout_of;          /* float output i -> quant plan output index */
     oq_verify_output *outs;
+    out_slices *osl;          /* [n_fout] */
+    int32_t *f_shape;         /* float value id -> shapes[] index, -1 */
+    shape_rec *shapes;
+    size_t n_shapes;
     oq_verify_layer *layers;
     size_t n_layers;
     int64_t *layer_input;     /* layer -> float plan input index (graph-input layers), -1 */
@@ -604,6 +626,12 @@ static void on_float(const oq_node *node, size_t idx, const oq_rt_tensor *t, voi
     const oq_value *val = node->outputs[idx];
     if (!val || val->id >= v->n_fids)
         return;
+    if (v->f_shape[val->id] >= 0) {
+        shape_rec *r = &v->shapes[v->f_shape[val->id]];
+        r->stamp = v->samples + 1;
+        r->rank = t->rank;
+        memcpy(r->dims, t->dims, sizeof r->dims);
+    }
     if (v->f_store[val->id] && !v->store[val->id].data && !v->store[val->id].rank) {
         oq_rt_tensor *s = &v->store[val->id];
         if (oq_rt_tensor_alloc(s, t->dtype, t->dims, t->rank) != OQ_OK) {
@@ -724,6 +752,379 @@ static oq_status setup_arith_loss(oq_verify *v, oq_diag *d)
     return OQ_OK;
 }
 
+/* ------------------------------------------------------------ slices -------- */
+/* A graph output made by a Concat is judged per Concat input (include/onnxq/verify.h,
+ * docs/verify.md "Slices"). The Concat is found from the output back through the ops
+ * below; the part boundaries follow the Concat's axis through them with the shapes the
+ * float observer records on every sample. */
+
+static bool op_in(const oq_node *n, const char *const *ops)
+{
+    for (size_t i = 0; ops[i]; i++)
+        if (op_is(n, ops[i]))
+            return true;
+    return false;
+}
+
+/* ops that move elements (row-major order kept: Reshape and friends; or permuted) */
+static const char *const RESHAPE_OPS[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", NULL};
+/* ops that map each element to the element at the same position */
+static const char *const UNARY_OPS[] = {"Identity", "Cast", "Relu", "Sigmoid", "Tanh", "Neg",
+                                        "Abs", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu",
+                                        "Selu", "Softplus", "Exp", "Erf", "Sqrt", "Clip", NULL};
+static const char *const CONST_BINARY_OPS[] = {"Add", "Sub", "Mul", "Div", NULL};
+
+/* The input of n the slices are followed through, or NULL when n is not such an op. The
+ * other inputs of an elementwise op must be constants; its output shape is checked on
+ * every sample (a constant that broadcasts to a larger shape stops the split). */
+static const oq_value *slice_through(const oq_node *n)
+{
+    if (!n->n_inputs || !n->inputs[0] || n->n_outputs < 1 || !n->outputs[0])
+        return NULL;
+    if (op_is(n, "Transpose") || op_in(n, RESHAPE_OPS))
+        return n->inputs[0];
+    if (op_in(n, UNARY_OPS)) {
+        for (size_t i = 1; i < n->n_inputs; i++)
+            if (n->inputs[i] && !oq_value_const_tensor(n->inputs[i]))
+                return NULL; /* Clip with a computed bound */
+        return oq_value_const_tensor(n->inputs[0]) ? NULL : n->inputs[0];
+    }
+    if (op_in(n, CONST_BINARY_OPS) && n->n_inputs == 2 && n->inputs[1]) {
+        bool c0 = oq_value_const_tensor(n->inputs[0]) != NULL;
+        bool c1 = oq_value_const_tensor(n->inputs[1]) != NULL;
+        if (c0 != c1)
+            return c0 ? n->inputs[1] : n->inputs[0];
+    }
+    return NULL;
+}
+
+static oq_status want_shape(oq_verify *v, const oq_value *val, oq_diag *d)
+{
+    if (!val || val->id >= v->n_fids || v->f_shape[val->id] >= 0 || oq_value_const_tensor(val))
+        return OQ_OK;
+    shape_rec *ns = realloc(v->shapes, (v->n_shapes + 1) * sizeof *ns);
+    if (!ns)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    v->shapes = ns;
+    memset(&ns[v->n_shapes], 0, sizeof *ns);
+    v->f_shape[val->id] = (int32_t)v->n_shapes++;
+    return OQ_OK;
+}
+
+/* O judged whole: one slice, the output (float value fv) itself. */
+static void set_whole(oq_verify_output *O, const oq_value *fv)
+{
+    oq_verify_slice *sl = &O->slices[0];
+    O->n_slices = 1;
+    sl->tensor = O->name;
+    sl->node = fv && fv->kind == OQ_VALUE_NODE && fv->producer->name ? fv->producer->name : "";
+    sl->op_type = !fv                       ? ""
+                  : fv->kind == OQ_VALUE_NODE ? fv->producer->op_type
+                  : fv->is_graph_input        ? "input"
+                                              : "constant";
+    sl->axis = -1;
+    sl->start = sl->end = 0;
+    sl->err = O->err;
+}
+
+/* For each float output: its Concat (through the ops of slice_through), and the shapes to
+ * record. */
+static oq_status find_slices(oq_verify *v, oq_diag *d)
+{
+    enum { MAX_DEPTH = 64 };
+    oq_graph *fg = v->fm->graph;
+    for (size_t i = 0; i < v->n_fout; i++) {
+        out_slices *S = &v->osl[i];
+        const oq_value *x = oq_graph_find_local(fg, v->outs[i].name);
+        const oq_node *chain[MAX_DEPTH];
+        size_t depth = 0;
+        const oq_node *concat = NULL;
+        while (x && x->kind == OQ_VALUE_NODE && x->producer && x->producer->graph == fg &&
+               depth < MAX_DEPTH) {
+            const oq_node *p = x->producer;
+            if (op_is(p, "Concat")) {
+                concat = p;
+                break;
+            }
+            const oq_value *in = slice_through(p);
+            if (!in || p->outputs[0] != x)
+                break;
+            chain[depth++] = p;
+            x = in;
+        }
+        bool ok = concat && concat->n_outputs >= 1 && concat->outputs[0] == x &&
+                  concat->n_inputs >= 2 && concat->n_inputs <= OQ_VERIFY_MAX_SLICES;
+        for (size_t k = 0; ok && k < concat->n_inputs; k++)
+            ok = concat->inputs[k] != NULL;
+        oq_verify_output *O = &v->outs[i];
+        size_t n = ok ? concat->n_inputs : 1;
+        O->slices = calloc(n, sizeof *O->slices);
+        if (!O->slices)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        set_whole(O, oq_graph_find_local(fg, O->name));
+        if (!ok)
+            continue;
+        S->ops = malloc((depth + 1) * sizeof *S->ops);
+        S->bounds = calloc(n + 1, sizeof *S->bounds);
+        if (!S->ops || !S->bounds)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        for (size_t k = 0; k < depth; k++)
+            S->ops[k] = chain[depth - 1 - k];
+        S->n_ops = depth;
+        S->n = n;
+        S->concat = concat;
+        O->n_slices = n;
+        O->concat = concat->name ? concat->name : "";
+        for (size_t k = 0; k < n; k++) {
+            const oq_value *in = concat->inputs[k];
+            oq_verify_slice *sl = &O->slices[k];
+            sl->tensor = in->name ? in->name : "";
+            sl->node = in->kind == OQ_VALUE_NODE && in->producer->name ? in->producer->name : "";
+            sl->op_type = in->kind == OQ_VALUE_NODE    ? in->producer->op_type
+                          : in->is_graph_input         ? "input"
+                                                       : "constant";
+            sl->axis = -1;
+            oq_status st = want_shape(v, in, d);
+            if (st != OQ_OK)
+                return st;
+        }
+        oq_status st = want_shape(v, concat->outputs[0], d);
+        for (size_t k = 0; st == OQ_OK && k < depth; k++)
+            st = want_shape(v, chain[k]->outputs[0], d);
+        if (st != OQ_OK)
+            return st;
+    }
+    return OQ_OK;
+}
+
+/* The shape of a float tensor in the current sample, or NULL. */
+static const int64_t *value_dims(const oq_verify *v, const oq_value *val, size_t *rank)
+{
+    if (val->is_graph_input && v->cur_inputs)
+        for (size_t k = 0; k < v->n_fin; k++)
+            if (strcmp(oq_plan_input_name(v->fp, k), val->name) == 0) {
+                *rank = v->cur_inputs[k].rank;
+                return v->cur_inputs[k].dims;
+            }
+    if (val->id < v->n_fids && v->f_shape[val->id] >= 0) {
+        const shape_rec *r = &v->shapes[v->f_shape[val->id]];
+        if (r->stamp == v->samples + 1) {
+            *rank = r->rank;
+            return r->dims;
+        }
+    }
+    oq_tensor *t = oq_value_const_tensor(val);
+    if (t && t->rank <= OQ_RT_MAX_RANK) {
+        *rank = t->rank;
+        return t->dims;
+    }
+    return NULL;
+}
+
+static int64_t dims_prod(const int64_t *d, size_t from, size_t to)
+{
+    int64_t p = 1;
+    for (size_t i = from; i < to; i++)
+        p *= d[i];
+    return p;
+}
+
+/* The part boundaries of output oi in this sample, along *axis of the output f (shape
+ * checked against f). NULL on success, else why the output cannot be split. */
+static const char *map_slices(const oq_verify *v, size_t oi, const oq_rt_tensor *f, int64_t *axis)
+{
+    const out_slices *S = &v->osl[oi];
+    const oq_node *c = S->concat;
+    int64_t *b = S->bounds;
+    size_t r;
+    const int64_t *cd = value_dims(v, c->outputs[0], &r);
+    if (!cd || r == 0 || r > OQ_RT_MAX_RANK)
+        return "the Concat's output shape is unknown";
+    int64_t cur[OQ_RT_MAX_RANK];
+    memcpy(cur, cd, r * sizeof *cur);
+    int64_t a = oq_node_attr_int(c, "axis", 0);
+    if (a < 0)
+        a += (int64_t)r;
+    if (a < 0 || a >= (int64_t)r)
+        return "the Concat's axis is out of range";
+    size_t unknown = SIZE_MAX;
+    int64_t known = 0;
+    b[0] = 0;
+    for (size_t k = 0; k < S->n; k++) {
+        size_t ir;
+        const int64_t *id = value_dims(v, c->inputs[k], &ir);
+        if (!id) {
+            if (unknown != SIZE_MAX)
+                return "the shapes of the Concat's inputs are unknown";
+            unknown = k;
+            b[k + 1] = -1;
+            continue;
+        }
+        if (ir != r || id[a] < 0)
+            return "a Concat input's shape does not match";
+        b[k + 1] = id[a];
+        known += id[a];
+    }
+    if (unknown != SIZE_MAX)
+        b[unknown + 1] = cur[a] - known;
+    for (size_t k = 0; k < S->n; k++) {
+        if (b[k + 1] < 0)
+            return "a Concat input's shape does not match";
+        b[k + 1] += b[k];
+    }
+    if (b[S->n] != cur[a])
+        return "the Concat's input sizes do not add up to its output";
+    size_t cr = r;
+    for (size_t j = 0; j < S->n_ops; j++) {
+        const oq_node *op = S->ops[j];
+        size_t orank;
+        const int64_t *od = j + 1 == S->n_ops ? f->dims : value_dims(v, op->outputs[0], &orank);
+        if (j + 1 == S->n_ops)
+            orank = f->rank;
+        if (!od || orank == 0 || orank > OQ_RT_MAX_RANK)
+            return "a shape between the Concat and the output is unknown";
+        if (op_is(op, "Transpose")) {
+            const int64_t *perm = NULL;
+            int64_t np = oq_node_attr_ints(op, "perm", &perm);
+            if (orank != cr || (np >= 0 && (size_t)np != cr))
+                return "a Transpose's permutation does not match";
+            int64_t na = -1;
+            for (size_t i = 0; i < cr; i++)
+                if ((np >= 0 ? perm[i] : (int64_t)(cr - 1 - i)) == a)
+                    na = (int64_t)i;
+            if (na < 0 || od[na] != cur[a])
+                return "a Transpose's permutation does not match";
+            a = na;
+        } else if (op_in(op, RESHAPE_OPS)) {
+            int64_t outer = dims_prod(cur, 0, (size_t)a), inner = dims_prod(cur, (size_t)a + 1, cr);
+            int64_t span = cur[a] * inner, na = -1, in2 = 0;
+            for (size_t bi = orank; bi-- > 0 && na < 0;) {
+                in2 = dims_prod(od, bi + 1, orank);
+                if (in2 <= 0 || dims_prod(od, 0, bi) != outer || od[bi] * in2 != span)
+                    continue;
+                bool whole = true;
+                for (size_t k = 0; k <= S->n && whole; k++)
+                    whole = (b[k] * inner) % in2 == 0;
+                if (whole)
+                    na = (int64_t)bi;
+            }
+            if (na < 0)
+                return "a reshape mixes the parts";
+            for (size_t k = 0; k <= S->n; k++)
+                b[k] = b[k] * inner / in2;
+            a = na;
+        } else {
+            bool same = orank == cr;
+            for (size_t i = 0; same && i < cr; i++)
+                same = od[i] == cur[i];
+            if (!same)
+                return "an elementwise op after the Concat changes the shape";
+        }
+        memcpy(cur, od, orank * sizeof *cur);
+        cr = orank;
+    }
+    if (cr != f->rank)
+        return "the output's shape does not match";
+    for (size_t i = 0; i < cr; i++)
+        if (cur[i] != f->dims[i])
+            return "the output's shape does not match";
+    *axis = a;
+    return NULL;
+}
+
+/* Add this sample's elements of each slice of output oi (f, q: float and quantized). */
+static void compare_slices(oq_verify *v, size_t oi, const oq_rt_tensor *f, const oq_rt_tensor *q)
+{
+    oq_verify_output *O = &v->outs[oi];
+    const out_slices *S = &v->osl[oi];
+    const char *why = NULL;
+    int64_t a = -1;
+    if (S->concat && !O->slice_note)
+        why = map_slices(v, oi, f, &a);
+    if (!S->concat || O->slice_note || why) {
+        if (why) {
+            /* judged whole from now on, over every sample */
+            O->slice_note = why;
+            set_whole(O, oq_graph_find_local(v->fm->graph, O->name));
+        }
+        O->slices[0].err = O->err;
+        return;
+    }
+    int64_t outer = dims_prod(f->dims, 0, (size_t)a), inner = dims_prod(f->dims, (size_t)a + 1, f->rank);
+    int64_t dim = f->dims[a];
+    int64_t fe = oq_dtype_nbytes(f->dtype, 1), qe = oq_dtype_nbytes(q->dtype, 1);
+    for (size_t k = 0; k < S->n; k++) {
+        oq_verify_slice *sl = &O->slices[k];
+        sl->axis = a;
+        sl->start = S->bounds[k];
+        sl->end = S->bounds[k + 1];
+        int64_t len = (sl->end - sl->start) * inner;
+        if (len <= 0)
+            continue;
+        for (int64_t o = 0; o < outer; o++) {
+            int64_t off = (o * dim + sl->start) * inner;
+            oq_err_acc_add(&sl->err, (const char *)f->data + off * fe, f->dtype,
+                           (const char *)q->data + off * qe, q->dtype, len);
+        }
+    }
+}
+
+double oq_verify_output_worst(const oq_verify_output *o, size_t *slice, const oq_err_acc **err)
+{
+    size_t best = SIZE_MAX;
+    double db = NAN;
+    for (size_t k = 0; k < o->n_slices; k++) {
+        if (!o->slices[k].err.n)
+            continue;
+        double s = oq_err_sqnr_db(&o->slices[k].err);
+        if (best == SIZE_MAX || s < db) {
+            best = k;
+            db = s;
+        }
+    }
+    if (best == SIZE_MAX)
+        db = oq_err_sqnr_db(&o->err);
+    if (slice)
+        *slice = best;
+    if (err)
+        *err = best == SIZE_MAX ? &o->err : &o->slices[best].err;
+    return db;
+}
+
+double oq_verify_worst(const oq_verify *v, size_t *output, size_t *slice)
+{
+    size_t wo = SIZE_MAX, ws = SIZE_MAX;
+    double db = INFINITY;
+    for (size_t i = 0; i < v->n_fout; i++) {
+        size_t k;
+        double s = oq_verify_output_worst(&v->outs[i], &k, NULL);
+        if (wo == SIZE_MAX || isnan(s) || s < db) {
+            wo = i;
+            ws = k;
+            db = s;
+            if (isnan(s))
+                break;
+        }
+    }
+    if (output)
+        *output = wo;
+    if (slice)
+        *slice = ws;
+    return wo == SIZE_MAX ? NAN : db;
+}
+
+char *oq_verify_slice_label(const oq_verify_output *o, size_t slice, char *buf, size_t size)
+{
+    if (!size)
+        return buf;
+    if (slice >= o->n_slices || o->slices[slice].axis < 0)
+        snprintf(buf, size, "%s", o->name);
+    else
+        snprintf(buf, size, "%s[%lld:%lld..%lld]", o->name, (long long)o->slices[slice].axis,
+                 (long long)o->slices[slice].start, (long long)o->slices[slice].end);
+    return buf;
+}
+
 oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
                         oq_verify **out, oq_diag *d)
 {
@@ -752,21 +1153,23 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
     v->qin_from = calloc(v->n_qin + 1, sizeof *v->qin_from);
     v->qout_of = calloc(v->n_fout + 1, sizeof *v->qout_of);
     v->outs = calloc(v->n_fout + 1, sizeof *v->outs);
+    v->osl = calloc(v->n_fout + 1, sizeof *v->osl);
     v->n_fids = fm->next_id;
     v->n_qids = qm->next_id;
     v->f_layer = malloc((v->n_fids + 1) * sizeof *v->f_layer);
     v->f_store = calloc(v->n_fids + 1, sizeof *v->f_store);
     v->store = calloc(v->n_fids + 1, sizeof *v->store);
+    v->f_shape = malloc((v->n_fids + 1) * sizeof *v->f_shape);
     v->q_layer = malloc((v->n_qids + 1) * sizeof *v->q_layer);
     v->q_weight = malloc((v->n_qids + 1) * sizeof *v->q_weight);
     v->qq_layer = malloc((v->n_qids + 1) * sizeof *v->qq_layer);
-    if (!v->qin_from || !v->qout_of || !v->outs || !v->f_layer || !v->f_store || !v->store ||
-        !v->q_layer || !v->q_weight || !v->qq_layer) {
+    if (!v->qin_from || !v->qout_of || !v->outs || !v->osl || !v->f_shape || !v->f_layer ||
+        !v->f_store || !v->store || !v->q_layer || !v->q_weight || !v->qq_layer) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
         goto fail;
     }
     for (uint32_t i = 0; i <= v->n_fids; i++)
-        v->f_layer[i] = -1;
+        v->f_layer[i] = v->f_shape[i] = -1;
     for (uint32_t i = 0; i <= v->n_qids; i++)
         v->q_layer[i] = v->q_weight[i] = v->qq_layer[i] = -1;
     for (size_t i = 0; i < v->n_qin; i++) {
@@ -797,6 +1200,9 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
         v->outs[i].name = fn;
         v->outs[i].class_scores = true;
     }
+    st = find_slices(v, d);
+    if (st != OQ_OK)
+        goto fail;
     st = find_layers(v, d);
     if (st != OQ_OK)
         goto fail;
@@ -1051,8 +1457,10 @@ static void compare_output(oq_verify *v, oq_verify_output *o, const oq_rt_tensor
         return;
     }
     int64_t n = oq_rt_tensor_numel(f);
-    if (n > 0)
+    if (n > 0) {
         oq_err_acc_add(&o->err, f->data, f->dtype, q->data, q->dtype, n);
+        compare_slices(v, (size_t)(o - v->outs), f, q);
+    }
     if (!(f->dtype == OQ_DTYPE_FLOAT && q->dtype == OQ_DTYPE_FLOAT && f->rank == 2 &&
           f->dims[1] >= 2)) {
         o->class_scores = false;
@@ -1205,7 +1613,16 @@ void oq_verify_free(oq_verify *v)
     free(v->im_buf);
     free(v->qin_from);
     free(v->qout_of);
+    for (size_t i = 0; v->outs && i < v->n_fout; i++)
+        free(v->outs[i].slices);
+    for (size_t i = 0; v->osl && i < v->n_fout; i++) {
+        free(v->osl[i].ops);
+        free(v->osl[i].bounds);
+    }
     free(v->outs);
+    free(v->osl);
+    free(v->f_shape);
+    free(v->shapes);
     free(v->layers);
     free(v->layer_input);
     free(v->layer_fid);
