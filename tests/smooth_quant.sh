@@ -47,7 +47,8 @@ grep -q '"smooth_quant": null' "$work/cfg.out" && ! grep -q 'smooth-quant' <(gre
 
 py="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/venv/bin/python"
 if [ -x "$py" ]; then
-  "$py" "$src/tests/smooth_quant.py" "$exe" "$work/e2e"
+  # onnxruntime on the CPU of ONNXQ_ORT_CPU (tests/ortpy.bash)
+  bash "$src/tests/ortpy.bash" "$py" "$src/tests/smooth_quant.py" "$exe" "$work/e2e"
   rc=$?
   if [ $rc -eq 77 ]; then echo "SKIP: end to end (python modules missing)"
   elif [ $rc -ne 0 ]; then fails=$((fails + 1)); fi
