@@ -16,6 +16,7 @@ Variants (default: all that apply):
   ort-dynamic      ort_quant.py dynamic: quant_pre_process, quantize_dynamic(QInt8,
                    per_channel)                                      (info.json "dynamic")
   ort-dynamic-pt   quant_pre_process, quantize_dynamic() with its defaults (per tensor)
+  onnxq:ARGS       onnxq quantize M -o Q --calib calib/ ARGS (e.g. "onnxq:--smooth-quant 0.5")
 Per variant: the task metric and metric.py's other numbers, SQNR per output, quantize
 wall time (onnxruntime's: inside its process), file size, latency quantized / float.
 """
@@ -71,7 +72,7 @@ def main():
     mdir = os.path.join(ZOO, "models", name)
     info = json.load(open(os.path.join(mdir, "info.json")))
     dyn = info.get("dynamic", False)
-    variants = a[2].split(",") if len(a) > 2 else (
+    variants = a[2].split(";" if ";" in a[2] else ",") if len(a) > 2 else (
         ["onnxq", "onnxq-dynamic", "ort-static", "ort-static-s8s8", "ort-dynamic", "ort-dynamic-pt"]
         if dyn else ["onnxq", "ort-static", "ort-static-s8s8"])
     cdir = zoolib.zoo_cache(name)
@@ -93,9 +94,11 @@ def main():
     wd = os.path.join(cdir, "work"); os.makedirs(wd, exist_ok=True)
     py = sys.executable
     for v in variants:
-        q = os.path.join(wd, "m-%s.onnx" % v)
+        q = os.path.join(wd, "m-%s.onnx" % "".join(c if c.isalnum() or c in "-." else "_" for c in v))
         if v == "onnxq":
             cmd = [exe, "quantize", model, "-o", q, "--calib", calib, "--quiet"] + info.get("onnxq_args", [])
+        elif v.startswith("onnxq:"):  # onnxq with options: "onnxq:--method mse"
+            cmd = [exe, "quantize", model, "-o", q, "--calib", calib, "--quiet"] + v[6:].split()
         elif v == "onnxq-dynamic":
             cmd = [exe, "quantize", model, "-o", q, "--mode", "dynamic", "--quiet"]
         elif v == "ort-dynamic":
@@ -119,8 +122,15 @@ def main():
         qt = wall
         if v.startswith("ort"):
             qt = json.loads(r.stdout.strip().splitlines()[-1])["total_s"]
-        sq = zoolib.ort_session(q)
-        qo = zoolib.run_all(sq, feeds)
+        try:
+            sq = zoolib.ort_session(q)
+            qo = zoolib.run_all(sq, feeds)
+        except Exception as e:  # noqa: BLE001 onnxruntime refuses the model or fails running it
+            msg = str(e).strip().splitlines()[-1][:400] if str(e).strip() else type(e).__name__
+            print(v, "ONNXRUNTIME FAILED", msg, flush=True)
+            res["variants"][v] = {"error": "onnxruntime: " + msg, "quantize_s": round(qt, 2),
+                                  "size_mb": round(os.path.getsize(q) / 1e6, 2)}
+            continue
         m = metric.evaluate(fo, qo, meta)
         sl, worst = zoolib.slice_sqnr(fo, qo, info.get("slices"))
         sl.update(m.pop("slices", {}) or {})
