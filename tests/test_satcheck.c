@@ -265,3 +265,47 @@ Test(satcheck, can_saturate_only_where_an_int8_pair_exceeds_128_steps)
         oq_model_free(m);
     }
 }
+
+/* A MatMul group with no Q after it (insert-qdq's placement by value leaves an output float
+ * when only float ops read it; onnxruntime runs it as MatMulIntegerToFloat, integer
+ * products all the same): a layer too, its float output compared as it is, its loss
+ * measured against the rounding noise of a uint8 step of its range.
+ *   y1 = x_dq @ [127, 127]^T (float, a graph output): reference 64770, avx2 32767;
+ *   E_t = 32003^2; scale = 64770 / 255 = 254, E_q = 254^2 / 12. */
+Test(satcheck, float_output_group_is_a_layer)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 2);
+    const int8_t w1q[2] = {127, 127};
+    int64_t d1[2] = {2, 1};
+    oq_value *w1 = tu_weight_dq_i8(m, "w1", w1q, d1, 1.0f);
+    oq_value *xd = tu_qdq_u8(m, x, "x", "x_dequant", 1.0f, 0);
+    oq_value *y1 = tu_node(m, "MatMul", "mm1", xd, w1, NULL, "y1");
+    oq_graph_add_output(m->graph, y1, NULL);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_satcheck *s = NULL;
+    cr_assert_eq(oq_satcheck_new(m, OQ_ARITH_AVX2, 1, &s, &d), OQ_OK);
+    oq_rt_tensor in;
+    sample(255, 255, &in);
+    cr_assert_eq(oq_satcheck_sample(s, &in, 1, &d), OQ_OK);
+    cr_assert_eq(oq_satcheck_n_layers(s), 2); /* x, y1 */
+    const oq_satcheck_layer *L = layer(s, "y1");
+    cr_expect_str_eq(L->node, "mm1");
+    cr_expect_str_eq(L->op_type, "MatMul");
+    cr_expect(L->product);
+    cr_expect_eq(L->err.n, 1);
+    cr_expect_eq(L->err.sdd, 32003.0 * 32003.0);
+    cr_expect_float_eq(L->scale, 64770.0f / 255.0f, 1e-3f);
+    double eq = (64770.0 / 255.0) * (64770.0 / 255.0) / 12.0;
+    cr_expect_float_eq(oq_satcheck_loss_db(L), 10.0 * log10(1.0 + 32003.0 * 32003.0 / eq), 1e-4);
+    oq_satcheck_free(s);
+    /* exact arithmetic: nothing lost */
+    cr_assert_eq(oq_satcheck_new(m, OQ_ARITH_EXACT, 1, &s, &d), OQ_OK);
+    cr_assert_eq(oq_satcheck_sample(s, &in, 1, &d), OQ_OK);
+    cr_expect_eq(oq_satcheck_loss_db(layer(s, "y1")), 0.0);
+    oq_satcheck_free(s);
+    oq_diag_free(&d);
+    oq_model_free(m);
+}

@@ -10,7 +10,11 @@
  * semantics in float) and with the target's (oq_plan_options.arith). A layer is an
  * activation QuantizeLinear -> DequantizeLinear pair; its output compared is the
  * QuantizeLinear's (what a fused group produces), dequantized with the pair's scale and
- * zero point. Graph outputs are compared too. Fixed-size sums: memory does not grow with
+ * zero point. A Gemm or MatMul group with no Q after it (a float output: QGemm without
+ * y_scale, MatMulIntegerToFloat) is a layer too, its float output compared as it is, and
+ * its scale that of a uint8 quantization of the reference values' range seen so far (so
+ * its loss is measured against the rounding noise a Q there would add). Graph outputs are
+ * compared too. Fixed-size sums: memory does not grow with
  * the number of samples; one sample's reference Q outputs are held at a time.
  *
  * The loss of a layer (docs/quantize.md "Saturation check"): the reference arithmetic

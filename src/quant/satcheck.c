@@ -39,6 +39,10 @@ struct oq_satcheck {
     void *ref_user;
     bool nomem;
     uint64_t samples;
+    /* float-output layers (a Gemm/MatMul group with no Q after it): by layer, whether it
+     * is one and the range of its reference values seen so far (its scale follows it) */
+    bool *flt;
+    float *flo, *fhi;
 };
 
 static bool op_is(const oq_node *n, const char *op)
@@ -144,12 +148,42 @@ static void on_iso(const oq_node *node, size_t idx, const oq_rt_tensor *t, void 
         if (!oq_elems_to_double(r->data, r->dtype, o, c, qa) ||
             !oq_elems_to_double(t->data, t->dtype, o, c, qb))
             return;
+        size_t li = (size_t)s->ilayer[val->id];
         for (int64_t i = 0; i < c; i++) {
-            xa[i] = oq_dequantize_value((int32_t)qa[i], L->scale, L->zero_point);
-            xb[i] = oq_dequantize_value((int32_t)qb[i], L->scale, L->zero_point);
+            if (s->flt[li]) {
+                xa[i] = (float)qa[i];
+                xb[i] = (float)qb[i];
+                s->flo[li] = xa[i] < s->flo[li] ? xa[i] : s->flo[li];
+                s->fhi[li] = xa[i] > s->fhi[li] ? xa[i] : s->fhi[li];
+            } else {
+                xa[i] = oq_dequantize_value((int32_t)qa[i], L->scale, L->zero_point);
+                xb[i] = oq_dequantize_value((int32_t)qb[i], L->scale, L->zero_point);
+            }
         }
         oq_err_acc_add_f32(&L->err, xa, xb, c);
     }
+    if (s->flt[s->ilayer[val->id]]) {
+        /* the uint8 step of the range seen so far: the rounding noise a Q would add */
+        size_t li = (size_t)s->ilayer[val->id];
+        float lo = s->flo[li] < 0 ? s->flo[li] : 0, hi = s->fhi[li] > 0 ? s->fhi[li] : 0;
+        L->scale = (hi - lo) / 255.0f;
+    }
+}
+
+/* A Gemm or MatMul whose inputs 0 and 1 come from DequantizeLinear and whose float output
+ * no QuantizeLinear reads: onnxruntime runs it as QGemm with a float output or
+ * MatMulIntegerToFloat, integer products all the same (insert-qdq's placement by value
+ * leaves such outputs float where only float ops read them). */
+static bool float_output_group(const oq_node *n)
+{
+    if (!(op_is(n, "Gemm") || op_is(n, "MatMul")) || !dq_of(n, 0) || !dq_of(n, 1) || n->n_outputs < 1 ||
+        !n->outputs[0])
+        return false;
+    const oq_value *o = n->outputs[0];
+    for (size_t i = 0; i < o->n_uses; i++)
+        if (op_is(o->uses[i].node, "QuantizeLinear"))
+            return false;
+    return true;
 }
 
 static oq_status find_layers(oq_satcheck *s, oq_diag *d)
@@ -195,9 +229,33 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
                      op_is(pn, "MatMul");
         s->qlayer[qv->id] = (int32_t)s->n_layers++;
     }
+    size_t n_q = s->n_layers;
+    for (oq_node *n = g->first; n; n = n->next) {
+        if (!float_output_group(n) || n->outputs[0]->id >= s->n_ids || s->qlayer[n->outputs[0]->id] >= 0)
+            continue;
+        oq_satcheck_layer *nl = oq_grow(s->layers, s->n_layers, &cap, sizeof *nl, 32);
+        if (!nl)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "satcheck: out of memory");
+        s->layers = nl;
+        oq_satcheck_layer *L = &s->layers[s->n_layers];
+        memset(L, 0, sizeof *L);
+        L->tensor = L->qtensor = n->outputs[0]->name ? n->outputs[0]->name : "";
+        L->node = n->name ? n->name : "";
+        L->op_type = n->op_type;
+        L->product = true;
+        s->qlayer[n->outputs[0]->id] = (int32_t)s->n_layers++;
+    }
     s->store = calloc(s->n_layers + 1, sizeof *s->store);
-    if (!s->store)
+    s->flt = calloc(s->n_layers + 1, sizeof *s->flt);
+    s->flo = calloc(s->n_layers + 1, sizeof *s->flo);
+    s->fhi = calloc(s->n_layers + 1, sizeof *s->fhi);
+    if (!s->store || !s->flt || !s->flo || !s->fhi)
         return oq_diag_error(d, OQ_ERR_NOMEM, "satcheck: out of memory");
+    for (size_t i = n_q; i < s->n_layers; i++) {
+        s->flt[i] = true;
+        s->flo[i] = INFINITY;
+        s->fhi[i] = -INFINITY;
+    }
     return OQ_OK;
 }
 
@@ -292,8 +350,9 @@ static oq_status build_isolation(oq_satcheck *s, oq_diag *d)
     for (size_t i = 0; i < s->n_layers; i++) {
         const oq_rt_tensor *r = &s->store[i];
         oq_value *qv = oq_graph_find_local(g, s->layers[i].qtensor);
-        if (!qv || qv->kind != OQ_VALUE_NODE || !r->data || oq_value_is_graph_output(qv))
-            continue;
+        bool out = qv && oq_value_is_graph_output(qv);
+        if (!qv || qv->kind != OQ_VALUE_NODE || !r->data || (out && !s->flt[i]))
+            continue; /* a float-output layer may be a graph output: its readers still get the reference */
         size_t ln = strlen(s->layers[i].qtensor);
         char *base = malloc(ln + 16);
         if (!base)
@@ -310,7 +369,7 @@ static oq_status build_isolation(oq_satcheck *s, oq_diag *d)
         if (!ty || !oq_graph_add_input(g, nv, ty))
             goto nomem;
         oq_value_replace_all_uses(qv, nv);
-        if (!oq_graph_add_output(g, qv, NULL))
+        if (!out && !oq_graph_add_output(g, qv, NULL))
             goto nomem;
         added[n_added++] = i;
     }
@@ -487,6 +546,9 @@ void oq_satcheck_free(oq_satcheck *s)
     free(s->layers);
     free(s->qlayer);
     free(s->store);
+    free(s->flt);
+    free(s->flo);
+    free(s->fhi);
     free(s->outs);
     free(s);
 }
