@@ -406,8 +406,9 @@ static oq_status compute(qctx *c, const oq_value *v)
  * producer is a selected op that needs a Q after it to run as an integer kernel (Conv:
  * QLinearConv). Graph outputs and float ops read float. Removing a pair can make the op
  * that produced it float, and with it the pairs on that op's inputs: repeated to a fixed
- * point, consumers before producers. Then a Concat whose inputs' ranges differ by more than
- * concat-range-ratio does not force one scale on them. */
+ * point, consumers before producers. Then a QLinearConcat does not force its common scale
+ * on an input more than concat-range-ratio narrower than the widest that other nodes read
+ * too. */
 
 #ifndef CONCAT_RANGE_RATIO
 #define CONCAT_RANGE_RATIO 2.0
@@ -1717,7 +1718,7 @@ static const oq_pass_option_def options[] = {
     {"by-value", OQ_OPT_BOOL, "true",
      "placement=ort-cpu: drop every Q/DQ that no integer kernel of onnxruntime reads (placement by value)"},
     {"concat-range-ratio", OQ_OPT_FLOAT, CONCAT_RANGE_RATIO_TEXT,
-     "placement=ort-cpu: a Concat whose input ranges differ by more than this factor gets no common scale (0: never)"},
+     "placement=ort-cpu: a Concat input this factor narrower than the widest that others read too gets its own scale (0: never)"},
     {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     {"overrides", OQ_OPT_STRING, "", "JSON file: {tensor: {scale, zero_point, dtype, min, max}}"},
