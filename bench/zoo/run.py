@@ -25,6 +25,43 @@ import zoolib  # noqa: E402
 
 ALL_VARIANTS = ["onnxq", "ort-static", "ort-static-rr", "onnxq-dynamic", "ort-dynamic"]
 
+# Issue 22's acceptance thresholds for onnxq's default, per family; info.json "accept"
+# overrides: {"task": minimum task metric, "min_slice_db": minimum SQNR of every output
+# and slice, "extra": {key: minimum of that metric.py number}}.
+ACCEPT = {
+    "yolo-detector": {"task": 0.95},
+    "ocr-det": {"task": 0.95},
+    "cnn-classifier": {"task": 0.99},
+    "ocr-cls": {"task": 0.99},
+    "ocr-rec": {"task": 0.99},
+    "vit": {"task": 0.95},
+}
+ACCEPT_DEFAULT = {"task": 0.99, "min_slice_db": 25.0}
+
+
+def acceptance(info):
+    a = dict(ACCEPT_DEFAULT)
+    a.update(ACCEPT.get(info.get("family"), {}))
+    a.update(info.get("accept", {}))
+    return a
+
+
+def check(vres, acc):
+    """List of failed conditions of one variant's result against acceptance acc."""
+    fails = []
+    if "error" in vres:
+        return [vres["error"]]
+    if vres["task"]["value"] < acc["task"]:
+        fails.append("%s %.4f < %g" % (vres["task"]["name"], vres["task"]["value"], acc["task"]))
+    for k, db in vres["sqnr_db"].items():
+        if db < acc["min_slice_db"]:
+            fails.append("%s %.1f dB < %g" % (k, db, acc["min_slice_db"]))
+    for k, lo in acc.get("extra", {}).items():
+        v = vres["extra"].get(k)
+        if v is None or v < lo:
+            fails.append("%s %s < %g" % (k, v, lo))
+    return fails
+
 
 def cpu_name():
     try:
@@ -149,8 +186,22 @@ def main():
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=ARGS",
                     help="an extra onnxq variant: onnxq quantize M -o Q --calib C ARGS, e.g. "
                          "--extra 'onnxq-mse=--method mse' (repeatable; added to --variants)")
+    ap.add_argument("--check", action="store_true",
+                    help="judge the onnxq variant against issue 22's acceptance thresholds "
+                         "(ACCEPT in run.py, info.json \"accept\"); exit 1 if one fails")
+    ap.add_argument("--ci", action="store_true",
+                    help="CI subset: --check, only the onnxq variant, 16 calib / 16 eval samples, "
+                         "short timing; models from --models or the fast ones")
     ap.add_argument("--latency-budget", type=float, default=4.0, help="seconds per variant")
     args = ap.parse_args()
+    if args.ci:
+        args.check = True
+        args.variants = "onnxq"
+        args.calib_n = min(args.calib_n, 16)
+        args.eval_n = args.eval_n or 16
+        args.latency_budget = min(args.latency_budget, 0.5)
+        if not args.models:
+            args.models = "paddleocr-cls,paddleocr-rec,paddleocr-det,yolo8n-nudenet"
     if args.quick:
         args.calib_n = min(args.calib_n, 8)
         args.eval_n = args.eval_n or 8
@@ -280,6 +331,22 @@ def main():
     with open(out, "w") as f:
         json.dump(results, f, indent=1, default=float)
     print("\nwrote %s" % out)
+    if args.check:
+        bad = 0
+        print("\nacceptance (issue 22) of the onnxq default:")
+        for name, m in results["models"].items():
+            if "variants" not in m or "onnxq" not in m["variants"]:
+                print("FAIL %s: not measured" % name)
+                bad += 1
+                continue
+            fails = check(m["variants"]["onnxq"], acceptance(m["info"]))
+            m["variants"]["onnxq"]["accept_fails"] = fails
+            print("%s %s%s" % ("FAIL" if fails else "ok  ", name,
+                               (": " + "; ".join(fails)) if fails else ""))
+            bad += bool(fails)
+        n = len(results["models"])
+        print("%d passed, %d failed" % (n - bad, bad))
+        sys.exit(1 if bad else 0)
 
 
 if __name__ == "__main__":
