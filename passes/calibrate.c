@@ -41,7 +41,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     int mi = oq_calib_method_from_name(method);
     if (mi < 0)
         return oq_diag_error(d, OQ_ERR_USAGE,
-                             "calibrate: method \"%s\" unknown (minmax, percentile, entropy, mse)", method);
+                             "calibrate: method \"%s\" unknown (auto, minmax, percentile, entropy, mse)", method);
     o.range.method = (oq_calib_method)mi;
     const char *dt = oq_pass_opt_string(opts, "dtype", "uint8");
     o.range.dtype = oq_dtype_from_name(dt);
@@ -99,6 +99,19 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     oq_pass_stat_add(res, "tensors_observed", (int64_t)t.count);
     oq_pass_stat_add(res, "nan_excluded", (int64_t)t.nan_total);
     oq_pass_stat_add(res, "inf_excluded", (int64_t)t.inf_total);
+    if (t.method == OQ_CALIB_AUTO) { /* what auto chose: tensors per candidate */
+        int64_t n[OQ_AUTO_CANDIDATES] = {0};
+        for (size_t i = 0; i < t.count; i++) {
+            int c = oq_auto_candidate_from_name(t.items[i].choice);
+            if (c >= 0)
+                n[c]++;
+        }
+        static const char *const stat[OQ_AUTO_CANDIDATES] = {"auto_minmax", "auto_p99_999", "auto_p99_99",
+                                                             "auto_p99_9", "auto_mse"};
+        for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+            oq_pass_stat_add(res, stat[c], n[c]);
+        oq_pass_stat_add(res, "auto_held_out_samples", (int64_t)t.held_out_samples);
+    }
     oq_calib_table_free(&t);
     res->changed = true;
     return OQ_OK;
@@ -106,7 +119,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
 
 static const oq_pass_option_def options[] = {
     OQ_PASS_CALIB_SOURCE_OPTIONS,
-    {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy or mse"},
+    {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy, mse or auto (per tensor, on held-out samples)"},
     {"percentile", OQ_OPT_FLOAT, "99.99", "for method=percentile (default 99.99 for 8-bit dtypes, 99.999 for 16-bit)"},
     {"averaging", OQ_OPT_FLOAT, "0", "minmax moving-average constant in (0,1] (0: exact min/max)"},
     {"dtype", OQ_OPT_STRING, "uint8", "activation type the range is chosen for"},

@@ -64,6 +64,17 @@ run_q minmax --method minmax
 run_q minmax_avg --method minmax --averaging 0.1
 run_q entropy --method entropy
 run_q mse --method mse
+run_q auto --method auto --json "$T/auto.json"
+/usr/bin/python3 - "$T/auto.json" <<'PY' || bad "auto: --json calibration"
+import json, sys
+c = json.load(open(sys.argv[1]))["calibration"]
+# 8 samples (--max-samples 8): samples 3 and 7 are held out; every tensor says what won
+assert c["method"] == "auto" and c["samples"] == 8 and c["held_out_samples"] == 2, c
+names = {"minmax", "p99.999", "p99.99", "p99.9", "mse"}
+assert c["tensors"] and all(t["method"] in names and t["held_out"] for t in c["tensors"]), c["tensors"]
+assert all(t["min"] <= t["lo"] <= t["hi"] <= t["max"] or t["lo"] <= 0 <= t["hi"] for t in c["tensors"])
+print("ok: auto --json calibration (%d tensors)" % len(c["tensors"]))
+PY
 run_q pct999 --method percentile --percentile 99.9
 run_q per_tensor_rr --per-tensor --reduce-range
 run_q int8_sym --act-dtype int8 --act-symmetric

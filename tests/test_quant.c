@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnxq/calib.h"
 #include "onnxq/quant.h"
 #include "testutil.h"
 
@@ -472,7 +473,7 @@ Test(range, constant_and_empty)
     oq_range_request r;
     oq_range_request_default(&r);
     float lo, hi;
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m <= OQ_CALIB_AUTO; m++) {
         r.method = (oq_calib_method)m;
         oq_observer_init(&o, OQ_OBSERVER_HISTOGRAM, OQ_NAN_ERROR);
         cr_assert_eq(oq_observer_range(&o, &r, &lo, &hi, NULL, NULL, NULL), OQ_OK);
@@ -1013,4 +1014,231 @@ Test(ort, quantize_and_packing_match_onnxruntime, .timeout = 300)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     tu_run(cmd, NULL);
     free(dir);
+}
+
+/* ------------------------------------------------------ auto (chosen per tensor) ---- */
+
+static void feed_chunks(oq_observer *o, const float *x, int n)
+{
+    oq_observer_init(o, OQ_OBSERVER_HISTOGRAM, OQ_NAN_ERROR);
+    for (int i = 0; i < n; i += 10000)
+        cr_assert_eq(oq_observer_update(o, x + i, (n - i) < 10000 ? n - i : 10000, NULL, NULL, NULL), OQ_OK);
+}
+
+/* auto's criterion computed directly on the samples: QuantizeLinear / DequantizeLinear
+ * with the parameters of [lo, hi]; values outside the representable interval count
+ * OQ_AUTO_CLIP_WEIGHT times (clipping), the others once (rounding). */
+static double sample_auto_cost(const float *x, int n, float lo, float hi, int32_t dtype)
+{
+    float s;
+    int32_t zp, qmin, qmax;
+    cr_assert_eq(oq_qparams_compute(lo, hi, dtype, false, false, &s, &zp, NULL), OQ_OK);
+    oq_qrange(dtype, false, &qmin, &qmax);
+    double a = ((double)qmin - zp) * s, b = ((double)qmax - zp) * s, e = 0.0;
+    for (int i = 0; i < n; i++) {
+        float y = oq_dequantize_value(oq_quantize_value(x[i], s, zp, qmin, qmax), s, zp);
+        double d2 = ((double)x[i] - y) * ((double)x[i] - y);
+        e += (x[i] < a || x[i] > b) ? OQ_AUTO_CLIP_WEIGHT * d2 : d2;
+    }
+    return e / n;
+}
+
+/* The rule of oq_observer_range_auto applied to given costs: the widest range within
+ * OQ_AUTO_TIE of the least. */
+static int auto_rule(const double *cost, const float *lo, const float *hi)
+{
+    double best = INFINITY;
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+        best = cost[c] < best ? cost[c] : best;
+    int ch = -1;
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+        if (cost[c] <= best * (1.0 + OQ_AUTO_TIE) && (ch < 0 || hi[c] - lo[c] > hi[ch] - lo[ch]))
+            ch = c;
+    return ch;
+}
+
+/* The range error of oq_observer_range_mse against the same error on the samples. */
+Test(auto_range, range_mse_matches_samples)
+{
+    int n = 200000;
+    float *x = malloc((size_t)n * sizeof(float));
+    rng_state = 777;
+    for (int i = 0; i < n; i++)
+        x[i] = (float)(nrand() * 0.7 + 0.3);
+    oq_observer o;
+    feed_chunks(&o, x, n);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    const float rg[][2] = {{-3.0f, 3.5f}, {-1.0f, 1.2f}, {-0.5f, 0.5f}, {0.0f, 2.0f}};
+    for (size_t k = 0; k < sizeof rg / sizeof rg[0]; k++) {
+        double c, want = sample_mse(x, n, rg[k][0], rg[k][1], OQ_DTYPE_UINT8, false);
+        cr_assert_eq(oq_observer_range_mse(&o, &r, rg[k][0], rg[k][1], &c, NULL), OQ_OK);
+        cr_log_info("range_mse [%g, %g]: histogram %g, samples %g", rg[k][0], rg[k][1], c, want);
+        cr_assert_lt(fabs(c - want), 0.02 * want, "[%g, %g]: %g vs %g", rg[k][0], rg[k][1], c, want);
+    }
+    free(x);
+}
+
+/* N(0, 1) with three outliers at +-40 in the fit share, none in the held-out share: the
+ * full range wastes the 256 levels on the outliers, so auto picks a clipped range; the
+ * winner is the one the rule picks from the costs measured directly on the held-out
+ * samples. */
+Test(auto_range, outliers_give_clipped_range)
+{
+    int nf = 200000, nh = 60000;
+    float *f = malloc((size_t)(nf + 3) * sizeof(float)), *h = malloc((size_t)nh * sizeof(float));
+    rng_state = 4242;
+    for (int i = 0; i < nf; i++)
+        f[i] = (float)nrand();
+    f[nf] = 40.0f;
+    f[nf + 1] = -40.0f;
+    f[nf + 2] = 40.0f;
+    for (int i = 0; i < nh; i++)
+        h[i] = (float)nrand();
+    oq_observer of, oh;
+    feed_chunks(&of, f, nf + 3);
+    feed_chunks(&oh, h, nh);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    r.method = OQ_CALIB_AUTO;
+    oq_auto_result res;
+    float lo, hi;
+    cr_assert_eq(oq_observer_range_auto(&of, &oh, &r, &lo, &hi, &res, NULL, NULL), OQ_OK);
+    cr_assert(res.held_out);
+    double direct[OQ_AUTO_CANDIDATES];
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++) {
+        direct[c] = sample_auto_cost(h, nh, res.lo[c], res.hi[c], OQ_DTYPE_UINT8);
+        cr_log_info("outliers: %-8s [%g, %g] held-out cost %g, on the samples %g", oq_auto_candidate_name(c),
+                    res.lo[c], res.hi[c], res.cost[c], direct[c]);
+        cr_assert_lt(fabs(res.cost[c] - direct[c]), 0.03 * direct[c], "%s", oq_auto_candidate_name(c));
+    }
+    int want = auto_rule(direct, res.lo, res.hi);
+    cr_log_info("outliers: chose %s [%g, %g]", oq_auto_candidate_name(res.chosen), lo, hi);
+    cr_assert_eq(res.chosen, want, "chose %s, the samples say %s", oq_auto_candidate_name(res.chosen),
+                 oq_auto_candidate_name(want));
+    cr_assert_neq(res.chosen, OQ_AUTO_MINMAX);
+    cr_assert(hi < 8.0f && lo > -8.0f && hi > 2.5f && lo < -2.5f, "[%g, %g] is not a clipped range", lo, hi);
+    /* minmax costs about (80/255)^2/12 = 0.0082, far more than the clipped winner */
+    cr_assert_gt(direct[OQ_AUTO_MINMAX], 5.0 * direct[res.chosen]);
+    free(f);
+    free(h);
+}
+
+/* A uniform tensor has no tail worth clipping: auto keeps min / max. */
+Test(auto_range, uniform_gives_minmax)
+{
+    int nf = 120000, nh = 40000;
+    float *f = malloc((size_t)nf * sizeof(float)), *h = malloc((size_t)nh * sizeof(float));
+    rng_state = 99;
+    for (int i = 0; i < nf; i++)
+        f[i] = (float)(urand() * 4.0 - 1.0);
+    for (int i = 0; i < nh; i++)
+        h[i] = (float)(urand() * 4.0 - 1.0);
+    oq_observer of, oh;
+    feed_chunks(&of, f, nf);
+    feed_chunks(&oh, h, nh);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    oq_auto_result res;
+    float lo, hi;
+    cr_assert_eq(oq_observer_range_auto(&of, &oh, &r, &lo, &hi, &res, NULL, NULL), OQ_OK);
+    cr_log_info("uniform: chose %s [%g, %g]; costs minmax %g mse %g", oq_auto_candidate_name(res.chosen), lo, hi,
+                res.cost[OQ_AUTO_MINMAX], res.cost[OQ_AUTO_MSE]);
+    cr_assert_eq(res.chosen, OQ_AUTO_MINMAX, "chose %s", oq_auto_candidate_name(res.chosen));
+    float mn = fminf(of.min, oh.min), mx = fmaxf(of.max, oh.max);
+    cr_assert(lo == mn && hi == mx, "[%g, %g] vs min/max [%g, %g]", lo, hi, mn, mx);
+    free(f);
+    free(h);
+}
+
+/* The held-out share decides: fit on 10^6 values of N(0, 1) with two outliers at +-30,
+ * auto scored on the fit share itself clips them (the outliers' clipping error, 2 x 26^2
+ * / 10^6, is below the full range's rounding noise, (60/255)^2 / 12); when the held-out share has 2 % of its values at
+ * +-28 (the outliers were not rare after all), clipping them is what costs most and the
+ * chosen range covers them. */
+Test(auto_range, held_out_share_changes_choice)
+{
+    int nf = 1000000, nh = 30000;
+    float *f = malloc((size_t)(nf + 2) * sizeof(float)), *h = malloc((size_t)nh * sizeof(float));
+    rng_state = 31337;
+    for (int i = 0; i < nf; i++)
+        f[i] = (float)nrand();
+    f[nf] = 30.0f;
+    f[nf + 1] = -30.0f;
+    for (int i = 0; i < nh; i++)
+        h[i] = (i % 50 == 0) ? (i % 100 == 0 ? 28.0f : -28.0f) : (float)nrand();
+    oq_observer of, oh;
+    feed_chunks(&of, f, nf + 2);
+    feed_chunks(&oh, h, nh);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    oq_auto_result in, out;
+    float lo, hi, lo2, hi2;
+    cr_assert_eq(oq_observer_range_auto(&of, NULL, &r, &lo, &hi, &in, NULL, NULL), OQ_OK);
+    cr_assert_eq(oq_observer_range_auto(&of, &oh, &r, &lo2, &hi2, &out, NULL, NULL), OQ_OK);
+    cr_log_info("in-sample: %s [%g, %g]; held-out: %s [%g, %g]", oq_auto_candidate_name(in.chosen), lo, hi,
+                oq_auto_candidate_name(out.chosen), lo2, hi2);
+    cr_assert_not(in.held_out);
+    cr_assert(out.held_out);
+    cr_assert(hi < 20.0f && lo > -20.0f, "in-sample: [%g, %g] does not clip the outliers", lo, hi);
+    cr_assert_neq(in.chosen, out.chosen);
+    cr_assert(lo2 <= -28.0f && hi2 >= 28.0f, "held-out: [%g, %g] clips the values at +-28", lo2, hi2);
+    free(f);
+    free(h);
+}
+
+/* method auto through oq_observer_range (in-sample) and its names */
+Test(auto_range, names_and_in_sample)
+{
+    cr_assert_eq(oq_calib_method_from_name("auto"), OQ_CALIB_AUTO);
+    cr_assert_str_eq(oq_calib_method_name(OQ_CALIB_AUTO), "auto");
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+        cr_assert_eq(oq_auto_candidate_from_name(oq_auto_candidate_name(c)), c);
+    cr_assert_eq(oq_auto_candidate_from_name("p99"), -1);
+    float x[1000];
+    for (int i = 0; i < 1000; i++)
+        x[i] = (float)i / 999.0f;
+    oq_observer o;
+    feed_chunks(&o, x, 1000);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    r.method = OQ_CALIB_AUTO;
+    float lo, hi;
+    cr_assert_eq(oq_observer_range(&o, &r, &lo, &hi, NULL, NULL, NULL), OQ_OK);
+    cr_assert(lo == 0.0f && hi == 1.0f, "[%g, %g]", lo, hi);
+}
+
+/* The table of method auto keeps what won, held out or in-sample, through its JSON. */
+Test(auto_range, table_json_keeps_choices)
+{
+    oq_calib_entry e[3];
+    memset(e, 0, sizeof e);
+    char n0[] = "a", n1[] = "b/c", n2[] = "d";
+    e[0].name = n0;
+    e[0].choice = oq_auto_candidate_name(OQ_AUTO_P99_99);
+    e[0].held_out = true;
+    e[1].name = n1;
+    e[1].choice = oq_auto_candidate_name(OQ_AUTO_MSE);
+    e[1].held_out = false;
+    e[2].name = n2; /* never seen: no choice */
+    e[0].lo = -1.5f;
+    e[0].hi = 2.25f;
+    oq_calib_table t = {.count = 3, .items = e, .samples = 9, .method = OQ_CALIB_AUTO, .held_out_samples = 2};
+    char *js = oq_calib_table_to_json(&t);
+    cr_assert_not_null(js);
+    cr_log_info("%s", js);
+    cr_assert_not_null(strstr(js, "\"choices\":{\"a\":\"p99.99\",\"b/c\":\"mse*\"}"), "%s", js);
+    oq_calib_table u;
+    cr_assert_eq(oq_calib_table_from_json(js, &u, NULL), OQ_OK);
+    cr_assert_eq(u.method, OQ_CALIB_AUTO);
+    cr_assert_eq(u.held_out_samples, 2);
+    cr_assert_eq(u.count, 3);
+    cr_assert_str_eq(u.items[0].choice, "p99.99");
+    cr_assert(u.items[0].held_out);
+    cr_assert(u.items[0].lo == -1.5f && u.items[0].hi == 2.25f);
+    cr_assert_str_eq(u.items[1].choice, "mse");
+    cr_assert_not(u.items[1].held_out);
+    cr_assert_null(u.items[2].choice);
+    oq_calib_table_free(&u);
+    free(js);
 }

@@ -143,6 +143,11 @@ typedef struct oq_calib_entry {
     float lo, hi;             /* the range the method chose */
     uint64_t count;           /* finite values seen */
     uint64_t nan_count, inf_count;
+    /* method auto: the candidate that won (oq_auto_candidate_name: "minmax", "p99.99",
+     * "mse", ...; static), NULL for the other methods; held_out: it was chosen on the
+     * held-out samples (false: on the samples it was fit on) */
+    const char *choice;
+    bool held_out;
 } oq_calib_entry;
 
 typedef struct oq_calib_table {
@@ -152,7 +157,14 @@ typedef struct oq_calib_table {
     oq_calib_method method;
     double percentile;
     uint64_t nan_total, inf_total;
+    uint64_t held_out_samples; /* method auto: samples held out to score the candidates */
 } oq_calib_table;
+
+/* Method auto holds out every OQ_CALIB_HOLDOUT_EVERY-th sample (k % 4 == 3, k from 0):
+ * candidates are fit on the others and scored on these (docs/calibration.md). With
+ * fewer than 4 samples nothing is held out and the candidates are scored in-sample. */
+#define OQ_CALIB_HOLDOUT_EVERY 4
+bool oq_calib_sample_held_out(uint64_t k);
 
 oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
                        oq_calib_table *out, oq_diag *d);
@@ -168,7 +180,9 @@ char *oq_calib_value_key(const oq_value *v);
 const oq_calib_entry *oq_calib_table_find_value(const oq_calib_table *t, const oq_value *v);
 
 /* JSON text {"samples":N,"method":"...","percentile":p,"tensors":{"name":[min,max,lo,hi],..}}
- * (malloc'ed; floats written so that they read back exactly), and back. */
+ * (malloc'ed; floats written so that they read back exactly), and back. Method auto adds
+ * "held_out_samples":N and "choices":{"name":"p99.99",..} (the winning candidate per
+ * tensor; names chosen in-sample carry a trailing "*": "mse*"). */
 char *oq_calib_table_to_json(const oq_calib_table *t);
 oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_diag *d);
 

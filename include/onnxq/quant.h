@@ -124,11 +124,12 @@ typedef enum oq_calib_method {
     OQ_CALIB_MINMAX = 0,
     OQ_CALIB_PERCENTILE = 1,
     OQ_CALIB_ENTROPY = 2,
-    OQ_CALIB_MSE = 3
+    OQ_CALIB_MSE = 3,
+    OQ_CALIB_AUTO = 4      /* per tensor, the candidate with the least held-out error */
 } oq_calib_method;
 
 const char *oq_calib_method_name(oq_calib_method m);
-/* "minmax" | "percentile" | "entropy" | "mse"; returns -1 when unknown. */
+/* "minmax" | "percentile" | "entropy" | "mse" | "auto"; returns -1 when unknown. */
 int oq_calib_method_from_name(const char *s);
 
 typedef struct oq_range_request {
@@ -153,9 +154,62 @@ typedef struct oq_range_info {
 } oq_range_info;
 
 /* Pick [rmin, rmax] from an observer. minmax works on either observer kind; the other
- * methods need a histogram observer. An observer that saw nothing gives [0,0]. */
+ * methods need a histogram observer. An observer that saw nothing gives [0,0].
+ * OQ_CALIB_AUTO here scores the candidates on the same observer (no held-out share:
+ * oq_observer_range_auto). */
 oq_status oq_observer_range(const oq_observer *o, const oq_range_request *r, float *rmin,
                             float *rmax, oq_range_info *info, const char *what, oq_diag *d);
+
+/* ------------------------------------------------------ auto: chosen per tensor ---- */
+
+/* The candidates of OQ_CALIB_AUTO, in the order ties are broken (the widest first). */
+typedef enum oq_auto_candidate {
+    OQ_AUTO_MINMAX = 0,   /* exact min / max */
+    OQ_AUTO_P99_999 = 1,  /* percentile 99.999 */
+    OQ_AUTO_P99_99 = 2,   /* percentile 99.99 */
+    OQ_AUTO_P99_9 = 3,    /* percentile 99.9 */
+    OQ_AUTO_MSE = 4,      /* least expected squared error (clipping + rounding) */
+    OQ_AUTO_CANDIDATES = 5
+} oq_auto_candidate;
+
+/* The criterion: the expected squared error per element on the held-out samples, with
+ * the clipped part weighted by OQ_AUTO_CLIP_WEIGHT (rounding noise weight 1); the widest
+ * range whose error is within OQ_AUTO_TIE (relative) of the least wins. The mse candidate
+ * minimises the same weighted error on the fit samples. docs/calibration.md "auto". */
+#define OQ_AUTO_CLIP_WEIGHT 1.0
+#define OQ_AUTO_TIE 0.02
+
+/* "minmax" | "p99.999" | "p99.99" | "p99.9" | "mse"; from_name returns -1 when unknown. */
+const char *oq_auto_candidate_name(int c);
+int oq_auto_candidate_from_name(const char *s);
+
+/* What oq_observer_range_auto looked at. */
+typedef struct oq_auto_result {
+    int chosen;                           /* oq_auto_candidate */
+    bool held_out;                        /* scored on a held-out observer (false: on the
+                                           * fit observer itself, e.g. too few samples) */
+    float lo[OQ_AUTO_CANDIDATES];         /* each candidate's range on the fit observer */
+    float hi[OQ_AUTO_CANDIDATES];
+    double cost[OQ_AUTO_CANDIDATES];      /* its expected squared error per element on the
+                                           * scoring observer (oq_observer_range_mse) */
+} oq_auto_result;
+
+/* Expected squared error per element of quantizing what histogram observer o saw with
+ * the parameters [rmin, rmax] gives (oq_qparams_compute with r's dtype, symmetric,
+ * reduce_range): the exact integral of (x - DQ(Q(x)))^2 over o's piecewise-uniform
+ * density, clipping included; exact zeros count as values without error. An observer
+ * that saw nothing gives 0. */
+oq_status oq_observer_range_mse(const oq_observer *o, const oq_range_request *r, float rmin,
+                                float rmax, double *cost, oq_diag *d);
+
+/* OQ_CALIB_AUTO: each candidate's range is fit on `fit` (histogram observer) and scored
+ * by oq_observer_range_mse on `check`, the samples held out of `fit` (NULL or empty: on
+ * `fit` itself); the cheapest wins (ties: the earlier candidate). The range returned is
+ * the winner's method applied to fit and check merged (all samples). res may be NULL.
+ * docs/calibration.md "auto". */
+oq_status oq_observer_range_auto(const oq_observer *fit, const oq_observer *check,
+                                 const oq_range_request *r, float *rmin, float *rmax,
+                                 oq_auto_result *res, const char *what, oq_diag *d);
 
 /* -------------------------------------------------------- scale / zero point ---- */
 

@@ -167,7 +167,9 @@ static void help(FILE *f)
             "  --input-value NAME=V   fill input NAME with V (random data, or a sample without\n"
             "                         that input's file), e.g. sr=16000; docs/data.md\n"
             "  --max-samples N        use at most N samples\n"
-            "  --method M             minmax | percentile | entropy | mse (default percentile)\n"
+            "  --method M             auto | minmax | percentile | entropy | mse (default percentile);\n"
+            "                         auto: per tensor, minmax, percentile 99.9/99.99/99.999 or mse,\n"
+            "                         whichever errs least on held-out calibration samples\n"
             "  --percentile P         for percentile (default 99.99; 99.999 for 16-bit activations)\n"
             "  --averaging C          minmax moving-average constant in (0,1]\n"
             "  --nan-policy P         error (default) | ignore (exclude NaN/Inf, report counts)\n"
@@ -1267,10 +1269,12 @@ int cmd_quantize(int argc, char **argv)
     }
     oq_pipeline_run_options ro = {0};
     memset(&report, 0, sizeof report);
-    ro.after_pass = cli_pass_log_after_pass;
-    ro.user = &report.passes;
+    ro.after_pass = cli_qreport_after_pass;
+    ro.user = &report;
     oq_status st = oq_pipeline_run(pl, m, &ro, &d);
     report.smooth_quant = cli_take_metadata(m, OQ_SMOOTH_METADATA_KEY);
+    if (st == OQ_OK && !quiet)
+        cli_qreport_print_calibration(&report, stderr);
     qdq_counts qc = qdq_counts_of(&report.passes);
     if (st == OQ_OK && weight_only(&c) && wonly_report(&report.passes, &c, quiet, &d) != 0) {
         cli_print_diag(&d);
@@ -1384,6 +1388,8 @@ int cmd_quantize(int argc, char **argv)
 done:
     free(report.smooth_quant);
     report.smooth_quant = NULL;
+    free(report.calibration);
+    report.calibration = NULL;
     free(dims_text);
     free(values_text);
     cli_data_opts_free(&data);

@@ -21,6 +21,78 @@ char *cli_take_metadata(oq_model *m, const char *key)
     return NULL;
 }
 
+void cli_qreport_after_pass(const oq_pass_event *ev, oq_model *m, void *user)
+{
+    cli_qreport *r = user;
+    cli_pass_log_after_pass(ev, m, &r->passes);
+    if (ev->status != OQ_OK || strcmp(ev->pass->name, "calibrate") != 0)
+        return;
+    for (size_t i = 0; i < m->metadata.count; i++) {
+        const oq_kv *kv = &m->metadata.items[i];
+        if (kv->key && kv->value && strcmp(kv->key, OQ_CALIB_METADATA_KEY) == 0) {
+            free(r->calibration);
+            r->calibration = strdup(kv->value);
+        }
+    }
+}
+
+void cli_qreport_print_calibration(const cli_qreport *r, FILE *f)
+{
+    oq_calib_table t;
+    if (!r->calibration || oq_calib_table_from_json(r->calibration, &t, NULL) != OQ_OK)
+        return;
+    if (t.method == OQ_CALIB_AUTO) {
+        size_t n[OQ_AUTO_CANDIDATES] = {0}, in_sample = 0;
+        for (size_t i = 0; i < t.count; i++) {
+            int c = oq_auto_candidate_from_name(t.items[i].choice);
+            if (c >= 0)
+                n[c]++;
+            in_sample += c >= 0 && !t.items[i].held_out;
+        }
+        fprintf(f, "onnxq quantize: calibration auto: %zu tensors, candidates scored on %llu of %llu samples held out:",
+                t.count, (unsigned long long)t.held_out_samples, (unsigned long long)t.samples);
+        for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+            fprintf(f, "%s %s %zu", c ? "," : "", oq_auto_candidate_name(c), n[c]);
+        if (in_sample)
+            fprintf(f, " (%zu chosen in-sample)", in_sample);
+        fputc('\n', f);
+    }
+    oq_calib_table_free(&t);
+}
+
+/* "calibration": the method, the samples and every tensor's range and what chose it */
+static void write_calibration(json_writer *w, const char *json)
+{
+    oq_calib_table t;
+    json_key(w, "calibration");
+    if (!json || oq_calib_table_from_json(json, &t, NULL) != OQ_OK) {
+        json_null(w);
+        return;
+    }
+    json_begin_object(w);
+    json_kv_string(w, "method", oq_calib_method_name(t.method));
+    json_kv_int(w, "samples", (int64_t)t.samples);
+    json_kv_int(w, "held_out_samples", (int64_t)t.held_out_samples);
+    json_key(w, "tensors");
+    json_begin_array(w);
+    for (size_t i = 0; i < t.count; i++) {
+        const oq_calib_entry *e = &t.items[i];
+        json_begin_object(w);
+        json_kv_string(w, "tensor", e->name);
+        json_kv_string(w, "method", e->choice ? e->choice : oq_calib_method_name(t.method));
+        if (e->choice)
+            json_kv_bool(w, "held_out", e->held_out);
+        json_kv_double(w, "min", e->min);
+        json_kv_double(w, "max", e->max);
+        json_kv_double(w, "lo", e->lo);
+        json_kv_double(w, "hi", e->hi);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_end_object(w);
+    oq_calib_table_free(&t);
+}
+
 /* A parsed JSON value written back (the pass's record, embedded in the report). */
 static void write_value(json_writer *w, const cJSON *j)
 {
@@ -67,6 +139,7 @@ int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, co
     else
         json_null(w);
     cJSON_Delete(sq);
+    write_calibration(w, r->calibration);
     json_key(w, "bias_correction"); /* null: not run */
     if (r->bias_correction) {
         json_begin_object(w);

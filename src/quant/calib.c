@@ -628,6 +628,7 @@ void oq_calib_options_default(oq_calib_options *o)
 typedef struct obs_slot {
     const oq_value *v;
     oq_observer obs;
+    oq_observer *held;       /* auto: the held-out samples' observer (obs: the others) */
 } obs_slot;
 
 typedef struct cal_ctx {
@@ -639,6 +640,8 @@ typedef struct cal_ctx {
     const char *label;
     oq_status st;
     oq_diag *d;
+    uint64_t next_sample;    /* index of the next sample begin_sample sees */
+    bool held_now;           /* auto: the current sample is held out */
 } cal_ctx;
 
 static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_tensor *t)
@@ -649,7 +652,8 @@ static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_te
     if (n <= 0)
         return;
     oq_nonfinite nf;
-    oq_status st = oq_observer_update(&s->obs, t->data, n, &nf, s->v->name, c->d);
+    oq_observer *ob = c->held_now && s->held ? s->held : &s->obs;
+    oq_status st = oq_observer_update(ob, t->data, n, &nf, s->v->name, c->d);
     if (st != OQ_OK) {
         c->st = st;
         return;
@@ -740,7 +744,14 @@ static void on_input(const oq_value *v, const oq_rt_tensor *t, void *user)
 
 static void begin_sample(const char *label, void *user)
 {
-    ((cal_ctx *)user)->label = label;
+    cal_ctx *c = user;
+    c->label = label;
+    c->held_now = oq_calib_sample_held_out(c->next_sample++);
+}
+
+bool oq_calib_sample_held_out(uint64_t k)
+{
+    return k % OQ_CALIB_HOLDOUT_EVERY == OQ_CALIB_HOLDOUT_EVERY - 1;
 }
 
 static oq_status check(void *user)
@@ -828,6 +839,7 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     oq_status st = OQ_OK;
     cal_ctx c;
     memset(&c, 0, sizeof c);
+    oq_observer *held = NULL;
     oq_graph *g = m->graph;
     if (!g)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
@@ -844,8 +856,17 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     for (uint32_t i = 0; i < c.n_ids; i++)
         c.by_id[i] = -1;
     oq_observer_kind kind = o->range.method == OQ_CALIB_MINMAX ? OQ_OBSERVER_MINMAX : OQ_OBSERVER_HISTOGRAM;
+    bool is_auto = o->range.method == OQ_CALIB_AUTO;
     add_slots(&c, g, o, 0);
+    if (is_auto && !(held = calloc(c.n_slots ? c.n_slots : 1, sizeof(oq_observer)))) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory (%zu observers)", c.n_slots);
+        goto done;
+    }
     for (size_t i = 0; i < c.n_slots; i++) {
+        if (is_auto) {
+            c.slots[i].held = &held[i];
+            oq_observer_init(&held[i], kind, OQ_NAN_IGNORE);
+        }
         oq_observer_init(&c.slots[i].obs, kind, OQ_NAN_IGNORE);
         if (kind == OQ_OBSERVER_MINMAX && o->averaging_constant > 0) {
             st = oq_observer_set_averaging(&c.slots[i].obs, o->averaging_constant, d);
@@ -880,10 +901,22 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     }
     out->method = o->range.method;
     out->percentile = o->range.percentile;
+    if (is_auto)
+        for (uint64_t k = 0; k < total; k++)
+            out->held_out_samples += oq_calib_sample_held_out(k);
     size_t n_bad_tensors = 0;
     const char *first_bad = NULL;
     for (size_t i = 0; i < c.n_slots; i++) {
-        const oq_observer *ob = &c.slots[i].obs;
+        oq_observer *ob = &c.slots[i].obs;
+        const oq_observer *hb = c.slots[i].held;
+        if (hb && (ob->count == 0 || hb->count == 0)) { /* one share only: no held-out check */
+            oq_status ms = oq_observer_merge(ob, hb, d);
+            if (ms != OQ_OK) {
+                st = ms;
+                goto done;
+            }
+            hb = NULL;
+        }
         if (ob->count == 0 && ob->nan_count == 0 && ob->inf_count == 0)
             continue; /* never produced as float32 (e.g. an int tensor of unknown type) */
         oq_calib_entry *e = &out->items[out->count];
@@ -895,17 +928,28 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
         out->count++;
         e->min = ob->initialized ? ob->min : 0.0f;
         e->max = ob->initialized ? ob->max : 0.0f;
-        e->count = ob->count;
-        e->nan_count = ob->nan_count;
-        e->inf_count = ob->inf_count;
-        out->nan_total += ob->nan_count;
-        out->inf_total += ob->inf_count;
-        if (ob->nan_count || ob->inf_count) {
+        if (hb && hb->initialized) {
+            e->min = hb->min < e->min ? hb->min : e->min;
+            e->max = hb->max > e->max ? hb->max : e->max;
+        }
+        e->count = ob->count + (hb ? hb->count : 0);
+        e->nan_count = ob->nan_count + (hb ? hb->nan_count : 0);
+        e->inf_count = ob->inf_count + (hb ? hb->inf_count : 0);
+        out->nan_total += e->nan_count;
+        out->inf_total += e->inf_count;
+        if (e->nan_count || e->inf_count) {
             n_bad_tensors++;
             if (!first_bad)
                 first_bad = e->name;
         }
-        st = oq_observer_range(ob, &o->range, &e->lo, &e->hi, NULL, e->name, d);
+        if (is_auto) {
+            oq_auto_result ar;
+            st = oq_observer_range_auto(ob, hb, &o->range, &e->lo, &e->hi, &ar, e->name, d);
+            e->choice = ob->initialized || (hb && hb->initialized) ? oq_auto_candidate_name(ar.chosen) : NULL;
+            e->held_out = ar.held_out;
+        } else {
+            st = oq_observer_range(ob, &o->range, &e->lo, &e->hi, NULL, e->name, d);
+        }
         if (st != OQ_OK)
             goto done;
     }
@@ -915,6 +959,7 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
                      n_bad_tensors, first_bad);
 done:
     free(c.slots);
+    free(held);
     free(c.by_id);
     if (st != OQ_OK)
         oq_calib_table_free(out);
@@ -1018,6 +1063,20 @@ char *oq_calib_table_to_json(const oq_calib_table *t)
         if (!ok)
             cJSON_Delete(a);
     }
+    if (ok && t->method == OQ_CALIB_AUTO) {
+        char ho[32];
+        snprintf(ho, sizeof ho, "%llu", (unsigned long long)t->held_out_samples);
+        cJSON *ch = NULL;
+        ok = oq_json_add_raw(root, "held_out_samples", ho) && (ch = cJSON_AddObjectToObject(root, "choices"));
+        for (size_t i = 0; ok && i < t->count; i++) {
+            const oq_calib_entry *e = &t->items[i];
+            char nm[24];
+            if (!e->choice)
+                continue;
+            snprintf(nm, sizeof nm, "%s%s", e->choice, e->held_out ? "" : "*");
+            ok = cJSON_AddStringToObject(ch, e->name, nm) != NULL;
+        }
+    }
     char *s = ok ? cJSON_PrintUnformatted(root) : NULL; /* malloc'ed (cJSON's default hooks) */
     cJSON_Delete(root);
     return s;
@@ -1054,6 +1113,8 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
         goto fail;
     }
     const cJSON *a;
+    const cJSON *choices = oq_json_get(j, "choices");
+    const cJSON *next_choice = cJSON_IsObject(choices) ? choices->child : NULL;
     cJSON_ArrayForEach(a, ts) {
         const char *key = a->string;
         if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 4) {
@@ -1091,7 +1152,26 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
         e->max = v[1];
         e->lo = v[2];
         e->hi = v[3];
+        /* choices are written in the order of the tensors: the next one, else a lookup */
+        const cJSON *cv = next_choice && next_choice->string && !strcmp(next_choice->string, key)
+                              ? next_choice
+                              : oq_json_get(choices, key);
+        if (cv)
+            next_choice = cv->next;
+        if (cJSON_IsString(cv)) {
+            char nm[24];
+            snprintf(nm, sizeof nm, "%s", cv->valuestring);
+            size_t ln = strlen(nm);
+            e->held_out = !(ln && nm[ln - 1] == '*');
+            if (!e->held_out)
+                nm[ln - 1] = 0;
+            int ci = oq_auto_candidate_from_name(nm);
+            e->choice = ci >= 0 ? oq_auto_candidate_name(ci) : NULL;
+        }
     }
+    const cJSON *hs = oq_json_get(j, "held_out_samples");
+    if (cJSON_IsNumber(hs) && hs->valuedouble >= 0 && hs->valuedouble < 1e18)
+        out->held_out_samples = (uint64_t)hs->valuedouble;
     cJSON_Delete(j);
     return OQ_OK;
 fail:

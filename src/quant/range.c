@@ -31,6 +31,7 @@ const char *oq_calib_method_name(oq_calib_method m)
     case OQ_CALIB_PERCENTILE: return "percentile";
     case OQ_CALIB_ENTROPY: return "entropy";
     case OQ_CALIB_MSE: return "mse";
+    case OQ_CALIB_AUTO: return "auto";
     }
     return "?";
 }
@@ -39,7 +40,7 @@ int oq_calib_method_from_name(const char *s)
 {
     if (!s)
         return -1;
-    for (int m = OQ_CALIB_MINMAX; m <= OQ_CALIB_MSE; m++)
+    for (int m = OQ_CALIB_MINMAX; m <= OQ_CALIB_AUTO; m++)
         if (!strcmp(s, oq_calib_method_name((oq_calib_method)m)))
             return m;
     return -1;
@@ -202,8 +203,9 @@ static inline double cube(double v)
 }
 
 /* Expected squared error per element of the uniform quantizer with nlev levels on
- * [a, b] (clipping outside), for the piecewise-uniform working density. */
-static double mse_cost(const work *wk, double a, double b, double nlev)
+ * [a, b] (clipping outside), for the piecewise-uniform working density; the clipped part
+ * weighted by clip_w (1: the plain MSE). */
+static double mse_cost_w(const work *wk, double a, double b, double nlev, double clip_w)
 {
     double delta = (b - a) / (nlev - 1.0);
     double d3 = delta * delta * delta;
@@ -215,11 +217,11 @@ static double mse_cost(const work *wk, double a, double b, double nlev)
         double l = edge(wk, i), r = l + wk->w, s = 0.0;
         if (l < a) {
             double m = r < a ? r : a;
-            s += (cube(a - l) - cube(a - m)) / 3.0;
+            s += clip_w * (cube(a - l) - cube(a - m)) / 3.0;
         }
         if (r > b) {
             double m = l > b ? l : b;
-            s += (cube(r - b) - cube(m - b)) / 3.0;
+            s += clip_w * (cube(r - b) - cube(m - b)) / 3.0;
         }
         double il = l > a ? l : a, ir = r < b ? r : b;
         if (ir > il)
@@ -227,6 +229,11 @@ static double mse_cost(const work *wk, double a, double b, double nlev)
         sum += c * s / wk->w;
     }
     return sum / wk->total;
+}
+
+static double mse_cost(const work *wk, double a, double b, double nlev)
+{
+    return mse_cost_w(wk, a, b, nlev, 1.0);
 }
 
 /* ------------------------------------------------------------------- entropy ---- */
@@ -423,6 +430,8 @@ oq_status oq_observer_range(const oq_observer *o, const oq_range_request *r, flo
     if (r->method == OQ_CALIB_PERCENTILE && !(r->percentile > 0.0 && r->percentile <= 100.0))
         return oq_diag_error(d, OQ_ERR_USAGE, "%s: percentile %g is outside (0, 100]", wn,
                              r->percentile);
+    if (r->method == OQ_CALIB_AUTO)
+        return oq_observer_range_auto(o, NULL, r, rmin, rmax, NULL, what, d);
     if (r->method != OQ_CALIB_PERCENTILE && r->method != OQ_CALIB_ENTROPY &&
         r->method != OQ_CALIB_MSE)
         return oq_diag_error(d, OQ_ERR_USAGE, "%s: unknown calibration method %d", wn,
@@ -532,4 +541,279 @@ done:
     if (info)
         *info = inf;
     return OQ_OK;
+}
+
+/* ---------------------------------------------------------------------- auto ---- */
+
+static const char *const AUTO_NAMES[OQ_AUTO_CANDIDATES] = {"minmax", "p99.999", "p99.99", "p99.9", "mse"};
+static const double AUTO_PCT[OQ_AUTO_CANDIDATES] = {0.0, 99.999, 99.99, 99.9, 0.0};
+/* A narrower range must beat a wider one by more than OQ_AUTO_TIE (relative) on the
+ * held-out samples: within it the difference is noise, and the wider range clips less on
+ * data unlike the calibration samples. Clipped errors weigh OQ_AUTO_CLIP_WEIGHT. */
+static double auto_clip_w(void)
+{
+    return OQ_AUTO_CLIP_WEIGHT;
+}
+
+const char *oq_auto_candidate_name(int c)
+{
+    return c >= 0 && c < OQ_AUTO_CANDIDATES ? AUTO_NAMES[c] : "?";
+}
+
+int oq_auto_candidate_from_name(const char *s)
+{
+    for (int c = 0; s && c < OQ_AUTO_CANDIDATES; c++)
+        if (!strcmp(s, AUTO_NAMES[c]))
+            return c;
+    return -1;
+}
+
+/* First and second moments of the working density, prefix sums over bins (p1[i]: sum of
+ * the mass times x over bins [0, i), p2[i]: of the mass times x^2; each bin uniform). */
+typedef struct moments {
+    double p1[NB + 1], p2[NB + 1];
+} moments;
+
+static void moments_build(moments *mo, const work *wk)
+{
+    mo->p1[0] = mo->p2[0] = 0.0;
+    for (int i = 0; i < NB; i++) {
+        double l = edge(wk, i), r = l + wk->w, c = wk->c[i];
+        mo->p1[i + 1] = mo->p1[i] + c * (l + r) / 2.0;
+        mo->p2[i + 1] = mo->p2[i] + c * (l * l + l * r + r * r) / 3.0;
+    }
+}
+
+/* Mass, first and second moment of the density below x. */
+static void below(const work *wk, const moments *mo, double x, double m[3])
+{
+    double f = (x - wk->lo) / wk->w;
+    if (!(f > 0.0)) {
+        m[0] = m[1] = m[2] = 0.0;
+        return;
+    }
+    if (f >= (double)NB) {
+        m[0] = wk->cum[NB];
+        m[1] = mo->p1[NB];
+        m[2] = mo->p2[NB];
+        return;
+    }
+    int k = (int)f;
+    double c = wk->c[k] * (f - (double)k), l = edge(wk, k);
+    m[0] = wk->cum[k] + c;
+    m[1] = mo->p1[k] + c * (l + x) / 2.0;
+    m[2] = mo->p2[k] + c * (l * l + l * x + x * x) / 3.0;
+}
+
+/* Expected squared error per element of a grid of nlev levels on [a, b], with the
+ * rounding noise of the values inside taken as step^2/12 (exact: the clipped tails).
+ * O(1) per range, for the search; the candidates are then scored with mse_cost. */
+static double fast_cost(const work *wk, const moments *mo, double a, double b, double nlev, double clip_w)
+{
+    double lo[3], hi[3];
+    below(wk, mo, a, lo);
+    below(wk, mo, b, hi);
+    double up0 = wk->cum[NB] - hi[0], up1 = mo->p1[NB] - hi[1], up2 = mo->p2[NB] - hi[2];
+    double cl = a * a * lo[0] - 2.0 * a * lo[1] + lo[2];
+    double cu = up2 - 2.0 * b * up1 + b * b * up0;
+    double inside = hi[0] - lo[0];
+    double step = (b - a) / (nlev - 1.0);
+    return (clip_w * ((cl > 0.0 ? cl : 0.0) + (cu > 0.0 ? cu : 0.0)) +
+            (inside > 0.0 ? inside : 0.0) * step * step / 12.0) / wk->total;
+}
+
+/* The least fast_cost range of o (the mse candidate of auto): asymmetric, a coordinate
+ * descent over the bin edges of the signed working histogram, every edge; symmetric,
+ * every threshold T = i M / NB with the grid the parameters give. */
+static bool fast_mse_range(work *wk, moments *mo, const oq_observer *o, const oq_range_request *r,
+                           double *pa, double *pb)
+{
+    int32_t qmin, qmax;
+    if (oq_qrange(r->dtype, r->reduce_range, &qmin, &qmax) != OQ_OK)
+        return false;
+    double nlev = (double)qmax - (double)qmin + 1.0;
+    double xmin = o->min, xmax = o->max;
+    if (r->symmetric) {
+        if (!work_build(wk, o, WORK_SIGNED_SYM, true) || !(wk->mass > 0.0))
+            return false;
+        moments_build(mo, wk);
+        double zp = qmin < 0 ? 0.0 : (double)(((int64_t)qmin + qmax + 1) / 2);
+        double q = (double)qmax - zp, slo = (double)qmin - zp, shi = (double)qmax - zp;
+        double m = wk->lo + (double)NB * wk->w, best = INFINITY, bt = m;
+        for (int i = NB; i >= 1; i--) {
+            double t = (i == NB) ? m : (double)i * m / (double)NB, step = t / q;
+            double c = fast_cost(wk, mo, slo * step, shi * step, nlev, auto_clip_w());
+            if (c < best) {
+                best = c;
+                bt = t;
+            }
+        }
+        *pa = -bt;
+        *pb = bt;
+        return true;
+    }
+    if (!work_build(wk, o, WORK_SIGNED, true) || !(wk->mass > 0.0))
+        return false;
+    moments_build(mo, wk);
+    double z = -wk->lo / wk->w;
+    int zf = (int)floor(z + 1e-9), zc = (int)ceil(z - 1e-9);
+    if (zf > NB)
+        zf = NB;
+    if (zc < 0)
+        zc = 0;
+    int i0 = 0, i1 = NB;
+    double cw = auto_clip_w();
+    double best = fast_cost(wk, mo, edge(wk, i0), edge(wk, i1), nlev, cw);
+    for (int round = 0; round < 8; round++) {
+        bool moved = false;
+        for (int j = (zc > i0 + 1 ? zc : i0 + 1); j <= NB; j++) {
+            double c = fast_cost(wk, mo, edge(wk, i0), edge(wk, j), nlev, cw);
+            if (c < best) {
+                best = c;
+                i1 = j;
+                moved = true;
+            }
+        }
+        for (int j = 0; j <= zf && j < i1; j++) {
+            double c = fast_cost(wk, mo, edge(wk, j), edge(wk, i1), nlev, cw);
+            if (c < best) {
+                best = c;
+                i0 = j;
+                moved = true;
+            }
+        }
+        if (!moved)
+            break;
+    }
+    double a = i0 == 0 ? (xmin < 0.0 ? xmin : 0.0) : edge(wk, i0);
+    double b = i1 == NB ? (xmax > 0.0 ? xmax : 0.0) : edge(wk, i1);
+    *pa = clampd(a, xmin, xmax);
+    *pb = clampd(b, xmin, xmax);
+    return true;
+}
+
+/* One candidate's range on observer o. */
+static oq_status candidate_range(int c, work *wk, moments *mo, const oq_observer *o, const oq_range_request *r,
+                                 float *lo, float *hi, const char *what, oq_diag *d)
+{
+    oq_range_request q = *r;
+    if (c == OQ_AUTO_MSE) {
+        double a, b;
+        if (fast_mse_range(wk, mo, o, r, &a, &b)) {
+            *lo = (float)a;
+            *hi = (float)b;
+            return OQ_OK;
+        }
+        q.method = OQ_CALIB_MINMAX; /* a constant tensor: nothing to choose */
+    } else if (c == OQ_AUTO_MINMAX) {
+        q.method = OQ_CALIB_MINMAX;
+    } else {
+        q.method = OQ_CALIB_PERCENTILE;
+        q.percentile = AUTO_PCT[c];
+    }
+    return oq_observer_range(o, &q, lo, hi, NULL, what, d);
+}
+
+/* Exact expected squared error of the grid [rmin, rmax] gives, on the working histogram
+ * wk (WORK_SIGNED, zeros dropped) of the scoring observer. */
+static double grid_cost(const work *wk, const oq_range_request *r, float rmin, float rmax, double clip_w)
+{
+    float s;
+    int32_t zp, qmin, qmax;
+    if (oq_qrange(r->dtype, r->reduce_range, &qmin, &qmax) != OQ_OK ||
+        oq_qparams_compute(rmin, rmax, r->dtype, r->symmetric, r->reduce_range, &s, &zp, NULL) != OQ_OK)
+        return INFINITY;
+    double a = ((double)qmin - (double)zp) * (double)s, b = ((double)qmax - (double)zp) * (double)s;
+    return mse_cost_w(wk, a, b, (double)qmax - (double)qmin + 1.0, clip_w);
+}
+
+oq_status oq_observer_range_mse(const oq_observer *o, const oq_range_request *r, float rmin, float rmax,
+                                double *cost, oq_diag *d)
+{
+    *cost = 0.0;
+    int32_t qmin, qmax;
+    if (oq_qrange(r->dtype, r->reduce_range, &qmin, &qmax) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "cannot quantize to %s", oq_dtype_name(r->dtype));
+    if (!o->initialized)
+        return OQ_OK;
+    if (o->kind != OQ_OBSERVER_HISTOGRAM)
+        return oq_diag_error(d, OQ_ERR_USAGE, "the range error needs a histogram observer");
+    work *wk = malloc(sizeof(*wk));
+    if (!wk)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    if (work_build(wk, o, WORK_SIGNED, true) && wk->mass > 0.0)
+        *cost = grid_cost(wk, r, rmin, rmax, 1.0);
+    free(wk);
+    return OQ_OK;
+}
+
+oq_status oq_observer_range_auto(const oq_observer *fit, const oq_observer *check, const oq_range_request *r,
+                                 float *rmin, float *rmax, oq_auto_result *res, const char *what, oq_diag *d)
+{
+    const char *wn = what ? what : "tensor";
+    oq_auto_result rs;
+    memset(&rs, 0, sizeof rs);
+    *rmin = *rmax = 0.0f;
+    if (res)
+        *res = rs;
+    int32_t qmin, qmax;
+    if (oq_qrange(r->dtype, r->reduce_range, &qmin, &qmax) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_UNSUPPORTED, "%s: cannot quantize to %s", wn, oq_dtype_name(r->dtype));
+    if (check && !check->initialized)
+        check = NULL;
+    if (!fit->initialized) { /* seen only in the held-out samples: no held-out check */
+        if (!check)
+            return OQ_OK;
+        fit = check;
+        check = NULL;
+    }
+    if (fit->kind != OQ_OBSERVER_HISTOGRAM || (check && check->kind != OQ_OBSERVER_HISTOGRAM))
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: method auto needs histogram observers", wn);
+    oq_status st = OQ_OK;
+    work *wk = malloc(sizeof(*wk));
+    moments *mo = malloc(sizeof(*mo));
+    oq_observer *all = check ? malloc(sizeof(*all)) : NULL;
+    if (!wk || !mo || (check && !all)) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "%s: out of memory", wn);
+        goto done;
+    }
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+        if ((st = candidate_range(c, wk, mo, fit, r, &rs.lo[c], &rs.hi[c], wn, d)) != OQ_OK)
+            goto done;
+    /* score every candidate on the held-out share (else on the fit share) */
+    const oq_observer *sc = check ? check : fit;
+    rs.held_out = check != NULL;
+    bool any = work_build(wk, sc, WORK_SIGNED, true) && wk->mass > 0.0;
+    double best = INFINITY;
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++) {
+        rs.cost[c] = any ? grid_cost(wk, r, rs.lo[c], rs.hi[c], auto_clip_w()) : 0.0;
+        if (rs.cost[c] < best)
+            best = rs.cost[c];
+    }
+    /* the widest range among those within OQ_AUTO_TIE of the least error */
+    rs.chosen = -1;
+    for (int c = 0; c < OQ_AUTO_CANDIDATES; c++) {
+        if (!(rs.cost[c] <= best * (1.0 + OQ_AUTO_TIE)))
+            continue;
+        if (rs.chosen < 0 || (double)rs.hi[c] - (double)rs.lo[c] > (double)rs.hi[rs.chosen] - (double)rs.lo[rs.chosen])
+            rs.chosen = c;
+    }
+    if (rs.chosen < 0)
+        rs.chosen = 0;
+    /* the winner's method on all samples */
+    const oq_observer *fin = fit;
+    if (check) {
+        *all = *fit;
+        if ((st = oq_observer_merge(all, check, d)) != OQ_OK)
+            goto done;
+        fin = all;
+    }
+    st = candidate_range(rs.chosen, wk, mo, fin, r, rmin, rmax, wn, d);
+done:
+    free(wk);
+    free(mo);
+    free(all);
+    if (res && st == OQ_OK)
+        *res = rs;
+    return st;
 }
