@@ -57,7 +57,7 @@ for m in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
   # quantizing them measured 0.1 dB worse (22.29 against 22.41 dB, docs/accuracy.md)
   extra=(); [ $m = silero_vad_op18_ifless ] && extra=(--exclude-nodes '^node_linear')
   # percentile 99.999 given explicitly: 99.99 measured 15.7 dB on this model
-  "$EXE" quantize "$f" -o "$q" --calib "$T/calib_$m" --percentile 99.999 "${extra[@]}" --quiet 2>"$T/$m.log" || { cat "$T/$m.log"; bad "$m: quantize"; continue; }
+  "$EXE" quantize "$f" -o "$q" --calib "$T/calib_$m" --percentile 99.999 "${extra[@]}" 2>"$T/$m.log" || { cat "$T/$m.log"; bad "$m: quantize"; continue; }
   grep -q "never executed during calibration" "$T/$m.log" || [ $m = silero_vad_16k_op15 ] ||
     bad "$m: the 8 kHz branch should be reported as never executed"
   # op15's Convs are in its main graph and its If branches hold only the LSTM (kept in
