@@ -477,6 +477,33 @@ def gen_float_dw(outdir, name, C, H, W, k, strides, pads, act=None, dil=1):
     return name
 
 
+def gen_float_gap(outdir, name, C, H, W, form='dq'):
+    """GlobalAveragePool -> y in float (a squeeze-excitation block's pooling) of DQ(x)
+    ('dq'), of the graph input ('input') or of a float depthwise Conv + HardSwish of DQ(x)
+    ('dwconv'): onnxruntime sums with MLAS' global pooling kernel (four running sums) or,
+    when its input is NCHWc (a graph input, such a Conv) and C is a multiple of its block
+    (16 with AVX-512, 8 with AVX2), one sum per channel in order; onnxq's integer targets
+    must give the same bits. Compared with onnxruntime."""
+    c = Case(name)
+    rng_l = np.random.default_rng(sum(map(ord, name)))
+    xs, xzp = F32(0.0173), 77
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    src = 'xd'
+    if form == 'input':
+        src = 'x'
+    elif form == 'dwconv':
+        c.init('w', (rng_l.standard_normal((C, 1, 3, 3)) * 0.4).astype(F32))
+        c.init('b', (rng_l.standard_normal(C) * 0.3).astype(F32))
+        c.nodes += [helper.make_node('Conv', ['xd', 'w', 'b'], ['cv'], group=C, kernel_shape=[3, 3],
+                                     pads=[1, 1, 1, 1]),
+                    helper.make_node('HardSwish', ['cv'], ['hs'])]
+        src = 'hs'
+    c.nodes.append(helper.make_node('GlobalAveragePool', [src], ['y']))
+    x = (rng_l.integers(0, 256, (1, C, H, W)) - xzp).astype(F32) * xs
+    c.save(outdir, [1, C, H, W], [1, C, 1, 1], x, None, None, opset=14 if form == 'dwconv' else 13)
+    return name
+
+
 def mlas_logistic(x):
     """onnxruntime's logistic (MLAS logistic.cpp constants, FMA3 kernel), for choosing a
     test's scale only; a fused multiply-add as float64 a * b + c rounded to float32."""
@@ -815,6 +842,13 @@ def main():
            gen_float_dw(outdir, 'fdw3_13x13', 3, 30, 30, 13, (1, 1), (6, 6, 6, 6)),
            gen_float_dw(outdir, 'fdw6_full_width', 6, 9, 3, 3, (1, 1), (0, 0, 0, 0)),
            gen_float_dw(outdir, 'fdw5_full_width', 5, 14, 5, 5, (1, 1), (0, 0, 0, 0), 'hardswish'),
+           # GlobalAveragePool: 104 = 6.5 AVX-512 blocks (MLAS' four sums natively, NCHWc on
+           # AVX2), 96 (NCHWc), 12 and 5 channels, odd pixel counts
+           gen_float_gap(outdir, 'fgap104', 104, 3, 23), gen_float_gap(outdir, 'fgap96', 96, 3, 23),
+           gen_float_gap(outdir, 'fgap12', 12, 5, 7), gen_float_gap(outdir, 'fgap5', 5, 1, 37),
+           gen_float_gap(outdir, 'fgap96_input', 96, 3, 23, 'input'),
+           gen_float_gap(outdir, 'fgap48_dwconv', 48, 3, 23, 'dwconv'),
+           gen_float_gap(outdir, 'fgap40_dwconv', 40, 5, 13, 'dwconv'),
            gen_float_sigmoid(outdir, 'fsig', 'sigmoid'), gen_float_sigmoid(outdir, 'fswish', 'swish'),
            gen_float_sigmoid(outdir, 'fsig_lut', 'lut')]
     with open(os.path.join(outdir, 'fdw_cases.txt'), 'w') as f:

@@ -116,6 +116,11 @@ typedef struct oq_kctx {
 #define OQ_K_ORT_DW_M1 4u       /* Conv: a float depthwise convolution onnxruntime runs with
                                  * its Conv kernel (not NCHWc): MLAS' one-row SGEMM on x86
                                  * with AVX, conv.c dw_m1_generic */
+#define OQ_K_ORT_GAP 8u          /* GlobalAveragePool (float): onnxruntime's sums: MLAS'
+                                 * global pooling kernel (four running sums), or with
+                                 * OQ_K_ORT_GAP_NCHWC (an input onnxruntime keeps NCHWc)
+                                 * and C a multiple of the block, one sum in order; pool.c */
+#define OQ_K_ORT_GAP_NCHWC 16u
 #define OQ_K_ORT_LOGISTIC 2u    /* Sigmoid (float): onnxruntime's MLAS logistic (its FMA3 /
                                  * AVX-512 kernels): a rational function of x clamped to
                                  * [-18, 18], oq_k_ort_logistic */

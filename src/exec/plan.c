@@ -333,6 +333,46 @@ static bool ort_dw_nchwc(const oq_node *n, int block)
     return true;
 }
 
+/* A GlobalAveragePool whose input onnxruntime has in NCHWc layout: a graph input, or a
+ * float Conv it rewrites to NCHWc (constant 4-D weight; one group: fewer input channels
+ * than a block or a multiple of it; depthwise; otherwise whole blocks per group), possibly
+ * through the activations it keeps in NCHWc. Measured with onnxruntime 1.30: a pool after
+ * a graph input or such a Conv (+ HardSwish) runs NCHWc, after a DequantizeLinear or a
+ * Relu of a graph input it does not. (The channel count, a multiple of the block, is
+ * checked at run time: pool.c.) */
+static bool ort_gap_nchwc_input(const oq_node *n, int block)
+{
+    static const char *const acts[] = {"Relu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
+                                       "HardSwish", "LeakyRelu"};
+    if (block <= 0 || n->n_inputs < 1)
+        return false;
+    const oq_value *v = n->inputs[0];
+    for (int depth = 0; v && depth < 4; depth++) {
+        if (v->kind == OQ_VALUE_INPUT)
+            return true;
+        if (v->kind != OQ_VALUE_NODE || !v->producer || !oq_domain_is_default(v->producer->domain))
+            return false;
+        const oq_node *p = v->producer;
+        if (strcmp(p->op_type, "Conv") == 0) {
+            const oq_tensor *w = p->n_inputs > 1 ? float_initializer(p->inputs[1], 4) : NULL;
+            int64_t group = oq_node_attr_int(p, "group", 1);
+            if (!w || group < 1 || w->dims[0] % group)
+                return false;
+            int64_t cin = w->dims[1], mg = w->dims[0] / group;
+            if (group == 1)
+                return cin < block || cin % block == 0;
+            return (cin == 1 && mg == 1) || (cin % block == 0 && mg % block == 0);
+        }
+        bool act = false;
+        for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+            act |= strcmp(p->op_type, acts[i]) == 0;
+        if (!act || p->n_inputs < 1)
+            return false;
+        v = p->inputs[0];
+    }
+    return false;
+}
+
 uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n)
 {
     if (arith == OQ_ARITH_REFERENCE || !n)
@@ -345,6 +385,11 @@ uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n)
     if (oq_k_ort_sgemm_m1() && strcmp(n->op_type, "Conv") == 0 && oq_domain_is_default(n->domain) &&
         oq_node_attr_int(n, "group", 1) > 1)
         return OQ_K_ORT_DW_M1;
+    /* GlobalAveragePool runs MlasPool (with and without graph optimizations) or, on an
+       NCHWc input, MlasNchwcPool (pool.c checks the channel count) */
+    if (oq_k_ort_sgemm_m1() && strcmp(n->op_type, "GlobalAveragePool") == 0 &&
+        oq_domain_is_default(n->domain))
+        return OQ_K_ORT_GAP | (ort_gap_nchwc_input(n, block) ? OQ_K_ORT_GAP_NCHWC : 0);
     /* Sigmoid runs MlasComputeLogistic, with and without graph optimizations (also inside
        the QuickGelu onnxruntime fuses from x * Sigmoid(x)); its FMA kernels wherever the
        NCHWc ones exist (AVX2 and FMA) */
