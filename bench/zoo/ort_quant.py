@@ -41,6 +41,8 @@ def main():
                                           quantize_dynamic, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    notes = []
+
     def run(pre_process):
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as td:
@@ -49,11 +51,17 @@ def main():
                 pre = os.path.join(td, "pre.onnx")
                 try:
                     quant_pre_process(a.inp, pre, skip_symbolic_shape=False)
+                    src = pre
                 except Exception as e:  # symbolic shape inference fails on some models
                     print("quant_pre_process with symbolic shapes failed (%s); retrying without"
-                          % str(e).splitlines()[0][:120], file=sys.stderr)
-                    quant_pre_process(a.inp, pre, skip_symbolic_shape=True)
-                src = pre
+                          % (str(e).strip().splitlines() or [repr(e)])[0][:160], file=sys.stderr)
+                    try:
+                        quant_pre_process(a.inp, pre, skip_symbolic_shape=True)
+                        src = pre
+                    except Exception as e2:
+                        notes.append("quant_pre_process failed (%s); quantized without it"
+                                     % (str(e2).strip().splitlines() or [repr(e2)])[0][:160])
+                        print(notes[-1], file=sys.stderr)
             t1 = time.perf_counter()
             if a.mode == "static":
                 import onnx
@@ -82,7 +90,7 @@ def main():
 
     t0, t1, t2 = run(not a.no_pre)
     note = None
-    if not a.no_pre:
+    if not a.no_pre and not notes:
         # quant_pre_process keeps the model's opset; on opset < 13 models (PaddleOCR)
         # quantize_static then writes per-channel DequantizeLinear with an axis that
         # onnxruntime refuses. Then do what a user would: quantize without pre-processing.
@@ -97,6 +105,7 @@ def main():
     import shutil
     os.chdir("/")
     shutil.rmtree(scratch, ignore_errors=True)
+    note = "; ".join(notes + ([note] if note else [])) or None
     print(json.dumps({"pre_s": t1 - t0, "quant_s": t2 - t1, "total_s": t2 - t0, "note": note}))
 
 
