@@ -165,6 +165,25 @@ def quantize(variant, model, out, calib, info, args):
     return rec
 
 
+def model_tag(variant, args, info):
+    """Short hash naming what made a quantized model: the onnxq binary's bytes and its
+    arguments, or onnxruntime's version and the quantizer settings. Quantized models in the
+    shared cache are named by it, so runs with other builds or options never reuse them."""
+    import hashlib
+    h = hashlib.sha1()
+    if variant.startswith("ort"):
+        import onnxruntime
+        h.update(("ort %s %s" % (onnxruntime.__version__,
+                                 json.dumps(info.get("ort_static", {}), sort_keys=True))).encode())
+        with open(os.path.join(ZOO, "ort_quant.py"), "rb") as f:
+            h.update(f.read())
+    else:
+        with open(args.onnxq, "rb") as f:
+            h.update(f.read())
+        h.update(" ".join(args.extra.get(variant, []) + info.get("onnxq_args", [])).encode())
+    return h.hexdigest()[:10]
+
+
 def fmt_db(x):
     if x == float("inf"):
         return "inf"
@@ -270,7 +289,7 @@ def main():
                 continue
             if v == "ort-static-rr" and args.quick:
                 continue
-            q = os.path.join(work, "%s-c%d.onnx" % (v, args.calib_n))
+            q = os.path.join(work, "%s-c%d-%s.onnx" % (v, args.calib_n, model_tag(v, args, info)))
             if args.reuse and os.path.exists(q) and os.path.exists(q + ".json"):
                 with open(q + ".json") as f:
                     qrec = json.load(f)
