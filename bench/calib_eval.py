@@ -5,7 +5,8 @@ onnxruntime with graph optimizations on (its fused integer kernels), 1 thread.
     VENV=$(bash .ci/venv.sh)
     $VENV/bin/python bench/calib_eval.py FLOAT.onnx SETDIR Q1.onnx [Q2.onnx ...]
 
-SETDIR holds SETDIR/tensors/NNN/x.npy (make_text_images.py / other_renders.py layout).
+SETDIR holds SETDIR/tensors/NNN/x.npy (make_text_images.py / other_renders.py layout; a
+sample folder without x.npy: its one .npy file, e.g. models/calib's image.npy).
 Prints one line per quantized model: SQNR over all samples together
 (10 log10(sum f^2 / sum (f - q)^2)), the worst sample's SQNR, and the agreement of the
 argmax over the last axis (cls: the class, rec: every time step). The float outputs are
@@ -28,7 +29,10 @@ def session(path):
 
 def main():
     fmodel, setdir, qmodels = sys.argv[1], sys.argv[2], sys.argv[3:]
-    xs = [np.load(f) for f in sorted(glob.glob(os.path.join(setdir, 'tensors', '*', 'x.npy')))]
+    # one input per sample folder: x.npy (make_text_images.py), else its one .npy file
+    xs = [np.load(os.path.join(d, 'x.npy') if os.path.exists(os.path.join(d, 'x.npy'))
+                  else glob.glob(os.path.join(d, '*.npy'))[0])
+          for d in sorted(glob.glob(os.path.join(setdir, 'tensors', '*')))]
     cache = os.path.join(setdir, 'float_%s.npz' % os.path.basename(fmodel))
     if os.path.exists(cache):
         fy = list(np.load(cache).values())
