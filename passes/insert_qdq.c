@@ -146,6 +146,31 @@ static bool is_depthwise(const oq_node *n)
 
 static bool node_selected_but_depthwise(const qctx *c, const oq_node *n);
 
+/* The value a Conv reads, looking back through a zero constant Pad that only it reads:
+ * onnxruntime's PadFusion (optimization level 1) folds such a Pad into the Conv's pads
+ * before WeightBiasQuantization looks for DequantizeLinear -> Conv -> QuantizeLinear, so
+ * DQ -> Pad -> Conv -> Q is that pattern too (PyTorch exports "same" padding of
+ * EfficientNet-Lite's depthwise Convs this way). */
+static oq_value *conv_input_through_pad(const oq_node *n)
+{
+    oq_value *in = n->inputs[0];
+    const oq_node *p = in && in->kind == OQ_VALUE_NODE ? in->producer : NULL;
+    if (!p || !oq_pass_is_op(p, "Pad") || in->n_uses != 1 || oq_value_is_graph_output(in) || p->n_inputs < 1 ||
+        strcmp(oq_node_attr_string(p, "mode", "constant"), "constant") != 0)
+        return in;
+    if (p->n_inputs >= 3 && p->inputs[2]) { /* constant_value: a constant zero */
+        const oq_tensor *cv = oq_value_const_tensor(p->inputs[2]);
+        if (!cv || cv->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(cv) != 1)
+            return in;
+        const float *v = oq_tensor_data((oq_tensor *)cv, NULL);
+        if (!v || v[0] != 0.0f)
+            return in;
+    }
+    if (oq_node_attr(p, "value") && oq_node_attr_float(p, "value", 0.0f) != 0.0f) /* opset < 11 */
+        return in;
+    return p->inputs[0] ? p->inputs[0] : in;
+}
+
 static bool node_selected(const qctx *c, const oq_node *n)
 {
     if (!c->depthwise && is_depthwise(n))
@@ -1400,7 +1425,7 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             if (n->id >= c->n_ids || c->sel[n->id] || n->n_inputs < 2 || !n->inputs[0] ||
                 !(oq_pass_is_op(n, "Conv") || oq_pass_is_op(n, "ConvTranspose") || oq_pass_is_op(n, "Gemm")))
                 continue;
-            const vinfo_q *qi = vq(c, n->inputs[0]);
+            const vinfo_q *qi = vq(c, conv_input_through_pad(n));
             const oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
             if (!qi || !qi->mark || !w || w->dtype != OQ_DTYPE_FLOAT)
                 continue;
@@ -1420,6 +1445,15 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             if (!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) {
                 c->sel[n->id] = true;
                 n_sel++;
+                if (n->inputs[0] != conv_input_through_pad(n)) {
+                    /* the zero Pad between reads and writes the same quantized values (0 is
+                     * exact at any scale): its output shares its input's parameters */
+                    vinfo_q *qp = vq(c, n->inputs[0]);
+                    if (qp && !qp->mark && float_value_c(c, n->inputs[0]) && !already_quantized(n->inputs[0])) {
+                        qp->mark = MK_LINK;
+                        qp->link = conv_input_through_pad(n);
+                    }
+                }
                 oq_pass_stat_add(c->res, "depthwise_quantized_for_ort", 1);
                 continue;
             }

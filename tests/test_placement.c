@@ -353,3 +353,65 @@ Test(placement, negative_ratio_refused)
     cr_assert(strstr(msg, "concat-range-ratio"), "%s", msg);
     oq_model_free(m);
 }
+
+/* x -> Conv -> c -> Pad (zeros) -> p -> depthwise Conv -> d -> Clip -> k -> Conv -> y, with
+ * depthwise=false: onnxruntime's PadFusion folds the Pad into the depthwise Conv, and its
+ * WeightBiasQuantization then quantizes the float weight between c's DequantizeLinear and
+ * k's QuantizeLinear per tensor (EfficientNet-Lite0 from PyTorch: 14.4 dB with its weights
+ * quantized per channel by onnxq, 8.3 dB per tensor by onnxruntime). So the depthwise Conv
+ * is quantized per channel here, and the Pad's output shares c's parameters. */
+static oq_model *pad_depthwise_model(float pad_value)
+{
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 4, 4, 4};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "conv1", "x", "c", 4, 4, 0.5f);
+    int64_t pd[1] = {8}, pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+    tp_init(m, "pads", OQ_DTYPE_INT64, pd, 1, pads);
+    int64_t s0[1] = {1};
+    tp_init_f(m, "pad_value", s0, 0, &pad_value);
+    tp_node(m, "Pad", "pad", "c,pads,pad_value", "p");
+    int64_t wd[4] = {4, 1, 3, 3};
+    float w[36];
+    for (int i = 0; i < 36; i++)
+        w[i] = (float)(i % 4 + 1) * ((i / 9) % 2 ? 0.01f : 1.0f); /* channels 1, 3: 100x narrower */
+    tp_init_f(m, "dw_w", wd, 4, w);
+    oq_node *dw = tp_node(m, "Conv", "dw", "p,dw_w", "d");
+    oq_node_set_attr_int(dw, "group", 4);
+    float lo = 0.0f, hi = 6.0f;
+    tp_init_f(m, "clip_lo", s0, 0, &lo);
+    tp_init_f(m, "clip_hi", s0, 0, &hi);
+    tp_node(m, "Clip", "clip", "d,clip_lo,clip_hi", "k");
+    conv1x1(m, "conv2", "k", "y", 2, 4, 0.25f);
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "c", "p", "d", "k", "y"};
+    static const float ranges[][2] = {{-1, 1}, {-6, 6}, {-6, 6}, {-20, 20}, {0, 6}, {-3, 3}};
+    set_table(m, names, ranges, 6);
+    return m;
+}
+
+Test(placement, zero_pad_before_float_depthwise_gets_it_quantized_per_channel)
+{
+    oq_model *m = pad_depthwise_model(0.0f);
+    oq_pass_result r = tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv\",depthwise=false}");
+    oq_node *dw = tu_find_node(m, "dw");
+    cr_assert(dw);
+    /* the weight comes from a DequantizeLinear with one scale per channel */
+    oq_node *wdq = dw->inputs[1]->producer;
+    cr_assert(wdq && !strcmp(wdq->op_type, "DequantizeLinear"), "depthwise weight left float");
+    const oq_tensor *ws = oq_value_const_tensor(wdq->inputs[1]);
+    cr_assert(ws && oq_tensor_numel(ws) == 4, "weight scale: not per channel");
+    /* the Pad reads and writes c's quantized values */
+    cr_assert(has_qdq(m, "p"));
+    cr_assert_eq(scale_of(m, "p"), scale_of(m, "c"));
+    cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 1);
+    oq_model_free(m);
+
+    /* a Pad with another value is not folded by onnxruntime: the depthwise Conv stays float */
+    m = pad_depthwise_model(1.0f);
+    r = tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv\",depthwise=false}");
+    dw = tu_find_node(m, "dw");
+    cr_assert(!dw->inputs[1]->producer || strcmp(dw->inputs[1]->producer->op_type, "DequantizeLinear"));
+    cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 0);
+    oq_model_free(m);
+}
