@@ -7,7 +7,7 @@
 #       model >= 99 %.
 #   det, default recipe (uint8/int8), 8 calib pages, 4 eval pages: output SQNR >= 12 dB.
 #       This is NOT the 30 dB target: 8-bit PTQ of this detector reaches about
-#       15 dB (docs/accuracy.md has the per-layer analysis); the check guards against
+#       15 dB (docs/design/paddleocr-8bit.md has the per-layer analysis); the check guards against
 #       regressions below what the recipe reaches.
 #   det, --act-dtype uint16 --weight-dtype int16: output SQNR >= 30 dB (the target).
 #   det, default recipe with --target-sqnr 32 --max-fallback 64 --fallback-search bisect
