@@ -64,6 +64,19 @@ char *oq_pass_unique_name2(oq_graph *g, const char *a, const char *b);
 #include <regex.h>
 oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pat, regex_t *re, bool *has, oq_diag *d);
 
+/* ---- int8 embedding tables (passes/quantize_gather.c): quantize-gather and
+ * quantize-dynamic{embedding-dtype=int8}. Gathers on axis 0 of a constant float table of
+ * at least min_elements elements, with computed indices, whose name passes inc/exc (NULL:
+ * all), read an int8 copy with one scale per row: Gather -> Cast -> Mul(Gather(scales)). */
+#define OQ_GATHER_MIN_ELEMENTS 16384
+typedef struct oq_gather_spec {
+    int64_t min_elements;
+    const regex_t *inc, *exc;
+} oq_gather_spec;
+oq_status oq_pass_quantize_gathers(oq_model *m, const oq_gather_spec *s, oq_pass_result *res, oq_diag *d);
+/* An embedding dtype option: "int8" (*on = true) or "float"; else OQ_ERR_USAGE naming who/opt. */
+oq_status oq_pass_gather_dtype(const char *who, const char *opt, const char *v, bool *on, oq_diag *d);
+
 /* Option definitions shared by the passes that select nodes and quantize weights. */
 #define OQ_PASS_NODE_FILTER_OPTIONS                                                                                \
     {"include-nodes", OQ_OPT_STRING, "", "only nodes whose name matches this POSIX extended regex"},              \

@@ -17,7 +17,9 @@
  * Weights are quantized offline with the weight code the
  * static path uses (oq_quantize_weight): per output column (MatMul, Gemm) or per output
  * channel (Conv), symmetric by default; Gemm's transB is applied to the quantized weight,
- * alpha is folded into it and beta into the bias. docs/passes/quantize-dynamic.md. */
+ * alpha is folded into it and beta into the bias. Then (embedding-dtype=int8) the Gathers
+ * of large constant tables read an int8 table (passes/quantize_gather.c).
+ * docs/passes/quantize-dynamic.md. */
 #include "pass-impl.h"
 
 #include <regex.h>
@@ -405,9 +407,21 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     oq_status st = compile_re(&c, oq_pass_opt_string(opts, "include-nodes", ""), &c.inc, &c.has_inc, "include-nodes");
     if (st == OQ_OK)
         st = compile_re(&c, oq_pass_opt_string(opts, "exclude-nodes", ""), &c.exc, &c.has_exc, "exclude-nodes");
+    bool emb = true;
+    if (st == OQ_OK)
+        st = oq_pass_gather_dtype("quantize-dynamic", "embedding-dtype",
+                                  oq_pass_opt_string(opts, "embedding-dtype", "int8"), &emb, d);
     if (st == OQ_OK) {
         oq_pass_stat_add(res, "nodes_quantized", 0); /* present even when 0 */
         st = oq_pass_for_each_graph(m, on_graph, &c);
+    }
+    /* embedding tables after the MatMuls: a table a MatMul also reads has its own copy by
+     * now (passes/quantize_gather.c) */
+    if (st == OQ_OK && emb) {
+        oq_gather_spec gs = {.min_elements = oq_pass_opt_int(opts, "embedding-min-elements", OQ_GATHER_MIN_ELEMENTS),
+                             .inc = c.has_inc ? &c.inc : NULL,
+                             .exc = c.has_exc ? &c.exc : NULL};
+        st = oq_pass_quantize_gathers(m, &gs, res, d);
     }
     free(c.dq);
     if (c.has_inc)
@@ -425,6 +439,9 @@ static const oq_pass_option_def options[] = {
     {"reduce-range", OQ_OPT_BOOL, "false", "7-bit weights, as onnxruntime's reduce_range"},
     OQ_PASS_PAIR_LIMIT_OPTION,
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types to quantize: MatMul, Gemm, Conv (ConvInteger: slow in onnxruntime)"},
+    {"embedding-dtype", OQ_OPT_STRING, "int8",
+     "int8: Gather of a large constant table (embeddings) reads an int8 table with a scale per row; float: leave it"},
+    {"embedding-min-elements", OQ_OPT_INT, "16384", "embedding-dtype=int8: only tables of at least this many elements"},
     OQ_PASS_NODE_FILTER_OPTIONS,
 };
 

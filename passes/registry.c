@@ -28,7 +28,8 @@
     X(calibrate)                    \
     X(insert_qdq)                   \
     X(quantize_weights)             \
-    X(quantize_dynamic)
+    X(quantize_dynamic)             \
+    X(quantize_gather)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;
 OQ_BUILTIN_PASSES(OQ_X)

@@ -41,6 +41,7 @@ typedef struct qconfig {
     bool act_symmetric, weight_symmetric, per_channel, reduce_range;
     int64_t weight_block_size;
     const char *op_types, *include_nodes, *exclude_nodes, *overrides;
+    const char *embedding_dtype; /* --embedding-dtype: int8 (quantize-gather) | float */
     int64_t threads;
     const char *target;         /* deployment target (include/onnxq/target.h) */
     /* resolved */
@@ -72,6 +73,7 @@ static void config_default(qconfig *c)
 {
     memset(c, 0, sizeof(*c));
     c->mode = "static";
+    c->embedding_dtype = "int8";
     c->seed = 1;
     c->size = "";
     c->mean = "0,0,0";
@@ -190,6 +192,9 @@ static void help(FILE *f)
             "                         targets: faster in onnxruntime, whose integer depthwise kernels\n"
             "                         are slow, and more accurate with bias correction; those onnxruntime\n"
             "                         would quantize per tensor itself are quantized per channel)\n"
+            "  --embedding-dtype T    int8 (default) | float: Gathers of large constant tables\n"
+            "                         (embeddings) read an int8 table, one scale per row (static and\n"
+            "                         dynamic modes; docs/passes/quantize-gather.md)\n"
             "  --include-nodes REGEX  only nodes whose name matches (POSIX extended regex)\n"
             "  --exclude-nodes REGEX  skip nodes whose name matches\n"
             "  --overrides FILE       JSON {tensor: {scale, zero_point, dtype, min, max}}\n"
@@ -437,6 +442,7 @@ static char *build_pipeline(qconfig *c, bool progress)
         sopt(&b, &f, "op-types", c->op_types);
         sopt(&b, &f, "include-nodes", c->include_nodes);
         sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
+        sopt(&b, &f, "embedding-dtype", c->embedding_dtype);
         sadd(&b, "}");
         return b.p;
     }
@@ -501,6 +507,14 @@ static char *build_pipeline(qconfig *c, bool progress)
         sadd(&b, ",fold-bias");
     if (c->qdq_cleanup)
         sadd(&b, ",qdq-cleanup");
+    if (strcmp(c->embedding_dtype, "int8") == 0) { /* int8 embedding tables: passes/quantize_gather.c */
+        sadd(&b, ",quantize-gather");
+        f = true;
+        sopt(&b, &f, "include-nodes", c->include_nodes);
+        sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
+        if (!f)
+            sadd(&b, "}");
+    }
     return b.p;
 }
 
@@ -510,6 +524,7 @@ static void write_config(json_writer *w, const qconfig *c)
 {
     json_begin_object(w);
     json_kv_string(w, "mode", c->mode);
+    json_kv_string(w, "embedding_dtype", c->embedding_dtype);
     json_kv_string(w, "calib", c->calib);
     json_kv_string(w, "calib_images", c->calib_images);
     json_kv_int(w, "calib_random", c->calib_random);
@@ -635,6 +650,7 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
         double *dp = NULL;
         bool *bp = NULL;
         if (!strcmp(k, "mode")) sp = &c->mode;
+        else if (!strcmp(k, "embedding_dtype")) sp = &c->embedding_dtype;
         else if (!strcmp(k, "calib")) sp = &c->calib;
         else if (!strcmp(k, "calib_images")) sp = &c->calib_images;
         else if (!strcmp(k, "calib_random")) ip = &c->calib_random;
@@ -1026,6 +1042,7 @@ int cmd_quantize(int argc, char **argv)
         I64("--weight-block-size", weight_block_size)
         FLAG("--reduce-range", reduce_range, true)
         STR("--op-types", op_types)
+        STR("--embedding-dtype", embedding_dtype)
         STR("--depthwise", depthwise)
         STR("--include-nodes", include_nodes)
         STR("--exclude-nodes", exclude_nodes)
@@ -1062,6 +1079,11 @@ int cmd_quantize(int argc, char **argv)
     }
     if (strcmp(c.mode, "static") && strcmp(c.mode, "dynamic") && !weight_only(&c)) {
         cli_error("quantize", "--mode \"%s\": unknown (static, dynamic, weight-only)", c.mode);
+        rc = CLI_BAD;
+        goto done;
+    }
+    if (strcmp(c.embedding_dtype, "int8") && strcmp(c.embedding_dtype, "float")) {
+        cli_error("quantize", "--embedding-dtype \"%s\": int8 or float", c.embedding_dtype);
         rc = CLI_BAD;
         goto done;
     }
