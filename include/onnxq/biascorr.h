@@ -1,7 +1,7 @@
 /* onnxq — empirical bias correction of a QDQ model against its float model.
  *
  *   oq_biascorr_options o = oq_biascorr_options_default();
- *   o.arith = OQ_ARITH_EXACT;                     // the arithmetic the model will run with
+ *   o.threads = 2;                                // results do not depend on it
  *   oq_biascorr_result r;
  *   oq_bias_correct(float_model, quant_model, src, &o, &r, &d);   // edits quant_model
  *
@@ -24,17 +24,37 @@
  *
  * The layers are corrected one at a time in graph order, each measured with the corrections
  * of the layers before it already applied (correcting all at once over-corrects: a layer's
- * shift is partly inherited from its inputs). y_quant is computed with o.arith (the target's
- * integer kernels), y_float once with the float model. The correction is rounded to the
- * bias's int32 step (scale_c): after the call, every corrected layer's mean error over the
- * samples, with o.arith, is at most half a step per channel (int32 clamping aside). Cost: one
- * float pass, then one pass of the quantized model per wave (the next layers of which none
- * feeds another: parallel branches share a pass), each stopped (oq_plan_stop) once the
- * wave's layers are computed; over at most o.max_samples samples (read once and kept).
- * o.arith must compute the layer's float output: OQ_ARITH_REFERENCE (the integer targets
- * run a DQ -> Conv -> Q group as one kernel and never produce it; a layer not observed is
- * counted as skipped). With weights within the pair limit the integer targets compute the
- * same Conv sums up to float rounding.
+ * shift is partly inherited from its inputs). y_quant is computed with the reference
+ * arithmetic, y_float once with the float model. The correction is rounded to the bias's
+ * int32 step (scale_c): after the call, every corrected layer's mean error over the samples
+ * is at most half a step per channel (int32 clamping aside). Over at most o.max_samples
+ * samples of src (read once and kept).
+ *
+ * Cost (o.method):
+ * - OQ_BIASCORR_LOCKSTEP: one float pass, then ONE pass of the quantized model: every
+ *   sample's run at once (a plan and a thread per sample, at most o.threads computing at a
+ *   time), each waiting at every layer's output until all samples have produced it; the
+ *   last to arrive sums the samples' outputs in sample order and decides the correction,
+ *   and every run adds it to its output in place before the layer's consumers run. The same
+ *   corrections as the waves up to float rounding (y + (b' - b) where a Conv would add b':
+ *   a QuantizeLinear downstream may then round one element the other way; a correction is
+ *   counted in int32 steps of s_in * s_w, far finer than an activation step, so later
+ *   layers' corrections may differ by a few such steps). Memory: the samples' inputs plus
+ *   max_samples x one quantized run's intermediate buffers (weights dequantized per run,
+ *   not kept per plan).
+ * - OQ_BIASCORR_WAVES: one float pass, then one pass of the quantized model per wave (the
+ *   next layers of which none feeds another: parallel branches share a pass), each stopped
+ *   (oq_plan_stop) once the wave's layers are computed, one sample at a time. Memory: one
+ *   run's buffers.
+ * - OQ_BIASCORR_AUTO (default): lockstep when samples x 3 x the float run's peak
+ *   intermediate bytes fit in o.max_bytes (default 1 GiB), else waves (a quantized run's
+ *   buffers measured 2.6x the float run's on EfficientNet-Lite0). The environment
+ *   variable ONNXQ_BIASCORR_METHOD=lockstep|waves sets the default (for comparisons).
+ * Results do not depend on o.threads. o.progress may be called from a worker thread (one
+ * call at a time, in layer order).
+ * o.arith is not used yet: the integer targets run a DQ -> Conv -> Q group as one kernel
+ * and never produce the layer's float output; with weights within the pair limit they
+ * compute the same Conv sums up to float rounding.
  */
 #ifndef ONNXQ_BIASCORR_H
 #define ONNXQ_BIASCORR_H
@@ -52,6 +72,15 @@
 extern "C" {
 #endif
 
+typedef enum oq_biascorr_method {
+    OQ_BIASCORR_AUTO = 0,     /* lockstep when its buffers fit in max_bytes, else waves */
+    OQ_BIASCORR_LOCKSTEP = 1, /* one pass: every sample's run at once, layer by layer */
+    OQ_BIASCORR_WAVES = 2     /* one pass per wave of layers, one sample at a time */
+} oq_biascorr_method;
+
+/* Default of oq_biascorr_options.max_bytes: 1 GiB. */
+#define OQ_BIASCORR_MAX_BYTES (1ull << 30)
+
 typedef struct oq_biascorr_options {
     int threads;            /* executor threads (<= 0: one per CPU) */
     oq_arith arith;         /* the quantized model's arithmetic (default reference) */
@@ -59,6 +88,8 @@ typedef struct oq_biascorr_options {
     /* called after each layer (may be NULL) */
     void (*progress)(size_t done, size_t total, const char *node, void *user);
     void *progress_user;
+    oq_biascorr_method method; /* default OQ_BIASCORR_AUTO */
+    uint64_t max_bytes;     /* lockstep's bound on intermediate buffers (0: OQ_BIASCORR_MAX_BYTES) */
 } oq_biascorr_options;
 
 oq_biascorr_options oq_biascorr_options_default(void);
@@ -69,8 +100,8 @@ typedef struct oq_biascorr_result {
     size_t skipped;         /* quantized Conv/ConvTranspose/Gemm not corrected (no int32 bias
                              * DequantizeLinear of their own, no float twin, not float) */
     uint64_t samples;
-    size_t runs;            /* passes of the quantized model over the samples (one per wave
-                             * of layers that do not feed each other) */
+    size_t runs;            /* passes of the quantized model over the samples (lockstep: 1;
+                             * waves: one per wave of layers that do not feed each other) */
     double mean_abs_steps;  /* mean |correction| over every channel of every layer, in bias steps */
     double max_rel_shift;   /* largest |correction| / (RMS of that layer's float output) */
     char max_rel_node[256]; /* where */

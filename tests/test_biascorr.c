@@ -1,0 +1,198 @@
+/* Bias correction (src/quant/biascorr.c): known answers on a two-layer Gemm chain, the
+ * same corrections from the one-pass lockstep method as from the pass-per-wave method, for
+ * any thread count. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "onnxq/biascorr.h"
+#include "onnxq/onnxq.h"
+#include "onnxq/tensor_io.h"
+#include "testutil.h"
+
+/* int32 bias name = DequantizeLinear(name_quantized, scale 1) */
+static oq_value *bias_dq(oq_model *m, const char *name, const int32_t *b, int64_t n)
+{
+    char q[64], s[64], dq[64];
+    snprintf(q, sizeof q, "%s_quantized", name);
+    snprintf(s, sizeof s, "%s_scale", name);
+    snprintf(dq, sizeof dq, "%s_DequantizeLinear", name);
+    oq_value *qv = oq_graph_add_initializer(m->graph, q, OQ_DTYPE_INT32, &n, 1, b, (size_t)n * sizeof *b);
+    cr_assert_not_null(qv);
+    return tu_node(m, "DequantizeLinear", dq, qv, tu_scalar_f(m, s, 1.0f), NULL, name);
+}
+
+static oq_value *fconst(oq_model *m, const char *name, const float *v, const int64_t *dims, size_t rank)
+{
+    int64_t n = 1;
+    for (size_t i = 0; i < rank; i++)
+        n *= dims[i];
+    oq_value *c = oq_graph_add_initializer(m->graph, name, OQ_DTYPE_FLOAT, dims, rank, v, (size_t)n * sizeof *v);
+    cr_assert_not_null(c);
+    return c;
+}
+
+/* float: x[1,2] -> g1 (W1 = [[1.3, 0], [0, 2]], b1 = [0.2, -0.4]) -> y1
+ *              -> g2 (W2 = [[1], [1.2]], b2 = [0.3]) -> y2
+ * quant: x -> QDQ (uint8, scale 1) -> g1 (int8 W1 = [[1, 0], [0, 2]], int32 b1 = 0, scale 1)
+ *          -> QDQ y1 (uint8, scale 1) -> g2 (int8 W2 = [[1], [1]], int32 b2 = 0) -> y2 */
+static oq_model *chain(bool quant)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    oq_value *x = tu_input_1xc(m, "x", 2);
+    int64_t d1[2] = {2, 2}, d2[2] = {2, 1}, n1 = 2, n2 = 1;
+    oq_value *y2;
+    if (quant) {
+        const int8_t w1[4] = {1, 0, 0, 2}, w2[2] = {1, 1};
+        const int32_t b1[2] = {0, 0}, b2[1] = {0};
+        oq_value *xd = tu_qdq_u8(m, x, "x", "x_dequant", 1.0f, 0);
+        oq_value *p1 = tu_node(m, "Gemm", "g1", xd, tu_weight_dq_i8(m, "W1", w1, d1, 1.0f),
+                               bias_dq(m, "b1", b1, 2), "y1_prequant");
+        oq_value *y1 = tu_qdq_u8(m, p1, "y1", "y1", 1.0f, 0);
+        y2 = tu_node(m, "Gemm", "g2", y1, tu_weight_dq_i8(m, "W2", w2, d2, 1.0f), bias_dq(m, "b2", b2, 1), "y2");
+    } else {
+        const float w1[4] = {1.3f, 0, 0, 2}, w2[2] = {1, 1.2f}, b1[2] = {0.2f, -0.4f}, b2[1] = {0.3f};
+        oq_value *y1 = tu_node(m, "Gemm", "g1", x, fconst(m, "W1", w1, d1, 2), fconst(m, "b1", b1, &n1, 1), "y1");
+        y2 = tu_node(m, "Gemm", "g2", y1, fconst(m, "W2", w2, d2, 2), fconst(m, "b2", b2, &n2, 1), "y2");
+    }
+    oq_graph_add_output(m->graph, y2, NULL);
+    return m;
+}
+
+/* Samples x = (1, 2), (3, 4), (5, 6), (7, 8) in a folder; returns the folder. */
+static const char *samples(char *dir, size_t size)
+{
+    snprintf(dir, size, "/tmp/onnxq_test_biascorr_%ld", (long)getpid());
+    mkdir(dir, 0755);
+    for (int k = 0; k < 4; k++) {
+        char sd[256], f[300];
+        snprintf(sd, sizeof sd, "%s/s%d", dir, k);
+        mkdir(sd, 0755);
+        snprintf(f, sizeof f, "%s/x.npy", sd);
+        float v[2] = {(float)(2 * k + 1), (float)(2 * k + 2)};
+        int64_t dims[2] = {1, 2};
+        oq_rt_tensor t;
+        cr_assert_eq(oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, 2, v), OQ_OK);
+        oq_diag d;
+        oq_diag_init(&d);
+        cr_assert_eq(oq_tensor_file_write_npy(f, &t, &d), OQ_OK);
+        oq_diag_free(&d);
+    }
+    return dir;
+}
+
+static void cleanup(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static const int32_t *bias_of(oq_model *m, const char *name)
+{
+    const oq_value *v = oq_graph_find_local(m->graph, name);
+    cr_assert_not_null(v);
+    cr_assert_not_null(v->initializer);
+    return oq_tensor_data(v->initializer, NULL);
+}
+
+/* Run bias correction on a fresh quantized chain; b1[2], b2[1] receive the biases. */
+static void run(const char *dir, oq_biascorr_method method, int threads, uint64_t max_samples, int32_t *b1,
+                int32_t *b2, oq_biascorr_result *r)
+{
+    oq_model *fm = chain(false), *qm = chain(true);
+    oq_calib_source *src = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+    oq_biascorr_options o = oq_biascorr_options_default();
+    o.method = method;
+    o.threads = threads;
+    o.max_samples = max_samples;
+    oq_status st = oq_bias_correct(fm, qm, src, &o, r, &d);
+    if (st != OQ_OK)
+        for (size_t i = 0; i < d.count; i++)
+            fprintf(stderr, "%s\n", d.entries[i].message);
+    cr_assert_eq(st, OQ_OK);
+    memcpy(b1, bias_of(qm, "b1_quantized"), 2 * sizeof *b1);
+    memcpy(b2, bias_of(qm, "b2_quantized"), sizeof *b2);
+    oq_diag_free(&d);
+    oq_calib_source_free(src);
+    oq_model_free(fm);
+    oq_model_free(qm);
+}
+
+/* By hand, over the 4 samples (mean a = 4, mean b = 5):
+ *   g1: E[y1_float - y1_quant] = (0.3 * 4 + 0.2, -0.4) = (1.4, -0.4) -> b1 += (1, 0)
+ *   g2, with g1 corrected (y1_quant = (a + 1, 2b), exact in uint8 with scale 1):
+ *       E[(1.3a + 0.2) + 1.2 (2b - 0.4) + 0.3 - (a + 1 + 2b)] = 0.3 * 4 + 0.4 * 5 + 0.02 - 1
+ *       = 2.22 -> b2 += 2   (correcting both at once would give round(3.22) = 3) */
+Test(biascorr, two_layer_chain_known_answer)
+{
+    char dir[200];
+    samples(dir, sizeof dir);
+    const oq_biascorr_method methods[2] = {OQ_BIASCORR_LOCKSTEP, OQ_BIASCORR_WAVES};
+    const int threads[3] = {1, 2, 5};
+    for (int mi = 0; mi < 2; mi++)
+        for (int ti = 0; ti < 3; ti++) {
+            int32_t b1[2], b2[1];
+            oq_biascorr_result r;
+            run(dir, methods[mi], threads[ti], 16, b1, b2, &r);
+            cr_expect_eq(b1[0], 1, "method %d threads %d: b1[0] %d", mi, threads[ti], b1[0]);
+            cr_expect_eq(b1[1], 0, "method %d threads %d: b1[1] %d", mi, threads[ti], b1[1]);
+            cr_expect_eq(b2[0], 2, "method %d threads %d: b2 %d", mi, threads[ti], b2[0]);
+            cr_expect_eq(r.layers, 2);
+            cr_expect_eq(r.changed, 2);
+            cr_expect_eq(r.samples, 4);
+            cr_expect_eq(r.runs, mi == 0 ? 1u : 2u, "method %d: %zu runs", mi, r.runs);
+        }
+    cleanup(dir);
+}
+
+/* max_samples 2: samples (1, 2), (3, 4): mean a = 2, mean b = 3.
+ *   g1: (0.3 * 2 + 0.2, -0.4) = (0.8, -0.4) -> (1, 0)
+ *   g2: 0.3 * 2 + 0.4 * 3 + 0.02 - 1 = 0.82 -> 1 */
+Test(biascorr, sample_limit_known_answer)
+{
+    char dir[200];
+    samples(dir, sizeof dir);
+    for (int mi = 0; mi < 2; mi++) {
+        int32_t b1[2], b2[1];
+        oq_biascorr_result r;
+        run(dir, mi ? OQ_BIASCORR_WAVES : OQ_BIASCORR_LOCKSTEP, 2, 2, b1, b2, &r);
+        cr_expect_eq(b1[0], 1);
+        cr_expect_eq(b1[1], 0);
+        cr_expect_eq(b2[0], 1, "method %d: b2 %d", mi, b2[0]);
+        cr_expect_eq(r.samples, 2);
+    }
+    cleanup(dir);
+}
+
+/* The automatic choice takes the lockstep pass when it fits, the waves when it does not. */
+Test(biascorr, auto_falls_back_to_waves)
+{
+    char dir[200];
+    samples(dir, sizeof dir);
+    oq_model *fm = chain(false), *qm = chain(true);
+    oq_calib_source *src = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+    oq_biascorr_options o = oq_biascorr_options_default();
+    o.method = OQ_BIASCORR_AUTO;
+    o.max_bytes = 1; /* nothing fits */
+    oq_biascorr_result r;
+    cr_assert_eq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+    cr_expect_eq(r.runs, 2);
+    cr_expect_eq(bias_of(qm, "b2_quantized")[0], 2);
+    oq_diag_free(&d);
+    oq_calib_source_free(src);
+    oq_model_free(fm);
+    oq_model_free(qm);
+    cleanup(dir);
+}
