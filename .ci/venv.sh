@@ -15,22 +15,5 @@ mkdir -p "$CACHE"
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV" >&2
 fi
-# Install only when a pin is not satisfied (pip check per package is slow; compare versions).
-need=$("$VENV/bin/python" - "${PINS[@]}" <<'PY'
-import sys
-from importlib import metadata
-for pin in sys.argv[1:]:
-    name, ver = pin.split("==")
-    try:
-        ok = metadata.version(name) == ver
-    except metadata.PackageNotFoundError:
-        ok = False
-    if not ok:
-        print(pin)
-PY
-)
-if [ -n "$need" ]; then
-    # shellcheck disable=SC2086
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $need >&2
-fi
+bash "$(dirname "$0")/pip-pins.sh" "$VENV/bin/python" "${PINS[@]}"
 echo "$VENV"

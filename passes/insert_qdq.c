@@ -182,12 +182,7 @@ static bool node_selected_but_depthwise(const qctx *c, const oq_node *n)
 {
     if (!op_selected_type(c, n))
         return false;
-    const char *name = n->name ? n->name : "";
-    if (c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0)
-        return false;
-    if (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0)
-        return false;
-    return true;
+    return oq_pass_node_name_selected(n, c->has_inc ? &c->inc : NULL, c->has_exc ? &c->exc : NULL);
 }
 
 static vinfo_q *vq(qctx *c, const oq_value *v)
@@ -1425,7 +1420,8 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             if (n->id >= c->n_ids || c->sel[n->id] || n->n_inputs < 2 || !n->inputs[0] ||
                 !(oq_pass_is_op(n, "Conv") || oq_pass_is_op(n, "ConvTranspose") || oq_pass_is_op(n, "Gemm")))
                 continue;
-            const vinfo_q *qi = vq(c, conv_input_through_pad(n));
+            oq_value *in = conv_input_through_pad(n); /* the DequantizeLinear's output */
+            const vinfo_q *qi = vq(c, in);
             const oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
             if (!qi || !qi->mark || !w || w->dtype != OQ_DTYPE_FLOAT)
                 continue;
@@ -1445,13 +1441,13 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             if (!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) {
                 c->sel[n->id] = true;
                 n_sel++;
-                if (n->inputs[0] != conv_input_through_pad(n)) {
+                if (n->inputs[0] != in) {
                     /* the zero Pad between reads and writes the same quantized values (0 is
                      * exact at any scale): its output shares its input's parameters */
                     vinfo_q *qp = vq(c, n->inputs[0]);
                     if (qp && !qp->mark && float_value_c(c, n->inputs[0]) && !already_quantized(n->inputs[0])) {
                         qp->mark = MK_LINK;
-                        qp->link = conv_input_through_pad(n);
+                        qp->link = in;
                     }
                 }
                 oq_pass_stat_add(c->res, "depthwise_quantized_for_ort", 1);

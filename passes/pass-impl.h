@@ -63,6 +63,9 @@ char *oq_pass_unique_name2(oq_graph *g, const char *a, const char *b);
  * OQ_ERR_USAGE "WHO: OPT \"PAT\": reason". */
 #include <regex.h>
 oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pat, regex_t *re, bool *has, oq_diag *d);
+/* include-nodes / exclude-nodes: does node n's name (or "") match inc (when given) and not
+ * exc (when given)? NULL: no filter. */
+bool oq_pass_node_name_selected(const oq_node *n, const regex_t *inc, const regex_t *exc);
 
 /* ---- int8 embedding tables (passes/quantize_gather.c): quantize-gather and
  * quantize-dynamic{embedding-dtype=int8}. Gathers on axis 0 of a constant float table of

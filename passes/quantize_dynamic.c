@@ -356,9 +356,7 @@ static oq_status on_graph(oq_graph *g, void *ctx)
             k = K_CONV;
         else
             continue;
-        const char *name = n->name ? n->name : "";
-        if ((c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0) ||
-            (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0))
+        if (!oq_pass_node_name_selected(n, c->has_inc ? &c->inc : NULL, c->has_exc ? &c->exc : NULL))
             continue;
         oq_pass_stat_add(c->res, "nodes_seen", 1);
         if (n->n_inputs < 2 || !n->inputs[0] || !n->inputs[1] || n->n_outputs < 1 || !n->outputs[0] ||

@@ -40,12 +40,6 @@ static char *gname(oq_graph *g, const char *base, const char *suffix)
     return oq_graph_unique_name(g, buf);
 }
 
-static bool name_selected(const oq_gather_spec *s, const oq_node *n)
-{
-    const char *name = n->name ? n->name : "";
-    return !((s->inc && regexec(s->inc, name, 0, NULL, 0) != 0) || (s->exc && regexec(s->exc, name, 0, NULL, 0) == 0));
-}
-
 /* Gather n reads v as its table on axis 0 (rank >= 2). */
 static bool table_gather(const oq_node *n, const oq_value *v, size_t rank)
 {
@@ -81,33 +75,30 @@ static gtable *table_of(gctx *c, oq_value *w, const char **why, oq_status *st)
         return NULL;
     }
     int64_t rows = t->dims[0], numel = oq_tensor_numel(t);
-    int64_t cols = rows > 0 ? numel / rows : 0;
     for (int64_t i = 0; i < numel; i++)
         if (!isfinite(src[i])) {
             *why = "gathers_skipped_not_finite";
             return NULL;
         }
+    /* one symmetric int8 scale per row: the weight quantizer, per channel on axis 0 */
+    oq_weight_spec spec;
+    oq_weight_spec_default(&spec);
     int8_t *q = malloc((size_t)numel);
     float *sc = malloc((size_t)rows * sizeof(float));
-    if (!q || !sc) {
+    int32_t *zp = malloc((size_t)rows * sizeof(int32_t));
+    if (!q || !sc || !zp) {
         free(q);
         free(sc);
+        free(zp);
         *st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    for (int64_t r = 0; r < rows; r++) {
-        const float *row = src + r * cols;
-        float mx = 0.0f;
-        for (int64_t j = 0; j < cols; j++)
-            mx = fmaxf(mx, fabsf(row[j]));
-        float s = mx > 0.0f ? mx / 127.0f : 1.0f;
-        if (!(s > 0.0f) || !isfinite(s)) /* a row of subnormals: 0 / 127 */
-            s = 1.0f;
-        sc[r] = s;
-        for (int64_t j = 0; j < cols; j++) {
-            float v = nearbyintf(row[j] / s); /* ties to even (the default rounding mode) */
-            q[r * cols + j] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : v);
-        }
+    *st = oq_quantize_weight(src, t->dims, t->rank, &spec, sc, zp, q, w->name, c->d);
+    free(zp);
+    if (*st != OQ_OK) {
+        free(q);
+        free(sc);
+        return NULL;
     }
     int64_t sdims[OQ_RT_MAX_RANK];
     sdims[0] = rows;
@@ -164,7 +155,7 @@ static oq_status on_graph(oq_graph *g, void *ctx)
             continue;
         oq_value *w = n->inputs[0], *ids = n->inputs[1], *y = n->outputs[0];
         oq_tensor *t = w->kind == OQ_VALUE_INITIALIZER && !w->is_graph_input ? w->initializer : NULL;
-        if (!t || t->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(t) < c->s->min_elements || !name_selected(c->s, n))
+        if (!t || t->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(t) < c->s->min_elements || !oq_pass_node_name_selected(n, c->s->inc, c->s->exc))
             continue;
         oq_pass_stat_add(c->res, "gathers_seen", 1);
         if (t->rank < 2 || t->rank > OQ_RT_MAX_RANK || t->dims[0] <= 0 || !table_gather(n, w, t->rank)) {

@@ -69,8 +69,7 @@ static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **
     bool mm = oq_pass_is_op(n, "MatMul"), gemm = oq_pass_is_op(n, "Gemm");
     if ((!mm && !gemm) || !oq_pass_name_in_list(c->op_types, n->op_type) || n->n_inputs < 2 || n->n_outputs < 1)
         return false;
-    const char *name = n->name ? n->name : "";
-    if ((c->has_inc && regexec(&c->inc, name, 0, NULL, 0) != 0) || (c->has_exc && regexec(&c->exc, name, 0, NULL, 0) == 0))
+    if (!oq_pass_node_name_selected(n, c->has_inc ? &c->inc : NULL, c->has_exc ? &c->exc : NULL))
         return false;
     oq_value *w = n->inputs[1];
     if (!w || w->kind != OQ_VALUE_INITIALIZER || w->is_graph_input || !w->initializer)

@@ -373,3 +373,9 @@ oq_status oq_pass_compile_regex(const char *who, const char *opt, const char *pa
     *has = true;
     return OQ_OK;
 }
+
+bool oq_pass_node_name_selected(const oq_node *n, const regex_t *inc, const regex_t *exc)
+{
+    const char *name = n->name ? n->name : "";
+    return !(inc && regexec(inc, name, 0, NULL, 0) != 0) && !(exc && regexec(exc, name, 0, NULL, 0) == 0);
+}

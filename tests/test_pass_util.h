@@ -8,6 +8,7 @@
 
 #include "onnxq/exec.h"
 #include "onnxq/onnxq.h"
+#include "onnxq/calib.h"
 #include "onnxq/pass.h"
 #include "onnxq/quant.h"
 
@@ -189,6 +190,26 @@ static inline oq_status tp_run_fail(oq_model *m, const char *pipeline, char *msg
     cr_assert(e, "no error recorded");
     oq_diag_free(&d);
     return s;
+}
+
+/* Store a calibration table in the model the way the calibrate pass does: names[i] gets
+ * the range r[i] (min = lo, max = hi). */
+static inline void tp_set_calib_table(oq_model *m, const char *const *names, const float (*r)[2], size_t n)
+{
+    oq_calib_table t;
+    memset(&t, 0, sizeof t);
+    t.items = calloc(n, sizeof(oq_calib_entry));
+    for (size_t i = 0; i < n; i++) {
+        t.items[i].name = strdup(names[i]);
+        t.items[i].min = t.items[i].lo = r[i][0];
+        t.items[i].max = t.items[i].hi = r[i][1];
+    }
+    t.count = n;
+    char *j = oq_calib_table_to_json(&t);
+    cr_assert(j);
+    oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, j);
+    free(j);
+    oq_calib_table_free(&t);
 }
 
 static inline int64_t tp_stat(const oq_pass_result *r, const char *name)

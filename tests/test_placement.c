@@ -14,24 +14,6 @@
 
 #define ORT "insert-qdq{placement=ort-cpu,op-types=\"Conv,Gemm,MatMul\"}"
 
-static void set_table(oq_model *m, const char *const *names, const float (*r)[2], size_t n)
-{
-    oq_calib_table t;
-    memset(&t, 0, sizeof t);
-    t.items = calloc(n, sizeof(oq_calib_entry));
-    for (size_t i = 0; i < n; i++) {
-        t.items[i].name = strdup(names[i]);
-        t.items[i].min = t.items[i].lo = r[i][0];
-        t.items[i].max = t.items[i].hi = r[i][1];
-    }
-    t.count = n;
-    char *j = oq_calib_table_to_json(&t);
-    cr_assert(j);
-    oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, j);
-    free(j);
-    oq_calib_table_free(&t);
-}
-
 /* Does tensor t have its own Q -> DQ pair (named as insert-qdq names them)? */
 static bool has_qdq(oq_model *m, const char *t)
 {
@@ -103,7 +85,7 @@ static oq_model *chain_to_sigmoid(void)
     tp_output(m, "s");
     static const char *const names[] = {"x", "c", "r", "t", "s"};
     static const float ranges[][2] = {{-1, 1}, {-6, 6}, {-6, 6}, {-6, 6}, {0.01f, 0.99f}};
-    set_table(m, names, ranges, 5);
+    tp_set_calib_table(m, names, ranges, 5);
     return m;
 }
 
@@ -148,7 +130,7 @@ Test(placement, matmul_output_read_only_by_float_ops_keeps_float)
     tp_output(m, "p");
     static const char *const names[] = {"x", "y", "yr", "p"};
     static const float ranges[][2] = {{-1, 1}, {-3, 3}, {0, 3}, {0, 1}};
-    set_table(m, names, ranges, 4);
+    tp_set_calib_table(m, names, ranges, 4);
     tp_run(m, ORT);
     cr_assert(has_qdq(m, "x"));
     cr_assert_not(has_qdq(m, "yr")); /* the Relu fused into the MatMul's group: no reader */
@@ -176,7 +158,7 @@ Test(placement, chain_into_conv_keeps_pairs)
     tp_output(m, "y");
     static const char *const names[] = {"x", "c", "r", "t", "y"};
     static const float ranges[][2] = {{-1, 1}, {-6, 6}, {-6, 6}, {-6, 6}, {-3, 3}};
-    set_table(m, names, ranges, 5);
+    tp_set_calib_table(m, names, ranges, 5);
     oq_pass_result r = tp_run(m, ORT);
     cr_assert(has_qdq(m, "c") && has_qdq(m, "r") && has_qdq(m, "t"));
     cr_assert_eq(scale_of(m, "r"), scale_of(m, "c"));
@@ -206,7 +188,7 @@ static oq_model *concat_model(float a_hi, float b_hi, bool side)
     }
     static const char *const names[] = {"x", "a", "b", "k", "y", "z"};
     float ranges[6][2] = {{-1, 1}, {-a_hi, a_hi}, {-b_hi, b_hi}, {-fmaxf(a_hi, b_hi), fmaxf(a_hi, b_hi)}, {-2, 2}, {-2, 2}};
-    set_table(m, names, (const float(*)[2])ranges, 6);
+    tp_set_calib_table(m, names, (const float(*)[2])ranges, 6);
     return m;
 }
 
@@ -287,7 +269,7 @@ Test(placement, detection_head_concat_into_split_keeps_float)
     static const char *const names[] = {"x", "f", "fr", "bx", "cl", "cat", "rs", "boxes", "logits", "scores"};
     static const float ranges[][2] = {{-1, 1},    {-3, 3},    {0, 3},   {-100, 100}, {-8, 8},
                                       {-100, 100}, {-100, 100}, {-100, 100}, {-8, 8},   {0, 1}};
-    set_table(m, names, ranges, 10);
+    tp_set_calib_table(m, names, ranges, 10);
     oq_pass_result r = tp_run(m, ORT);
     cr_assert(has_qdq(m, "x") && has_qdq(m, "fr"));
     cr_assert(has_qdq(m, "bx") && has_qdq(m, "cl")); /* QLinearConv outputs */
@@ -316,7 +298,7 @@ Test(placement, dropping_repeats_to_a_fixed_point)
     tp_output(m, "y");
     static const char *const names[] = {"x", "a", "b", "s", "g", "y"};
     static const float ranges[][2] = {{-1, 1}, {-4, 4}, {-4, 4}, {-8, 8}, {0, 1}, {-1, 8}};
-    set_table(m, names, ranges, 6);
+    tp_set_calib_table(m, names, ranges, 6);
     oq_pass_result r = tp_run(m, ORT);
     cr_assert(has_qdq(m, "a") && has_qdq(m, "b"));
     cr_assert_not(has_qdq(m, "s"));
@@ -338,7 +320,7 @@ Test(placement, dropping_repeats_to_a_fixed_point)
     tp_output(m, "z");
     static const char *const names2[] = {"x", "a", "b", "s", "g", "y", "z"};
     static const float ranges2[][2] = {{-1, 1}, {-4, 4}, {-4, 4}, {-8, 8}, {0, 1}, {-1, 8}, {-3, 3}};
-    set_table(m, names2, ranges2, 7);
+    tp_set_calib_table(m, names2, ranges2, 7);
     r = tp_run(m, ORT);
     cr_assert(has_qdq(m, "s") && has_qdq(m, "g") && has_qdq(m, "y") && has_qdq(m, "z"));
     cr_assert_eq(tp_stat(&r, "qdq_dropped_float_readers"), 0);
@@ -386,7 +368,7 @@ static oq_model *pad_depthwise_model(float pad_value)
     tp_output(m, "y");
     static const char *const names[] = {"x", "c", "p", "d", "k", "y"};
     static const float ranges[][2] = {{-1, 1}, {-6, 6}, {-6, 6}, {-20, 20}, {0, 6}, {-3, 3}};
-    set_table(m, names, ranges, 6);
+    tp_set_calib_table(m, names, ranges, 6);
     return m;
 }
 

@@ -35,25 +35,6 @@ static int32_t zp_of(oq_model *m, const char *name, int32_t *dtype)
     return oq_unpack_int(t->dtype, oq_tensor_data(t, NULL), 0);
 }
 
-/* Store a calibration table in the model the way the calibrate pass does. */
-static void set_table(oq_model *m, const char *const *names, const float (*r)[2], size_t n)
-{
-    oq_calib_table t;
-    memset(&t, 0, sizeof t);
-    t.items = calloc(n, sizeof(oq_calib_entry));
-    for (size_t i = 0; i < n; i++) {
-        t.items[i].name = strdup(names[i]);
-        t.items[i].min = t.items[i].lo = r[i][0];
-        t.items[i].max = t.items[i].hi = r[i][1];
-    }
-    t.count = n;
-    char *j = oq_calib_table_to_json(&t);
-    cr_assert(j);
-    oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, j);
-    free(j);
-    oq_calib_table_free(&t);
-}
-
 /* uint8 asymmetric per ONNX / the spec in quant.h, computed here independently */
 static void ref_u8(float lo, float hi, float *s, int *zp)
 {
@@ -102,7 +83,7 @@ static oq_model *cnn(int64_t opset)
     tp_output_typed(m, "probs", OQ_DTYPE_FLOAT, od, 2);
     static const char *const names[] = {"x", "c1", "r1", "p1", "f", "g", "probs"};
     static const float ranges[][2] = {{-1, 1}, {-3, 4}, {0, 4}, {0, 3.5f}, {0, 3.5f}, {-6, 9}, {0, 0.9f}};
-    set_table(m, names, ranges, 7);
+    tp_set_calib_table(m, names, ranges, 7);
     return m;
 }
 
@@ -214,7 +195,7 @@ Test(insert_qdq, one_qdq_per_tensor_shared_by_consumers)
     tp_output(m, "c");
     static const char *const names[] = {"x", "a", "b", "c"};
     static const float ranges[][2] = {{-1, 1}, {-2, 2}, {-3, 3}, {-9, 9}};
-    set_table(m, names, ranges, 4);
+    tp_set_calib_table(m, names, ranges, 4);
     tp_run(m, "insert-qdq");
     cr_assert_eq(tp_count_op(m, "QuantizeLinear"), 4);
     /* weights of MatMul: per channel along the last axis, 3 scales */
@@ -242,7 +223,7 @@ Test(insert_qdq, concat_inputs_share_one_set)
     tp_output(m, "c");
     static const char *const names[] = {"x", "a", "b", "c"};
     static const float ranges[][2] = {{-1, 1}, {-1, 2}, {-4, 0.5f}, {-4, 2}};
-    set_table(m, names, ranges, 4);
+    tp_set_calib_table(m, names, ranges, 4);
     tp_run(m, "insert-qdq");
     float s;
     int zp;
@@ -283,7 +264,7 @@ Test(insert_qdq, conv_transpose_axis_1_gemm_transb)
     tp_output(m, "z");
     static const char *const names[] = {"x", "y", "yf", "z"};
     static const float ranges[][2] = {{-1, 1}, {-5, 5}, {-5, 5}, {-2, 2}};
-    set_table(m, names, ranges, 4);
+    tp_set_calib_table(m, names, ranges, 4);
     tp_run(m, "insert-qdq");
     cr_assert_eq(oq_node_attr_int(tu_find_node(m, "wt_DequantizeLinear"), "axis", -99), 1);
     cr_assert_eq(oq_value_const_tensor(find(m, "wt_scale"))->dims[0], 3);
@@ -418,7 +399,7 @@ static oq_model *residual(void)
     tp_output(m, "u");
     static const char *const names[] = {"x", "a", "b", "s", "r", "t", "y", "u"};
     static const float ranges[][2] = {{-1, 1}, {-2, 2}, {-3, 1}, {-4, 2}, {-4, 2}, {-5, 5}, {-8, 8}, {-4, 6}};
-    set_table(m, names, ranges, 8);
+    tp_set_calib_table(m, names, ranges, 8);
     return m;
 }
 
@@ -492,7 +473,7 @@ static oq_model *pair_model(void)
     tp_output(m, "y");
     static const char *const names[] = {"x", "y"};
     static const float ranges[][2] = {{0, 1}, {-3, 3}};
-    set_table(m, names, ranges, 2);
+    tp_set_calib_table(m, names, ranges, 2);
     return m;
 }
 
@@ -547,7 +528,7 @@ Test(insert_qdq, pair_limit_clips_a_pair_when_that_costs_less_than_a_bigger_scal
     tp_output(m, "y");
     static const char *const names[] = {"x", "y"};
     static const float ranges[][2] = {{0, 1}, {-3, 3}};
-    set_table(m, names, ranges, 2);
+    tp_set_calib_table(m, names, ranges, 2);
     oq_pass_result r = tp_run(m, "insert-qdq{weight-dtype=int8,pair-limit=true}");
     const float *sc = tp_floats(find(m, "W_scale"));
     const int8_t *q = oq_tensor_data(oq_value_const_tensor(find(m, "W_quantized")), NULL);
@@ -581,7 +562,7 @@ static oq_model *dw_model(void)
     tp_output(m, "y");
     static const char *const names[] = {"x", "d", "y"};
     static const float ranges[][2] = {{0, 1}, {-2, 2}, {-3, 3}};
-    set_table(m, names, ranges, 3);
+    tp_set_calib_table(m, names, ranges, 3);
     return m;
 }
 
@@ -634,7 +615,7 @@ static oq_model *dw_between_model(void)
     tp_output(m, "y");
     static const char *const names[] = {"x", "a", "d", "r", "y"};
     static const float ranges[][2] = {{0, 1}, {-2, 2}, {-2, 2}, {0, 2}, {-3, 3}};
-    set_table(m, names, ranges, 5);
+    tp_set_calib_table(m, names, ranges, 5);
     return m;
 }
 
@@ -742,7 +723,7 @@ Test(insert_qdq, constant_zero_tensor_gets_a_valid_scale)
     oq_model *m = cnn(13);
     static const char *const names[] = {"x", "c1", "r1", "p1", "f", "g", "probs"};
     static const float ranges[][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
-    set_table(m, names, ranges, 7);
+    tp_set_calib_table(m, names, ranges, 7);
     tp_run(m, "insert-qdq");
     float s = scalar_f(m, "r1_scale");
     cr_assert(isfinite(s) && s > 0, "scale %g", (double)s);
@@ -1119,7 +1100,7 @@ static oq_model *chain(int64_t opset)
     static const char *const names[] = {"x", "m", "k", "t", "f", "u", "s", "sl", "ga", "rn", "rl", "sg", "y", "z"};
     static const float ranges[][2] = {{-1, 1}, {-3, 8}, {0, 6}, {0, 5}, {0, 5}, {0, 5}, {0, 5},
                                       {0, 5}, {0, 5}, {0, 5}, {0, 5}, {0.5f, 0.99f}, {-4, 4}, {-2, 2}};
-    set_table(m, names, ranges, 14);
+    tp_set_calib_table(m, names, ranges, 14);
     return m;
 }
 
@@ -1207,7 +1188,7 @@ Test(insert_qdq, weight_in_constant_node)
     tp_output(m, "y");
     static const char *const names[] = {"x", "y"};
     static const float ranges[][2] = {{-1, 1}, {-4, 4}};
-    set_table(m, names, ranges, 2);
+    tp_set_calib_table(m, names, ranges, 2);
     /* alone: left in float with a warning */
     oq_pass_result r = tp_run(m, "insert-qdq{keep-calibration=true}");
     cr_assert_eq(tp_stat(&r, "weights_quantized"), 0);
@@ -1219,7 +1200,7 @@ Test(insert_qdq, weight_in_constant_node)
     oq_node_set_attr_tensor(k, "value", t);
     tp_node(m, "MatMul", "mm", "x,w", "y");
     tp_output(m, "y");
-    set_table(m, names, ranges, 2);
+    tp_set_calib_table(m, names, ranges, 2);
     /* after constant-to-initializer (what onnxq quantize runs first): quantized */
     r = tp_run(m, "constant-to-initializer,insert-qdq");
     cr_assert(find(m, "w_quantized"));

@@ -155,6 +155,25 @@ def photo_views(which):
     return out
 
 
+def write_photo_sets(out, input_name, prep, extra_eval=None):
+    """Write out/calib and out/eval (skipped when already complete: .done): one sample per
+    photo view, {input_name: x} with meta {"source": name, ...}; prep(im) returns x or
+    (x, meta). extra_eval(): more (name, image) pairs for the eval set only."""
+    import shutil
+    for which in ("calib", "eval"):
+        d = os.path.join(out, which)
+        if os.path.exists(os.path.join(d, ".done")):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        pics = photo_views(which) + (extra_eval() if extra_eval and which == "eval" else [])
+        for i, (name, im) in enumerate(pics):
+            r = prep(im)
+            x, meta = r if isinstance(r, tuple) else (r, {})
+            meta["source"] = name
+            zoolib.write_sample(d, "%03d-%s" % (i, name), {input_name: x}, meta)
+        open(os.path.join(d, ".done"), "w").close()
+
+
 if __name__ == "__main__":
     c = calib_photos()
     e = eval_photos()

@@ -18,28 +18,7 @@ mkdir -p "$CACHE"
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV" >&2
 fi
-missing() {
-"$VENV/bin/python" - "$@" <<'PY'
-import sys
-from importlib import metadata
-for pin in sys.argv[1:]:
-    name, ver = pin.split("==")
-    try:
-        ok = metadata.version(name) == ver
-    except metadata.PackageNotFoundError:
-        ok = False
-    if not ok:
-        print(pin)
-PY
-}
-need=$(missing "${PINS[@]}")
-if [ -n "$need" ]; then
-    # shellcheck disable=SC2086
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $need >&2
-fi
-need=$(missing "${NODEPS[@]}")
-if [ -n "$need" ]; then
-    # shellcheck disable=SC2086
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps $need >&2
-fi
+PIPS="$(cd "$(dirname "$0")/../.." && pwd)/.ci/pip-pins.sh"
+bash "$PIPS" "$VENV/bin/python" "${PINS[@]}"
+bash "$PIPS" "$VENV/bin/python" --no-deps "${NODEPS[@]}"
 echo "$VENV"

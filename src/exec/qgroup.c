@@ -688,6 +688,25 @@ static oq_qgroup *push_group(oq_qgroups *gs, size_t *cap, const oq_qgroup *tmp, 
     return grp;
 }
 
+/* Every DQ(a), DQ(b) -> Add | Mul -> Q that `matches` accepts and no group above has taken
+ * becomes a group (its Q the step node, its Add/Mul skipped); false: out of memory. */
+static bool claim_bin_groups(oq_qgroups *gs, size_t *cap, oq_graph *g, oq_arith arith,
+                             bool (*matches)(oq_graph *, oq_node *, oq_qgroup *))
+{
+    for (oq_node *n = g->first; n; n = n->next) {
+        oq_qgroup tmp;
+        if (!matches(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
+            tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
+            continue;
+        tmp.arith = arith;
+        if (!push_group(gs, cap, &tmp, g))
+            return false;
+        gs->role[n->id] = 2;
+        gs->role[tmp.anchor->id] = 1;
+    }
+    return true;
+}
+
 oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups **out)
 {
     *out = NULL;
@@ -719,17 +738,8 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
     }
     /* onnxruntime's QLinearAdd / QLinearMul: its arithmetic, not the nodes' (so not a
      * same-number fusion: found with ONNXQ_NO_LUT=1 too) */
-    for (oq_node *n = g->first; n; n = n->next) {
-        oq_qgroup tmp;
-        if (!match_ort_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] ||
-            gs->by_out[n->id] || tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
-            continue;
-        tmp.arith = arith;
-        if (!push_group(gs, &cap, &tmp, g))
-            goto nomem;
-        gs->role[n->id] = 2;
-        gs->role[tmp.anchor->id] = 1;
-    }
+    if (!claim_bin_groups(gs, &cap, g, arith, match_ort_bin))
+        goto nomem;
     /* DQ -> elementwise chain -> Q tables, on what the groups above left, then DQ(a),
      * DQ(b) -> Add | Mul -> Q in one pass (ONNXQ_NO_LUT=1: neither; tests compare) */
     bool same_number_fusions = !getenv("ONNXQ_NO_LUT");
@@ -751,17 +761,8 @@ oq_status oq_qgroups_find(oq_model *m, oq_graph *g, oq_arith arith, oq_qgroups *
         for (size_t i = 0; i < grp->n_chain; i++)
             gs->role[grp->chain[i]->id] = 1;
     }
-    for (oq_node *n = g->first; n && same_number_fusions; n = n->next) {
-        oq_qgroup tmp;
-        if (!match_bin(g, n, &tmp) || n->id >= gs->n_ids || gs->role[n->id] || gs->by_out[n->id] ||
-            tmp.anchor->id >= gs->n_ids || gs->role[tmp.anchor->id])
-            continue;
-        tmp.arith = arith;
-        if (!push_group(gs, &cap, &tmp, g))
-            goto nomem;
-        gs->role[n->id] = 2;
-        gs->role[tmp.anchor->id] = 1;
-    }
+    if (same_number_fusions && !claim_bin_groups(gs, &cap, g, arith, match_bin))
+        goto nomem;
     /* then what stays float between them: DQ -> elementwise chain -> a float value (last
      * node first: the longest chain), and float a, float b -> Add | Mul -> Q */
     for (oq_node *n = g->last; n && same_number_fusions; n = n->prev) {

@@ -186,6 +186,18 @@ static bool float_output_group(const oq_node *n)
     return true;
 }
 
+/* A zeroed layer at the end of s->layers (grown as needed), not yet counted; NULL: out of
+ * memory. */
+static oq_satcheck_layer *new_layer(oq_satcheck *s, size_t *cap)
+{
+    oq_satcheck_layer *nl = oq_grow(s->layers, s->n_layers, cap, sizeof *nl, 32);
+    if (!nl)
+        return NULL;
+    s->layers = nl;
+    memset(&nl[s->n_layers], 0, sizeof *nl);
+    return &nl[s->n_layers];
+}
+
 static oq_status find_layers(oq_satcheck *s, oq_diag *d)
 {
     oq_graph *g = s->qm->graph;
@@ -203,12 +215,9 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
         if (!src || oq_value_const_tensor(src) || !const_scalar(dq->inputs[1], &sc) ||
             (dq->n_inputs > 2 && dq->inputs[2] && !const_scalar(dq->inputs[2], &zp)))
             continue;
-        oq_satcheck_layer *nl = oq_grow(s->layers, s->n_layers, &cap, sizeof *nl, 32);
-        if (!nl)
+        oq_satcheck_layer *L = new_layer(s, &cap);
+        if (!L)
             return oq_diag_error(d, OQ_ERR_NOMEM, "satcheck: out of memory");
-        s->layers = nl;
-        oq_satcheck_layer *L = &s->layers[s->n_layers];
-        memset(L, 0, sizeof *L);
         L->tensor = dq->outputs[0]->name ? dq->outputs[0]->name : "";
         L->qtensor = qv->name ? qv->name : "";
         if (src->kind == OQ_VALUE_NODE && src->producer) {
@@ -233,12 +242,9 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
     for (oq_node *n = g->first; n; n = n->next) {
         if (!float_output_group(n) || n->outputs[0]->id >= s->n_ids || s->qlayer[n->outputs[0]->id] >= 0)
             continue;
-        oq_satcheck_layer *nl = oq_grow(s->layers, s->n_layers, &cap, sizeof *nl, 32);
-        if (!nl)
+        oq_satcheck_layer *L = new_layer(s, &cap);
+        if (!L)
             return oq_diag_error(d, OQ_ERR_NOMEM, "satcheck: out of memory");
-        s->layers = nl;
-        oq_satcheck_layer *L = &s->layers[s->n_layers];
-        memset(L, 0, sizeof *L);
         L->tensor = L->qtensor = n->outputs[0]->name ? n->outputs[0]->name : "";
         L->node = n->name ? n->name : "";
         L->op_type = n->op_type;

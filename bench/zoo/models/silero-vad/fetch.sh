@@ -5,14 +5,6 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${ZOO_PY:-$(bash "$HERE/../../venv.sh")/bin/python}
-need=()
-command -v espeak-ng >/dev/null || need+=(espeak-ng)
-command -v flite >/dev/null || need+=(flite)
-command -v sox >/dev/null || need+=(sox)
-[ -d /usr/share/asterisk/sounds/en_US_f_Allison ] || need+=(asterisk-core-sounds-en-wav)
-[ -f /usr/share/sounds/alsa/Front_Center.wav ] || need+=(alsa-utils)
-if [ ${#need[@]} -gt 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >&2
-fi
+bash "$HERE/speech_deps.sh"
 nice "$PY" "$HERE/prep.py" >&2
 echo "ok silero-vad"

