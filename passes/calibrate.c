@@ -6,10 +6,12 @@
 #include "pass-impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "onnxq/calib.h"
 
 /* Observe only inputs and outputs of nodes whose op type is in a comma-separated list. */
@@ -31,6 +33,46 @@ static bool want_value(const oq_value *v, void *user)
         if (node_wanted(v->uses[i].node, w->list))
             return true;
     return false;
+}
+
+/* The inputs smooth-quant{search=true} chose alpha for were judged with min/max ranges
+ * over the calibration samples (its records with "range": "minmax"): give them those
+ * ranges, whatever the method. Returns how many entries changed. */
+static int64_t smoothed_minmax(const oq_model *m, oq_calib_table *t, bool symmetric)
+{
+    const char *js = NULL;
+    for (size_t k = 0; k < m->metadata.count && !js; k++)
+        if (m->metadata.items[k].key && strcmp(m->metadata.items[k].key, OQ_SMOOTH_METADATA_KEY) == 0)
+            js = m->metadata.items[k].value;
+    cJSON *root = NULL;
+    int64_t n = 0;
+    if (!js || oq_json_parse(js, strlen(js), "smooth-quant record", &root, NULL) != OQ_OK)
+        return 0;
+    const cJSON *layers = oq_json_get(root, "layers"), *l;
+    cJSON_ArrayForEach(l, layers) {
+        const cJSON *r = oq_json_get(l, "range"), *in = oq_json_get(l, "smoothed_input");
+        if (!cJSON_IsString(r) || strcmp(r->valuestring, "minmax") != 0 || !cJSON_IsString(in))
+            continue;
+        for (size_t i = 0; i < t->count; i++) {
+            oq_calib_entry *e = &t->items[i];
+            if (strcmp(e->name, in->valuestring) != 0 || e->count == 0)
+                continue;
+            float lo = e->min, hi = e->max;
+            if (symmetric) {
+                float a = fabsf(lo) > fabsf(hi) ? fabsf(lo) : fabsf(hi);
+                lo = -a;
+                hi = a;
+            }
+            if (lo != e->lo || hi != e->hi) {
+                e->lo = lo;
+                e->hi = hi;
+                e->choice = e->choice ? "minmax" : NULL;
+                n++;
+            }
+        }
+    }
+    cJSON_Delete(root);
+    return n;
 }
 
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
@@ -88,6 +130,8 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     oq_calib_source_free(src);
     if (st != OQ_OK)
         return st;
+    if (oq_pass_opt_bool(opts, "smoothed-minmax", true))
+        oq_pass_stat_add(res, "smoothed_minmax", smoothed_minmax(m, &t, o.range.symmetric));
     char *json = oq_calib_table_to_json(&t);
     if (!json) {
         oq_calib_table_free(&t);
@@ -129,6 +173,8 @@ static const oq_pass_option_def options[] = {
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"op-types", OQ_OPT_STRING, "", "observe only inputs/outputs of these op types (comma-separated; empty: every float tensor)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},
+    {"smoothed-minmax", OQ_OPT_BOOL, "true",
+     "min/max ranges for the inputs smooth-quant's search chose alpha for (the ranges it judged them with)"},
 };
 
 const oq_pass oq_pass_calibrate = {

@@ -13,7 +13,13 @@
  * inserted in front of the layers. Statistics come from the executor's observers (oq_calib_run) with the same
  * data options as calibrate. Per layer: one note, and JSON in the model's
  * metadata_props under OQ_SMOOTH_METADATA_KEY (onnxq quantize moves it into its --json
- * report). docs/passes/smooth-quant.md */
+ * report).
+ * search=true chooses alpha per X instead (or leaves X alone): among inputs whose largest
+ * channel peak is at least outlier-ratio times the median one, each candidate (off, 0.3 ..
+ * 0.9) is judged by the error of the group's layer outputs computed on rows of X kept
+ * from the held-out calibration samples (every OQ_CALIB_HOLDOUT_EVERY-th), with X/s
+ * quantized to 8 bits over the range the other samples gave and W*s to int8 per output
+ * column; the smallest error wins. docs/passes/smooth-quant.md */
 #include "pass-impl.h"
 
 #include <math.h>
@@ -42,6 +48,16 @@ typedef struct sq_group {
     uint64_t nonfinite;
     double *s;         /* K scales (phase 1) */
     double x_before, x_after;
+    /* search: per channel min/max over the fit samples, up to n_cap rows of X (K floats
+     * each) sampled from the held-out samples, the choice */
+    float *fmin, *fmax;
+    float *rows;
+    int64_t n_rows, n_cap;
+    uint64_t rows_seen, rng;
+    bool fit_seen;
+    double alpha;         /* chosen (or the fixed alpha); < 0: left alone */
+    double ratio;         /* largest / median channel peak */
+    double err_off, err_best; /* search: relative output error unsmoothed / chosen */
     char *orig_name;   /* X's name in the float model (a fold renames X) */
     char where[300];   /* where 1/s went (phase 2) */
     const char *now;   /* what the layers read after phase 2 */
@@ -54,6 +70,9 @@ typedef struct sq_ctx {
     uint32_t n_ids;
     oq_status st;
     oq_diag *d;
+    bool search;
+    bool held_now;      /* search: the current sample is held out */
+    uint64_t next_sample;
 } sq_ctx;
 
 /* ------------------------------------------------------------ matching */
@@ -125,6 +144,76 @@ static oq_status collect(sq_ctx *c, oq_graph *g)
 
 /* ------------------------------------------------------------ statistics */
 
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static bool row_finite(const float *r, int64_t K)
+{
+    for (int64_t j = 0; j < K; j++)
+        if (!isfinite(r[j]))
+            return false;
+    return true;
+}
+
+/* search: fit samples give per-channel min/max, held-out samples rows (reservoir
+ * sampling, a fixed seed per group: the same rows for the same samples) */
+static void search_observe(sq_ctx *c, sq_group *g, const oq_rt_tensor *t)
+{
+    const float *x = t->data;
+    int64_t K = g->K, n = oq_rt_tensor_numel(t) / K;
+    if (!g->fmin) {
+        g->fmin = malloc((size_t)K * sizeof(float));
+        g->fmax = malloc((size_t)K * sizeof(float));
+        g->rows = g->n_cap > 0 ? malloc((size_t)(g->n_cap * K) * sizeof(float)) : NULL;
+        if (!g->fmin || !g->fmax || (g->n_cap > 0 && !g->rows)) {
+            c->st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t j = 0; j < K; j++) {
+            g->fmin[j] = INFINITY;
+            g->fmax[j] = -INFINITY;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = x + i * K;
+        if (!row_finite(r, K))
+            continue;
+        if (!c->held_now) {
+            for (int64_t j = 0; j < K; j++) {
+                if (r[j] < g->fmin[j])
+                    g->fmin[j] = r[j];
+                if (r[j] > g->fmax[j])
+                    g->fmax[j] = r[j];
+            }
+            g->fit_seen = true;
+            continue;
+        }
+        int64_t slot = -1;
+        if (g->n_rows < g->n_cap)
+            slot = g->n_rows++;
+        else if (g->n_cap > 0) {
+            uint64_t k = splitmix(&g->rng) % (g->rows_seen + 1);
+            if (k < (uint64_t)g->n_cap)
+                slot = (int64_t)k;
+        }
+        g->rows_seen++;
+        if (slot >= 0)
+            memcpy(g->rows + slot * K, r, (size_t)K * sizeof(float));
+    }
+}
+
+static void begin_sample(const char *label, void *user)
+{
+    (void)label;
+    sq_ctx *c = user;
+    c->held_now = oq_calib_sample_held_out(c->next_sample++);
+}
+
 static void observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
 {
     if (c->st != OQ_OK || !v || v->id >= c->n_ids || c->by_id[v->id] < 0 || t->dtype != OQ_DTYPE_FLOAT)
@@ -140,6 +229,8 @@ static void observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
         return;
     c->st = oq_absmax_per_channel_update(g->xmax, t->data, t->dims, t->rank, -1, &g->nonfinite, v->name, c->d);
     g->seen = true;
+    if (c->search && c->st == OQ_OK)
+        search_observe(c, g, t);
 }
 
 static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
@@ -399,6 +490,237 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* ------------------------------------------------------------ search */
+
+static const double search_alphas[] = {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+#define SQ_SEARCH_COLS 64   /* output columns per layer the error is computed on */
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* largest / median of the nonzero channel peaks (0 when none) */
+static double peak_ratio(const float *xmax, int64_t K)
+{
+    float *v = malloc((size_t)K * sizeof(float));
+    int64_t n = 0;
+    if (!v)
+        return 0;
+    for (int64_t j = 0; j < K; j++)
+        if (xmax[j] > 0)
+            v[n++] = xmax[j];
+    double r = 0;
+    if (n > 0) {
+        qsort(v, (size_t)n, sizeof(float), cmp_float);
+        r = v[n - 1] / v[n / 2];
+    }
+    free(v);
+    return r;
+}
+
+typedef struct sq_eval_layer {
+    double *w;      /* nc x K: the sampled columns of W (column c: K input channels) */
+    double *yref;   /* n_rows x nc: X W in double */
+    double sig;     /* sum yref^2 */
+    int64_t nc;
+} sq_eval_layer;
+
+static void eval_layers_free(sq_eval_layer *el, size_t n)
+{
+    for (size_t k = 0; el && k < n; k++) {
+        free(el[k].w);
+        free(el[k].yref);
+    }
+    free(el);
+}
+
+/* The relative output error (mean over the layers of sum (yq - y)^2 / sum y^2) with
+ * X/s on 8 bits over the fit range and W*s int8 per column; s NULL: unsmoothed. */
+/* sum a[j] * b[j]: eight partial sums (fixed order: the same result on every run) */
+static double dot(const float *a, const float *b, int64_t n)
+{
+    float p[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++)
+            p[k] += a[j + k] * b[j + k];
+    double t = 0;
+    for (int k = 0; k < 8; k++)
+        t += p[k];
+    for (; j < n; j++)
+        t += (double)a[j] * b[j];
+    return t;
+}
+
+static double eval_error(const sq_group *g, const sq_eval_layer *el, const double *s, float *xq, float *wq)
+{
+    int64_t K = g->K;
+    double lo = 0, hi = 0;
+    for (int64_t j = 0; j < K; j++) {
+        if (!(g->fmax[j] >= g->fmin[j]))
+            continue; /* not seen */
+        double sj = s ? s[j] : 1.0;
+        if (g->fmin[j] / sj < lo)
+            lo = g->fmin[j] / sj;
+        if (g->fmax[j] / sj > hi)
+            hi = g->fmax[j] / sj;
+    }
+    double sx = (hi - lo) / 255.0;
+    if (!(sx > 0))
+        sx = 1;
+    double zp = nearbyint(-lo / sx);
+    double total = 0;
+    for (size_t k = 0; k < g->n_layers; k++) {
+        const sq_eval_layer *l = &el[k];
+        for (int64_t c = 0; c < l->nc; c++) {
+            double m = 0;
+            const double *wc = l->w + c * K;
+            for (int64_t j = 0; j < K; j++) {
+                double a = fabs(wc[j] * (s ? s[j] : 1.0));
+                if (a > m)
+                    m = a;
+            }
+            double sw = m > 0 ? m / 127.0 : 1.0;
+            for (int64_t j = 0; j < K; j++)
+                wq[c * K + j] = (float)(nearbyint(wc[j] * (s ? s[j] : 1.0) / sw) * sw);
+        }
+        double err = 0;
+        for (int64_t r = 0; r < g->n_rows; r++) {
+            const float *x = g->rows + r * K;
+            for (int64_t j = 0; j < K; j++) {
+                double q = nearbyint(x[j] / (s ? s[j] : 1.0) / sx) + zp;
+                q = q < 0 ? 0 : q > 255 ? 255 : q;
+                xq[j] = (float)((q - zp) * sx);
+            }
+            for (int64_t c = 0; c < l->nc; c++) {
+                double e = dot(xq, wq + c * K, K) - l->yref[r * l->nc + c];
+                err += e * e;
+            }
+        }
+        total += l->sig > 0 ? err / l->sig : 0;
+    }
+    return total / (double)g->n_layers;
+}
+
+/* s for alpha from per-channel peaks xm and weight peaks wmax */
+static void scales_for(const float *xm, const double *wmax, int64_t K, double alpha, double *s)
+{
+    for (int64_t j = 0; j < K; j++) {
+        if (!(xm[j] > 0)) {
+            s[j] = 1.0;
+            continue;
+        }
+        double wp = pow(wmax[j], 1.0 - alpha);
+        if (wp < SQ_MIN)
+            wp = SQ_MIN;
+        double v = pow(xm[j], alpha) / wp;
+        s[j] = v < SQ_MIN ? SQ_MIN : v > SQ_MAX ? SQ_MAX : v;
+    }
+}
+
+/* search: g->alpha = the candidate with the smallest held-out output error, or -1 (left
+ * alone) when X has no outlier channels, there is nothing to judge on, or the best
+ * candidate does not cut the error by SQ_GAIN_FOLD (1/s folded into X's producer: free)
+ * or SQ_GAIN_MUL (a Mul would be inserted: one more float op at run time). */
+#define SQ_GAIN_FOLD 0.8  /* about 1 dB */
+#define SQ_GAIN_MUL 0.5   /* about 3 dB */
+static bool only_layers_use(const sq_group *g);
+static bool can_fold(const oq_value *x, int64_t K, int depth);
+
+static oq_status search_alpha(sq_group *g, double ratio_min, oq_diag *d)
+{
+    int64_t K = g->K;
+    g->alpha = -1;
+    g->ratio = peak_ratio(g->xmax, K);
+    if (!(g->ratio >= ratio_min) || g->n_rows == 0 || !g->fit_seen)
+        return OQ_OK;
+    oq_status st = OQ_OK;
+    sq_eval_layer *el = calloc(g->n_layers, sizeof(*el));
+    double *wmax = calloc((size_t)K, sizeof(double));
+    double *s = malloc((size_t)K * sizeof(double));
+    float *xq = malloc((size_t)K * sizeof(float));
+    float *fitpeak = malloc((size_t)K * sizeof(float));
+    float *wq = NULL;
+    if (!el || !wmax || !s || !xq || !fitpeak) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t j = 0; j < K; j++) {
+        double a = g->fmax[j] >= g->fmin[j] ? fmax(fabs(g->fmin[j]), fabs(g->fmax[j])) : 0;
+        fitpeak[j] = (float)a;
+    }
+    int64_t max_nc = 0;
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        sq_layer *ly = &g->layers[k];
+        double dummy = 0;
+        if ((st = weight_absmax(ly, K, wmax, &dummy, d)) != OQ_OK)
+            break;
+        int64_t n;
+        double *w = const_values(ly->n->inputs[1], &n, d);
+        if (!w) {
+            st = OQ_ERR_INVALID;
+            break;
+        }
+        int64_t N = n / K, nc = N < SQ_SEARCH_COLS ? N : SQ_SEARCH_COLS;
+        sq_eval_layer *l = &el[k];
+        l->nc = nc;
+        l->w = malloc((size_t)(K * nc) * sizeof(double));
+        l->yref = malloc((size_t)(g->n_rows * nc) * sizeof(double));
+        if (!l->w || !l->yref) {
+            free(w);
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t col = c * N / nc; /* evenly spread */
+            for (int64_t j = 0; j < K; j++)
+                l->w[c * K + j] = ly->w_transposed ? w[col * K + j] : w[j * N + col];
+        }
+        free(w);
+        for (int64_t r = 0; r < g->n_rows; r++)
+            for (int64_t c = 0; c < nc; c++) {
+                double y = 0;
+                for (int64_t j = 0; j < K; j++)
+                    y += (double)g->rows[r * K + j] * l->w[c * K + j];
+                l->yref[r * nc + c] = y;
+                l->sig += y * y;
+            }
+        if (nc > max_nc)
+            max_nc = nc;
+    }
+    if (st != OQ_OK)
+        goto done;
+    if (!(wq = malloc((size_t)(K * max_nc) * sizeof(float)))) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    g->err_off = g->err_best = eval_error(g, el, NULL, xq, wq);
+    double best = INFINITY, best_alpha = -1;
+    for (size_t a = 0; a < sizeof search_alphas / sizeof search_alphas[0]; a++) {
+        scales_for(fitpeak, wmax, K, search_alphas[a], s);
+        double e = eval_error(g, el, s, xq, wq);
+        if (e < best) {
+            best = e;
+            best_alpha = search_alphas[a];
+        }
+    }
+    double gain = only_layers_use(g) && can_fold(g->x, K, 0) ? SQ_GAIN_FOLD : SQ_GAIN_MUL;
+    if (best <= gain * g->err_off) {
+        g->err_best = best;
+        g->alpha = best_alpha;
+    }
+done:
+    eval_layers_free(el, g->n_layers);
+    free(wmax);
+    free(s);
+    free(xq);
+    free(fitpeak);
+    free(wq);
+    return st;
+}
+
 /* Phase 1, from the weights as they are in the float model: s per channel, and the
  * maxima before and after for the report. */
 static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
@@ -415,17 +737,9 @@ static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
         st = weight_absmax(&g->layers[k], K, wmax, &g->layers[k].w_before, d);
     if (st != OQ_OK)
         goto done;
+    scales_for(g->xmax, wmax, K, alpha, g->s);
     for (int64_t j = 0; j < K; j++) {
         double xm = g->xmax[j];
-        if (!(xm > 0)) {
-            g->s[j] = 1.0; /* a channel that stayed 0: nothing to move */
-        } else {
-            double wp = pow(wmax[j], 1.0 - alpha);
-            if (wp < SQ_MIN)
-                wp = SQ_MIN;
-            double v = pow(xm, alpha) / wp;
-            g->s[j] = v < SQ_MIN ? SQ_MIN : v > SQ_MAX ? SQ_MAX : v;
-        }
         if (xm > g->x_before)
             g->x_before = xm;
         if (xm / g->s[j] > g->x_after)
@@ -505,9 +819,13 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
             break;
         char lbuf[200];
         const char *lb = oq_node_label(l->n, lbuf, sizeof lbuf);
+        char why[160] = "";
+        if (g->err_off > 0) /* chosen by search */
+            snprintf(why, sizeof why, "; alpha %.1f: held-out output SQNR %.1f -> %.1f dB", g->alpha,
+                     -10 * log10(g->err_off), -10 * log10(g->err_best));
         oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, lb, l->n->op_type,
-                    "smooth-quant: input \"%s\" (%lld channels): 1/s %s; max|X| %.6g -> %.6g, max|W| %.6g -> %.6g",
-                    g->orig_name, (long long)g->K, g->where, g->x_before, g->x_after, l->w_before, w_after);
+                    "smooth-quant: input \"%s\" (%lld channels): 1/s %s; max|X| %.6g -> %.6g, max|W| %.6g -> %.6g%s",
+                    g->orig_name, (long long)g->K, g->where, g->x_before, g->x_after, l->w_before, w_after, why);
         fputs(*first ? "{\"node\":" : ",{\"node\":", js);
         *first = false;
         json_str(js, lb);
@@ -523,6 +841,13 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
         json_num(js, "x_max_after", g->x_after);
         json_num(js, "w_max_before", l->w_before);
         json_num(js, "w_max_after", w_after);
+        json_num(js, "alpha", g->alpha);
+        if (g->err_off > 0) {
+            fputs(",\"range\":\"minmax\"", js); /* what the search judged: calibrate follows */
+            json_num(js, "peak_ratio", g->ratio);
+            json_num(js, "heldout_sqnr_db_before", -10 * log10(g->err_off));
+            json_num(js, "heldout_sqnr_db_after", -10 * log10(g->err_best));
+        }
         fputc('}', js);
     }
     free(wm);
@@ -534,11 +859,16 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     double alpha = oq_pass_opt_float(opts, "alpha", 0.5);
     if (!(alpha >= 0 && alpha <= 1))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: alpha %g is outside [0, 1]", alpha);
+    bool search = oq_pass_opt_bool(opts, "search", false);
+    double ratio_min = oq_pass_opt_float(opts, "outlier-ratio", 1.0);
+    if (!(ratio_min >= 1))
+        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: outlier-ratio %g must be >= 1", ratio_min);
     if (!m->graph)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
     sq_ctx c;
     memset(&c, 0, sizeof c);
     c.d = d;
+    c.search = search;
     oq_calib_source *src = NULL;
     char *json = NULL;
     size_t json_len = 0;
@@ -556,6 +886,17 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         c.by_id[i] = -1;
     if ((st = collect(&c, m->graph)) != OQ_OK || c.n_groups == 0)
         goto done;
+    if (search) { /* rows kept for the search: at most 128 per input, 256 MiB in all */
+        int64_t ksum = 0;
+        for (size_t i = 0; i < c.n_groups; i++)
+            ksum += c.groups[i].K;
+        int64_t cap = (int64_t)(((int64_t)256 << 20) / (int64_t)sizeof(float) / (ksum > 0 ? ksum : 1));
+        cap = cap > 128 ? 128 : cap < 16 ? 16 : cap;
+        for (size_t i = 0; i < c.n_groups; i++) {
+            c.groups[i].n_cap = cap;
+            c.groups[i].rng = 0x5eed0000u + i;
+        }
+    }
     oq_calib_progress_state ps;
     memset(&ps, 0, sizeof ps);
     ps.what = "smooth-quant";
@@ -563,6 +904,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         .threads = (int)oq_pass_opt_int(opts, "threads", 0),
         .on_tensor = on_tensor,
         .on_input = on_input,
+        .begin_sample = begin_sample,
         .check = check,
         .user = &c,
         .progress = oq_pass_opt_bool(opts, "progress", false) ? oq_calib_progress_stderr : NULL,
@@ -585,26 +927,34 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    fprintf(js, "{\"alpha\":%.17g,\"layers\":[", alpha);
+    if (search)
+        fputs("{\"alpha\":\"search\",\"layers\":[", js);
+    else
+        fprintf(js, "{\"alpha\":%.17g,\"layers\":[", alpha);
     bool first = true;
     for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
         sq_group *g = &c.groups[i];
         g->orig_name = strdup(g->x->name ? g->x->name : "");
+        g->alpha = alpha;
         if (!g->orig_name)
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        else if (g->seen)
-            st = compute_scales(g, alpha, d);
-        else
+        else if (!g->seen)
             oq_pass_stat_add(res, "inputs_not_observed", 1);
+        else if (search && (st = search_alpha(g, ratio_min, d)) != OQ_OK)
+            break;
+        else if (g->alpha < 0)
+            oq_pass_stat_add(res, "inputs_left", 1);
+        else
+            st = compute_scales(g, g->alpha, d);
     }
     for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
-        if (!c.groups[i].seen)
+        if (!c.groups[i].seen || c.groups[i].alpha < 0)
             continue;
         st = apply_scales(&c.groups[i], res, d);
         res->changed = true;
     }
     for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++)
-        if (c.groups[i].seen)
+        if (c.groups[i].seen && c.groups[i].alpha >= 0)
             st = report_group(&c.groups[i], js, &first, d);
     fputs("]}", js);
     fclose(js);
@@ -622,6 +972,9 @@ done:
         free(c.groups[i].xmax);
         free(c.groups[i].s);
         free(c.groups[i].orig_name);
+        free(c.groups[i].fmin);
+        free(c.groups[i].fmax);
+        free(c.groups[i].rows);
     }
     free(c.groups);
     free(c.by_id);
@@ -631,6 +984,10 @@ done:
 
 static const oq_pass_option_def options[] = {
     {"alpha", OQ_OPT_FLOAT, "0.5", "migration strength in [0, 1]: 0 leaves X, 1 moves all of max|X| into W"},
+    {"search", OQ_OPT_BOOL, "false",
+     "choose alpha per input (0.3..0.9, or none) by the layer outputs' error on held-out calibration samples"},
+    {"outlier-ratio", OQ_OPT_FLOAT, "1",
+     "search: only inputs whose largest channel peak is at least this many times the median one"},
     OQ_PASS_CALIB_SOURCE_OPTIONS,
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},

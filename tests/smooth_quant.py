@@ -128,7 +128,7 @@ if ops.count("Mul") != 0 or "LayerNormalization" not in ops:
 
 # 2. SQNR with and without smoothing, onnxq executor and onnxruntime
 res = {}
-for tag, extra in [("plain", []), ("smooth", ["--smooth-quant", "0.5"])]:
+for tag, extra in [("plain", ["--smooth-quant", "off"]), ("smooth", ["--smooth-quant", "0.5"]), ("auto", [])]:
     q = os.path.join(work, "q_%s.onnx" % tag)
     rep = os.path.join(work, "q_%s.json" % tag)
     run(["quantize", fp, "-o", q, "--calib", calib, "--method", "minmax", "--target", "ort-x86-vnni",
@@ -144,6 +144,21 @@ for i, what in enumerate(["onnxq", "onnxruntime"]):
     if not gain >= 3.0:
         print("FAIL: --smooth-quant 0.5 gains %.2f dB in %s (want >= 3)" % (gain, what))
         fails += 1
+    # the default (--smooth-quant auto: alpha per input on held-out calibration samples)
+    gain = res["auto"][i] - res["plain"][i]
+    if not gain >= 3.0:
+        print("FAIL: the default (--smooth-quant auto) gains %.2f dB in %s (want >= 3)" % (gain, what))
+        fails += 1
+sa = res["auto"][2].get("smooth_quant") or {}
+if sa.get("alpha") != "search" or not sa.get("layers") or any(
+        l.get("range") != "minmax" or l["alpha"] not in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+        or not l["heldout_sqnr_db_after"] > l["heldout_sqnr_db_before"] for l in sa["layers"]):
+    print("FAIL: report of the default's smooth_quant:", sa)
+    fails += 1
+if res["auto"][2]["config"]["smooth_quant"] != "auto" or res["plain"][2]["config"]["smooth_quant"] is not None:
+    print("FAIL: config smooth_quant: default %r, off %r" % (res["auto"][2]["config"]["smooth_quant"],
+                                                           res["plain"][2]["config"]["smooth_quant"]))
+    fails += 1
 
 # 3. the report
 sq = res["smooth"][2].get("smooth_quant")

@@ -41,9 +41,21 @@ grep -q '"smooth_quant": 0.25' "$work/cfg.out" && grep -q 'smooth-quant{alpha=0.
 "$exe" quantize "$model" --calib-random 2 --smooth-quant 0.25 --print-config >"$work/cfg.json" 2>/dev/null
 "$exe" quantize "$model" --config "$work/cfg.json" --print-config >"$work/cfg2.out" 2>&1
 cmp -s "$work/cfg.json" "$work/cfg2.out" || { echo "FAIL: --config does not round-trip smooth_quant"; fails=$((fails + 1)); }
+# the default: auto (search) in static mode with calibration data, off without it or in
+# dynamic mode; off on request
 "$exe" quantize "$model" --calib-random 2 --print-config >"$work/cfg.out" 2>&1
-grep -q '"smooth_quant": null' "$work/cfg.out" && ! grep -q 'smooth-quant' <(grep pipeline "$work/cfg.out") ||
+grep -q '"smooth_quant": "auto"' "$work/cfg.out" && grep -q 'smooth-quant{search=true,random=2' "$work/cfg.out" ||
   { echo "FAIL: --print-config without --smooth-quant:"; cat "$work/cfg.out"; fails=$((fails + 1)); }
+for args in "--calib-random 2 --smooth-quant off" "--mode dynamic" "--overrides $work/ov.json"; do
+  # shellcheck disable=SC2086
+  "$exe" quantize "$model" $args --print-config >"$work/cfg.out" 2>&1
+  grep -q '"smooth_quant": null' "$work/cfg.out" && ! grep -q 'smooth-quant' <(grep pipeline "$work/cfg.out") ||
+    { echo "FAIL: --print-config $args:"; cat "$work/cfg.out"; fails=$((fails + 1)); }
+done
+# auto round-trips through --config
+"$exe" quantize "$model" --calib-random 2 --print-config >"$work/cfg3.json" 2>/dev/null
+"$exe" quantize "$model" --config "$work/cfg3.json" --print-config >"$work/cfg3.out" 2>&1
+cmp -s "$work/cfg3.json" "$work/cfg3.out" || { echo "FAIL: --config does not round-trip smooth_quant auto"; fails=$((fails + 1)); }
 
 py="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/venv/bin/python"
 if [ -x "$py" ]; then

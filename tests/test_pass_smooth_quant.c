@@ -351,3 +351,172 @@ Test(smooth_quant, absmax_observer)
     cr_assert_eq(bad, 2);
     cr_assert_eq(oq_absmax_per_channel_update(acc, x, (int64_t[]){2, 3, 2}, 3, 3, &bad, "x", NULL), OQ_ERR_USAGE);
 }
+
+/* ---- search=true: alpha chosen per input on the held-out samples (k % 4 == 3) ---- */
+
+#define SR_ROWS 16
+#define SR_K 8
+#define SR_N 6
+#define SR_SAMPLES 8
+
+/* a deterministic value in [-1, 1] */
+static float unit(uint32_t i)
+{
+    i = i * 2654435761u + 12345u;
+    i ^= i >> 13;
+    return (float)((i % 2001u) / 1000.0 - 1.0);
+}
+
+/* x[rows, K] -> Mul(c = 1) -> a -> MatMul(W[K, N]) -> y */
+static oq_model *sr_model(const float *w)
+{
+    static const float ones[SR_K] = {1, 1, 1, 1, 1, 1, 1, 1};
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){SR_ROWS, SR_K}, 2);
+    tp_init_f(m, "c", (int64_t[]){SR_K}, 1, ones);
+    tp_init_f(m, "W", (int64_t[]){SR_K, SR_N}, 2, w);
+    tp_node(m, "Mul", "mul", "x,c", "a");
+    tp_node(m, "MatMul", "mm", "a,W", "y");
+    tp_output(m, "y");
+    return m;
+}
+
+/* samples: channel 0 scaled by big (an outlier channel when big >> 1) */
+static char *sr_samples(float big)
+{
+    static float x[SR_SAMPLES * SR_ROWS * SR_K];
+    for (int i = 0; i < SR_SAMPLES * SR_ROWS * SR_K; i++)
+        x[i] = unit((uint32_t)i) * (i % SR_K == 0 ? big : 1.0f);
+    return write_samples(x, SR_SAMPLES, (int64_t[]){SR_ROWS, SR_K}, 2);
+}
+
+static float sr_w[SR_K * SR_N];
+
+/* as in real models, the outlier channel's weights are small: its contribution to y is
+ * of the same size as the other channels' */
+static void sr_outlier_weights(void)
+{
+    for (int i = 0; i < SR_K * SR_N; i++)
+        sr_w[i] = unit((uint32_t)(1000 + i)) * (i < SR_N ? 0.01f : 1.0f);
+}
+
+static const char *sr_record(const oq_model *m)
+{
+    for (size_t k = 0; k < m->metadata.count; k++)
+        if (!strcmp(m->metadata.items[k].key, OQ_SMOOTH_METADATA_KEY))
+            return m->metadata.items[k].value;
+    return NULL;
+}
+
+/* An activation channel 100x the others (its weights 100x smaller): the search smooths it, with one of its
+ * candidates, and its s is the formula's for that alpha (max|X_j| over all samples);
+ * the held-out output error it reports drops by far more than the 1 dB it needs. */
+Test(smooth_quant, search_smooths_an_outlier_channel)
+{
+    sr_outlier_weights();
+    oq_model *m = sr_model(sr_w);
+    char *dir = sr_samples(100.0f);
+    oq_model *before = pp_clone(m);
+    char pl[700];
+    snprintf(pl, sizeof pl, "smooth-quant{search=true,data=\"%s\",threads=1}", dir);
+    oq_pass_result r = tp_run(m, pl);
+    cr_assert_eq(tp_stat(&r, "layers_smoothed"), 1);
+    cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
+    const char *rec = sr_record(m);
+    cr_assert(rec && strstr(rec, "\"alpha\":\"search\"") && strstr(rec, "\"range\":\"minmax\""), "%s", rec);
+    const char *ap = strstr(rec, ",\"alpha\":"), *b4 = strstr(rec, "heldout_sqnr_db_before\":"),
+               *af = strstr(rec, "heldout_sqnr_db_after\":");
+    cr_assert(ap && b4 && af, "%s", rec);
+    double alpha = atof(ap + 9), db_before = atof(b4 + 24), db_after = atof(af + 23);
+    bool candidate = false;
+    for (double a = 0.3; a < 0.95; a += 0.1)
+        candidate |= fabs(alpha - a) < 1e-9;
+    cr_assert(candidate, "alpha %g", alpha);
+    cr_assert(db_after > db_before + 10, "held-out SQNR %g -> %g dB", db_before, db_after);
+    /* s from the formula: channel j's max |x| over the 8 samples, row j's max |W| */
+    const float *c = tp_floats(tp_find_op(m, "Mul")->inputs[1]);
+    for (int j = 0; j < SR_K; j++) {
+        double xmax = 0;
+        for (int i = j; i < SR_SAMPLES * SR_ROWS * SR_K; i += SR_K)
+            xmax = fmax(xmax, fabs(unit((uint32_t)i) * (j == 0 ? 100.0 : 1.0)));
+        assert_close_rel(c[j], 1.0 / sq_scale(xmax, row_absmax(sr_w, j, SR_N), alpha), "c", j);
+    }
+    finish(before, m, (int64_t[]){SR_ROWS, SR_K}, 2, dir);
+}
+
+/* Every channel with the same peak and every weight row with the same peak: every s_j
+ * is the same number, quantization is the same up to scale, nothing is gained: the
+ * input is left alone (the model is not changed). outlier-ratio skips inputs whose
+ * largest channel peak is not that many times the median one. */
+Test(smooth_quant, search_leaves_what_it_cannot_improve)
+{
+    for (int j = 0; j < SR_K; j++) /* every row: a rotation of the same 6 values */
+        for (int n = 0; n < SR_N; n++)
+            sr_w[j * SR_N + n] = (float[]){0.5f, -1.0f, 0.25f, 0.75f, -0.125f, 0.375f}[(n + j) % SR_N];
+    static float x[SR_SAMPLES * SR_ROWS * SR_K];
+    for (int i = 0; i < SR_SAMPLES * SR_ROWS * SR_K; i++) /* rows 0 and 1 reach +-1 in every channel */
+        x[i] = (i / SR_K) % SR_ROWS == 0 ? 1.0f : (i / SR_K) % SR_ROWS == 1 ? -1.0f : unit((uint32_t)i) * 0.9f;
+    char *dir = write_samples(x, SR_SAMPLES, (int64_t[]){SR_ROWS, SR_K}, 2);
+    oq_model *m = sr_model(sr_w);
+    char pl[700];
+    snprintf(pl, sizeof pl, "smooth-quant{search=true,data=\"%s\",threads=1}", dir);
+    oq_pass_result r = tp_run(m, pl);
+    cr_assert_eq(tp_stat(&r, "inputs_left"), 1);
+    cr_assert_eq(tp_stat(&r, "layers_smoothed"), 0);
+    cr_assert_float_eq(tp_floats(tp_find_op(m, "Mul")->inputs[1])[0], 1.0f, 0);
+    oq_model_free(m);
+    free(dir);
+
+    sr_outlier_weights();
+    dir = sr_samples(100.0f);
+    m = sr_model(sr_w);
+    snprintf(pl, sizeof pl, "smooth-quant{search=true,outlier-ratio=1000,data=\"%s\",threads=1}", dir);
+    r = tp_run(m, pl);
+    cr_assert_eq(tp_stat(&r, "inputs_left"), 1, "a peak ratio of about 100 is below 1000");
+    oq_model_free(m);
+    free(dir);
+}
+
+/* calibrate gives the inputs the search smoothed their exact min/max (the range the
+ * search judged them with) whatever the method; other tensors get the method's range. */
+Test(smooth_quant, calibrate_keeps_min_max_for_searched_inputs)
+{
+    sr_outlier_weights();
+    char *dir = sr_samples(100.0f);
+    for (int on = 0; on < 2; on++) {
+        oq_model *m = sr_model(sr_w);
+        char pl[900];
+        snprintf(pl, sizeof pl,
+                 "smooth-quant{search=true,data=\"%s\",threads=1},calibrate{data=\"%s\",method=percentile,"
+                 "percentile=90,smoothed-minmax=%s,threads=1}", dir, dir, on ? "true" : "false");
+        oq_pass_result r = tp_run(m, pl);
+        cr_assert_eq(tp_stat(&r, "smoothed_minmax"), on ? 1 : 0);
+        const char *js = NULL;
+        for (size_t k = 0; k < m->metadata.count; k++)
+            if (!strcmp(m->metadata.items[k].key, OQ_CALIB_METADATA_KEY))
+                js = m->metadata.items[k].value;
+        oq_calib_table t;
+        cr_assert_eq(oq_calib_table_from_json(js, &t, NULL), OQ_OK);
+        const char *xs = tp_find_op(m, "MatMul")->inputs[0]->name;
+        bool seen_x = false, seen_y = false;
+        for (size_t i = 0; i < t.count; i++) {
+            const oq_calib_entry *e = &t.items[i];
+            if (!strcmp(e->name, xs)) {
+                seen_x = true;
+                if (on)
+                    cr_assert(e->lo == e->min && e->hi == e->max, "%s: [%g, %g] vs min/max [%g, %g]", xs, e->lo,
+                              e->hi, e->min, e->max);
+                else
+                    cr_assert(e->hi < e->max, "%s: percentile 90 clips (hi %g, max %g)", xs, e->hi, e->max);
+            }
+            if (!strcmp(e->name, "y")) {
+                seen_y = true;
+                cr_assert(e->hi < e->max, "y: percentile 90 clips (hi %g, max %g)", e->hi, e->max);
+            }
+        }
+        cr_assert(seen_x && seen_y);
+        oq_calib_table_free(&t);
+        oq_model_free(m);
+    }
+    free(dir);
+}

@@ -22,6 +22,8 @@
 #include "cli/quantize_fallback.h"
 #include "cli/quantize_report.h"
 
+#define SMOOTH_AUTO (-2.0) /* --smooth-quant auto */
+
 typedef struct qconfig {
     const char *mode;           /* "static" (calibrated QDQ), "dynamic" (quantize-dynamic) or
                                  * "weight-only" (quantize-weights) */
@@ -58,7 +60,8 @@ typedef struct qconfig {
     int bias_correction;        /* 1 --bias-correction, 0 --no-bias-correction, -1 the target's */
     const char *src_bias_correction;
     bool fallback;              /* --target-sqnr given */
-    double smooth_quant;        /* --smooth-quant ALPHA in [0, 1]; < 0: off */
+    double smooth_quant;        /* --smooth-quant ALPHA in [0, 1]; SMOOTH_AUTO; < 0 otherwise: off */
+    bool smooth_asked;          /* --smooth-quant or the config file set it (else: the default) */
     bool pair_limit;            /* int8 weights for a target whose CPU saturates u8 x s8 pairs */
     int64_t opset_in, opset_target;
     bool fold_bias, qdq_cleanup;
@@ -90,7 +93,7 @@ static void config_default(qconfig *c)
     c->target = "ort-x86";
     c->prepare = -1;
     c->bias_correction = -1;
-    c->smooth_quant = -1;
+    c->smooth_quant = SMOOTH_AUTO; /* static mode with calibration data; off otherwise */
     c->include_nodes = "";
     c->exclude_nodes = "";
     c->overrides = "";
@@ -105,6 +108,11 @@ static void config_default(qconfig *c)
 static bool weight_only(const qconfig *c)
 {
     return strcmp(c->mode, "weight-only") == 0;
+}
+
+static bool smooth_on(const qconfig *c)
+{
+    return c->smooth_quant >= 0 || c->smooth_quant == SMOOTH_AUTO;
 }
 
 static void help(FILE *f)
@@ -154,9 +162,11 @@ static void help(FILE *f)
             "                         Conv/Gemm's bias its mean output error against the float model on\n"
             "                         16 calibration samples, layer by layer (default: on for static mode\n"
             "                         on the ort-* targets; docs/quantize.md \"Bias correction\")\n"
-            "  --smooth-quant ALPHA   SmoothQuant before calibration: per input channel of MatMul/Gemm,\n"
-            "                         s = max|X|^ALPHA / max|W|^(1-ALPHA); X / s, W * s (ALPHA in [0, 1],\n"
-            "                         typical 0.5; the float model stays equivalent; docs/passes/smooth-quant.md)\n\n"
+            "  --smooth-quant auto|off|ALPHA  SmoothQuant before calibration: per input channel j of a\n"
+            "                         MatMul/Gemm, s = max|X|^ALPHA / max|W|^(1-ALPHA); X / s, W * s (the float\n"
+            "                         model stays equivalent). auto (default in static mode): ALPHA in 0.3..0.9\n"
+            "                         or none per input, by the layers' output error on held-out calibration\n"
+            "                         samples; smoothed inputs get min/max ranges (docs/passes/smooth-quant.md)\n\n"
             "calibration data:\n"
             "  --calib DIR            one subfolder per sample with <input>.pb/.npy or input_N.pb,\n"
             "                         or a flat folder of .npy/.pb files (one-input models)\n"
@@ -446,10 +456,13 @@ static char *build_pipeline(qconfig *c, bool progress)
         sadd(&b, "}");
         return b.p;
     }
-    if (c->smooth_quant >= 0 && (c->calib || c->calib_images || c->calib_random > 0)) {
+    if (smooth_on(c) && (c->calib || c->calib_images || c->calib_random > 0)) {
         sadd(&b, ",smooth-quant");
         f = true;
-        soptf(&b, &f, "alpha", "%.17g", c->smooth_quant);
+        if (c->smooth_quant == SMOOTH_AUTO)
+            soptb(&b, &f, "search", true);
+        else
+            soptf(&b, &f, "alpha", "%.17g", c->smooth_quant);
         source_opts(&b, &f, c);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
         soptb(&b, &f, "progress", progress);
@@ -589,7 +602,9 @@ static void write_config(json_writer *w, const qconfig *c)
         json_kv_double(w, "gptq_damp", c->gptq_damp);
     }
     json_key(w, "smooth_quant"); /* null: off */
-    if (c->smooth_quant >= 0)
+    if (c->smooth_quant == SMOOTH_AUTO)
+        json_string(w, "auto");
+    else if (c->smooth_quant >= 0)
         json_double(w, c->smooth_quant);
     else
         json_null(w);
@@ -696,12 +711,17 @@ static int load_config(qconfig *c, const cJSON *j, const char *path)
             continue;
         }
         else if (!strcmp(k, "smooth_quant")) {
+            c->smooth_asked = true;
             if (cJSON_IsNull(v)) {
                 c->smooth_quant = -1;
                 continue;
             }
+            if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) {
+                c->smooth_quant = SMOOTH_AUTO;
+                continue;
+            }
             if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1)) {
-                cli_error("quantize", "%s: key \"%s\" must be null or a number in [0, 1]", path, k);
+                cli_error("quantize", "%s: key \"%s\" must be null, \"auto\" or a number in [0, 1]", path, k);
                 return -1;
             }
             c->smooth_quant = v->valuedouble;
@@ -1009,10 +1029,17 @@ int cmd_quantize(int argc, char **argv)
             }
         }
         else if (strcmp(a, "--smooth-quant") == 0 && has) {
-            bad = parse_f64(v, &c.smooth_quant);
+            c.smooth_asked = true;
+            if (!strcmp(v, "auto"))
+                c.smooth_quant = SMOOTH_AUTO;
+            else if (!strcmp(v, "off"))
+                c.smooth_quant = -1;
+            else
+                bad = parse_f64(v, &c.smooth_quant);
             i++;
-            if (!bad && !(c.smooth_quant >= 0 && c.smooth_quant <= 1)) {
-                cli_error("quantize", "--smooth-quant %s: must be in [0, 1] (typical 0.5)", v);
+            if (!bad && !(c.smooth_quant >= 0 && c.smooth_quant <= 1) && c.smooth_quant != SMOOTH_AUTO &&
+                strcmp(v, "off") != 0) {
+                cli_error("quantize", "--smooth-quant %s: auto, off or a number in [0, 1] (typical 0.5)", v);
                 rc = CLI_BAD;
                 goto done;
             }
@@ -1118,7 +1145,9 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     }
     bool dynamic = strcmp(c.mode, "dynamic") == 0;
-    if (dynamic && c.smooth_quant >= 0) {
+    if (!c.smooth_asked && (dynamic || weight_only(&c) || (!c.calib && !c.calib_images && c.calib_random <= 0)))
+        c.smooth_quant = -1; /* the default applies to static mode with calibration data */
+    if (dynamic && smooth_on(&c)) {
         cli_error("quantize", "--smooth-quant is for --mode static (it moves activation outliers into weights "
                               "before activations are quantized)");
         rc = CLI_BAD;
@@ -1162,7 +1191,7 @@ int cmd_quantize(int argc, char **argv)
     if (weight_only(&c) && nsrc > 0 && strcmp(c.algo, "rtn") == 0 && !quiet)
         fprintf(stderr, "onnxq quantize: note: --algo rtn uses no calibration data (the samples are ignored; "
                         "--algo gptq uses them)\n");
-    if (weight_only(&c) && c.smooth_quant >= 0) {
+    if (weight_only(&c) && smooth_on(&c)) {
         cli_error("quantize", "--smooth-quant is for --mode static (it moves activation outliers into weights "
                               "before activations are quantized)");
         rc = CLI_BAD;
@@ -1185,7 +1214,7 @@ int cmd_quantize(int argc, char **argv)
         c.bias_correction = 0; /* --overrides alone: nothing to measure with */
         c.src_bias_correction = "data";
     }
-    if (nsrc == 0 && c.smooth_quant >= 0) {
+    if (nsrc == 0 && smooth_on(&c)) {
         cli_error("quantize", "--smooth-quant needs calibration data: give --calib DIR, --calib-images DIR or "
                               "--calib-random N");
         rc = CLI_BAD;
