@@ -622,14 +622,12 @@ static void scales_for(const float *xm, const double *wmax, int64_t K, double al
 
 /* search: g->alpha = the candidate with the smallest held-out output error, or -1 (left
  * alone) when X has no outlier channels, there is nothing to judge on, or the best
- * candidate does not cut the error by SQ_GAIN_FOLD (1/s folded into X's producer: free)
- * or SQ_GAIN_MUL (a Mul would be inserted: one more float op at run time). */
-#define SQ_GAIN_FOLD 0.8  /* about 1 dB */
-#define SQ_GAIN_MUL 0.5   /* about 3 dB */
+ * candidate does not cut the error by gain_db (1/s folded into X's producer: free) or
+ * gain_mul_db (a Mul would be inserted: one more float op at run time). */
 static bool only_layers_use(const sq_group *g);
 static bool can_fold(const oq_value *x, int64_t K, int depth);
 
-static oq_status search_alpha(sq_group *g, double ratio_min, oq_diag *d)
+static oq_status search_alpha(sq_group *g, double ratio_min, double gain_db, double gain_mul_db, oq_diag *d)
 {
     int64_t K = g->K;
     g->alpha = -1;
@@ -706,7 +704,7 @@ static oq_status search_alpha(sq_group *g, double ratio_min, oq_diag *d)
             best_alpha = search_alphas[a];
         }
     }
-    double gain = only_layers_use(g) && can_fold(g->x, K, 0) ? SQ_GAIN_FOLD : SQ_GAIN_MUL;
+    double gain = pow(10.0, -(only_layers_use(g) && can_fold(g->x, K, 0) ? gain_db : gain_mul_db) / 10.0);
     if (best <= gain * g->err_off) {
         g->err_best = best;
         g->alpha = best_alpha;
@@ -863,6 +861,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     double ratio_min = oq_pass_opt_float(opts, "outlier-ratio", 1.0);
     if (!(ratio_min >= 1))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: outlier-ratio %g must be >= 1", ratio_min);
+    double gain_db = oq_pass_opt_float(opts, "min-gain-db", 1.0), gain_mul_db = oq_pass_opt_float(opts, "min-gain-mul-db", 3.0);
+    if (!(gain_db >= 0) || !(gain_mul_db >= 0))
+        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: min-gain-db and min-gain-mul-db must be >= 0");
     if (!m->graph)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
     sq_ctx c;
@@ -940,7 +941,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         else if (!g->seen)
             oq_pass_stat_add(res, "inputs_not_observed", 1);
-        else if (search && (st = search_alpha(g, ratio_min, d)) != OQ_OK)
+        else if (search && (st = search_alpha(g, ratio_min, gain_db, gain_mul_db, d)) != OQ_OK)
             break;
         else if (g->alpha < 0)
             oq_pass_stat_add(res, "inputs_left", 1);
@@ -988,6 +989,9 @@ static const oq_pass_option_def options[] = {
      "choose alpha per input (0.3..0.9, or none) by the layer outputs' error on held-out calibration samples"},
     {"outlier-ratio", OQ_OPT_FLOAT, "1",
      "search: only inputs whose largest channel peak is at least this many times the median one"},
+    {"min-gain-db", OQ_OPT_FLOAT, "1", "search: smooth only when the held-out output SQNR rises by this much"},
+    {"min-gain-mul-db", OQ_OPT_FLOAT, "3",
+     "search: the same where 1/s cannot be folded into X's producer and a Mul is inserted"},
     OQ_PASS_CALIB_SOURCE_OPTIONS,
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},
