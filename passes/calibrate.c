@@ -106,8 +106,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         o.nan_policy = OQ_NAN_ERROR;
     else if (strcmp(np, "ignore") == 0)
         o.nan_policy = OQ_NAN_IGNORE;
+    else if (strcmp(np, "quantized") == 0)
+        o.nan_policy = OQ_NAN_QUANTIZED;
     else
-        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: nan-policy \"%s\" unknown (error, ignore)", np);
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: nan-policy \"%s\" unknown (quantized, error, ignore)", np);
     o.threads = (int)oq_pass_opt_int(opts, "threads", 0);
     oq_calib_progress_state ps;
     memset(&ps, 0, sizeof ps);
@@ -169,7 +171,9 @@ static const oq_pass_option_def options[] = {
     {"dtype", OQ_OPT_STRING, "uint8", "activation type the range is chosen for"},
     {"symmetric", OQ_OPT_BOOL, "false", "symmetric activation ranges"},
     {"reduce-range", OQ_OPT_BOOL, "false", "ranges for one bit less"},
-    {"nan-policy", OQ_OPT_STRING, "error", "error: stop at the first NaN/Inf; ignore: exclude and count"},
+    {"nan-policy", OQ_OPT_STRING, "error",
+     "error: stop at the first NaN/Inf; ignore: exclude and count; quantized: as ignore, and insert-qdq refuses "
+     "to quantize a tensor that had any"},
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"op-types", OQ_OPT_STRING, "", "observe only inputs/outputs of these op types (comma-separated; empty: every float tensor)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},

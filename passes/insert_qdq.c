@@ -250,6 +250,24 @@ static bool table_range(qctx *c, const oq_value *v, float *lo, float *hi)
     return true;
 }
 
+/* nan-policy quantized: a tensor that had NaN/Inf on the calibration samples is not
+ * quantized (its range says nothing about those values): the error names it. */
+static oq_status check_finite(qctx *c, const oq_value *v)
+{
+    const oq_calib_entry *e = c->have_table ? oq_calib_table_find_value(&c->table, v) : NULL;
+    if (!e || !c->table.nonfinite_error || (!e->nan_count && !e->inf_count))
+        return OQ_OK;
+    char lb[256];
+    const oq_node *p = v->kind == OQ_VALUE_NODE ? v->producer : NULL;
+    return oq_diag_add(c->d, OQ_SEV_ERROR, OQ_ERR_NUMERIC, NULL, p ? oq_node_label(p, lb, sizeof lb) : NULL,
+                       p ? p->op_type : NULL,
+                       "tensor \"%s\"%s has %s (%llu NaN, %llu Inf) on the calibration samples, first on sample %s, "
+                       "and would be quantized (--nan-policy ignore quantizes it from its finite values)",
+                       v->name, p ? "" : " (graph input)", e->nan_count ? "NaN" : "Inf",
+                       (unsigned long long)e->nan_count, (unsigned long long)e->inf_count,
+                       e->first_nonfinite ? e->first_nonfinite : "?");
+}
+
 /* Overrides: {"tensor": {"scale": s, "zero_point": z, "dtype": "uint8", "min": a, "max": b}} */
 static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp, int32_t *dtype)
 {
@@ -389,6 +407,9 @@ static oq_status compute(qctx *c, const oq_value *v)
                 return st;
         } else if (q->mark == MK_GROUP) {
             int gi = q->group;
+            oq_status fs = check_finite(c, v);
+            if (fs != OQ_OK)
+                return fs;
             if (!c->group_done[gi]) {
                 if (!(c->group_lo[gi] <= c->group_hi[gi]))
                     return oq_diag_error(c->d, OQ_ERR_USAGE,
@@ -404,6 +425,9 @@ static oq_status compute(qctx *c, const oq_value *v)
             q->zp = c->group_zp[gi];
         } else {
             float lo, hi;
+            oq_status fs = check_finite(c, v);
+            if (fs != OQ_OK)
+                return fs;
             if (!table_range(c, v, &lo, &hi))
                 return oq_diag_error(c->d, OQ_ERR_USAGE,
                                      "tensor \"%s\": no calibration range (run the calibrate pass first, or give it in the overrides file)",

@@ -31,6 +31,8 @@ EXAMPLES = [
     ("docs/run.md", "onnxq run models/shapes_cnn.onnx --random --dim N=2 --json -"),
     ("docs/quantize.md", "--calib nan --quiet\n"),
     ("docs/quantize.md", "--calib nan --nan-policy ignore 2>&1 | grep warning"),
+    ("docs/quantize.md", "--calib infcalib 2>&1 | grep note:"),
+    ("docs/quantize.md", "--calib infcalib --nan-policy error --quiet"),
     ("docs/quantize.md", "-o r.onnx --calib-random 8 2>&1 | grep warning"),
     ("docs/quantize.md", "--calib models/calib --print-config\n"),
     ("docs/quantize.md", "--calib models/calib 2>&1 | grep bias"),

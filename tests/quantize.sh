@@ -231,6 +231,19 @@ if [ -f "$T/nancalib/s1/image.npy" ]; then
   grep -q 'tensor "image".*has NaN.*nancalib/s1' "$T/nan.err" || { cat "$T/nan.err"; bad "NaN: message"; }
   "$EXE" quantize "$MODEL" -o "$T/nan2.onnx" --calib "$T/nancalib" --nan-policy ignore 2> "$T/nan2.err" || bad "NaN ignore failed"
   grep -q "NaN and 0 Inf values excluded" "$T/nan2.err" || { cat "$T/nan2.err"; bad "NaN ignore: no report"; }
+  # the default (--nan-policy quantized) names the first sample, not the element; error: the element
+  grep -q 'would be quantized' "$T/nan.err" || { cat "$T/nan.err"; bad "NaN default: message"; }
+  "$EXE" quantize "$MODEL" -o "$T/nan3.onnx" --calib "$T/nancalib" --nan-policy error --quiet 2> "$T/nan3.err"; rc=$?
+  [ $rc = 2 ] && grep -q 'first at element 651) on sample .*nancalib/s1' "$T/nan3.err" || { cat "$T/nan3.err"; bad "NaN error policy"; }
+  [ -e "$T/nan.onnx" ] || [ -e "$T/nan3.onnx" ] && bad "NaN: an output was written"
+fi
+# -Inf in a tensor that is never quantized (Log(0) clamped by Max before a MatMul): the
+# default quantizes the model, with one note; --nan-policy error refuses it
+if /usr/bin/python3 "$SRC/docs/examples/make.py" "$T/ex" >/dev/null 2>&1; then
+  "$EXE" quantize "$T/ex/inf_mask.onnx" -o "$T/inf.onnx" --calib "$T/ex/infcalib" 2> "$T/inf.err" || { cat "$T/inf.err"; bad "-Inf in a float tensor: refused"; }
+  grep -q 'note: calibration: 0 NaN and 12 Inf values in 2 tensors (first: "t")' "$T/inf.err" || { cat "$T/inf.err"; bad "-Inf: note"; }
+  "$EXE" quantize "$T/ex/inf_mask.onnx" -o "$T/inf2.onnx" --calib "$T/ex/infcalib" --nan-policy error --quiet 2> "$T/inf2.err"
+  [ $? = 2 ] && grep -q 'tensor "t" has -Inf' "$T/inf2.err" || { cat "$T/inf2.err"; bad "-Inf with --nan-policy error"; }
 fi
 
 # ONNX backend test data layout (test_data_set_N/input_N.pb), two inputs (x and W both

@@ -14,6 +14,8 @@ by path):
   broken.onnx     an Add reading a value nothing produces (docs/check.md)
   nan_model.onnx  y = Relu(Sqrt(x - 0.5)): NaN for x < 0.5 (docs/run.md)
   ints.onnx       float, int64, bool and float16 inputs (docs/data.md)
+  inf_mask.onnx   y = MatMul(Max(0.5 * Log(x), -10), W): Log(0) = -Inf in a tensor that is
+                  never quantized; infcalib/: 6 samples with a 0 in x (docs/quantize.md)
   outlier.onnx    models/shapes_cnn.onnx with one conv2 weight 40x the largest
                   (docs/verify.md, docs/quantize.md; needs models/shapes_cnn.onnx)
   nan/            two calibration samples for shapes_cnn, s1 with one NaN
@@ -111,6 +113,21 @@ def main(out):
                      vi("flag", TensorProto.BOOL, [3]), vi("h", TensorProto.FLOAT16, [2])],
                     [vi("y", F, ["batch", 2]), vi("s", F, []), vi("k", F, [3]), vi("hf", F, [2])],
                     [nh.from_array(W, "W")]), p("ints.onnx"))
+
+    # inf_mask.onnx and infcalib/
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Log", ["x"], ["t"], name="log"),
+             helper.make_node("Mul", ["t", "k"], ["tk"], name="mul"),
+             helper.make_node("Max", ["tk", "lo"], ["u"], name="clampmin"),
+             helper.make_node("MatMul", ["u", "W"], ["y"], name="mm")]
+    onnx.save(model(nodes, [vi("x", F, [2, 8])], [vi("y", F, [2, 4])],
+                    [nh.from_array(rng.standard_normal((8, 4)).astype(np.float32), "W"),
+                     nh.from_array(f32(0.5), "k"), nh.from_array(f32(-10), "lo")]), p("inf_mask.onnx"))
+    for k in range(6):
+        os.makedirs(p(os.path.join("infcalib", "s%d" % k)), exist_ok=True)
+        x = rng.uniform(0, 2, (2, 8)).astype(np.float32)
+        x[0, k] = 0.0
+        np.save(p(os.path.join("infcalib", "s%d" % k, "x.npy")), x)
 
     shapes = os.path.join(REPO, "models", "shapes_cnn.onnx")
     calib = os.path.join(REPO, "models", "calib")

@@ -19,7 +19,9 @@
  * Non-finite values: under OQ_NAN_ERROR the first NaN/Inf stops calibration with one
  * line naming the tensor, the node that produced it and the sample; under
  * OQ_NAN_IGNORE they are excluded from the statistics, counted per tensor, and
- * oq_calibrate adds one warning with the totals at the end.
+ * oq_calibrate adds one warning with the totals at the end; OQ_NAN_QUANTIZED counts them
+ * the same way (and the first sample that had them, per tensor) and leaves the verdict to
+ * insert-qdq: an error only for a tensor it would quantize.
  *
  * The table travels between the `calibrate` and `insert-qdq` passes as JSON in the
  * model's metadata_props under OQ_CALIB_METADATA_KEY (insert-qdq removes it).
@@ -148,6 +150,7 @@ typedef struct oq_calib_entry {
      * held-out samples (false: on the samples it was fit on) */
     const char *choice;
     bool held_out;
+    char *first_nonfinite;    /* malloc'ed: the first sample with NaN/Inf here, or NULL */
 } oq_calib_entry;
 
 typedef struct oq_calib_table {
@@ -158,6 +161,7 @@ typedef struct oq_calib_table {
     double percentile;
     uint64_t nan_total, inf_total;
     uint64_t held_out_samples; /* method auto: samples held out to score the candidates */
+    bool nonfinite_error;     /* OQ_NAN_QUANTIZED: quantizing a tensor with NaN/Inf is an error */
 } oq_calib_table;
 
 /* Method auto holds out every OQ_CALIB_HOLDOUT_EVERY-th sample (k % 4 == 3, k from 0):

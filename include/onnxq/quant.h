@@ -33,7 +33,9 @@ extern "C" {
 
 typedef enum oq_nan_policy {
     OQ_NAN_ERROR = 0,  /* any NaN/Inf stops: OQ_ERR_NUMERIC */
-    OQ_NAN_IGNORE = 1  /* exclude them from the statistics and count them */
+    OQ_NAN_IGNORE = 1, /* exclude them from the statistics and count them */
+    OQ_NAN_QUANTIZED = 2 /* calibration: as IGNORE, and insert-qdq refuses to quantize a
+                          * tensor that had any (oq_calib_table.nonfinite_error) */
 } oq_nan_policy;
 
 typedef struct oq_nonfinite {

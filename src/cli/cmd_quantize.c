@@ -85,7 +85,7 @@ static void config_default(qconfig *c)
     c->scale = 255.0;
     c->method = "percentile";
     c->percentile = 0; /* 0: the activation type's default (oq_default_percentile) */
-    c->nan_policy = "error";
+    c->nan_policy = "quantized";
     /* act_dtype, weight_dtype, weight_symmetric and op_types come from the target unless
      * an option or the config file sets them (resolve_target) */
     c->weight_symmetric = true;
@@ -184,7 +184,8 @@ static void help(FILE *f)
             "                         whichever errs least on held-out calibration samples\n"
             "  --percentile P         for percentile (default 99.99; 99.999 for 16-bit activations)\n"
             "  --averaging C          minmax moving-average constant in (0,1]\n"
-            "  --nan-policy P         error (default) | ignore (exclude NaN/Inf, report counts)\n"
+            "  --nan-policy P         quantized (default: stop when a tensor that would be quantized\n"
+            "                         had NaN/Inf) | error (any observed tensor) | ignore (exclude, count)\n"
             "quantization:\n"
             "  --act-dtype T          uint8 (targets' default) | int8 | uint16 | int16 (16-bit: opset 21)\n"
             "  --act-symmetric        symmetric activations\n"

@@ -629,6 +629,7 @@ typedef struct obs_slot {
     const oq_value *v;
     oq_observer obs;
     oq_observer *held;       /* auto: the held-out samples' observer (obs: the others) */
+    char *first_nonfinite;   /* the first sample with NaN/Inf in this tensor (malloc'ed) */
 } obs_slot;
 
 typedef struct cal_ctx {
@@ -658,6 +659,8 @@ static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_te
         c->st = st;
         return;
     }
+    if ((nf.nan_count || nf.inf_count) && !s->first_nonfinite && c->label)
+        s->first_nonfinite = strdup(c->label); /* NULL when out of memory: the message says less */
     if (c->policy == OQ_NAN_ERROR && (nf.nan_count || nf.inf_count)) {
         char lb[256];
         float bad = ((const float *)t->data)[nf.first_index];
@@ -935,6 +938,8 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
         e->count = ob->count + (hb ? hb->count : 0);
         e->nan_count = ob->nan_count + (hb ? hb->nan_count : 0);
         e->inf_count = ob->inf_count + (hb ? hb->inf_count : 0);
+        e->first_nonfinite = c.slots[i].first_nonfinite;
+        c.slots[i].first_nonfinite = NULL;
         out->nan_total += e->nan_count;
         out->inf_total += e->inf_count;
         if (e->nan_count || e->inf_count) {
@@ -953,11 +958,19 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
         if (st != OQ_OK)
             goto done;
     }
-    if (n_bad_tensors)
+    out->nonfinite_error = o->nan_policy == OQ_NAN_QUANTIZED;
+    if (n_bad_tensors && o->nan_policy == OQ_NAN_QUANTIZED)
+        oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, NULL, NULL,
+                    "calibration: %llu NaN and %llu Inf values in %zu tensors (first: \"%s\"), left out of the "
+                    "statistics; quantizing one of them is refused",
+                    (unsigned long long)out->nan_total, (unsigned long long)out->inf_total, n_bad_tensors, first_bad);
+    else if (n_bad_tensors)
         oq_diag_warn(d, "calibration: %llu NaN and %llu Inf values excluded from the statistics, in %zu tensors (first: \"%s\")",
                      (unsigned long long)out->nan_total, (unsigned long long)out->inf_total,
                      n_bad_tensors, first_bad);
 done:
+    for (size_t i = 0; c.slots && i < c.n_slots; i++)
+        free(c.slots[i].first_nonfinite);
     free(c.slots);
     free(held);
     free(c.by_id);
@@ -968,8 +981,10 @@ done:
 
 void oq_calib_table_free(oq_calib_table *t)
 {
-    for (size_t i = 0; i < t->count; i++)
+    for (size_t i = 0; i < t->count; i++) {
         free(t->items[i].name);
+        free(t->items[i].first_nonfinite);
+    }
     free(t->items);
     memset(t, 0, sizeof(*t));
 }
@@ -1077,6 +1092,26 @@ char *oq_calib_table_to_json(const oq_calib_table *t)
             ok = cJSON_AddStringToObject(ch, e->name, nm) != NULL;
         }
     }
+    if (ok && (t->nonfinite_error || t->nan_total || t->inf_total)) {
+        /* "nonfinite": {"tensor": [nan, inf, "first sample"]} */
+        cJSON *nf = NULL;
+        ok = (!t->nonfinite_error || cJSON_AddTrueToObject(root, "nonfinite_error")) &&
+             (nf = cJSON_AddObjectToObject(root, "nonfinite"));
+        for (size_t i = 0; ok && i < t->count; i++) {
+            const oq_calib_entry *e = &t->items[i];
+            if (!e->nan_count && !e->inf_count)
+                continue;
+            char a[32], b[32];
+            snprintf(a, sizeof a, "%llu", (unsigned long long)e->nan_count);
+            snprintf(b, sizeof b, "%llu", (unsigned long long)e->inf_count);
+            cJSON *arr = cJSON_CreateArray();
+            ok = arr && oq_json_add_raw(arr, NULL, a) && oq_json_add_raw(arr, NULL, b) &&
+                 cJSON_AddItemToArray(arr, cJSON_CreateString(e->first_nonfinite ? e->first_nonfinite : "")) &&
+                 cJSON_AddItemToObject(nf, e->name, arr);
+            if (!ok)
+                cJSON_Delete(arr);
+        }
+    }
     char *s = ok ? cJSON_PrintUnformatted(root) : NULL; /* malloc'ed (cJSON's default hooks) */
     cJSON_Delete(root);
     return s;
@@ -1172,6 +1207,25 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
     const cJSON *hs = oq_json_get(j, "held_out_samples");
     if (cJSON_IsNumber(hs) && hs->valuedouble >= 0 && hs->valuedouble < 1e18)
         out->held_out_samples = (uint64_t)hs->valuedouble;
+    out->nonfinite_error = cJSON_IsTrue(oq_json_get(j, "nonfinite_error"));
+    const cJSON *nf = oq_json_get(j, "nonfinite"), *x;
+    if (!cJSON_IsObject(nf))
+        nf = NULL;
+    cJSON_ArrayForEach(x, nf) {
+        oq_calib_entry *e = x->string ? (oq_calib_entry *)oq_calib_table_find(out, x->string) : NULL;
+        const cJSON *na = cJSON_GetArrayItem(x, 0), *ni = cJSON_GetArrayItem(x, 1), *f = cJSON_GetArrayItem(x, 2);
+        if (!e || !cJSON_IsNumber(na) || !cJSON_IsNumber(ni) || !(na->valuedouble >= 0 && na->valuedouble < 1e18) ||
+            !(ni->valuedouble >= 0 && ni->valuedouble < 1e18))
+            continue;
+        e->nan_count = (uint64_t)na->valuedouble;
+        e->inf_count = (uint64_t)ni->valuedouble;
+        out->nan_total += e->nan_count;
+        out->inf_total += e->inf_count;
+        if (cJSON_IsString(f) && *f->valuestring && !(e->first_nonfinite = strdup(f->valuestring))) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
     cJSON_Delete(j);
     return OQ_OK;
 fail:
