@@ -55,13 +55,18 @@ static void micro_generic(const float *ap, const float *panel, int64_t K, float 
 #define OQ_HAVE_X86_PATHS 1
 #include <immintrin.h>
 
-/* AVX2 + FMA: 6 x 16 (12 ymm accumulators) */
-__attribute__((target("avx2,fma"))) static void micro_avx2(const float *ap, const float *panel,
-                                                           int64_t K, float *tile)
+/* AVX2 + FMA: 6 x 16 (12 ymm accumulators). Row k of the B panel is at p0 + k * NR, or
+ * with off (B read in place) at p0 + off[k]; the body is inlined into each kernel with
+ * off either NULL or not (as for AVX-512 below). */
+#define OQ_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+OQ_AVX2_INLINE void micro_body_avx2(const float *ap, const float *p0, const int64_t *off,
+                                    int64_t K, float *tile)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int64_t k = 0; k < K; k++, ap += 6, panel += NR) {
+    for (int64_t k = 0; k < K; k++, ap += 6) {
+        const float *panel = off ? p0 + off[k] : p0 + k * NR;
         __m256 b0 = _mm256_loadu_ps(panel), b1 = _mm256_loadu_ps(panel + 8);
         __m256 v = _mm256_broadcast_ss(ap);
         c00 = _mm256_fmadd_ps(v, b0, c00);
@@ -94,6 +99,19 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(const float *ap, cons
     _mm256_storeu_ps(tile + 72, c41);
     _mm256_storeu_ps(tile + 80, c50);
     _mm256_storeu_ps(tile + 88, c51);
+}
+
+__attribute__((target("avx2,fma"))) static void micro_avx2(const float *ap, const float *panel,
+                                                           int64_t K, float *tile)
+{
+    micro_body_avx2(ap, panel, NULL, K, tile);
+}
+
+__attribute__((target("avx2,fma"))) static void micro_off_avx2(const float *ap, const float *b,
+                                                               const int64_t *off, int64_t K,
+                                                               float *tile)
+{
+    micro_body_avx2(ap, b, off, K, tile);
 }
 
 /* AVX-512F kernels. Row k of the B panel is at p0 + k * NR, or with off (B read in
@@ -203,7 +221,7 @@ static sgemm_isa pick_isa(void)
     static const sgemm_isa isas[] = {
         {micro_generic, 4, NULL, NULL, NULL},
 #ifdef OQ_HAVE_X86_PATHS
-        {micro_avx2, 6, NULL, NULL, NULL},
+        {micro_avx2, 6, NULL, micro_off_avx2, NULL},
         {micro_avx512, 12, micro2_avx512, micro_off_avx512, micro2_off_avx512},
 #endif
     };
