@@ -182,12 +182,18 @@ typedef struct im2col_ctx {
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define OQ_HAVE_IM2COL_AVX2 1
-/* dst[q] = x[2q] for q < 16, reading only those elements */
+/* dst[q] = x[2q] for q < 16, reading only x[0 .. 30] (the last 8 with a masked load):
+ * the even elements picked with shuffles (a gather is slow on AMD CPUs) */
 __attribute__((target("avx2"))) static void gather16_s2(float *dst, const float *x)
 {
-    const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    _mm256_storeu_ps(dst, _mm256_i32gather_ps(x, idx, 4));
-    _mm256_storeu_ps(dst + 8, _mm256_i32gather_ps(x + 16, idx, 4));
+    const __m256i perm = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    const __m256i m7 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+    __m256 e0 = _mm256_shuffle_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8), 0x88);
+    __m256 e1 = _mm256_shuffle_ps(_mm256_loadu_ps(x + 16), _mm256_maskload_ps(x + 24, m7), 0x88);
+    _mm256_storeu_ps(dst, _mm256_castsi256_ps(
+                              _mm256_permutevar8x32_epi32(_mm256_castps_si256(e0), perm)));
+    _mm256_storeu_ps(dst + 8, _mm256_castsi256_ps(
+                                  _mm256_permutevar8x32_epi32(_mm256_castps_si256(e1), perm)));
 }
 #endif
 
@@ -528,8 +534,9 @@ static void pad_plane(const float *x, int64_t IH, int64_t IW, int64_t ph, int64_
  * computed at once with all taps in registers: acc = bias, then acc + w * x for every
  * tap in (kh, kw) order. Taps falling in the padding add w * 0, so against the generic
  * path (which skips them) only the sign of a zero result can differ; the thread count
- * does not matter either way. Unit or stride 2 along the row. pad must hold
- * dw2d_pad_size() floats. */
+ * does not matter either way. Unit or stride 2 along the row; undilated rows two output
+ * rows and up to 32 columns at a time (dw_blk_avx2). pad must hold dw2d_pad_size()
+ * floats. */
 static int64_t dw2d_pad_w(const dw_job *j)
 {
     int64_t owr = (j->out[2] + 7) / 8 * 8;
@@ -584,47 +591,10 @@ __attribute__((target("avx2"))) static void dw2d_row_any(float *yr, const float 
     }
 }
 
-/* the same for unit stride and dilation and a kernel width known at compile time
- * (KW is a constant at both call sites, so the tap loop unrolls) */
-__attribute__((target("avx2"))) static inline void dw2d_row_k(float *yr, const float *prow,
-                                                              const float *w, float bias,
-                                                              int64_t OW, int64_t KH,
-                                                              int64_t rstep, const int KW)
-{
-    int64_t ow = 0;
-    /* 32 columns: four independent sums hide the add latency */
-    for (; ow + 32 <= OW; ow += 32) {
-        __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t kh = 0; kh < KH; kh++) {
-            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
-            for (int kw = 0; kw < KW; kw++) {
-                __m256 wv = _mm256_set1_ps(wr[kw]);
-                a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw)));
-                a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 8)));
-                a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 16)));
-                a3 = _mm256_add_ps(a3, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + kw + 24)));
-            }
-        }
-        _mm256_storeu_ps(yr + ow, a0);
-        _mm256_storeu_ps(yr + ow + 8, a1);
-        _mm256_storeu_ps(yr + ow + 16, a2);
-        _mm256_storeu_ps(yr + ow + 24, a3);
-    }
-    for (; ow < OW; ow += 8) {
-        __m256 acc = _mm256_set1_ps(bias);
-        for (int64_t kh = 0; kh < KH; kh++) {
-            const float *xr = prow + kh * rstep + ow, *wr = w + kh * KW;
-            for (int kw = 0; kw < KW; kw++)
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(wr[kw]),
-                                                       _mm256_loadu_ps(xr + kw)));
-        }
-        dw_store8(yr + ow, acc, OW - ow);
-    }
-}
-
-/* dw2d_row_k with AVX-512F: 16 columns per register, the same acc + w * x per tap in
- * the same order (no fused multiply-add); the last columns with masked loads and a
- * masked store, so nothing past the row is touched */
+/* AVX-512F, unit stride and dilation, kernel width 3 or 5: 16 columns per register, the
+ * same acc + w * x per tap in the same order as dw2d_row_any (no fused multiply-add);
+ * the last columns with masked loads and a masked store, so nothing past the row is
+ * touched */
 __attribute__((target("avx512f"))) static void dw2d_row_k512(float *yr, const float *prow,
                                                              const float *w, float bias,
                                                              int64_t OW, int64_t KH,
@@ -825,6 +795,102 @@ __attribute__((target("avx512f"))) static void dw_m1_row_512(float *yr, const fl
 #undef P16
 }
 
+/* Unit dilation, column stride SW = 1 or 2, both arithmetics (ort: onnxruntime's, as
+ * dw_ort_row_avx2; else onnxq's, as dw2d_row_any): R output rows (1 or 2, rows ostep
+ * apart in the padded plane) times NV vectors of 8 columns at once, so that up to 8
+ * independent sums hide the add or fused multiply-add latency. Every output is the
+ * same chain of operations in the same tap order as in the one-row kernels; only the
+ * interleaving differs. The last vector stores its first nlast columns. */
+#define DW_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+DW_INLINE void dw_blk_avx2(float *y, int64_t OW, const float *prow, int64_t ostep,
+                           const float *w, float bias, int64_t KH, int64_t rstep,
+                           const int KW, const int SW, const int R, const int NV,
+                           int64_t nlast, const bool ort)
+{
+    __m256 acc[2][4];
+    const __m256 bv = _mm256_set1_ps(bias);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = ort ? _mm256_setzero_ps() : bv;
+    for (int64_t kh = 0; kh < KH; kh++) {
+        const float *wr = w + kh * KW;
+#pragma GCC unroll 5
+        for (int kw = 0; kw < KW; kw++) {
+            __m256 wv = _mm256_set1_ps(wr[kw]);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++) {
+                const float *xr = prow + r * ostep + kh * rstep + kw;
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) {
+                    __m256 xv = SW == 1 ? _mm256_loadu_ps(xr + 8 * v) : dw_load8(xr + 16 * v, 2);
+                    acc[r][v] = ort ? _mm256_fmadd_ps(wv, xv, acc[r][v])
+                                    : _mm256_add_ps(acc[r][v], _mm256_mul_ps(wv, xv));
+                }
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            __m256 o = ort ? _mm256_add_ps(acc[r][v], bv) : acc[r][v];
+            if (v + 1 < NV || nlast == 8)
+                _mm256_storeu_ps(y + r * OW + 8 * v, o);
+            else
+                dw_store8(y + r * OW + 8 * v, o, nlast);
+        }
+}
+
+/* R rows of OW outputs: 32 columns at a time, then the rest in one block */
+DW_INLINE void dw_rows_avx2(float *y, int64_t OW, const float *prow, int64_t ostep,
+                            const float *w, float bias, int64_t KH, int64_t rstep,
+                            const int KW, const int SW, const int R, const bool ort)
+{
+    int64_t ow = 0;
+    for (; ow + 32 <= OW; ow += 32)
+        dw_blk_avx2(y + ow, OW, prow + ow * SW, ostep, w, bias, KH, rstep, KW, SW, R, 4, 8,
+                    ort);
+    int64_t rem = OW - ow, nv = (rem + 7) / 8, nlast = rem - (nv - 1) * 8;
+    const float *p = prow + ow * SW;
+    if (nv == 1)
+        dw_blk_avx2(y + ow, OW, p, ostep, w, bias, KH, rstep, KW, SW, R, 1, nlast, ort);
+    else if (nv == 2)
+        dw_blk_avx2(y + ow, OW, p, ostep, w, bias, KH, rstep, KW, SW, R, 2, nlast, ort);
+    else if (nv == 3)
+        dw_blk_avx2(y + ow, OW, p, ostep, w, bias, KH, rstep, KW, SW, R, 3, nlast, ort);
+    else if (nv == 4)
+        dw_blk_avx2(y + ow, OW, p, ostep, w, bias, KH, rstep, KW, SW, R, 4, nlast, ort);
+}
+
+/* one instance per kernel width (3, 5 unrolled; other widths not), column stride (1,
+ * 2), row count and arithmetic */
+#define DW_ROWS_FN(NAME, KWC, SWC, RC, ORT)                                                 \
+    __attribute__((target("avx2,fma"))) static void NAME(                                 \
+        float *y, int64_t OW, const float *prow, int64_t ostep, const float *w, float bias, \
+        int64_t KH, int64_t rstep, int64_t KW)                                              \
+    {                                                                                       \
+        (void)KW;                                                                           \
+        dw_rows_avx2(y, OW, prow, ostep, w, bias, KH, rstep, KWC, SWC, RC, ORT);            \
+    }
+#define DW_ROWS_FNS(PRE, SWC, ORT)                                                          \
+    DW_ROWS_FN(PRE##_k3r1, 3, SWC, 1, ORT)                                                  \
+    DW_ROWS_FN(PRE##_k3r2, 3, SWC, 2, ORT)                                                  \
+    DW_ROWS_FN(PRE##_k5r1, 5, SWC, 1, ORT)                                                  \
+    DW_ROWS_FN(PRE##_k5r2, 5, SWC, 2, ORT)                                                  \
+    DW_ROWS_FN(PRE##_kar1, (int)KW, SWC, 1, ORT)                                            \
+    DW_ROWS_FN(PRE##_kar2, (int)KW, SWC, 2, ORT)
+DW_ROWS_FNS(dw_rows_s1, 1, false)
+DW_ROWS_FNS(dw_rows_s2, 2, false)
+DW_ROWS_FNS(dw_ort_rows_s1, 1, true)
+DW_ROWS_FNS(dw_ort_rows_s2, 2, true)
+#undef DW_ROWS_FNS
+#undef DW_ROWS_FN
+
+typedef void (*dw_rows_fn)(float *, int64_t, const float *, int64_t, const float *, float,
+                           int64_t, int64_t, int64_t);
+
 __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const float *x,
                                                       const float *w, float bias, float *y,
                                                       float *pad)
@@ -849,6 +915,20 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
         }
         return;
     }
+    if ((sw == 1 || sw == 2) && dw == 1 && !(sw == 1 && j->avx512)) {
+        /* two output rows at a time (dw_blk_avx2) */
+#define DW_ROW_SET(PRE)                                                                     \
+    {{PRE##_k3r1, PRE##_k3r2}, {PRE##_k5r1, PRE##_k5r2}, {PRE##_kar1, PRE##_kar2}}
+        static const dw_rows_fn fns[2][2][3][2] = {
+            {DW_ROW_SET(dw_rows_s1), DW_ROW_SET(dw_rows_s2)},
+            {DW_ROW_SET(dw_ort_rows_s1), DW_ROW_SET(dw_ort_rows_s2)}};
+#undef DW_ROW_SET
+        const dw_rows_fn *f = fns[j->ort ? 1 : 0][sw - 1][KW == 3 ? 0 : KW == 5 ? 1 : 2];
+        for (int64_t oh = 0; oh < OH; oh += 2)
+            f[OH - oh >= 2](y + oh * OW, OW, pad + oh * sh * PW, sh * PW, w, bias, KH, dh * PW,
+                            KW);
+        return;
+    }
     for (int64_t oh = 0; oh < OH; oh++) {
         float *yr = y + oh * OW;
         const float *prow = pad + oh * sh * PW;
@@ -859,10 +939,6 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
         /* the common kernel widths with the taps unrolled (same order, same sums) */
         else if (sw == 1 && dw == 1 && (KW == 3 || KW == 5) && j->avx512)
             dw2d_row_k512(yr, prow, w, bias, OW, KH, dh * PW, (int)KW);
-        else if (sw == 1 && dw == 1 && KW == 3)
-            dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 3);
-        else if (sw == 1 && dw == 1 && KW == 5)
-            dw2d_row_k(yr, prow, w, bias, OW, KH, dh * PW, 5);
         else
             dw2d_row_any(yr, prow, w, bias, OW, KH, KW, dh * PW, sw, dw);
     }
