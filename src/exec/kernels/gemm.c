@@ -60,8 +60,37 @@ static void micro_generic(const float *ap, const float *panel, int64_t K, float 
  * off either NULL or not (as for AVX-512 below). */
 #define OQ_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
+/* one accumulated row q (row i0 + q of C): to the tile, or with g straight into C,
+ * combined as epilogue_avx2 does (the same operations) */
+OQ_AVX2_INLINE void out_row_avx2(const oq_sgemm_ex *g, float *tile, int64_t i0, int64_t n0,
+                                 int q, __m256 t0, __m256 t1)
+{
+    if (!g) {
+        _mm256_storeu_ps(tile + q * NR, t0);
+        _mm256_storeu_ps(tile + q * NR + 8, t1);
+        return;
+    }
+    float *c = g->C + (i0 + q) * g->ldc + n0;
+    if (g->bias) {
+        __m256 bv = _mm256_set1_ps(g->bias[i0 + q]);
+        t0 = _mm256_add_ps(bv, t0);
+        t1 = _mm256_add_ps(bv, t1);
+    } else if (g->beta == 1.0f) {
+        t0 = _mm256_add_ps(_mm256_loadu_ps(c), t0);
+        t1 = _mm256_add_ps(_mm256_loadu_ps(c + 8), t1);
+    } else if (g->beta != 0.0f) {
+        __m256 b = _mm256_set1_ps(g->beta);
+        t0 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c)), t0);
+        t1 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + 8)), t1);
+    }
+    _mm256_storeu_ps(c, t0);
+    _mm256_storeu_ps(c + 8, t1);
+}
+
+/* g NULL: the tile; else a full 6 x 16 block of C at row i0, column n0 */
 OQ_AVX2_INLINE void micro_body_avx2(const float *ap, const float *p0, const int64_t *off,
-                                    int64_t K, float *tile)
+                                    int64_t K, float *tile, const oq_sgemm_ex *g, int64_t i0,
+                                    int64_t n0)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -87,31 +116,37 @@ OQ_AVX2_INLINE void micro_body_avx2(const float *ap, const float *p0, const int6
         c50 = _mm256_fmadd_ps(v, b0, c50);
         c51 = _mm256_fmadd_ps(v, b1, c51);
     }
-    _mm256_storeu_ps(tile, c00);
-    _mm256_storeu_ps(tile + 8, c01);
-    _mm256_storeu_ps(tile + 16, c10);
-    _mm256_storeu_ps(tile + 24, c11);
-    _mm256_storeu_ps(tile + 32, c20);
-    _mm256_storeu_ps(tile + 40, c21);
-    _mm256_storeu_ps(tile + 48, c30);
-    _mm256_storeu_ps(tile + 56, c31);
-    _mm256_storeu_ps(tile + 64, c40);
-    _mm256_storeu_ps(tile + 72, c41);
-    _mm256_storeu_ps(tile + 80, c50);
-    _mm256_storeu_ps(tile + 88, c51);
+    out_row_avx2(g, tile, i0, n0, 0, c00, c01);
+    out_row_avx2(g, tile, i0, n0, 1, c10, c11);
+    out_row_avx2(g, tile, i0, n0, 2, c20, c21);
+    out_row_avx2(g, tile, i0, n0, 3, c30, c31);
+    out_row_avx2(g, tile, i0, n0, 4, c40, c41);
+    out_row_avx2(g, tile, i0, n0, 5, c50, c51);
 }
 
 __attribute__((target("avx2,fma"))) static void micro_avx2(const float *ap, const float *panel,
                                                            int64_t K, float *tile)
 {
-    micro_body_avx2(ap, panel, NULL, K, tile);
+    micro_body_avx2(ap, panel, NULL, K, tile, NULL, 0, 0);
 }
 
 __attribute__((target("avx2,fma"))) static void micro_off_avx2(const float *ap, const float *b,
                                                                const int64_t *off, int64_t K,
                                                                float *tile)
 {
-    micro_body_avx2(ap, b, off, K, tile);
+    micro_body_avx2(ap, b, off, K, tile, NULL, 0, 0);
+}
+
+/* a full block straight into C (no tile in between): B packed (off NULL) or in place */
+__attribute__((target("avx2,fma"))) static void micro_c_avx2(const float *ap, const float *b,
+                                                             const int64_t *off, int64_t K,
+                                                             const oq_sgemm_ex *g, int64_t i0,
+                                                             int64_t n0)
+{
+    if (off)
+        micro_body_avx2(ap, b, off, K, NULL, g, i0, n0);
+    else
+        micro_body_avx2(ap, b, NULL, K, NULL, g, i0, n0);
 }
 
 /* AVX-512F kernels. Row k of the B panel is at p0 + k * NR, or with off (B read in
@@ -211,6 +246,9 @@ typedef struct sgemm_isa {
     /* B in place (oq_sgemm_ex.b_off), or NULL: the rows are then copied into a panel */
     sgemm_micro_off_fn micro_off;
     sgemm_micro2_off_fn micro2_off;
+    /* a full mr x NR block straight into C with the epilogue, or NULL */
+    void (*micro_c)(const float *ap, const float *b, const int64_t *off, int64_t K,
+                    const oq_sgemm_ex *g, int64_t i0, int64_t n0);
 } sgemm_isa;
 
 /* 0 unknown, else 1 + index into isas; written once, racing writers store the same value */
@@ -219,10 +257,10 @@ static _Atomic int isa_choice;
 static sgemm_isa pick_isa(void)
 {
     static const sgemm_isa isas[] = {
-        {micro_generic, 4, NULL, NULL, NULL},
+        {micro_generic, 4, NULL, NULL, NULL, NULL},
 #ifdef OQ_HAVE_X86_PATHS
-        {micro_avx2, 6, NULL, micro_off_avx2, NULL},
-        {micro_avx512, 12, micro2_avx512, micro_off_avx512, micro2_off_avx512},
+        {micro_avx2, 6, NULL, micro_off_avx2, NULL, micro_c_avx2},
+        {micro_avx512, 12, micro2_avx512, micro_off_avx512, micro2_off_avx512, NULL},
 #endif
     };
     int c = atomic_load_explicit(&isa_choice, memory_order_relaxed);
@@ -375,6 +413,10 @@ static void rows_x_panel(const sgemm_run *r, const float *panel, const int64_t *
     const int64_t K = r->g->K;
     float tile[MR_MAX * NR];
     for (int64_t i = mb; i < me; i += mr) {
+        if (r->isa.micro_c && nv == NR && me - i >= mr) {
+            r->isa.micro_c(r->ap + i * K, panel, off, K, r->g, i, n0);
+            continue;
+        }
         if (off)
             r->isa.micro_off(r->ap + i * K, panel, off, K, tile);
         else
