@@ -148,7 +148,31 @@ static void pool_items(void *arg, int64_t b, int64_t e, int w)
             }
         }
     }
-    for (int64_t it = b; !max2d && it < e; it++) {
+    /* 2-D AveragePool whose windows all lie inside the input (no padding, none past
+     * the end in ceil mode): the same sum in (kh, kw) order from 0, divided by the tap
+     * count, without the per-tap checks of the general loop */
+    bool avg2d = !max2d && !g->is_max && !g->is_lp && g->k[0] == 1 && g->in[0] == 1 &&
+                 g->out[0] == 1 && g->pb[0] == 0 && g->pe[0] == 0 && g->pb[1] == 0 &&
+                 g->pb[2] == 0 && g->out[1] > 0 && g->out[2] > 0 && g->k[1] > 0 &&
+                 g->k[2] > 0 &&
+                 (g->out[1] - 1) * g->st[1] + (g->k[1] - 1) * g->dl[1] < g->in[1] &&
+                 (g->out[2] - 1) * g->st[2] + (g->k[2] - 1) * g->dl[2] < g->in[2];
+    for (int64_t it = b; avg2d && it < e; it++) {
+        const float *x = j->x + it * isz;
+        float *y = j->y + it * osz;
+        const int64_t IW = g->in[2], KH = g->k[1], KW = g->k[2], dh = g->dl[1], dw = g->dl[2];
+        const float den = (float)(KH * KW);
+        for (int64_t oh = 0; oh < g->out[1]; oh++)
+            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                const float *xw = x + oh * g->st[1] * IW + ow * g->st[2];
+                float sum = 0.0f;
+                for (int64_t kh = 0; kh < KH; kh++)
+                    for (int64_t kw = 0; kw < KW; kw++)
+                        sum += xw[kh * dh * IW + kw * dw];
+                y[oh * g->out[2] + ow] = sum / den;
+            }
+    }
+    for (int64_t it = b; !max2d && !avg2d && it < e; it++) {
         const float *x = j->x + it * isz;
         float *y = j->y + it * osz;
         for (int64_t od = 0; od < g->out[0]; od++)
