@@ -18,7 +18,10 @@
 // model, and the table gets the ratio quantized/float in onnxq), BENCH_QUANT_TARGETS
 // (comma list of `onnxq run --target` values for the quantized model, default
 // "reference,host": one column each, the median over rounds of (quantized time / float
-// time of the same round)).
+// time of the same round)), BENCH_ONNXQ_ISA=avx2 (onnxq's AVX2 kernels on any CPU:
+// ONNXQ_HOST_CPU, ONNXQ_SGEMM_ISA, ONNXQ_QGEMM_ISA and ONNXQ_QUANT_ISA set to avx2 for the
+// onnxq runs only; onnxruntime keeps the kernels it picks for this CPU, AVX-512 where the
+// CPU has it, so the ratio is then pessimistic for onnxq against an AVX2-only CPU).
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -40,6 +43,13 @@ const WANT = (process.env.BENCH_MODELS || 'det,rec,cls').split(',');
 const DET = +(process.env.BENCH_DET_SIZE || 640);
 const QDIR = process.env.BENCH_QUANT_DIR || '';
 const QTARGETS = (process.env.BENCH_QUANT_TARGETS || 'reference,host').split(',');
+const ISA = process.env.BENCH_ONNXQ_ISA || '';
+const childEnv = { ...process.env };
+if (ISA === 'avx2')
+  for (const v of ['ONNXQ_HOST_CPU', 'ONNXQ_SGEMM_ISA', 'ONNXQ_QGEMM_ISA', 'ONNXQ_QUANT_ISA'])
+    childEnv[v] = 'avx2';
+else if (ISA)
+  throw new Error(`BENCH_ONNXQ_ISA=${ISA}: only avx2 (or unset: this CPU's best) is known`);
 
 const models = [
   { name: 'det', file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, DET, DET], runs: Math.max(3, RUNS >> 1) },
@@ -52,7 +62,8 @@ const median = a => { const s = [...a].sort((x, y) => x - y); const n = s.length
 
 function onnxqMedian(model, npy, inName, runs, threads, extra = []) {
   const out = execFileSync(exe, ['run', model, '--input', `${inName}=${npy}`, '--time', String(runs),
-    '--threads', String(threads), ...extra], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    '--threads', String(threads), ...extra],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: childEnv });
   const m = out.match(/time: median ([0-9.]+) ms over \d+ runs \(min ([0-9.]+)/);
   if (!m) throw new Error(`no timing in onnxq output:\n${out}`);
   return { med: +m[1], min: +m[2] };
@@ -72,6 +83,18 @@ async function ortMedian(sess, feeds, runs) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'onnxq-bench-'));
   const cpu = (os.cpus()[0] || {}).model || '?';
   console.log(`machine: ${cpu}, ${os.cpus().length} CPUs; onnxruntime-node ${require(path.join(ortDir, 'onnxruntime-node', 'package.json')).version}`);
+  let flags = '';
+  try {
+    flags = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m) || ['', ''])[1];
+  } catch (e) { /* not Linux */ }
+  const has = f => new RegExp(`\\b${f}\\b`).test(flags);
+  if (flags)
+    console.log(`cpu flags: avx2 ${has('avx2') ? 'yes' : 'no'}, fma ${has('fma') ? 'yes' : 'no'}, ` +
+      `avx512f ${has('avx512f') ? 'yes' : 'no'}, avx512_vnni ${has('avx512_vnni') ? 'yes' : 'no'}` +
+      ` (onnxruntime picks its kernels from these)`);
+  const forced = ['ONNXQ_HOST_CPU', 'ONNXQ_SGEMM_ISA', 'ONNXQ_QGEMM_ISA', 'ONNXQ_QUANT_ISA']
+    .filter(v => childEnv[v]).map(v => `${v}=${childEnv[v]}`);
+  console.log(`onnxq kernels: ${forced.length ? forced.join(' ') : "this CPU's best"}`);
   console.log(`load average at start: ${os.loadavg().map(x => x.toFixed(2)).join(' ')}`);
   console.log(`rounds ${ROUNDS}, timed runs per round ${RUNS} (det ${Math.max(3, RUNS >> 1)}), warm-up 1 (onnxq: inside --time) + 2 (ORT)`);
   const rows = [];
