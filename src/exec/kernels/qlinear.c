@@ -22,6 +22,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1703,6 +1704,71 @@ static inline int32_t bin_cvt(float t)
     return t >= -2147483648.0f && t < 2147483648.0f ? (int32_t)nearbyintf(t) : INT32_MIN;
 }
 
+#ifdef QL_HAVE_X86
+/* 8 raw values of an operand (inc 1) or one repeated (inc 0), as int32 */
+static inline __attribute__((target("avx2"), always_inline)) __m256i
+bin_raw8(const uint8_t *p, int64_t inc, int32_t dt)
+{
+    if (!inc)
+        return _mm256_set1_epi32(bin_raw(p, dt));
+    __m128i v = _mm_loadl_epi64((const __m128i *)p);
+    return dt == OQ_DTYPE_INT8 ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+}
+
+/* bin_ort_row 8 elements at a time (inc 0 or 1): the same operations (int32 products
+ * converted to float, the same fused multiply-adds, vcvtps2dq: nearest even, INT32_MIN
+ * out of range, as bin_cvt); returns the elements done */
+__attribute__((target("avx2,fma"))) static int64_t
+bin_ort_avx2(const qstate *s, const uint8_t *a, const uint8_t *b, const int64_t *inc, bool swap,
+             uint8_t *y, int64_t count)
+{
+    const __m256i sha = _mm256_set1_epi32(s->ob_sh_a), shb = _mm256_set1_epi32(s->ob_sh_b);
+    const __m256i za = _mm256_set1_epi32(s->bz_a), zb = _mm256_set1_epi32(s->bz_b);
+    const __m256i lo = _mm256_set1_epi32(s->ob_lo), hi = _mm256_set1_epi32(s->ob_hi);
+    const __m256i i16lo = _mm256_set1_epi32(-32768), i16hi = _mm256_set1_epi32(32767);
+    const __m256i shy = _mm256_set1_epi32(s->ob_sh_y), byte = _mm256_set1_epi32(0xFF);
+    const __m256 ra = _mm256_set1_ps(s->ob_ra), rb = _mm256_set1_ps(s->ob_rb);
+    const __m256 fx = _mm256_set1_ps(s->ob_fixed), fxba = _mm256_set1_ps(s->ob_fixed_ba);
+    int64_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256i va = _mm256_add_epi32(bin_raw8(a + i * inc[0], inc[0], s->bdt_a), sha);
+        __m256i vb = _mm256_add_epi32(bin_raw8(b + i * inc[1], inc[1], s->bdt_b), shb);
+        __m256 t;
+        if (s->bin_mul) {
+            __m256i p = _mm256_mullo_epi32(_mm256_sub_epi32(va, za), _mm256_sub_epi32(vb, zb));
+            t = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(p), ra), fx);
+        } else if (swap) {
+            t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(vb), rb,
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(va), ra, fxba));
+        } else {
+            t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(va), ra,
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(vb), rb, fx));
+        }
+        __m256i r = _mm256_cvtps_epi32(t);
+        r = _mm256_max_epi32(_mm256_min_epi32(r, i16hi), i16lo);
+        r = _mm256_max_epi32(_mm256_min_epi32(r, hi), lo);
+        r = _mm256_and_si256(_mm256_sub_epi32(r, shy), byte);
+        __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storel_epi64((__m128i *)(y + i), _mm_packus_epi16(w, w));
+    }
+    return i;
+}
+
+static bool bin_ort_simd(void)
+{
+    static _Atomic int ok = -1; /* racing writers store the same value */
+    int v = atomic_load_explicit(&ok, memory_order_relaxed);
+    if (v < 0) {
+        __builtin_cpu_init();
+        const char *env = getenv("ONNXQ_QGEMM_ISA"); /* generic: portable code only */
+        v = (!env || strcmp(env, "generic") != 0) && __builtin_cpu_supports("avx2") &&
+            __builtin_cpu_supports("fma");
+        atomic_store_explicit(&ok, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+#endif
+
 static void bin_ort_row(const void *state, void *out, const void *const *in, const int64_t *inc,
                         int64_t count)
 {
@@ -1710,7 +1776,12 @@ static void bin_ort_row(const void *state, void *out, const void *const *in, con
     const uint8_t *a = in[0], *b = in[1];
     uint8_t *y = out;
     bool swap = inc[0] == 0 && inc[1] != 0; /* input 0 broadcast: MLAS' B */
-    for (int64_t i = 0; i < count; i++) {
+    int64_t i0 = 0;
+#ifdef QL_HAVE_X86
+    if (inc[0] >= 0 && inc[0] <= 1 && inc[1] >= 0 && inc[1] <= 1 && bin_ort_simd())
+        i0 = bin_ort_avx2(s, a, b, inc, swap, y, count);
+#endif
+    for (int64_t i = i0; i < count; i++) {
         int32_t va = bin_raw(a + i * inc[0], s->bdt_a) + s->ob_sh_a;
         int32_t vb = bin_raw(b + i * inc[1], s->bdt_b) + s->ob_sh_b;
         float t;
