@@ -1242,3 +1242,39 @@ Test(auto_range, table_json_keeps_choices)
     oq_calib_table_free(&u);
     free(js);
 }
+
+/* oq_histogram_add counts long batches (>= 4096 values) in four partial histograms: the
+ * counts must equal those of the same values added one at a time (the short-batch path),
+ * with NaN and +-Inf left out, a long run of one value (Relu zeros), values on the edges
+ * and a length that is not a multiple of 4. */
+Test(observer, long_batches_count_as_single_values)
+{
+    enum { N = 3 * 4096 + 3 };
+    static float x[N];
+    rng_state = 7;
+    for (int i = 0; i < N; i++)
+        x[i] = i < 5000 ? 0.0f : (float)(-2.0 + 6.0 * urand());
+    x[5001] = NAN;
+    x[6002] = INFINITY;
+    x[7003] = -INFINITY;
+    x[8004] = -2.0f;
+    x[9005] = 4.0f;
+    oq_histogram a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    oq_histogram_add(&a, x, N, -2.0f, 4.0f);
+    oq_histogram_add(&b, x, 1, -2.0f, 4.0f); /* sets the same grid: [xmin, xmax] */
+    memset(b.counts, 0, sizeof b.counts);
+    b.total = 0;
+    for (int i = 0; i < N; i++)
+        oq_histogram_add(&b, x + i, 1, -2.0f, 4.0f);
+    cr_assert_eq(a.lo, b.lo);
+    cr_assert_eq(a.width, b.width);
+    cr_assert_eq(a.total, (uint64_t)N - 3);
+    cr_assert_eq(b.total, a.total);
+    for (int k = 0; k < OQ_HIST_BINS; k++)
+        cr_assert_eq(a.counts[k], b.counts[k], "bin %d: %llu vs %llu", k, (unsigned long long)a.counts[k],
+                     (unsigned long long)b.counts[k]);
+    /* the 5000 zeros: bin floor((0 + 2) / (6 / 2048)) = floor(682.67) = 682 */
+    cr_assert_geq(a.counts[682], 5000);
+}
