@@ -29,7 +29,7 @@ static bool parse_size(const char *s, int64_t *h, int64_t *w)
 bool oq_pass_calib_source_given(const oq_pass_options *opts)
 {
     return *oq_pass_opt_string(opts, "data", "") || *oq_pass_opt_string(opts, "images", "") ||
-           oq_pass_opt_int(opts, "random", 0) > 0;
+           oq_pass_opt_int(opts, "random", 0) > 0 || oq_pass_opt_int(opts, "feed", 0) > 0;
 }
 
 oq_status oq_pass_calib_source(const oq_pass_options *opts, const char *who, oq_calib_source **out, oq_diag *d)
@@ -38,7 +38,8 @@ oq_status oq_pass_calib_source(const oq_pass_options *opts, const char *who, oq_
     const char *data = oq_pass_opt_string(opts, "data", "");
     const char *images = oq_pass_opt_string(opts, "images", "");
     int64_t nrand = oq_pass_opt_int(opts, "random", 0);
-    int nsrc = (*data != 0) + (*images != 0) + (nrand > 0);
+    int64_t feed = oq_pass_opt_int(opts, "feed", 0);
+    int nsrc = (*data != 0) + (*images != 0) + (nrand > 0) + (feed > 0);
     if (nsrc != 1)
         return oq_diag_error(d, OQ_ERR_USAGE, "%s: give exactly one of data=DIR, images=DIR, random=N (got %d)", who,
                              nsrc);
@@ -47,7 +48,9 @@ oq_status oq_pass_calib_source(const oq_pass_options *opts, const char *who, oq_
         return oq_diag_error(d, OQ_ERR_USAGE, "%s: size must be HxW, e.g. 224x224", who);
     oq_calib_source *src = NULL;
     oq_status st;
-    if (*data) {
+    if (feed > 0) {
+        st = oq_calib_source_from_feed_id((uint64_t)feed, &src, d);
+    } else if (*data) {
         st = oq_calib_source_dir(data, &src, d);
     } else if (*images) {
         oq_image_opts io;

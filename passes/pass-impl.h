@@ -91,10 +91,11 @@ oq_status oq_pass_gather_dtype(const char *who, const char *opt, const char *v, 
 /* ---- calibration samples from pass options (passes/calib_source.c) */
 typedef struct oq_calib_source oq_calib_source;
 /* The source the options name: exactly one of data=DIR, images=DIR (size, mean, std,
- * bgr, layout, scale, grey), random=N (seed, size); then dims, values, max-samples.
+ * bgr, layout, scale, grey), random=N (seed, size), feed=ID (samples fed through the API,
+ * oq_calib_source_from_feed_id); then dims, values, max-samples.
  * Errors start with `who`. */
 oq_status oq_pass_calib_source(const oq_pass_options *opts, const char *who, oq_calib_source **out, oq_diag *d);
-/* Does any of data, images, random name a source? */
+/* Does any of data, images, random, feed name a source? */
 bool oq_pass_calib_source_given(const oq_pass_options *opts);
 /* The option definitions oq_pass_calib_source reads, for a pass's option table. */
 #define OQ_PASS_CALIB_SOURCE_OPTIONS                                                                               \
@@ -111,5 +112,6 @@ bool oq_pass_calib_source_given(const oq_pass_options *opts);
     {"grey", OQ_OPT_BOOL, "false", "images: one channel (luma)"},                                                 \
     {"dims", OQ_OPT_STRING, "", "random: NAME=N,...: sizes of symbolic dimensions"},                              \
     {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"},    \
-    {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"}
+    {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},                                  \
+    {"feed", OQ_OPT_INT, "0", "samples a program fed this process (oq_calib_source_feed_id; set by oq_quantize)"}
 #endif

@@ -543,6 +543,8 @@ oq_status oq_pipeline_run(const oq_pipeline *p, oq_model *m, const oq_pipeline_r
     for (size_t i = 0; i < p->count; i++) {
         const pl_entry *e = &p->entries[i];
         const oq_pass *pass = e->pass;
+        if (oq_stop_requested())
+            return oq_diag_error(d, OQ_ERR_STOPPED, "stopped");
         oq_pass_result acc;
         memset(&acc, 0, sizeof acc);
         acc.struct_size = sizeof acc;

@@ -1,4 +1,4 @@
-/* Tests for the JSON writer (src/cli/json.c), the statistics library (src/ir/stats.c)
+/* Tests for the JSON writer (src/io/json_writer.c), the statistics library (src/ir/stats.c)
  * and `onnxq dump` on models built through the IR API. Expected values are computed
  * by hand in the comments. The numpy cross-check over the backend data is tests/dump.sh. */
 #include <criterion/criterion.h>
@@ -12,7 +12,7 @@
 #include "onnxq/stats.h"
 #include "testutil.h"
 
-#include "cli/json.c" /* the writer is part of the program, not the library */
+#include "io/json_writer.h" /* the writer (part of the library: the quantize job writes its summary) */
 
 /* ---------------------------------------------------------------- JSON writer ---- */
 

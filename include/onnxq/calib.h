@@ -93,6 +93,26 @@ void oq_calib_source_require_dims(oq_calib_source *s, bool on);
  * a command that reads some inputs from files and generates the others. */
 oq_status oq_calib_source_generate(const oq_calib_source *s, const oq_plan *p, uint64_t k, size_t i,
                                    oq_rt_tensor *t, oq_diag *d);
+/* Samples a caller feeds one at a time (a Python CalibrationDataReader, a camera): each
+ * oq_calib_source_feed_add copies the sample's arrays (named by model input) into an
+ * unlinked temporary file in $TMPDIR (default /tmp) and keeps only their names, types and
+ * offsets, so memory does not grow with the number of samples and the caller's arrays are
+ * not kept. Everything that reads the samples (calibration, SmoothQuant, bias correction,
+ * the saturation check, the fallback) reads them back from that file, as often as it
+ * needs. An input the sample lacks is an error naming the input and the sample (unless
+ * oq_calib_source_set_value fills it); a dtype or shape the model does not take fails
+ * when the sample is run, naming the input. Labels in messages are "#K" (K from 1). */
+oq_status oq_calib_source_feed(oq_calib_source **out, oq_diag *d);
+/* Append one sample: n arrays t[0..n) for the model inputs names[0..n) (copied; the
+ * tensors stay the caller's). OQ_ERR_USAGE for a repeated or empty name or a bad array. */
+oq_status oq_calib_source_feed_add(oq_calib_source *s, const char *const *names, const oq_rt_tensor *t,
+                                   size_t n, oq_diag *d);
+/* The number a pass option feed=ID names this fed source by (0: not a fed source), and a
+ * new source over the same samples for that number (what calibrate, smooth-quant and
+ * quantize-weights do with feed=ID; OQ_ERR_USAGE when no live fed source has it). The
+ * samples stay until the last source over them is freed. */
+uint64_t oq_calib_source_feed_id(const oq_calib_source *s);
+oq_status oq_calib_source_from_feed_id(uint64_t id, oq_calib_source **out, oq_diag *d);
 /* Use at most n samples of the source (0: all). */
 void oq_calib_source_limit(oq_calib_source *s, uint64_t n);
 uint64_t oq_calib_source_count(const oq_calib_source *s);

@@ -15,5 +15,6 @@
 #include "onnxq/image.h"
 #include "onnxq/verify.h"
 #include "onnxq/satcheck.h"
+#include "onnxq/quantize.h"
 
 #endif

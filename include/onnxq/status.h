@@ -25,10 +25,18 @@ typedef enum oq_status {
     OQ_ERR_NOMEM = 5,
     OQ_ERR_USAGE = 6,       /* a caller passed bad arguments */
     OQ_ERR_NUMERIC = 7,     /* NaN/Inf or overflow in data */
-    OQ_ERR_INTERNAL = 8
+    OQ_ERR_INTERNAL = 8,
+    OQ_ERR_STOPPED = 9      /* oq_stop_request() stopped the work (Ctrl-C in a front end) */
 } oq_status;
 
 const char *oq_status_name(oq_status s);
+/* Ask the work running in this process (calibration and every sample loop built on
+ * oq_calib_run, pipelines between passes) to stop at the next sample or pass: it returns
+ * OQ_ERR_STOPPED with the error "stopped". Safe from a signal handler or another thread;
+ * oq_stop_clear() before the next job. */
+void oq_stop_request(void);
+void oq_stop_clear(void);
+bool oq_stop_requested(void);
 
 typedef enum oq_severity { OQ_SEV_NOTE = 0, OQ_SEV_WARNING = 1, OQ_SEV_ERROR = 2 } oq_severity;
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "io/json_writer.h"
 #include "ir/text.h"
 #include "onnxq/inspect.h"
 #include "onnxq/stats.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "io/json_writer.h"
 #include "onnxq/pass.h"
 
 oq_registry *cli_registry(const char *cmd, char **plugins, size_t n_plugins, int *rc)

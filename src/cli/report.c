@@ -1,4 +1,4 @@
-/* JSON reports of the commands: open/close and the pass list (opt, quantize). */
+/* JSON reports of the commands: open/close (the pass list: src/job/quantize_report.c). */
 #include "cli/report.h"
 
 #include <stdio.h>
@@ -26,41 +26,4 @@ int cli_report_close(cli_report *r)
         rc = CLI_FAIL;
     }
     return rc;
-}
-
-void cli_pass_log_after_pass(const oq_pass_event *ev, oq_model *m, void *user)
-{
-    cli_pass_log *log = user;
-    (void)m;
-    if (log->n >= CLI_PASS_LOG_MAX)
-        return;
-    snprintf(log->names[log->n], sizeof log->names[log->n], "%s", ev->pass->name);
-    log->results[log->n] = *ev->result;
-    log->secs[log->n] = ev->seconds;
-    log->iterations[log->n] = ev->iterations;
-    log->n++;
-}
-
-void cli_report_passes(json_writer *w, const cli_pass_log *log)
-{
-    double total = 0;
-    json_key(w, "passes");
-    json_begin_array(w);
-    for (size_t i = 0; i < log->n; i++) {
-        const oq_pass_result *r = &log->results[i];
-        total += log->secs[i];
-        json_begin_object(w);
-        json_kv_string(w, "name", log->names[i]);
-        json_kv_bool(w, "changed", r->changed);
-        json_kv_int(w, "iterations", log->iterations[i]);
-        json_kv_double(w, "seconds", log->secs[i]);
-        json_key(w, "stats");
-        json_begin_object(w);
-        for (size_t k = 0; k < r->n_stats; k++)
-            json_kv_int(w, r->stats[k].name, r->stats[k].value);
-        json_end_object(w);
-        json_end_object(w);
-    }
-    json_end_array(w);
-    json_kv_double(w, "seconds", total);
 }

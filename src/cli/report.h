@@ -8,7 +8,8 @@
 #include <stddef.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
+#include "io/json_writer.h"
+#include "job/job-impl.h"
 #include "onnxq/pass.h"
 
 typedef struct cli_report {
@@ -22,18 +23,12 @@ int cli_report_open(cli_report *r, const char *cmd, const char *path, int indent
 /* End the object and write it out. CLI_OK, or CLI_FAIL after printing why. */
 int cli_report_close(cli_report *r);
 
-/* The passes a pipeline ran, collected by oq_pipeline_run_options.after_pass. */
-#define CLI_PASS_LOG_MAX 64
-typedef struct cli_pass_log {
-    size_t n;
-    char names[CLI_PASS_LOG_MAX][64];
-    oq_pass_result results[CLI_PASS_LOG_MAX];
-    double secs[CLI_PASS_LOG_MAX];
-    int iterations[CLI_PASS_LOG_MAX];
-} cli_pass_log;
-
+/* The passes a pipeline ran, collected by oq_pipeline_run_options.after_pass: the quantize
+ * job's log (src/job/job-impl.h), shared with opt and the other commands. */
+typedef oq_job_pass_log cli_pass_log;
+#define CLI_PASS_LOG_MAX OQ_JOB_PASS_LOG_MAX
 /* user: a cli_pass_log (zero-initialized). */
-void cli_pass_log_after_pass(const oq_pass_event *ev, oq_model *m, void *user);
+#define cli_pass_log_after_pass oq_job_pass_log_after_pass
 /* "passes": [{name, changed, iterations, seconds, stats}], "seconds": total */
-void cli_report_passes(json_writer *w, const cli_pass_log *log);
+#define cli_report_passes oq_job_report_passes
 #endif

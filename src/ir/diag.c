@@ -2,6 +2,7 @@
 #include "ir/grow.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,26 @@ const char *oq_status_name(oq_status s)
     case OQ_ERR_USAGE: return "usage error";
     case OQ_ERR_NUMERIC: return "numeric error";
     case OQ_ERR_INTERNAL: return "internal error";
+    case OQ_ERR_STOPPED: return "stopped";
     }
     return "unknown error";
+}
+
+static volatile sig_atomic_t stop_flag;
+
+void oq_stop_request(void)
+{
+    stop_flag = 1;
+}
+
+void oq_stop_clear(void)
+{
+    stop_flag = 0;
+}
+
+bool oq_stop_requested(void)
+{
+    return stop_flag != 0;
 }
 
 void oq_diag_init(oq_diag *d)

@@ -2,6 +2,8 @@
 #include "onnxq/calib.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,7 +18,31 @@
 
 /* ------------------------------------------------------------------ sources ---- */
 
-typedef enum src_kind { SRC_DIR_SUB = 0, SRC_DIR_FLAT = 1, SRC_IMAGES = 2, SRC_RANDOM = 3 } src_kind;
+typedef enum src_kind { SRC_DIR_SUB = 0, SRC_DIR_FLAT = 1, SRC_IMAGES = 2, SRC_RANDOM = 3, SRC_FEED = 4 } src_kind;
+
+/* Samples fed one at a time (oq_calib_source_feed): the arrays go to an unlinked
+ * temporary file (the spool); memory keeps only their names, types and offsets. Shared
+ * by every source that reads it (a pass's feed=ID opens another one), counted. */
+typedef struct feed_item {
+    char *name;
+    int32_t dtype;
+    size_t rank;
+    int64_t dims[OQ_RT_MAX_RANK];
+    int64_t nbytes;
+    int64_t offset;
+} feed_item;
+
+typedef struct feed_spool {
+    int fd;
+    int64_t end;
+    feed_item *items;        /* every sample's arrays, in order */
+    size_t n_items, cap_items;
+    size_t *first;           /* sample k: items[first[k] .. first[k + 1]) */
+    uint64_t n_samples;
+    size_t cap_first;
+    uint64_t id;             /* the handle passes name (feed=ID) */
+    int refs;
+} feed_spool;
 
 struct oq_calib_source {
     src_kind kind;
@@ -36,7 +62,10 @@ struct oq_calib_source {
     double *vals;
     size_t n_vals;
     bool require_dims;
+    feed_spool *feed;      /* SRC_FEED */
 };
+
+static void feed_release(feed_spool *f);
 
 static char *join(const char *a, const char *b)
 {
@@ -230,6 +259,8 @@ void oq_calib_source_limit(oq_calib_source *s, uint64_t n)
 
 uint64_t oq_calib_source_count(const oq_calib_source *s)
 {
+    if (s->kind == SRC_FEED)
+        return s->limit && s->limit < s->feed->n_samples ? s->limit : s->feed->n_samples;
     return s->limit && s->limit < s->n ? s->limit : s->n;
 }
 
@@ -237,6 +268,8 @@ void oq_calib_source_free(oq_calib_source *s)
 {
     if (!s)
         return;
+    if (s->kind == SRC_FEED)
+        feed_release(s->feed);
     if (s->kind == SRC_IMAGES)
         oq_image_dir_free(s->paths, s->n_paths);
     else
@@ -464,11 +497,244 @@ oq_status oq_calib_source_generate(const oq_calib_source *s, const oq_plan *p, u
     return generate_input(s, p, i, &rs, t, d);
 }
 
+
+/* ------------------------------------------------------------------ fed samples -- */
+
+static pthread_mutex_t feed_lock = PTHREAD_MUTEX_INITIALIZER;
+static feed_spool **feeds;      /* the live spools, for oq_calib_source_from_feed_id */
+static size_t n_feeds, cap_feeds;
+static uint64_t next_feed_id = 1;
+
+static void feed_release(feed_spool *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&feed_lock);
+    bool last = --f->refs == 0;
+    if (last)
+        for (size_t i = 0; i < n_feeds; i++)
+            if (feeds[i] == f) {
+                feeds[i] = feeds[--n_feeds];
+                break;
+            }
+    pthread_mutex_unlock(&feed_lock);
+    if (!last)
+        return;
+    for (size_t i = 0; i < f->n_items; i++)
+        free(f->items[i].name);
+    free(f->items);
+    free(f->first);
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f);
+}
+
+oq_status oq_calib_source_feed(oq_calib_source **out, oq_diag *d)
+{
+    *out = NULL;
+    const char *tmp = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/onnxq-samples-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return oq_diag_error(d, OQ_ERR_IO, "%s: cannot create the temporary sample file: %s", path, strerror(errno));
+    unlink(path); /* gone with the last descriptor, whatever happens */
+    oq_calib_source *s = calloc(1, sizeof *s);
+    feed_spool *f = calloc(1, sizeof *f);
+    size_t *first = calloc(1, sizeof(size_t));
+    if (!s || !f || !first) {
+        close(fd);
+        free(s);
+        free(f);
+        free(first);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    f->fd = fd;
+    f->first = first;
+    f->cap_first = 1;
+    f->refs = 1;
+    pthread_mutex_lock(&feed_lock);
+    feed_spool **a = feeds;
+    if (n_feeds == cap_feeds && (a = realloc(feeds, (cap_feeds ? cap_feeds * 2 : 8) * sizeof *a)) != NULL)
+        cap_feeds = cap_feeds ? cap_feeds * 2 : 8;
+    if (a) {
+        feeds = a;
+        feeds[n_feeds++] = f;
+        f->id = next_feed_id++;
+    }
+    pthread_mutex_unlock(&feed_lock);
+    if (!a) {
+        close(fd);
+        free(first);
+        free(f);
+        free(s);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    s->kind = SRC_FEED;
+    s->feed = f;
+    *out = s;
+    return OQ_OK;
+}
+
+oq_status oq_calib_source_feed_add(oq_calib_source *s, const char *const *names, const oq_rt_tensor *t, size_t n,
+                                   oq_diag *d)
+{
+    if (!s || s->kind != SRC_FEED)
+        return oq_diag_error(d, OQ_ERR_USAGE, "oq_calib_source_feed_add: not a fed source");
+    feed_spool *f = s->feed;
+    uint64_t k = f->n_samples + 1; /* the sample's number, from 1, in messages */
+    if (n == 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "fed sample %llu: no arrays", (unsigned long long)k);
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i] || !*names[i])
+            return oq_diag_error(d, OQ_ERR_USAGE, "fed sample %llu: array %zu has no input name",
+                                 (unsigned long long)k, i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                return oq_diag_error(d, OQ_ERR_USAGE, "fed sample %llu: input \"%s\" given twice",
+                                     (unsigned long long)k, names[i]);
+        int64_t numel = oq_rt_tensor_numel(&t[i]);
+        if (t[i].rank > OQ_RT_MAX_RANK || numel < 0 || oq_dtype_nbytes(t[i].dtype, 1) <= 0 ||
+            t[i].nbytes != oq_dtype_nbytes(t[i].dtype, numel) || (t[i].nbytes > 0 && !t[i].data))
+            return oq_diag_error(d, OQ_ERR_USAGE, "fed sample %llu: input \"%s\": bad array (%s, %lld bytes)",
+                                 (unsigned long long)k, names[i], oq_dtype_name(t[i].dtype), (long long)t[i].nbytes);
+    }
+    if (f->n_items + n > f->cap_items) {
+        size_t nc = f->cap_items ? f->cap_items * 2 : 64;
+        while (nc < f->n_items + n)
+            nc *= 2;
+        feed_item *a = realloc(f->items, nc * sizeof *a);
+        if (!a)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        f->items = a;
+        f->cap_items = nc;
+    }
+    if (f->n_samples + 2 > f->cap_first) {
+        size_t nc = f->cap_first * 2 + 2;
+        size_t *a = realloc(f->first, nc * sizeof *a);
+        if (!a)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        f->first = a;
+        f->cap_first = nc;
+    }
+    int64_t at = f->end;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = t[i].data;
+        for (int64_t done = 0; done < t[i].nbytes;) {
+            size_t chunk = (size_t)(t[i].nbytes - done < (1 << 30) ? t[i].nbytes - done : (1 << 30));
+            ssize_t w = pwrite(f->fd, p + done, chunk, (off_t)(at + done));
+            if (w <= 0) {
+                oq_status st = oq_diag_error(d, OQ_ERR_IO, "fed sample %llu: cannot write to the temporary sample "
+                                             "file: %s", (unsigned long long)k, w < 0 ? strerror(errno) : "disk full");
+                for (size_t j = 0; j < i; j++)
+                    free(f->items[f->n_items + j].name);
+                return st;
+            }
+            done += w;
+        }
+        feed_item *it = &f->items[f->n_items + i];
+        it->name = strdup(names[i]);
+        if (!it->name) {
+            for (size_t j = 0; j < i; j++)
+                free(f->items[f->n_items + j].name);
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        it->dtype = t[i].dtype;
+        it->rank = t[i].rank;
+        memcpy(it->dims, t[i].dims, sizeof it->dims);
+        it->nbytes = t[i].nbytes;
+        it->offset = at;
+        at += t[i].nbytes;
+    }
+    f->end = at;
+    f->n_items += n;
+    f->n_samples++;
+    f->first[f->n_samples] = f->n_items;
+    return OQ_OK;
+}
+
+uint64_t oq_calib_source_feed_id(const oq_calib_source *s)
+{
+    return s && s->kind == SRC_FEED ? s->feed->id : 0;
+}
+
+oq_status oq_calib_source_from_feed_id(uint64_t id, oq_calib_source **out, oq_diag *d)
+{
+    *out = NULL;
+    oq_calib_source *s = calloc(1, sizeof *s);
+    if (!s)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    feed_spool *f = NULL;
+    pthread_mutex_lock(&feed_lock);
+    for (size_t i = 0; i < n_feeds && !f; i++)
+        if (feeds[i]->id == id)
+            f = feeds[i];
+    if (f)
+        f->refs++;
+    pthread_mutex_unlock(&feed_lock);
+    if (!f) {
+        free(s);
+        return oq_diag_error(d, OQ_ERR_USAGE, "feed=%llu: no such fed sample source in this process (feed= is set by "
+                             "the library's quantize job, not written by hand)", (unsigned long long)id);
+    }
+    s->kind = SRC_FEED;
+    s->feed = f;
+    *out = s;
+    return OQ_OK;
+}
+
+static oq_status feed_sample(oq_calib_source *s, const oq_plan *p, uint64_t k, oq_rt_tensor *in, size_t n,
+                             char *label, size_t lsize, oq_diag *d)
+{
+    const feed_spool *f = s->feed;
+    snprintf(label, lsize, "#%llu", (unsigned long long)k + 1);
+    size_t i0 = f->first[k], i1 = f->first[k + 1];
+    for (size_t i = 0; i < n; i++) {
+        const char *iname = oq_plan_input_name(p, i);
+        const feed_item *it = NULL;
+        for (size_t j = i0; j < i1 && !it; j++)
+            if (strcmp(f->items[j].name, iname) == 0)
+                it = &f->items[j];
+        if (!it && find_value(s, iname)) {
+            uint64_t rs = 1;
+            oq_status st = generate_input(s, p, i, &rs, &in[i], d);
+            if (st != OQ_OK)
+                return st;
+            continue;
+        }
+        if (!it) {
+            char have[512] = "";
+            size_t len = 0;
+            for (size_t j = i0; j < i1 && len + 4 < sizeof have; j++)
+                len += (size_t)snprintf(have + len, sizeof have - len, "%s\"%s\"", j > i0 ? ", " : "",
+                                        f->items[j].name);
+            return oq_diag_error(d, OQ_ERR_USAGE, "fed sample %llu: no array for input \"%s\" (the sample has %s)",
+                                 (unsigned long long)k + 1, iname, have);
+        }
+        oq_status st = oq_rt_tensor_alloc(&in[i], it->dtype, it->dims, it->rank);
+        if (st != OQ_OK)
+            return oq_diag_error(d, st, "out of memory");
+        char *dst = in[i].data;
+        for (int64_t done = 0; done < it->nbytes;) {
+            size_t chunk = (size_t)(it->nbytes - done < (1 << 30) ? it->nbytes - done : (1 << 30));
+            ssize_t r = pread(f->fd, dst + done, chunk, (off_t)(it->offset + done));
+            if (r <= 0)
+                return oq_diag_error(d, OQ_ERR_IO, "fed sample %llu: cannot read back input \"%s\" from the "
+                                     "temporary sample file: %s", (unsigned long long)k + 1, iname,
+                                     r < 0 ? strerror(errno) : "short file");
+            done += r;
+        }
+    }
+    return OQ_OK;
+}
+
 /* Fill in[0..n) for sample k; `label` receives what names the sample. */
 static oq_status source_sample(oq_calib_source *s, const oq_plan *p, uint64_t k,
                                oq_rt_tensor *in, size_t n, char *label, size_t lsize, oq_diag *d)
 {
     oq_status st = OQ_OK;
+    if (s->kind == SRC_FEED)
+        return feed_sample(s, p, k, in, n, label, lsize, d);
     if (s->kind == SRC_RANDOM) {
         snprintf(label, lsize, "random sample %llu", (unsigned long long)k + 1);
         for (size_t i = 0; i < n; i++) {
@@ -794,6 +1060,10 @@ oq_status oq_calib_run(oq_model *m, oq_calib_source *src, const oq_calib_hooks *
     if (h->progress)
         h->progress(0, total, "", h->progress_user);
     for (uint64_t k = 0; k < total; k++) {
+        if (oq_stop_requested()) {
+            st = oq_diag_error(d, OQ_ERR_STOPPED, "stopped");
+            goto done;
+        }
         st = source_sample(src, plan, k, in, n_in, label, sizeof label, d);
         if (st != OQ_OK)
             goto done;

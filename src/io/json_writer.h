@@ -27,8 +27,8 @@
  *  - NaN and +-Inf: by default the strings "NaN", "Infinity", "-Infinity"
  *    (JSON has no literal for them); with w.nonfinite_null = true they are null.
  */
-#ifndef ONNXQ_CLI_JSON_H
-#define ONNXQ_CLI_JSON_H
+#ifndef ONNXQ_IO_JSON_WRITER_H
+#define ONNXQ_IO_JSON_WRITER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* JSON writer on cJSON: see json.h. */
-#include "cli/json.h"
+#include "io/json_writer.h"
 
 #include <cJSON.h>
 #include <inttypes.h>

@@ -1,7 +1,7 @@
-/* The hooks of `onnxq quantize` that run after the pipeline: bias correction, the saturation
+/* The steps of the quantize job that run after the pipeline: bias correction, the saturation
  * check and --target-sqnr DB [--max-fallback N] [--eval DIR] (the accuracy-driven fallback:
  * return the worst layers to float until the output SQNR reaches DB, include/onnxq/fallback.h). */
-#include "cli/quantize_fallback.h"
+#include "job/job-impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,26 +10,66 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include <stdarg.h>
 #include "onnxq/calib.h"
 #include "onnxq/fallback.h"
 #include "onnxq/satcheck.h"
 #include "onnxq/target.h"
 
+void say(const jlog *l, const char *fmt, ...)
+{
+    if (!l || !l->fn)
+        return;
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    l->fn(buf, l->user);
+}
+
+typedef struct line_ctx {
+    oq_calib_progress_state *ps;
+    const jlog *lg;
+} line_ctx;
+
 static void print_line(const char *line, void *user)
 {
-    oq_calib_progress_clear(user);
-    fprintf(stderr, "onnxq quantize: fallback: %s\n", line);
+    line_ctx *lc = user;
+    oq_calib_progress_clear(lc->ps);
+    say(lc->lg, "onnxq quantize: fallback: %s", line);
+}
+
+/* The float model again (the job edits its copy in place). */
+static oq_model *load_float(const oq_quantize_fallback_args *a, oq_status *st, oq_diag *d)
+{
+    oq_model *m = NULL;
+    *st = a->in_data ? oq_model_read_buffer(a->in_data, a->in_len, a->in, NULL, &m, d) : oq_model_read(a->in, NULL, &m, d);
+    return *st == OQ_OK ? m : NULL;
 }
 
 /* The data the fallback and the saturation check measure with: --eval DIR or the
  * calibration data (eval: whether --eval is honoured). */
-static oq_status open_source(const cli_fallback_args *a, bool eval, oq_calib_source **out, oq_diag *d)
+static oq_status open_source(const oq_quantize_fallback_args *a, bool eval, oq_calib_source **out, oq_diag *d)
 {
     oq_calib_source *src = NULL;
     oq_status st;
     *out = NULL;
     const char *dir = eval && a->eval ? a->eval : a->calib;
+    if (a->feed && !(eval && a->eval)) { /* the caller's samples, read again */
+        uint64_t id = oq_calib_source_feed_id(a->feed);
+        st = oq_calib_source_from_feed_id(id, &src, d);
+        if (st == OQ_OK)
+            st = oq_calib_source_set_values(src, a->values, d);
+        if (st != OQ_OK) {
+            oq_calib_source_free(src);
+            return st;
+        }
+        if (a->max_samples > 0)
+            oq_calib_source_limit(src, (uint64_t)a->max_samples);
+        *out = src;
+        return OQ_OK;
+    }
     long long h = 0, w = 0;
     if (a->size && *a->size && sscanf(a->size, "%lldx%lld", &h, &w) != 2)
         return oq_diag_error(d, OQ_ERR_USAGE, "--size must be HxW");
@@ -65,7 +105,7 @@ static oq_status open_source(const cli_fallback_args *a, bool eval, oq_calib_sou
     return OQ_OK;
 }
 
-oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *met, oq_diag *d)
+oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool *met, oq_diag *d)
 {
     oq_calib_source *src = NULL;
     oq_model *fm = NULL;
@@ -79,7 +119,7 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
     st = open_source(a, true, &src, d);
     if (st != OQ_OK)
         return st;
-    fm = cli_load_model(a->in, &st);
+    fm = load_float(a, &st, d);
     if (!fm)
         goto done;
     oq_fallback_options o = oq_fallback_options_default();
@@ -98,11 +138,14 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
     oq_calib_progress_state ps;
     memset(&ps, 0, sizeof ps);
     ps.what = "fallback: measuring";
+    line_ctx lc = {&ps, a->lg};
     if (!a->quiet) {
         o.log = print_line;
-        o.log_user = &ps;
-        o.progress = oq_calib_progress_stderr;
-        o.progress_user = &ps;
+        o.log_user = &lc;
+        if (a->progress) {
+            o.progress = oq_calib_progress_stderr;
+            o.progress_user = &ps;
+        }
     }
     st = oq_fallback_run(fm, m, src, &o, &r, d);
     if (st == OQ_OK) {
@@ -118,9 +161,9 @@ oq_status cli_quantize_fallback(const cli_fallback_args *a, oq_model *m, bool *m
             if (r.steps[i].sqnr_db == r.sqnr_db)
                 wl = r.steps[i].worst_output;
         bool part = wl && strchr(wl, '[');
-        fprintf(stderr,
+        say(a->lg,
                 "onnxq quantize: fallback: %s: output SQNR %.2f dB%s%s (target %.2f dB), %zu measurement(s), %zu node(s) "
-                "in float%s%s\n",
+                "in float%s%s",
                 r.met ? "target met" : "target NOT met", r.sqnr_db, part ? " at its worst part " : "", part ? wl : "",
                 a->target_sqnr_db, r.n_steps, nn, nn ? ": " : "", nn ? r.in_float : "");
     }
@@ -131,7 +174,7 @@ done:
     return st;
 }
 
-oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d)
+oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d)
 {
     enum { MAX_SAMPLES = 8 };
     const double max_loss_db = 1.0;
@@ -140,7 +183,7 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
     *n_warned = 0;
     if (!oq_satcheck_can_saturate(m, a->arith)) {
         if (!a->quiet)
-            fprintf(stderr, "onnxq quantize: saturation check skipped: nothing can saturate (%s)\n",
+            say(a->lg, "onnxq quantize: saturation check skipped: nothing can saturate (%s)",
                     a->arith == OQ_ARITH_AVX2 ? "avx2 arithmetic: int8 weights within the pair limit, or U8U8"
                                               : "exact int32 accumulation");
         return OQ_OK;
@@ -163,9 +206,9 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
             continue;
         (*n_warned)++;
         if (!a->quiet)
-            fprintf(stderr,
+            say(a->lg,
                 "onnxq quantize: warning: layer \"%s\" (%s%s%s) loses %.2f dB with %s's %s arithmetic "
-                "(SQNR %.2f dB against the reference arithmetic, %llu sample(s))%s; %s\n",
+                "(SQNR %.2f dB against the reference arithmetic, %llu sample(s))%s; %s",
                 L->tensor, L->op_type, *L->node ? " " : "", L->node, loss, a->target ? a->target : "the target",
                 oq_arith_name(a->arith), oq_err_sqnr_db(&L->err), (unsigned long long)oq_satcheck_n_samples(sc),
                 a->arith == OQ_ARITH_AVX2 && s8 ? ": its int8 weights saturate u8 x s8 pairs" : "",
@@ -176,8 +219,8 @@ oq_status cli_quantize_satcheck(const cli_fallback_args *a, oq_model *m, size_t 
                       "(--exclude-nodes)");
     }
     if (!a->quiet && !*n_warned)
-        fprintf(stderr, "onnxq quantize: saturation check (%s arithmetic, %llu sample(s), %zu layer(s)): no "
-                        "layer loses more than %.0f dB\n",
+        say(a->lg, "onnxq quantize: saturation check (%s arithmetic, %llu sample(s), %zu layer(s)): no "
+                        "layer loses more than %.0f dB",
                 oq_arith_name(a->arith), (unsigned long long)oq_satcheck_n_samples(sc), n_product, max_loss_db);
 done:
     oq_satcheck_free(sc);
@@ -192,8 +235,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-oq_status cli_quantize_bias_correct(const cli_fallback_args *a, const oq_registry *reg, const char *prep, oq_model *m,
-                                    oq_biascorr_result *r, double *seconds, oq_diag *d)
+oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
+                              oq_model *m, oq_biascorr_result *r, double *seconds, oq_diag *d)
 {
     double t0 = now_s();
     oq_calib_source *src = NULL;
@@ -203,7 +246,7 @@ oq_status cli_quantize_bias_correct(const cli_fallback_args *a, const oq_registr
     oq_status st = open_source(a, false, &src, d);
     if (st != OQ_OK)
         return st;
-    fm = cli_load_model(a->in, &st);
+    fm = load_float(a, &st, d);
     if (!fm)
         goto done;
     size_t err_pos = 0;
@@ -222,9 +265,9 @@ oq_status cli_quantize_bias_correct(const cli_fallback_args *a, const oq_registr
     st = oq_bias_correct(fm, m, src, &o, r, d);
     *seconds = now_s() - t0;
     if (st == OQ_OK && !a->quiet)
-        fprintf(stderr,
+        say(a->lg,
                 "onnxq quantize: bias correction: %zu layer(s) on %llu sample(s) in %zu pass(es), %zu changed, %zu "
-                "skipped; largest correction %.3f x the layer's float RMS (%s); %.1f s\n",
+                "skipped; largest correction %.3f x the layer's float RMS (%s); %.1f s",
                 r->layers, (unsigned long long)r->samples, r->runs, r->changed, r->skipped, r->max_rel_shift,
                 *r->max_rel_node ? r->max_rel_node : "-", *seconds);
 done:

@@ -1,13 +1,14 @@
-/* onnxq quantize --json: the summary of a run. */
-#include "cli/quantize_report.h"
+/* The quantize job's --json summary (docs/quantize.md) and the log of the passes it ran. */
+#include "job/job-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/json.h"
 #include "onnxq/calib.h"
 
-char *cli_take_metadata(oq_model *m, const char *key)
+char *oq_job_take_metadata(oq_model *m, const char *key)
 {
     for (size_t i = 0; i < m->metadata.count; i++) {
         oq_kv *kv = &m->metadata.items[i];
@@ -21,10 +22,47 @@ char *cli_take_metadata(oq_model *m, const char *key)
     return NULL;
 }
 
-void cli_qreport_after_pass(const oq_pass_event *ev, oq_model *m, void *user)
+void oq_job_pass_log_after_pass(const oq_pass_event *ev, oq_model *m, void *user)
 {
-    cli_qreport *r = user;
-    cli_pass_log_after_pass(ev, m, &r->passes);
+    oq_job_pass_log *log = user;
+    (void)m;
+    if (log->n >= OQ_JOB_PASS_LOG_MAX)
+        return;
+    snprintf(log->names[log->n], sizeof log->names[log->n], "%s", ev->pass->name);
+    log->results[log->n] = *ev->result;
+    log->secs[log->n] = ev->seconds;
+    log->iterations[log->n] = ev->iterations;
+    log->n++;
+}
+
+void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log)
+{
+    double total = 0;
+    json_key(w, "passes");
+    json_begin_array(w);
+    for (size_t i = 0; i < log->n; i++) {
+        const oq_pass_result *r = &log->results[i];
+        total += log->secs[i];
+        json_begin_object(w);
+        json_kv_string(w, "name", log->names[i]);
+        json_kv_bool(w, "changed", r->changed);
+        json_kv_int(w, "iterations", log->iterations[i]);
+        json_kv_double(w, "seconds", log->secs[i]);
+        json_key(w, "stats");
+        json_begin_object(w);
+        for (size_t k = 0; k < r->n_stats; k++)
+            json_kv_int(w, r->stats[k].name, r->stats[k].value);
+        json_end_object(w);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_kv_double(w, "seconds", total);
+}
+
+void oq_job_qreport_after_pass(const oq_pass_event *ev, oq_model *m, void *user)
+{
+    oq_job_qreport *r = user;
+    oq_job_pass_log_after_pass(ev, m, &r->passes);
     if (ev->status != OQ_OK || strcmp(ev->pass->name, "calibrate") != 0)
         return;
     for (size_t i = 0; i < m->metadata.count; i++) {
@@ -36,7 +74,7 @@ void cli_qreport_after_pass(const oq_pass_event *ev, oq_model *m, void *user)
     }
 }
 
-void cli_qreport_print_calibration(const cli_qreport *r, FILE *f)
+void oq_job_qreport_print_calibration(const oq_job_qreport *r, const jlog *lg)
 {
     oq_calib_table t;
     if (!r->calibration || oq_calib_table_from_json(r->calibration, &t, NULL) != OQ_OK)
@@ -49,13 +87,21 @@ void cli_qreport_print_calibration(const cli_qreport *r, FILE *f)
                 n[c]++;
             in_sample += c >= 0 && !t.items[i].held_out;
         }
-        fprintf(f, "onnxq quantize: calibration auto: %zu tensors, candidates scored on %llu of %llu samples held out:",
-                t.count, (unsigned long long)t.held_out_samples, (unsigned long long)t.samples);
-        for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
-            fprintf(f, "%s %s %zu", c ? "," : "", oq_auto_candidate_name(c), n[c]);
-        if (in_sample)
-            fprintf(f, " (%zu chosen in-sample)", in_sample);
-        fputc('\n', f);
+        char *line = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&line, &len);
+        if (f) {
+            fprintf(f, "onnxq quantize: calibration auto: %zu tensors, candidates scored on %llu of %llu samples held out:",
+                    t.count, (unsigned long long)t.held_out_samples, (unsigned long long)t.samples);
+            for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
+                fprintf(f, "%s %s %zu", c ? "," : "", oq_auto_candidate_name(c), n[c]);
+            if (in_sample)
+                fprintf(f, " (%zu chosen in-sample)", in_sample);
+            fclose(f);
+            if (line)
+                say(lg, "%s", line);
+            free(line);
+        }
     }
     oq_calib_table_free(&t);
 }
@@ -119,19 +165,25 @@ static void write_value(json_writer *w, const cJSON *j)
     }
 }
 
-int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, const char *out,
-                      oq_status st, void (*config)(json_writer *w, const void *cfg), const void *cfg)
+char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *out, oq_status st,
+                           void (*config)(json_writer *w, const void *cfg), const void *cfg)
 {
-    cli_report rep;
-    if (cli_report_open(&rep, "quantize", path, 2) != CLI_OK)
-        return CLI_FAIL;
-    json_writer *w = &rep.w;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *ms = open_memstream(&text, &len);
+    if (!ms)
+        return NULL;
+    json_writer jw;
+    json_writer *w = &jw;
+    json_init(w, ms, 2);
+    json_begin_object(w);
+    json_kv_int(w, "version", 1);
     json_kv_string(w, "input", in);
     json_kv_string(w, "output", st == OQ_OK ? out : NULL);
     json_kv_string(w, "status", oq_status_name(st));
     json_key(w, "config");
     config(w, cfg);
-    cli_report_passes(w, &r->passes);
+    oq_job_report_passes(w, &r->passes);
     json_key(w, "smooth_quant"); /* null: not run */
     cJSON *sq = NULL;
     if (r->smooth_quant && oq_json_parse(r->smooth_quant, strlen(r->smooth_quant), "smooth-quant record", &sq, NULL) == OQ_OK)
@@ -178,5 +230,12 @@ int cli_qreport_write(const cli_qreport *r, const char *path, const char *in, co
         json_end_object(w);
     }
     json_end_array(w);
-    return cli_report_close(&rep);
+    json_end_object(w);
+    int jr = json_finish(w);
+    fclose(ms);
+    if (jr != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }

@@ -1,0 +1,101 @@
+/* Private to the quantize job (src/job/): the steps after the pipeline, the --json
+ * summary, the log of the passes that ran. include/onnxq/quantize.h is the API. */
+#ifndef ONNXQ_JOB_IMPL_H
+#define ONNXQ_JOB_IMPL_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io/json_writer.h"
+#include "onnxq/biascorr.h"
+#include "onnxq/calib.h"
+#include "onnxq/exec.h"
+#include "onnxq/ir.h"
+#include "onnxq/pass.h"
+
+/* Where the lines the command prints go (oq_quantize_options.log; NULL: nowhere). */
+typedef struct jlog {
+    void (*fn)(const char *line, void *user);
+    void *user;
+} jlog;
+void say(const jlog *l, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The passes a pipeline ran, collected by oq_pipeline_run_options.after_pass. */
+#define OQ_JOB_PASS_LOG_MAX 64
+typedef struct oq_job_pass_log {
+    size_t n;
+    char names[OQ_JOB_PASS_LOG_MAX][64];
+    oq_pass_result results[OQ_JOB_PASS_LOG_MAX];
+    double secs[OQ_JOB_PASS_LOG_MAX];
+    int iterations[OQ_JOB_PASS_LOG_MAX];
+} oq_job_pass_log;
+/* user: an oq_job_pass_log (zero-initialized). */
+void oq_job_pass_log_after_pass(const oq_pass_event *ev, oq_model *m, void *user);
+/* "passes": [{name, changed, iterations, seconds, stats}], "seconds": total */
+void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log);
+
+/* The --json summary of a quantize run (schema version 1, docs/quantize.md). */
+typedef struct oq_job_qreport {
+    oq_job_pass_log passes;   /* ro.after_pass = oq_job_qreport_after_pass, ro.user = the report */
+    bool fallback;            /* --target-sqnr given */
+    bool fallback_met;
+    char *smooth_quant;       /* the smooth-quant pass's JSON record (malloc'ed), or NULL */
+    bool bias_correction;     /* bias correction ran */
+    oq_biascorr_result bias;
+    double bias_seconds;
+    const oq_diag *diag;      /* every note and warning, listed as "diagnostics" */
+    char *calibration;        /* the calibrate pass's table (JSON, malloc'ed) or NULL */
+} oq_job_qreport;
+/* Logs the pass and keeps a copy of the calibration table after the calibrate pass. */
+void oq_job_qreport_after_pass(const oq_pass_event *ev, oq_model *m, void *user);
+/* One line: what calibration chose, per method (method auto: tensors per candidate). */
+void oq_job_qreport_print_calibration(const oq_job_qreport *r, const jlog *lg);
+/* Remove metadata_props entry `key` from m; its value (malloc'ed) or NULL. */
+char *oq_job_take_metadata(oq_model *m, const char *key);
+/* The summary as JSON text (indent 2, trailing newline; malloc'ed, NULL out of memory);
+ * config writes the configuration object (as --print-config). */
+char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *out, oq_status st,
+                           void (*config)(json_writer *w, const void *cfg), const void *cfg);
+char *oq_job_qreport_text(const oq_job_qreport *r, const char *in, const char *out, oq_status st, const void *cfg);
+
+/* The steps after the pipeline: bias correction, the saturation check, the fallback. */
+typedef struct oq_quantize_fallback_args {
+    const char *in;                    /* the float model file */
+    double target_sqnr_db;
+    int64_t max_fallback;
+    const char *eval;                  /* --eval DIR, or NULL: the calibration data */
+    const char *calib, *calib_images;  /* as given to quantize */
+    const char *size, *mean, *std, *layout;
+    bool bgr;
+    double scale;
+    int64_t calib_random, seed, max_samples, threads;
+    bool quiet;
+    const char *search;                /* --fallback-search greedy|bisect (NULL: greedy) */
+    bool grey;                         /* --grey */
+    const char *dims, *values;         /* --dim, --input-value as NAME=N,... (may be NULL) */
+    oq_arith arith;                    /* the quantize target's arithmetic (measurements) */
+    const char *target;                /* its name, for messages */
+    const char *weight_dtype;          /* --weight-dtype as resolved, for advice */
+    const void *in_data;               /* the float model's bytes, when not read from `in` */
+    size_t in_len;
+    oq_calib_source *feed;             /* samples fed by the caller, or NULL */
+    const jlog *lg;
+    bool progress;                     /* progress bars on stderr */
+} oq_quantize_fallback_args;
+
+/* Run the fallback on the quantized model m (edited in place); logs the steps; *met: target reached. */
+oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool *met, oq_diag *d);
+/* The saturation check (docs/quantize.md): run at most 8 calibration samples through m
+ * with the reference arithmetic and with a->arith (not reference), and warn for every
+ * layer losing more than 1 dB (include/onnxq/satcheck.h). *n_warned: layers named. */
+oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d);
+/* Bias correction (include/onnxq/biascorr.h) of m against the float model a->in after the
+ * passes `prep` (the quantize pipeline's float part, parsed with reg), on at most
+ * OQ_BIASCORR_SAMPLES calibration samples; logs a summary line unless quiet. */
+#define OQ_BIASCORR_SAMPLES 16
+oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
+                              oq_model *m, oq_biascorr_result *r, double *seconds, oq_diag *d);
+#endif
