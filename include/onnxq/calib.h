@@ -223,6 +223,11 @@ typedef struct oq_calib_progress_state {
     const char *what;
 } oq_calib_progress_state;
 void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user);
+/* Send what oq_calib_progress_stderr would print to fn instead (what: the work, e.g.
+ * "calibrating"; done == 0 starts a round), process-wide; NULL restores stderr. For a
+ * front end with its own progress display (the Python package: a callback or tqdm). */
+void oq_calib_progress_set_hook(void (*fn)(const char *what, uint64_t done, uint64_t total, void *user),
+                                void *user);
 /* Erase the terminal line before other output is printed (nothing when not a terminal). */
 void oq_calib_progress_clear(oq_calib_progress_state *s);
 

@@ -134,6 +134,15 @@ oq_status oq_quantize_options_load(oq_quantize_options *o, const char *json, siz
 oq_status oq_quantize_options_load_file(oq_quantize_options *o, const char *path, bool as_config, oq_diag *d);
 void oq_quantize_options_free(oq_quantize_options *o);
 
+/* For callers through a foreign-function interface (the Python package's ctypes): the
+ * options on the heap with the defaults set, the fields JSON cannot carry, and the
+ * result on the heap. */
+oq_quantize_options *oq_quantize_options_new(void);
+void oq_quantize_options_delete(oq_quantize_options *o);
+void oq_quantize_options_set_source(oq_quantize_options *o, oq_calib_source *src);
+void oq_quantize_options_set_log(oq_quantize_options *o, void (*log)(const char *line, void *user), void *user,
+                                 bool progress);
+
 typedef struct oq_quantize_result {
     char *config;                  /* the resolved configuration (JSON, --print-config) */
     char *summary;                 /* the --json summary (JSON, docs/quantize.md) */

@@ -556,6 +556,33 @@ void oq_quantize_options_default(oq_quantize_options *c)
     c->max_fallback = 10;
 }
 
+oq_quantize_options *oq_quantize_options_new(void)
+{
+    oq_quantize_options *o = malloc(sizeof *o);
+    if (o)
+        oq_quantize_options_default(o);
+    return o;
+}
+
+void oq_quantize_options_delete(oq_quantize_options *o)
+{
+    oq_quantize_options_free(o);
+    free(o);
+}
+
+void oq_quantize_options_set_source(oq_quantize_options *o, oq_calib_source *src)
+{
+    o->source = src;
+}
+
+void oq_quantize_options_set_log(oq_quantize_options *o, void (*log)(const char *line, void *user), void *user,
+                                 bool progress)
+{
+    o->log = log;
+    o->log_user = user;
+    o->progress_stderr = progress;
+}
+
 void oq_quantize_options_free(oq_quantize_options *o)
 {
     if (!o)

@@ -1513,11 +1513,24 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static void (*progress_hook)(const char *what, uint64_t done, uint64_t total, void *user);
+static void *progress_hook_user;
+
+void oq_calib_progress_set_hook(void (*fn)(const char *what, uint64_t done, uint64_t total, void *user), void *user)
+{
+    progress_hook = fn;
+    progress_hook_user = user;
+}
+
 void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, void *user)
 {
     oq_calib_progress_state *s = user;
     double t = now_s();
     const char *what = s->what ? s->what : "calibrating";
+    if (progress_hook) {
+        progress_hook(what, done, total, progress_hook_user);
+        return;
+    }
     if (s->tty == 0)
         s->tty = isatty(fileno(stderr)) ? 1 : 2;
     (void)label;
@@ -1558,6 +1571,8 @@ void oq_calib_progress_stderr(uint64_t done, uint64_t total, const char *label, 
 
 void oq_calib_progress_clear(oq_calib_progress_state *s)
 {
+    if (progress_hook)
+        return;
     if (s->tty == 1 && s->last_print > 0) {
         fputs("\r\033[K", stderr);
         fflush(stderr);
