@@ -20,6 +20,8 @@ echo "== onnxruntime comparisons on an emulated AVX2-only CPU (qemu Haswell)"
 # cannot land a test that only holds on VNNI (tests/CMakeLists.txt, tests/ortnode.bash).
 ONNXQ_ORT_CPU=haswell ONNXQ_HOST_CPU=avx2 ONNXQ_QUICK=1 \
   ctest --test-dir build --output-on-failure -j"$JOBS" -L ort
+echo "== Python package (wheel, pytest)"
+bash .ci/test-python.sh
 echo "== build (ASan + UBSan)"
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DONNXQ_WERROR=ON -DONNXQ_SANITIZE=ON >/dev/null
 cmake --build build-san -j"$JOBS" >/dev/null
