@@ -211,6 +211,36 @@ bool oq_verify_has_isolation(const oq_verify *v);
 /* Largest number of bytes of float tensors held at once for one sample. */
 int64_t oq_verify_peak_store_bytes(const oq_verify *v);
 
+/* ---- the report (docs/verify.md "JSON"), for every front end ---- */
+
+/* A layer with something compared (accumulated or isolated elements). */
+bool oq_verify_layer_compared(const oq_verify_layer *L);
+/* Indices of the compared layers, worst first (isolated SQNR, else accumulated; then
+ * accumulated; then graph order); malloc'ed, *n of them; NULL out of memory. */
+size_t *oq_verify_worst_layers(const oq_verify *v, size_t *n);
+/* The layer's float histogram rebinned to `bins` bins over [lo, hi] (its float range and
+ * quantization range, padded 2 %); false when it has none. */
+bool oq_verify_layer_histogram(const oq_verify_layer *L, double *lo, double *hi, uint64_t *out, int bins);
+
+#define OQ_VERIFY_REPORT_BINS 60
+struct oq_target;
+typedef struct oq_verify_report_info {
+    const char *float_model, *quant_model; /* as named in the report */
+    const char *source;                    /* where the samples came from */
+    const struct oq_target *target;        /* the quantized model's arithmetic (NULL: reference) */
+    int top;                               /* worst layers listed */
+    bool has_min;                          /* a minimum output SQNR was asked for: */
+    double min_sqnr;                       /*   it, */
+    bool pass;                             /*   and whether every output met it */
+    int64_t peak_rss_bytes;                /* the process's peak (the command's report) */
+    int indent;                            /* JSON indent (the command: 1) */
+} oq_verify_report_info;
+/* The report `onnxq verify --json` writes (schema version 1): per output (error, top-k,
+ * slices, worst part), per layer (quantizer's range, float range, output QDQ,
+ * accumulated and isolated error, histogram), worst layers, weights, memory. JSON text,
+ * malloc'ed (NULL out of memory). */
+char *oq_verify_report_json(const oq_verify *v, const oq_verify_report_info *info);
+
 #ifdef __cplusplus
 }
 #endif

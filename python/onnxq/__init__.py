@@ -23,7 +23,7 @@ import numpy as np
 from . import _lib
 from ._lib import lib
 
-__all__ = ["quantize", "run", "check", "opt", "Error", "BadInputError", "UsageError", "JobError",
+__all__ = ["quantize", "verify", "run", "check", "opt", "Error", "BadInputError", "UsageError", "JobError",
            "QUANTIZE_OPTIONS", "__version__"]
 __version__ = "0.1.0"
 
@@ -458,6 +458,92 @@ def quantize(model_input, model_output, calibration_data_reader=None, *, target=
 
 quantize.__doc__ = quantize.__doc__.replace(
     "{options}", "\n    ".join(f"{k:<20} {o:<22} {w}" for k, (o, w) in QUANTIZE_OPTIONS.items()))
+
+
+# ------------------------------------------------------------------ verify
+
+def verify(float_model, quant_model, data, *, target="reference", isolation=True, min_sqnr=None, top=10,
+           threads=0):
+    """Compare a quantized model with its float model on the same samples (``onnxq verify``,
+    docs/verify.md); returns the report ``onnxq verify --json`` writes, as a dict: per output
+    "error" (sqnr_db, cosine, max_abs_err, ...), top-1/top-k agreement for class scores,
+    "slices" (the parts of a Concat output) and the "worst" part; per layer the quantizer's
+    range, the float range, the accumulated and isolated errors; "worst_layers"; "weights".
+
+    data: a folder of samples (as ``--data``), or a CalibrationDataReader / iterable of dicts
+    of arrays. target: the quantized model's arithmetic (reference, ort-x86, ...).
+    min_sqnr: also report "pass" (every output's worst part at least this many dB).
+    """
+    tg = None
+    if target not in (None, "reference"):
+        tg = _lib.oq_target_find(_b(target))
+        if not tg:
+            raise UsageError(f"onnxq verify: --target \"{target}\": unknown target (one of: "
+                             f"{_lib.oq_target_names().decode()})", "usage error", 2)
+    with _Diag() as d, _Model(float_model, d) as fm, _Model(quant_model, d) as qm:
+        vo = _lib.oq_verify_options_default()
+        vo.threads = threads
+        vo.isolated = bool(isolation)
+        vo.prepare_reference = _lib.oq_pass_prepare_float_reference
+        if tg:
+            vo.arith = tg.contents.arith
+        v = c_void_p()
+        st = _lib.oq_verify_new(fm.m, qm.m, byref(vo), byref(v), byref(d.d))
+        if st != OQ_OK:
+            d.fail(st, 1 if st in (OQ_ERR_NOMEM, OQ_ERR_INTERNAL) else 2)
+        src = c_void_p()
+        try:
+            fp = _lib.oq_verify_float_plan(v)
+            n_in = _lib.oq_plan_n_inputs(fp)
+            names = [_lib.oq_plan_input_name(fp, i).decode() for i in range(n_in)]
+            ins = (_lib.RtTensor * max(n_in, 1))()
+            if isinstance(data, (str, os.PathLike)):
+                source = os.fspath(data)
+                st = _lib.oq_calib_source_dir(_b(source), byref(src), byref(d.d))
+                if st != OQ_OK:
+                    d.fail(st)
+                label = ctypes.create_string_buffer(4200)
+                for k in range(_lib.oq_calib_source_count(src)):
+                    st = _lib.oq_calib_source_sample(src, fp, k, ins, n_in, label, len(label), byref(d.d))
+                    if st == OQ_OK:
+                        st = _call(_lib.oq_verify_sample, v, ins, n_in, label.value, byref(d.d))
+                    for i in range(n_in):
+                        _lib.oq_rt_tensor_release(byref(ins[i]))
+                    if st != OQ_OK:
+                        d.fail(st)
+            else:
+                source = "samples given by the caller"
+                for k, sample in enumerate(_samples(data), 1):
+                    missing = [n for n in names if n not in sample]
+                    if missing:
+                        raise UsageError(f"onnxq verify: sample {k}: no array for input \"{missing[0]}\"",
+                                         "usage error", 2)
+                    keep = [_borrow(n, sample[n], ins[i]) for i, n in enumerate(names)]
+                    st = _call(_lib.oq_verify_sample, v, ins, n_in, f"#{k}".encode(), byref(d.d))
+                    del keep
+                    if st != OQ_OK:
+                        d.fail(st)
+            passed = True
+            if min_sqnr is not None:
+                import math
+                for i in range(_lib.oq_verify_n_outputs(v)):
+                    s = _lib.oq_verify_output_worst(_lib.oq_verify_output_at(v, i), None, None)
+                    passed &= not math.isnan(s) and s >= min_sqnr
+            info = _lib.VerifyReportInfo(_b(fm.name), _b(qm.name), _b(source), ctypes.cast(tg, c_void_p) if tg else None,
+                                         top, min_sqnr is not None, float(min_sqnr or 0), passed, -1, 0)
+            text = _lib.oq_verify_report_json(v, byref(info))
+            if not text:
+                raise MemoryError("onnxq verify: out of memory")
+            try:
+                report = json.loads(ctypes.string_at(text).decode())
+            finally:
+                _lib.libc_free(text)
+            report["memory"].pop("peak_rss_bytes", None)
+            return report
+        finally:
+            if src:
+                _lib.oq_calib_source_free(src)
+            _lib.oq_verify_free(v)
 
 
 # ------------------------------------------------------------------ run, check, opt

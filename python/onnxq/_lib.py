@@ -129,3 +129,31 @@ class Target(Structure):
 
 oq_target_find.restype = POINTER(Target)
 oq_target_names = _fn("oq_target_names", c_char_p)
+
+
+class VerifyOptions(Structure):
+    _fields_ = [("threads", c_int), ("isolated", c_bool), ("class_topk", c_int), ("arith", c_int),
+                ("arith_loss", c_bool), ("prepare_reference", c_void_p), ("prepare_user", c_void_p),
+                ("float_ranges", c_bool)]
+
+
+class VerifyReportInfo(Structure):
+    _fields_ = [("float_model", c_char_p), ("quant_model", c_char_p), ("source", c_char_p), ("target", c_void_p),
+                ("top", c_int), ("has_min", c_bool), ("min_sqnr", c_double), ("pass_", c_bool),
+                ("peak_rss_bytes", c_int64), ("indent", c_int)]
+
+
+# verify.h
+oq_verify_options_default = _fn("oq_verify_options_default", VerifyOptions)
+oq_verify_new = _fn("oq_verify_new", c_int, c_void_p, c_void_p, POINTER(VerifyOptions), POINTER(c_void_p), PDiag)
+oq_verify_free = _fn("oq_verify_free", None, c_void_p)
+oq_verify_float_plan = _fn("oq_verify_float_plan", c_void_p, c_void_p)
+oq_verify_sample = _fn("oq_verify_sample", c_int, c_void_p, PRt, c_size_t, c_char_p, PDiag)
+oq_verify_n_outputs = _fn("oq_verify_n_outputs", c_size_t, c_void_p)
+oq_verify_output_at = _fn("oq_verify_output_at", c_void_p, c_void_p, c_size_t)
+oq_verify_output_worst = _fn("oq_verify_output_worst", c_double, c_void_p, c_void_p, c_void_p)
+oq_verify_report_json = _fn("oq_verify_report_json", c_void_p, c_void_p, POINTER(VerifyReportInfo))
+oq_pass_prepare_float_reference = ctypes.cast(lib.oq_pass_prepare_float_reference, c_void_p)
+oq_calib_source_dir = _fn("oq_calib_source_dir", c_int, c_char_p, POINTER(c_void_p), PDiag)
+oq_calib_source_sample = _fn("oq_calib_source_sample", c_int, c_void_p, c_void_p, c_uint64, PRt, c_size_t, c_char_p,
+                             c_size_t, PDiag)

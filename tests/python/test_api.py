@@ -135,7 +135,7 @@ def test_paddleocr_reader(tmp_path, cli, text_images, which):
     s = onnxq.quantize(str(model), str(tmp_path / "py.onnx"), reader)
     assert s["bias_correction"]["layers"] > 0
     same_but_data_source(tmp_path / "py.onnx", tmp_path / "cli.onnx")
-    assert onnxq.check(tmp_path / "py.onnx") == [] or True  # the checker accepts it (warnings allowed)
+    onnxq.check(tmp_path / "py.onnx")  # the checker accepts it (raises otherwise)
 
 
 # ------------------------------------------------------------------ errors
@@ -259,3 +259,26 @@ def test_ort_example_changes_two_lines(tmp_path, text_images):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "Calibrated and quantized model saved." in r.stdout and r.stdout.count("Avg:") == 2
+
+
+# ------------------------------------------------------------------ verify
+
+def test_verify_equals_the_command_report(tmp_path, cli, shapes):
+    q = tmp_path / "q.onnx"
+    onnxq.quantize(shapes, q, CALIB)
+    eval_dir = ROOT / "models" / "eval"
+    for target in ("reference", "ort-x86"):
+        r = run_cli(cli, "verify", shapes, q, "--data", eval_dir, "--json", tmp_path / "v.json", "--min-sqnr", "30",
+                    "--target", target, "--quiet")
+        assert r.returncode == 0, r.stderr
+        want = json.loads((tmp_path / "v.json").read_text())
+        want["memory"].pop("peak_rss_bytes")
+        got = onnxq.verify(str(shapes), str(q), str(eval_dir), target=target, min_sqnr=30)
+        assert got == want
+    # the same samples from a reader: the same errors
+    got2 = onnxq.verify(shapes, q, folder_samples(eval_dir))
+    ref = onnxq.verify(shapes, q, eval_dir)
+    assert got2["outputs"][0]["error"] == ref["outputs"][0]["error"]
+    assert got2["samples"] == 64 and got2["layers"] == ref["layers"]
+    with pytest.raises(onnxq.UsageError, match='sample 1: no array for input "image"'):
+        onnxq.verify(shapes, q, [{"x": np.zeros(1, np.float32)}])
