@@ -28,6 +28,10 @@ unset LD_LIBRARY_PATH
 
 # the ```c block of docs/api.md, and the two blocks after "Its standard output"
 awk '/^```c$/ {on=1; next} on && /^```$/ {exit} on' "$SRC/docs/api.md" >"$work/example.c"
+# the second ```c block (the quantize job) and the block after "The quantize example prints"
+awk '/^```c$/ {n++; if (n==2) {on=1; next}} on && /^```$/ {exit} on' "$SRC/docs/api.md" >"$work/qexample.c"
+awk '/^The quantize example prints/ {f=1} f && /^```$/ {n++; next} f && n==1' "$SRC/docs/api.md" >"$work/qwant.out"
+[ -s "$work/qexample.c" ] && [ -s "$work/qwant.out" ] || die "docs/api.md: the quantize example or its output not found"
 awk '/^Its standard output/ {f=1} f && /^```$/ {n++; next} f && n==1' "$SRC/docs/api.md" >"$work/want.out"
 awk '/^Its standard output/ {f=1} f && /^```$/ {n++; next} f && n==3' "$SRC/docs/api.md" >"$work/want.err"
 [ -s "$work/example.c" ] && [ -s "$work/want.out" ] && [ -s "$work/want.err" ] || die "docs/api.md: example or its output not found"
@@ -50,6 +54,28 @@ rc=$?
 [ $rc = 0 ] || { echo "FAIL: example exit $rc: $(head -3 "$work/got.err")"; fail=1; }
 if diff -u "$work/want.out" "$work/got.out"; then ok "stdout is the page's"; else echo "FAIL: stdout differs from docs/api.md"; fail=1; fi
 if diff -u "$work/want.err" "$work/got.err"; then ok "stderr is the page's"; else echo "FAIL: stderr differs from docs/api.md"; fail=1; fi
+# the quantize job's example (onnxq/quantize.h)
+${CC:-cc} -std=c11 -Wall -Wextra -Werror $san -o "$work/qexample" "$work/qexample.c" $flags \
+    2>"$work/qcc.log" || die "quantize example does not build: $(head -5 "$work/qcc.log")"
+(cd "$SRC" && "$work/qexample" models/shapes_cnn.onnx models/calib "$work/qq.onnx") >"$work/qgot.out" 2>"$work/qgot.err" \
+    || { echo "FAIL: quantize example: $(head -3 "$work/qgot.err")"; fail=1; }
+if diff -u "$work/qwant.out" "$work/qgot.out"; then ok "quantize example's stdout is the page's"; else echo "FAIL: quantize example's stdout differs from docs/api.md"; fail=1; fi
+"$1" quantize "$SRC/models/shapes_cnn.onnx" -o "$work/qcli.onnx" --calib "$SRC/models/calib" --quiet \
+    || { echo "FAIL: onnxq quantize"; fail=1; }
+# the same model as the command's but the configuration record (where the samples came from)
+/usr/bin/python3 - "$work/qq.onnx" "$work/qcli.onnx" <<'EOF2' || fail=1
+import json, sys
+import onnx
+a, b = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
+ca, cb = [json.loads(m.metadata_props[[p.key for p in m.metadata_props].index("onnxq.quantize.config")].value) for m in (a, b)]
+for m in (a, b):
+    keep = [p for p in m.metadata_props if p.key != "onnxq.quantize.config"]
+    del m.metadata_props[:]
+    m.metadata_props.extend(keep)
+same = a.SerializeToString() == b.SerializeToString() and ca["calib"] is None and cb["calib"].endswith("models/calib")
+print(("ok" if same else "FAIL") + ": the fed model equals the command's but the record of the samples' source")
+sys.exit(0 if same else 1)
+EOF2
 # the inspection lines (onnxq/inspect.h) against python3-onnx and numpy on the same model
 /usr/bin/python3 - "$SRC/models/shapes_cnn.onnx" "$work/got.out" <<'EOF' || fail=1
 import collections, sys
