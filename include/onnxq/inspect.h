@@ -114,6 +114,20 @@ char *oq_value_type_text(const oq_value *v);
  * OQ_ERR_IO when writing to f fails. */
 oq_status oq_inspect_write_dot(oq_model *m, const char *title, FILE *f, oq_diag *d);
 
+/* The document `onnxq dump --json` writes (schema onnxq.dump/1, docs/dump.md) for m to f:
+ * header, opsets, metadata, op histogram, parameters, the graph with its nodes, attributes
+ * and subgraphs, and with stats the statistics of every initializer and Constant tensor.
+ * path names the model in the document. A tensor whose statistics cannot be computed is
+ * handed to report (may be NULL) as it happens, with its diagnostics, and the document goes
+ * on without them (res->stats_failed, OQ_ERR_IO); nesting deeper than the writer's limit
+ * leaves it incomplete (res->incomplete, OQ_ERR_UNSUPPORTED). */
+typedef struct oq_inspect_json_result {
+    bool incomplete, oom, stats_failed;
+} oq_inspect_json_result;
+oq_status oq_inspect_write_json(oq_model *m, const char *path, bool stats, FILE *f,
+                                void (*report)(const oq_diag *d, void *user), void *user,
+                                oq_inspect_json_result *res, oq_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

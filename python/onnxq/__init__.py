@@ -23,7 +23,7 @@ import numpy as np
 from . import _lib
 from ._lib import lib
 
-__all__ = ["quantize", "verify", "run", "check", "opt", "Error", "BadInputError", "UsageError", "JobError",
+__all__ = ["quantize", "verify", "run", "check", "opt", "dump", "Error", "BadInputError", "UsageError", "JobError",
            "QUANTIZE_OPTIONS", "__version__"]
 __version__ = "0.1.0"
 
@@ -604,6 +604,31 @@ def check(model):
         if st != OQ_OK:
             d.fail(st)
         return d.lines(1)
+
+
+def dump(model, *, stats=False):
+    """What ``onnxq dump --json`` prints (docs/dump.md), as a dict: producer, opsets,
+    metadata, the op histogram, parameter counts per dtype, the graph (inputs, outputs,
+    nodes with their attributes, subgraphs); with stats=True the statistics of every
+    initializer and Constant tensor (min, max, mean, std, per output channel for
+    Conv/Gemm/MatMul weights)."""
+    with _Diag() as d, _Model(model, d) as m:
+        buf, n = c_void_p(), c_size_t(0)
+        f = _lib.open_memstream(byref(buf), byref(n))
+        if not f:
+            raise MemoryError("onnxq dump: out of memory")
+        res = _lib.InspectJsonResult()
+        try:
+            st = _lib.oq_inspect_write_json(m.m, _b(m.name), bool(stats), f, None, None, byref(res), byref(d.d))
+        finally:
+            _lib.fclose(f)
+            text = ctypes.string_at(buf, n.value) if buf else b""
+            _lib.libc_free(buf)
+        if st != OQ_OK:
+            if res.stats_failed and not d.entries():
+                raise JobError(f"onnxq dump: {m.name}: statistics of a tensor could not be computed", "I/O error", 1)
+            d.fail(st, 1)
+        return json.loads(text.decode())
 
 
 def opt(model, passes, output=None):

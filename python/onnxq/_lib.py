@@ -157,3 +157,19 @@ oq_pass_prepare_float_reference = ctypes.cast(lib.oq_pass_prepare_float_referenc
 oq_calib_source_dir = _fn("oq_calib_source_dir", c_int, c_char_p, POINTER(c_void_p), PDiag)
 oq_calib_source_sample = _fn("oq_calib_source_sample", c_int, c_void_p, c_void_p, c_uint64, PRt, c_size_t, c_char_p,
                              c_size_t, PDiag)
+
+
+class InspectJsonResult(Structure):
+    _fields_ = [("incomplete", c_bool), ("oom", c_bool), ("stats_failed", c_bool)]
+
+
+# inspect.h
+oq_inspect_write_json = _fn("oq_inspect_write_json", c_int, c_void_p, c_char_p, c_bool, c_void_p, c_void_p, c_void_p,
+                            POINTER(InspectJsonResult), PDiag)
+_libc = ctypes.CDLL(None)
+open_memstream = _libc.open_memstream
+open_memstream.restype = c_void_p
+open_memstream.argtypes = [POINTER(c_void_p), POINTER(c_size_t)]
+fclose = _libc.fclose
+fclose.restype = c_int
+fclose.argtypes = [c_void_p]

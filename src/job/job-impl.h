@@ -98,4 +98,10 @@ oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_
 #define OQ_BIASCORR_SAMPLES 16
 oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
                               oq_model *m, oq_biascorr_result *r, double *seconds, oq_diag *d);
+/* Dense data of a tensor for display, or NULL (strings, complex and the stats dtypes;
+ * errors are not fatal here): onnxq dump's text and JSON. src/job/dump_json.c */
+const void *oq_dump_tensor_peek(oq_tensor *t);
+/* Dense data of a tensor for display, or NULL (strings, complex and the stats dtypes;
+ * errors are not fatal here): onnxq dump's text and JSON. src/job/dump_json.c */
+const void *oq_dump_tensor_peek(oq_tensor *t);
 #endif

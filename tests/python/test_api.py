@@ -282,3 +282,13 @@ def test_verify_equals_the_command_report(tmp_path, cli, shapes):
     assert got2["samples"] == 64 and got2["layers"] == ref["layers"]
     with pytest.raises(onnxq.UsageError, match='sample 1: no array for input "image"'):
         onnxq.verify(shapes, q, [{"x": np.zeros(1, np.float32)}])
+
+
+def test_dump_equals_the_command(cli, shapes, tmp_path):
+    for args, kw in (([], {}), (["--stats"], {"stats": True})):
+        r = run_cli(cli, "dump", "--json", *args, shapes)
+        assert r.returncode == 0, r.stderr
+        assert onnxq.dump(str(shapes), **kw) == json.loads(r.stdout)
+    d = onnxq.dump(shapes.read_bytes())
+    assert d["file"] == "<model bytes>" and d["node_count"] == 9
+    assert {o["op"]: o["count"] for o in d["op_histogram"]}["Conv"] == 2
