@@ -390,7 +390,13 @@ def quantize(model_input, model_output, calibration_data_reader=None, *, target=
     else:
         config_file = None
     path, data = _model_bytes(model_input)
-    doc = {"target": target, "mode": mode}
+    # with a configuration file, its target and mode stand unless given here
+    doc = {} if config_file is not None else {"target": target, "mode": mode}
+    if config_file is not None:
+        if target != "ort-x86":
+            doc["target"] = target
+        if mode != "static":
+            doc["mode"] = mode
     for k, v in options.items():
         if k in ("size",) and isinstance(v, (tuple, list)):
             v = f"{v[0]}x{v[1]}"

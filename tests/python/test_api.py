@@ -292,3 +292,18 @@ def test_dump_equals_the_command(cli, shapes, tmp_path):
     d = onnxq.dump(shapes.read_bytes())
     assert d["file"] == "<model bytes>" and d["node_count"] == 9
     assert {o["op"]: o["count"] for o in d["op_histogram"]}["Conv"] == 2
+
+
+def test_progress_log_and_config(tmp_path, cli, shapes):
+    events, lines = [], []
+    onnxq.quantize(shapes, tmp_path / "a.onnx", CALIB, progress=lambda w, d, t: events.append((w, d, t)),
+                   log=lines.append)
+    assert events[0] == ("calibrating", 0, 32) and events[-1] == ("calibrating", 32, 32)
+    assert any(line.startswith("onnxq quantize: bias correction:") for line in lines)
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"target": "generic", "act_dtype": "int8"}))
+    r = run_cli(cli, "quantize", shapes, "-o", tmp_path / "cli.onnx", "--calib", CALIB, "--config", cfg, "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = onnxq.quantize(shapes, tmp_path / "py.onnx", CALIB, config=cfg)
+    assert s["config"]["resolved"]["sources"]["act_dtype"] == "config"
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
