@@ -267,7 +267,7 @@ QUANTIZE_OPTIONS = {
     "threads": ("--threads", "executor threads (default: all CPUs)"),
     "prepare": ("--prepare/--no-prepare", "graph preparation (default: the target's)"),
     "bias_correction": ("--bias-correction/--no-bias-correction", "default: the target's"),
-    "smooth_quant": ("--smooth-quant", "SmoothQuant alpha in [0, 1] (default off)"),
+    "smooth_quant": ("--smooth-quant", "\"auto\" (default in static mode: alpha per input) | None (off) | alpha in [0, 1]"),
     "format": ("--format", "weight-only: qdq (default) | matmulnbits"),
     "algo": ("--algo", "weight-only: rtn (default) | gptq"),
     "weight_scale_dtype": ("--weight-scale-dtype", "weight-only qdq: float32 | float16"),
