@@ -1187,7 +1187,8 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
 #define c (*cp)
     const bool quiet = j->quiet, fallback = j->fallback, print_config = j->o.resolve_only;
     const jlog *lg = &j->lg;
-    oq_quantize_result rdummy;
+    oq_quantize_result rdummy; /* r NULL: filled, then freed here */
+    bool own_res = !res;
     if (!res)
         res = &rdummy;
     memset(res, 0, sizeof *res);
@@ -1376,6 +1377,8 @@ done:
     oq_pipeline_free(pl);
     oq_registry_free(reg);
     oq_model_free(m);
+    if (own_res)
+        oq_quantize_result_free(res);
     return st;
 }
 
