@@ -250,7 +250,7 @@ QUANTIZE_OPTIONS = {
     "method": ("--method", "auto | minmax | percentile (default) | entropy | mse"),
     "percentile": ("--percentile", "for percentile (default 99.99; 99.999 for 16-bit activations)"),
     "averaging": ("--averaging", "minmax moving-average constant in (0, 1]"),
-    "nan_policy": ("--nan-policy", "error (default) | ignore"),
+    "nan_policy": ("--nan-policy", "quantized (default) | error | ignore"),
     "act_dtype": ("--act-dtype", "uint8 | int8 | uint16 | int16 (default: the target's)"),
     "act_symmetric": ("--act-symmetric", "symmetric activations"),
     "weight_dtype": ("--weight-dtype", "int8 | uint8 | int16 | uint16 | int4 | uint4 (default: the target's)"),
