@@ -24,6 +24,18 @@ sys.path.insert(0, ZOO)
 import zoolib  # noqa: E402
 
 ALL_VARIANTS = ["onnxq", "ort-static", "ort-static-rr", "onnxq-dynamic", "ort-dynamic"]
+# The Python peers (bench/zoo/peer_quant.py, run with the interpreter of peers-venv.sh's venv;
+# not in the default --variants): variant -> peer_quant.py arguments. nncf-transformer only
+# on the models whose family is in TRANSFORMER_FAMILIES.
+PEER_VARIANTS = {
+    "nncf": ["nncf"],
+    "nncf-transformer": ["nncf", "--transformer"],
+    "quark": ["quark"],
+    "quark-cle": ["quark", "--algo", "cle"],
+    "quark-adaround": ["quark", "--algo", "adaround"],
+    "quark-adaquant": ["quark", "--algo", "adaquant"],
+}
+TRANSFORMER_FAMILIES = ("bert-encoder", "vit")
 
 # Issue 22's acceptance thresholds for onnxq's default, per family; info.json "accept"
 # overrides: {"task": minimum task metric, "min_slice_db": minimum SQNR of every output
@@ -81,13 +93,26 @@ def cpu_name():
         return platform.processor()
 
 
-def timed(cmd, env=None):
-    """Run cmd; return (wall seconds, max RSS MB of the process, stdout, returncode)."""
+def timed(cmd, env=None, timeout=None):
+    """Run cmd; return (wall seconds, max RSS MB of the process, stdout, returncode). With a
+    timeout (seconds), the process and its children are killed then (returncode -9)."""
+    import signal
     import tempfile
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env)
-        _, status, ru = os.wait4(p.pid, 0)
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env, start_new_session=bool(timeout))
+        if timeout:
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.perf_counter() - t0 > timeout:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    _, status, ru = os.wait4(p.pid, 0)
+                    break
+                time.sleep(0.2)
+        else:
+            _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
         fo.seek(0)
@@ -147,11 +172,18 @@ def quantize(variant, model, out, calib, info, args):
     elif variant in args.extra:
         cmd = [args.onnxq, "quantize", model, "-o", out, "--calib", calib, "--quiet"]
         cmd += args.extra[variant]
+    elif variant in PEER_VARIANTS:
+        tool = PEER_VARIANTS[variant]
+        cmd = [args.peers_python, os.path.join(ZOO, "peer_quant.py"), tool[0], model, out,
+               "--calib", calib] + tool[1:]
     else:
         raise ValueError(variant)
-    wall, rss, stdout, rc = timed(["nice"] + cmd)
+    peer = variant in PEER_VARIANTS
+    wall, rss, stdout, rc = timed(["nice"] + cmd, timeout=args.peer_timeout if peer else None)
     rec = {"cmd": " ".join(cmd), "wall_s": wall, "max_rss_mb": rss, "rc": rc}
-    if variant.startswith("ort") and rc == 0:
+    if peer and rc == -9 and args.peer_timeout and wall > args.peer_timeout:
+        rec["timeout_s"] = args.peer_timeout
+    if (variant.startswith("ort") or peer) and rc == 0:
         try:
             inner = json.loads(stdout.strip().splitlines()[-1])
             rec["inner_s"] = inner["total_s"]
@@ -159,8 +191,8 @@ def quantize(variant, model, out, calib, info, args):
                 rec["note"] = inner["note"]
         except (ValueError, IndexError, KeyError):
             pass
-    # quantize time: onnxq's whole command; onnxruntime's pre-process + quantize inside its
-    # process (its Python start-up and imports not counted)
+    # quantize time: onnxq's whole command; onnxruntime's pre-process + quantize, NNCF's and
+    # Quark's quantize inside their process (Python start-up and imports not counted)
     rec["qtime_s"] = rec.get("inner_s", wall)
     return rec
 
@@ -171,7 +203,13 @@ def model_tag(variant, args, info):
     shared cache are named by it, so runs with other builds or options never reuse them."""
     import hashlib
     h = hashlib.sha1()
-    if variant.startswith("ort"):
+    if variant in PEER_VARIANTS:
+        # the peers' pinned versions, the script and its arguments
+        h.update(" ".join(PEER_VARIANTS[variant]).encode())
+        for f in ("peer_quant.py", "peers-venv.sh"):
+            with open(os.path.join(ZOO, f), "rb") as fh:
+                h.update(fh.read())
+    elif variant.startswith("ort"):
         import onnxruntime
         h.update(("ort %s %s" % (onnxruntime.__version__,
                                  json.dumps(info.get("ort_static", {}), sort_keys=True))).encode())
@@ -212,6 +250,12 @@ def main():
                     help="CI subset: --check, only the onnxq variant, 16 calib / 16 eval samples, "
                          "short timing; models from --models or the fast ones")
     ap.add_argument("--latency-budget", type=float, default=4.0, help="seconds per variant")
+    ap.add_argument("--peers-python",
+                    default=os.path.join(zoolib.cache_dir(), "peers-venv", "bin", "python"),
+                    help="interpreter for the peer variants %s (default: the venv of "
+                         "bench/zoo/peers-venv.sh)" % ",".join(PEER_VARIANTS))
+    ap.add_argument("--peer-timeout", type=float, default=0,
+                    help="kill a peer quantizer after this many seconds (0 = no limit)")
     args = ap.parse_args()
     if args.ci:
         args.check = True
@@ -289,6 +333,8 @@ def main():
                 continue
             if v == "ort-static-rr" and args.quick:
                 continue
+            if v == "nncf-transformer" and info.get("family") not in TRANSFORMER_FAMILIES:
+                continue
             q = os.path.join(work, "%s-c%d-%s.onnx" % (v, args.calib_n, model_tag(v, args, info)))
             if args.reuse and os.path.exists(q) and os.path.exists(q + ".json"):
                 with open(q + ".json") as f:
@@ -300,7 +346,8 @@ def main():
             vres = {"quantize": qrec}
             mres["variants"][v] = vres
             if qrec["rc"] != 0 or not os.path.exists(q):
-                vres["error"] = "quantize failed (rc %d)" % qrec["rc"]
+                vres["error"] = ("quantize stopped after %d s" % qrec["timeout_s"]
+                                 if qrec.get("timeout_s") else "quantize failed (rc %d)" % qrec["rc"])
                 rows.append((name, v, "FAILED", "", "", "", "", ""))
                 print("  %s: quantize failed" % v, flush=True)
                 continue

@@ -1,5 +1,6 @@
 """Markdown table from one or more run.py JSON files (later files win for the same model
-and variant): python bench/zoo/table.py RESULTS.json [MORE.json ...]"""
+and variant): python bench/zoo/table.py [--rss] RESULTS.json [MORE.json ...]
+--rss adds the quantizer's peak RSS (MB) after the quantize time."""
 import json
 import sys
 
@@ -13,6 +14,8 @@ def fmt_db(x):
 
 
 def main(paths):
+    rss = "--rss" in paths
+    paths = [p for p in paths if p != "--rss"]
     models = {}
     heads = []
     for p in paths:
@@ -26,20 +29,24 @@ def main(paths):
     for h in heads:
         print("<!-- %s -->" % h)
     print("| model | variant | task metric | value | worst slice | dB | other slices (dB) | "
-          "quantize s | MB | q/float |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "quantize s | %sMB | q/float |" % ("peak RSS MB | " if rss else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if rss else ""))
     for name, m in models.items():
         for v, x in m["variants"].items():
             if "error" in x:
-                print("| %s | %s | %s | | | | | | | |" % (name, v, x["error"][:80]))
+                print("| %s | %s | %s | | | | | | | |%s" % (name, v, x["error"][:80],
+                                                           " |" if rss else ""))
                 continue
             sq = x["sqnr_db"]
             w = x["worst"]
             others = ", ".join("%s %s" % (k, fmt_db(s)) for k, s in sq.items() if k != w)
-            note = " (no pre-process)" if x["quantize"].get("note") else ""
-            print("| %s | %s%s | %s | %.4f | %s | %s | %s | %.1f | %.2f | %.2f |" % (
+            # ort_quant.py's note: quant_pre_process left out (the peers' notes are settings)
+            note = (" (no pre-process)" if v.startswith("ort") and x["quantize"].get("note")
+                    else "")
+            mem = "%.0f | " % x["quantize"]["max_rss_mb"] if rss else ""
+            print("| %s | %s%s | %s | %.4f | %s | %s | %s | %.1f | %s%.2f | %.2f |" % (
                 name, v, note, x["task"]["name"], x["task"]["value"], w, fmt_db(sq[w]), others,
-                x["quantize"]["qtime_s"], x["size_mb"], x["q_over_float"]))
+                x["quantize"]["qtime_s"], mem, x["size_mb"], x["q_over_float"]))
 
 
 if __name__ == "__main__":
