@@ -197,8 +197,11 @@ def test_run_check_opt(tmp_path, shapes):
 def test_ctrl_c_stops_the_job(tmp_path, shapes):
     """SIGINT while the library calibrates (200,000 generated samples: minutes): the job
     stops at the next sample, KeyboardInterrupt is raised, nothing is written."""
+    # Python's own SIGINT handler, also when this runs in a background job (nohup, &), where
+    # the child inherits an ignored SIGINT and would never see the signal
     code = textwrap.dedent(f"""
-        import sys, time, onnxq
+        import signal, sys, time, onnxq
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print("start", flush=True)
         try:
             onnxq.quantize({str(shapes)!r}, {str(tmp_path / "x.onnx")!r}, calib_random=200000)
