@@ -1193,7 +1193,7 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         res = &rdummy;
     memset(res, 0, sizeof *res);
     oq_job_qreport *report = calloc(1, sizeof *report);
-    bool fallback_met = true, failed_job = false;
+    bool fallback_met = true, failed_job = false, bad_input = false;
     oq_registry *reg = NULL;
     oq_pipeline *pl = NULL;
     char *meta = NULL;
@@ -1212,8 +1212,10 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     c.qdq_cleanup = oq_registry_find(reg, "qdq-cleanup") != NULL;
     if (!m) {
         st = j->in_data ? oq_model_read_buffer(j->in_data, j->in_len, in, NULL, &m, d) : oq_model_read(in, NULL, &m, d);
-        if (st != OQ_OK)
+        if (st != OQ_OK) {
+            bad_input = true; /* the input model (missing, unreadable, not ONNX): exit 2, as the command */
             goto done;
+        }
     }
     if (d)
         d->file = in;
@@ -1367,7 +1369,8 @@ summary:
     res->config = config_text(&c, 2);
 done:
 #undef c
-    res->exit_code = st == OQ_OK ? (fallback_met ? 0 : 1) : failed_job ? 1 : oq_quantize_exit_code(st);
+    res->exit_code = st == OQ_OK ? (fallback_met ? 0 : 1) : failed_job ? 1
+                     : bad_input && st != OQ_ERR_NOMEM ? 2 : oq_quantize_exit_code(st);
     if (d)
         d->file = saved_file;
     free(report->smooth_quant);

@@ -154,6 +154,11 @@ def test_errors_carry_the_command_line(tmp_path, cli, shapes):
     assert r.returncode == 2 and str(e.value) == r.stderr.strip().splitlines()[0]
     with pytest.raises(onnxq.BadInputError):
         onnxq.quantize(b"not a model", tmp_path / "x.onnx", CALIB)
+    # a missing model file: bad input, as the command (exit 2), same line
+    r = run_cli(cli, "quantize", tmp_path / "none.onnx", "-o", tmp_path / "x.onnx", "--calib", CALIB)
+    with pytest.raises(onnxq.BadInputError) as e:
+        onnxq.quantize(tmp_path / "none.onnx", tmp_path / "x.onnx", CALIB)
+    assert r.returncode == e.value.exit_code == 2 and str(e.value) == r.stderr.strip(), (r.stderr, str(e.value))
     # a sample without the model's input: named, with the sample's number
     with pytest.raises(onnxq.UsageError, match=r'fed sample 1: no array for input "image" \(the sample has "img"\)'):
         onnxq.quantize(shapes, tmp_path / "x.onnx", [{"img": np.zeros((1, 3, 24, 24), np.float32)}])
