@@ -40,10 +40,7 @@ static bool want_value(const oq_value *v, void *user)
  * ranges, whatever the method. Returns how many entries changed. */
 static int64_t smoothed_minmax(const oq_model *m, oq_calib_table *t, bool symmetric)
 {
-    const char *js = NULL;
-    for (size_t k = 0; k < m->metadata.count && !js; k++)
-        if (m->metadata.items[k].key && strcmp(m->metadata.items[k].key, OQ_SMOOTH_METADATA_KEY) == 0)
-            js = m->metadata.items[k].value;
+    const char *js = oq_model_get_metadata(m, OQ_SMOOTH_METADATA_KEY);
     cJSON *root = NULL;
     int64_t n = 0;
     if (!js || oq_json_parse(js, strlen(js), "smooth-quant record", &root, NULL) != OQ_OK)

@@ -400,14 +400,6 @@ static void sr_outlier_weights(void)
         sr_w[i] = unit((uint32_t)(1000 + i)) * (i < SR_N ? 0.01f : 1.0f);
 }
 
-static const char *sr_record(const oq_model *m)
-{
-    for (size_t k = 0; k < m->metadata.count; k++)
-        if (!strcmp(m->metadata.items[k].key, OQ_SMOOTH_METADATA_KEY))
-            return m->metadata.items[k].value;
-    return NULL;
-}
-
 /* An activation channel 100x the others (its weights 100x smaller): the search smooths it, with one of its
  * candidates, and its s is the formula's for that alpha (max|X_j| over all samples);
  * the held-out output error it reports drops by far more than the 1 dB it needs. */
@@ -422,7 +414,7 @@ Test(smooth_quant, search_smooths_an_outlier_channel)
     oq_pass_result r = tp_run(m, pl);
     cr_assert_eq(tp_stat(&r, "layers_smoothed"), 1);
     cr_assert_eq(tp_stat(&r, "scales_folded"), 1);
-    const char *rec = sr_record(m);
+    const char *rec = oq_model_get_metadata(m, OQ_SMOOTH_METADATA_KEY);
     cr_assert(rec && strstr(rec, "\"alpha\":\"search\"") && strstr(rec, "\"range\":\"minmax\""), "%s", rec);
     const char *ap = strstr(rec, ",\"alpha\":"), *b4 = strstr(rec, "heldout_sqnr_db_before\":"),
                *af = strstr(rec, "heldout_sqnr_db_after\":");
@@ -491,10 +483,7 @@ Test(smooth_quant, calibrate_keeps_min_max_for_searched_inputs)
                  "percentile=90,smoothed-minmax=%s,threads=1}", dir, dir, on ? "true" : "false");
         oq_pass_result r = tp_run(m, pl);
         cr_assert_eq(tp_stat(&r, "smoothed_minmax"), on ? 1 : 0);
-        const char *js = NULL;
-        for (size_t k = 0; k < m->metadata.count; k++)
-            if (!strcmp(m->metadata.items[k].key, OQ_CALIB_METADATA_KEY))
-                js = m->metadata.items[k].value;
+        const char *js = oq_model_get_metadata(m, OQ_CALIB_METADATA_KEY);
         oq_calib_table t;
         cr_assert_eq(oq_calib_table_from_json(js, &t, NULL), OQ_OK);
         const char *xs = tp_find_op(m, "MatMul")->inputs[0]->name;

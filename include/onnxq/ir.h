@@ -572,6 +572,8 @@ oq_type *oq_type_tensor(oq_model *m, int32_t elem_type, const int64_t *dims,
 void oq_model_set_opset(oq_model *m, const char *domain, int64_t version);
 /* Set or add a model metadata_props entry. */
 void oq_model_set_metadata(oq_model *m, const char *key, const char *value);
+/* The value of a metadata_props entry ("" when it has none), NULL when there is no such key. */
+const char *oq_model_get_metadata(const oq_model *m, const char *key);
 
 /* ---------------------------------------------------------------- checking ------- */
 

@@ -226,6 +226,14 @@ void oq_model_set_opset(oq_model *m, const char *domain, int64_t version)
     o->has_version = true;
 }
 
+const char *oq_model_get_metadata(const oq_model *m, const char *key)
+{
+    for (size_t i = 0; i < m->metadata.count; i++)
+        if (m->metadata.items[i].key && strcmp(m->metadata.items[i].key, key) == 0)
+            return m->metadata.items[i].value ? m->metadata.items[i].value : "";
+    return NULL;
+}
+
 void oq_model_set_metadata(oq_model *m, const char *key, const char *value)
 {
     for (size_t i = 0; i < m->metadata.count; i++) {

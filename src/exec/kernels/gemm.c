@@ -60,8 +60,8 @@ static void micro_generic(const float *ap, const float *panel, int64_t K, float 
  * off either NULL or not (as for AVX-512 below). */
 #define OQ_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
-/* one accumulated row q (row i0 + q of C): to the tile, or with g straight into C,
- * combined as epilogue_avx2 does (the same operations) */
+/* one accumulated row q (row i0 + q of C): to the tile, or with g straight into C with the
+ * bias or beta (epilogue_avx2 writes its full rows through this too) */
 OQ_AVX2_INLINE void out_row_avx2(const oq_sgemm_ex *g, float *tile, int64_t i0, int64_t n0,
                                  int q, __m256 t0, __m256 t1)
 {
@@ -350,29 +350,16 @@ static void epilogue(const oq_sgemm_ex *g, const float *tile, int64_t i0, int64_
 }
 
 #ifdef OQ_HAVE_X86_PATHS
-/* the epilogue for full 16-column rows: the same operations, 8 lanes at a time */
-__attribute__((target("avx2"))) static void epilogue_avx2(const oq_sgemm_ex *g,
-                                                          const float *tile, int64_t i0,
-                                                          int64_t mv, int64_t n0)
+/* the epilogue for full 16-column rows: the same operations, 8 lanes at a time (as
+ * micro_c_avx2 writes a block straight into C: out_row_avx2). Only on machines whose
+ * kernels use FMA (r->isa.mr > 4); C11 mode keeps mul + add unfused (-ffp-contract=off). */
+__attribute__((target("avx2,fma"))) static void epilogue_avx2(const oq_sgemm_ex *g,
+                                                              const float *tile, int64_t i0,
+                                                              int64_t mv, int64_t n0)
 {
     for (int64_t r = 0; r < mv; r++) {
         const float *t = tile + r * NR;
-        float *c = g->C + (i0 + r) * g->ldc + n0;
-        __m256 t0 = _mm256_loadu_ps(t), t1 = _mm256_loadu_ps(t + 8);
-        if (g->bias) {
-            __m256 bv = _mm256_set1_ps(g->bias[i0 + r]);
-            t0 = _mm256_add_ps(bv, t0);
-            t1 = _mm256_add_ps(bv, t1);
-        } else if (g->beta == 1.0f) {
-            t0 = _mm256_add_ps(_mm256_loadu_ps(c), t0);
-            t1 = _mm256_add_ps(_mm256_loadu_ps(c + 8), t1);
-        } else if (g->beta != 0.0f) {
-            __m256 b = _mm256_set1_ps(g->beta);
-            t0 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c)), t0);
-            t1 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + 8)), t1);
-        }
-        _mm256_storeu_ps(c, t0);
-        _mm256_storeu_ps(c + 8, t1);
+        out_row_avx2(g, NULL, i0, n0, (int)r, _mm256_loadu_ps(t), _mm256_loadu_ps(t + 8));
     }
 }
 #endif
