@@ -72,6 +72,105 @@ static int64_t smoothed_minmax(const oq_model *m, oq_calib_table *t, bool symmet
     return n;
 }
 
+/* smooth-quant in calibration's sample loop: the table was gathered on the model before
+ * smoothing. Every tensor but the smoothed ones holds the same numbers after it (X/s
+ * times s W is X W); a smoothed input the search judged with min/max ranges gets the
+ * min/max of X/s, known from X's per-channel extremes, and so do the tensors before X
+ * that a fold through Relu/LeakyRelu/Add(constant) scaled with it. *rerun: a smoothed
+ * input's range cannot be derived (alpha given: its range is the method's on X/s; a
+ * broadcast in the fold chain; X not observed): calibrate again. */
+static oq_status patch_smoothed(oq_calib_table *t, const oq_sq_run *sq, bool *rerun, oq_diag *d)
+{
+    *rerun = false;
+    for (size_t i = 0; i < oq_sq_n_inputs(sq); i++) {
+        oq_sq_input in;
+        if (oq_sq_smoothed(sq, i, &in) && (!in.judged_minmax || !in.derived)) {
+            *rerun = true;
+            return OQ_OK;
+        }
+    }
+    for (size_t i = 0; i < oq_sq_n_inputs(sq); i++) {
+        oq_sq_input in;
+        if (!oq_sq_smoothed(sq, i, &in))
+            continue;
+        size_t at = t->count;
+        for (size_t k = 0; k < t->count && at == t->count; k++)
+            if (t->items[k].name && strcmp(t->items[k].name, in.orig) == 0)
+                at = k;
+        if (at == t->count) { /* X was not observed: let calibration see X/s */
+            *rerun = true;
+            return OQ_OK;
+        }
+        oq_calib_entry e = t->items[at];
+        e.name = strdup(in.now);
+        e.first_nonfinite = e.first_nonfinite ? strdup(e.first_nonfinite) : NULL;
+        if (!e.name) {
+            free(e.first_nonfinite);
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        e.min = e.lo = in.min;
+        e.max = e.hi = in.max;
+        e.choice = NULL;
+        e.held_out = false;
+        for (size_t k = 0; k < in.n_chain; k++) { /* tensors before X that a fold scaled */
+            const sq_chain_range *cr = &in.chain[k];
+            for (size_t j = 0; j < t->count && cr->now; j++) {
+                oq_calib_entry *ce = &t->items[j];
+                if (!ce->name || strcmp(ce->name, cr->orig) != 0)
+                    continue;
+                char *nn = strdup(cr->now);
+                if (!nn) {
+                    free(e.name);
+                    free(e.first_nonfinite);
+                    return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+                }
+                free(ce->name);
+                ce->name = nn;
+                ce->min = ce->lo = cr->min;
+                ce->max = ce->hi = cr->max;
+                ce->choice = NULL;
+                break;
+            }
+        }
+        if (in.replaced) { /* X's own entry is now X/s's */
+            free(t->items[at].name);
+            free(t->items[at].first_nonfinite);
+            t->items[at] = e;
+            continue;
+        }
+        oq_calib_entry *ni = realloc(t->items, (t->count + 1) * sizeof *ni);
+        if (!ni) {
+            free(e.name);
+            free(e.first_nonfinite);
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        t->items = ni;
+        memmove(t->items + at + 2, t->items + at + 1, (t->count - at - 1) * sizeof *ni);
+        t->items[at + 1] = e; /* the Mul's output, right after X */
+        t->count++;
+    }
+    return OQ_OK;
+}
+
+/* smooth-quant=off|search|ALPHA */
+static oq_status smooth_params(const oq_pass_options *opts, bool *on, oq_sq_params *p, oq_diag *d)
+{
+    const char *v = oq_pass_opt_string(opts, "smooth-quant", "off");
+    oq_sq_params_default(p);
+    *on = strcmp(v, "off") != 0;
+    if (!*on)
+        return OQ_OK;
+    if (strcmp(v, "search") == 0) {
+        p->search = true;
+        return OQ_OK;
+    }
+    char *end;
+    p->alpha = strtod(v, &end);
+    if (end == v || *end || !(p->alpha >= 0 && p->alpha <= 1))
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: smooth-quant \"%s\": off, search or an alpha in [0, 1]", v);
+    return OQ_OK;
+}
+
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
     oq_calib_options o;
@@ -119,13 +218,51 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         o.want = want_value;
         o.want_user = &wc;
     }
-    oq_calib_source *src = NULL;
-    oq_status st = oq_pass_calib_source(opts, "calibrate", &src, d);
+    bool smooth;
+    oq_sq_params sp;
+    oq_status st = smooth_params(opts, &smooth, &sp, d);
     if (st != OQ_OK)
         return st;
+    oq_calib_source *src = NULL;
+    if ((st = oq_pass_calib_source(opts, "calibrate", &src, d)) != OQ_OK)
+        return st;
+    oq_sq_run *sq = NULL;
+    oq_calib_hooks sh;
+    if (smooth && (st = oq_sq_begin(m, &sp, true, &sq, &sh, d)) != OQ_OK) {
+        oq_calib_source_free(src);
+        return st;
+    }
+    if (oq_sq_n_inputs(sq) > 0)
+        o.also = &sh;
 
     oq_calib_table t;
     st = oq_calibrate(m, src, &o, &t, d);
+    if (st == OQ_OK && o.also) { /* choose and apply the smoothing, then the ranges it changed */
+        oq_pass_result sres;
+        memset(&sres, 0, sizeof sres);
+        sres.struct_size = sizeof sres;
+        bool rerun = false;
+        st = oq_sq_finish(sq, m, t.samples, &sres, d);
+        if (st == OQ_OK && sres.changed)
+            st = patch_smoothed(&t, sq, &rerun, d);
+        for (size_t i = 0; i < sres.n_stats; i++) {
+            if (!strcmp(sres.stats[i].name, "layers_smoothed"))
+                oq_pass_stat_add(res, "smooth_layers", sres.stats[i].value);
+            else if (!strcmp(sres.stats[i].name, "muls_inserted"))
+                oq_pass_stat_add(res, "smooth_muls_inserted", sres.stats[i].value);
+        }
+        if (st == OQ_OK && rerun) { /* X/s's range needs its own statistics */
+            oq_calib_table_free(&t);
+            o.also = NULL;
+            oq_pass_stat_add(res, "smooth_recalibrated", 1);
+            st = oq_calibrate(m, src, &o, &t, d);
+            if (st != OQ_OK)
+                memset(&t, 0, sizeof t);
+        }
+        if (st != OQ_OK)
+            oq_calib_table_free(&t);
+    }
+    oq_sq_free(sq);
     oq_calib_source_free(src);
     if (st != OQ_OK)
         return st;
@@ -174,6 +311,9 @@ static const oq_pass_option_def options[] = {
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"op-types", OQ_OPT_STRING, "", "observe only inputs/outputs of these op types (comma-separated; empty: every float tensor)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},
+    {"smooth-quant", OQ_OPT_STRING, "off",
+     "search or ALPHA: smooth-quant's SmoothQuant in this pass's sample loop (one float pass where the smoothed "
+     "ranges follow from per-channel extremes; else calibration runs again after smoothing)"},
     {"smoothed-minmax", OQ_OPT_BOOL, "true",
      "min/max ranges for the inputs smooth-quant's search chose alpha for (the ranges it judged them with)"},
 };

@@ -114,4 +114,41 @@ bool oq_pass_calib_source_given(const oq_pass_options *opts);
     {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"},    \
     {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},                                  \
     {"feed", OQ_OPT_INT, "0", "samples a program fed this process (oq_calib_source_feed_id; set by oq_quantize)"}
+/* ---- smooth-quant's statistics gathered in another pass's sample loop (passes/smooth_quant.c)
+ * The smooth-quant pass runs them in a loop of its own; calibrate's smooth-quant=search|ALPHA
+ * runs them in calibration's loop (one float pass instead of two). */
+typedef struct oq_sq_params {
+    bool search;               /* alpha per input (else alpha for all) */
+    double alpha, outlier_ratio, min_gain_db, min_gain_mul_db;
+} oq_sq_params;
+void oq_sq_params_default(oq_sq_params *p);
+typedef struct oq_sq_run oq_sq_run;
+struct oq_calib_hooks;
+/* Find the MatMul/Gemm inputs to smooth and fill h's observers (on_tensor, on_input,
+ * begin_sample, check, user; the caller sets threads and progress). all_minmax: also keep
+ * each input's per-channel min/max over every sample (oq_sq_smoothed's derived range). */
+oq_status oq_sq_begin(oq_model *m, const oq_sq_params *p, bool all_minmax, oq_sq_run **out,
+                      struct oq_calib_hooks *h, oq_diag *d);
+size_t oq_sq_n_inputs(const oq_sq_run *r); /* candidate inputs (0: nothing to observe) */
+/* After the samples ran: choose, rewrite m, notes and OQ_SMOOTH_METADATA_KEY, pass stats. */
+oq_status oq_sq_finish(oq_sq_run *r, oq_model *m, uint64_t samples, oq_pass_result *res, oq_diag *d);
+typedef struct oq_sq_input {
+    const char *orig, *now;    /* X's name in the float model; what the layers read now */
+    bool replaced;             /* X itself now holds X/s, renamed `now` (a fold); else a Mul
+                                * makes `now` and X is unchanged */
+    bool judged_minmax;        /* the search judged it with min/max ranges */
+    bool derived;              /* min/max of `now` (and the chain's) known from per-channel
+                                * extremes and s */
+    float min, max;
+    size_t n_chain;            /* a fold through Relu/LeakyRelu/Add(constant) also scaled
+                                * these tensors before X (now: NULL when never observed) */
+    struct sq_chain_range {
+        const char *orig, *now;
+        float min, max;
+    } chain[10];
+} oq_sq_input;
+typedef struct sq_chain_range sq_chain_range;
+/* Input i (< oq_sq_n_inputs) after oq_sq_finish: false when it was left alone. */
+bool oq_sq_smoothed(const oq_sq_run *r, size_t i, oq_sq_input *out);
+void oq_sq_free(oq_sq_run *r);
 #endif

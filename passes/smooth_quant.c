@@ -32,6 +32,8 @@
 #define SQ_MIN 1e-5
 #define SQ_MAX 1e5
 
+#define SQ_CHAIN_MAX 10 /* can_fold looks 8 deep */
+
 typedef struct sq_layer {
     oq_node *n;
     bool w_transposed; /* Gemm transB=1: W is [N, K] */
@@ -51,6 +53,14 @@ typedef struct sq_group {
     /* search: per channel min/max over the fit samples, up to n_cap rows of X (K floats
      * each) sampled from the held-out samples, the choice */
     float *fmin, *fmax;
+    float *amin, *amax;   /* per channel over every sample (calibrate's one-pass mode) */
+    /* one-pass mode: the tensors before X that a fold through Relu/LeakyRelu/Add would
+     * also scale (the inputs of those nodes, from X up), their per-channel extremes */
+    oq_value *chain[SQ_CHAIN_MAX];
+    char *chain_orig[SQ_CHAIN_MAX];
+    float *cmin[SQ_CHAIN_MAX], *cmax[SQ_CHAIN_MAX];
+    int n_chain;
+    bool chain_bad;       /* a chain tensor without K channels last */
     float *rows;
     int64_t n_rows, n_cap;
     uint64_t rows_seen, rng;
@@ -73,6 +83,9 @@ typedef struct sq_ctx {
     bool search;
     bool held_now;      /* search: the current sample is held out */
     uint64_t next_sample;
+    bool all_minmax;    /* keep amin/amax (oq_sq_begin for calibrate) */
+    int32_t *chain_by_id; /* value id -> group * SQ_CHAIN_MAX + chain index, -1 */
+    oq_sq_params p;
 } sq_ctx;
 
 /* ------------------------------------------------------------ matching */
@@ -207,6 +220,51 @@ static void search_observe(sq_ctx *c, sq_group *g, const oq_rt_tensor *t)
     }
 }
 
+/* every sample's per-channel min/max (finite rows only, as the search's) */
+static void minmax_observe(sq_ctx *c, int64_t K, float **mn, float **mx, const oq_rt_tensor *t)
+{
+    const float *x = t->data;
+    int64_t n = oq_rt_tensor_numel(t) / K;
+    if (!*mn) {
+        *mn = malloc((size_t)K * sizeof(float));
+        *mx = malloc((size_t)K * sizeof(float));
+        if (!*mn || !*mx) {
+            c->st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t j = 0; j < K; j++) {
+            (*mn)[j] = INFINITY;
+            (*mx)[j] = -INFINITY;
+        }
+    }
+    float *lo = *mn, *hi = *mx;
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = x + i * K;
+        if (!row_finite(r, K))
+            continue;
+        for (int64_t j = 0; j < K; j++) {
+            if (r[j] < lo[j])
+                lo[j] = r[j];
+            if (r[j] > hi[j])
+                hi[j] = r[j];
+        }
+    }
+}
+
+/* a tensor of a group's fold chain */
+static void chain_observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
+{
+    int32_t e = c->chain_by_id[v->id];
+    sq_group *g = &c->groups[e / SQ_CHAIN_MAX];
+    int k = e % SQ_CHAIN_MAX;
+    if (t->rank == 0 || t->dims[t->rank - 1] != g->K) {
+        g->chain_bad = true; /* broadcast in: not per channel of X; calibrate runs again */
+        return;
+    }
+    if (oq_rt_tensor_numel(t) > 0)
+        minmax_observe(c, g->K, &g->cmin[k], &g->cmax[k], t);
+}
+
 static void begin_sample(const char *label, void *user)
 {
     (void)label;
@@ -216,7 +274,11 @@ static void begin_sample(const char *label, void *user)
 
 static void observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
 {
-    if (c->st != OQ_OK || !v || v->id >= c->n_ids || c->by_id[v->id] < 0 || t->dtype != OQ_DTYPE_FLOAT)
+    if (c->st != OQ_OK || !v || v->id >= c->n_ids || t->dtype != OQ_DTYPE_FLOAT)
+        return;
+    if (c->chain_by_id && c->chain_by_id[v->id] >= 0)
+        chain_observe(c, v, t);
+    if (c->by_id[v->id] < 0)
         return;
     sq_group *g = &c->groups[c->by_id[v->id]];
     if (t->rank == 0 || t->dims[t->rank - 1] != g->K) {
@@ -229,6 +291,8 @@ static void observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
         return;
     c->st = oq_absmax_per_channel_update(g->xmax, t->data, t->dims, t->rank, -1, &g->nonfinite, v->name, c->d);
     g->seen = true;
+    if (c->all_minmax && c->st == OQ_OK)
+        minmax_observe(c, g->K, &g->amin, &g->amax, t);
     if (c->search && c->st == OQ_OK)
         search_observe(c, g, t);
 }
@@ -852,133 +916,282 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
     return st;
 }
 
-static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
+/* one-pass mode: the tensors a fold of each group would scale besides X (describe_fold's
+ * walk: the input of each Relu / LeakyRelu / Add(constant) from X up) */
+static oq_status find_chains(sq_ctx *c)
 {
-    double alpha = oq_pass_opt_float(opts, "alpha", 0.5);
-    if (!(alpha >= 0 && alpha <= 1))
-        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: alpha %g is outside [0, 1]", alpha);
-    bool search = oq_pass_opt_bool(opts, "search", false);
-    double ratio_min = oq_pass_opt_float(opts, "outlier-ratio", 1.0);
-    if (!(ratio_min >= 1))
-        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: outlier-ratio %g must be >= 1", ratio_min);
-    double gain_db = oq_pass_opt_float(opts, "min-gain-db", 1.0), gain_mul_db = oq_pass_opt_float(opts, "min-gain-mul-db", 3.0);
-    if (!(gain_db >= 0) || !(gain_mul_db >= 0))
+    c->chain_by_id = malloc(c->n_ids * sizeof(int32_t));
+    if (!c->chain_by_id)
+        return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < c->n_ids; i++)
+        c->chain_by_id[i] = -1;
+    for (size_t gi = 0; gi < c->n_groups; gi++) {
+        sq_group *g = &c->groups[gi];
+        if (!only_layers_use(g) || !can_fold(g->x, g->K, 0))
+            continue;
+        for (const oq_node *p = g->x->producer; p && g->n_chain < SQ_CHAIN_MAX;) {
+            oq_value *u = NULL;
+            if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu"))
+                u = p->inputs[0];
+            else if (oq_pass_is_op(p, "Add"))
+                u = p->inputs[1 - const_input(p)];
+            if (!u || u->id >= c->n_ids)
+                break;
+            c->chain_by_id[u->id] = (int32_t)(gi * SQ_CHAIN_MAX + (size_t)g->n_chain);
+            g->chain[g->n_chain++] = u;
+            p = u->kind == OQ_VALUE_NODE ? u->producer : NULL;
+        }
+    }
+    return OQ_OK;
+}
+
+void oq_sq_params_default(oq_sq_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->alpha = 0.5;
+    p->outlier_ratio = 1.0;
+    p->min_gain_db = 1.0;
+    p->min_gain_mul_db = 3.0;
+}
+
+struct oq_sq_run {
+    sq_ctx c;
+    uint64_t samples;
+};
+
+void oq_sq_free(oq_sq_run *r)
+{
+    if (!r)
+        return;
+    sq_ctx *c = &r->c;
+    for (size_t i = 0; i < c->n_groups; i++) {
+        free(c->groups[i].layers);
+        free(c->groups[i].xmax);
+        free(c->groups[i].s);
+        free(c->groups[i].orig_name);
+        free(c->groups[i].fmin);
+        free(c->groups[i].fmax);
+        free(c->groups[i].amin);
+        free(c->groups[i].amax);
+        for (int k = 0; k < c->groups[i].n_chain; k++) {
+            free(c->groups[i].chain_orig[k]);
+            free(c->groups[i].cmin[k]);
+            free(c->groups[i].cmax[k]);
+        }
+        free(c->groups[i].rows);
+    }
+    free(c->groups);
+    free(c->by_id);
+    free(c->chain_by_id);
+    free(r);
+}
+
+oq_status oq_sq_begin(oq_model *m, const oq_sq_params *p, bool all_minmax, oq_sq_run **out, oq_calib_hooks *h,
+                      oq_diag *d)
+{
+    *out = NULL;
+    memset(h, 0, sizeof *h);
+    if (!(p->alpha >= 0 && p->alpha <= 1))
+        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: alpha %g is outside [0, 1]", p->alpha);
+    if (!(p->outlier_ratio >= 1))
+        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: outlier-ratio %g must be >= 1", p->outlier_ratio);
+    if (!(p->min_gain_db >= 0) || !(p->min_gain_mul_db >= 0))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: min-gain-db and min-gain-mul-db must be >= 0");
     if (!m->graph)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
-    sq_ctx c;
-    memset(&c, 0, sizeof c);
-    c.d = d;
-    c.search = search;
-    oq_calib_source *src = NULL;
+    oq_sq_run *r = calloc(1, sizeof *r);
+    if (!r)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    sq_ctx *c = &r->c;
+    c->d = d;
+    c->p = *p;
+    c->search = p->search;
+    c->all_minmax = all_minmax;
+    c->n_ids = m->next_id + 1;
+    c->by_id = malloc(c->n_ids * sizeof(int32_t));
+    oq_status st = OQ_OK;
+    if (!c->by_id) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < c->n_ids; i++)
+        c->by_id[i] = -1;
+    if ((st = collect(c, m->graph)) != OQ_OK)
+        goto fail;
+    if (all_minmax && (st = find_chains(c)) != OQ_OK)
+        goto fail;
+    if (c->search) { /* rows kept for the search: at most 128 per input, 256 MiB in all */
+        int64_t ksum = 0;
+        for (size_t i = 0; i < c->n_groups; i++)
+            ksum += c->groups[i].K;
+        int64_t cap = (int64_t)(((int64_t)256 << 20) / (int64_t)sizeof(float) / (ksum > 0 ? ksum : 1));
+        cap = cap > 128 ? 128 : cap < 16 ? 16 : cap;
+        for (size_t i = 0; i < c->n_groups; i++) {
+            c->groups[i].n_cap = cap;
+            c->groups[i].rng = 0x5eed0000u + i;
+        }
+    }
+    h->on_tensor = on_tensor;
+    h->on_input = on_input;
+    h->begin_sample = begin_sample;
+    h->check = check;
+    h->user = c;
+    *out = r;
+    return OQ_OK;
+fail:
+    oq_sq_free(r);
+    return st;
+}
+
+size_t oq_sq_n_inputs(const oq_sq_run *r)
+{
+    return r ? r->c.n_groups : 0;
+}
+
+oq_status oq_sq_finish(oq_sq_run *r, oq_model *m, uint64_t samples, oq_pass_result *res, oq_diag *d)
+{
+    sq_ctx *c = &r->c;
+    oq_status st = OQ_OK;
     char *json = NULL;
     size_t json_len = 0;
     FILE *js = NULL;
-    oq_status st = oq_pass_calib_source(opts, "smooth-quant", &src, d);
-    if (st != OQ_OK)
-        return st;
-    c.n_ids = m->next_id + 1;
-    c.by_id = malloc(c.n_ids * sizeof(int32_t));
-    if (!c.by_id) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (uint32_t i = 0; i < c.n_ids; i++)
-        c.by_id[i] = -1;
-    if ((st = collect(&c, m->graph)) != OQ_OK || c.n_groups == 0)
-        goto done;
-    if (search) { /* rows kept for the search: at most 128 per input, 256 MiB in all */
-        int64_t ksum = 0;
-        for (size_t i = 0; i < c.n_groups; i++)
-            ksum += c.groups[i].K;
-        int64_t cap = (int64_t)(((int64_t)256 << 20) / (int64_t)sizeof(float) / (ksum > 0 ? ksum : 1));
-        cap = cap > 128 ? 128 : cap < 16 ? 16 : cap;
-        for (size_t i = 0; i < c.n_groups; i++) {
-            c.groups[i].n_cap = cap;
-            c.groups[i].rng = 0x5eed0000u + i;
-        }
-    }
-    oq_calib_progress_state ps;
-    memset(&ps, 0, sizeof ps);
-    ps.what = "smooth-quant";
-    oq_calib_hooks h = {
-        .threads = (int)oq_pass_opt_int(opts, "threads", 0),
-        .on_tensor = on_tensor,
-        .on_input = on_input,
-        .begin_sample = begin_sample,
-        .check = check,
-        .user = &c,
-        .progress = oq_pass_opt_bool(opts, "progress", false) ? oq_calib_progress_stderr : NULL,
-        .progress_user = &ps,
-    };
-    uint64_t samples = 0;
-    if ((st = oq_calib_run(m, src, &h, &samples, d)) != OQ_OK)
-        goto done;
+    r->samples = samples;
     oq_pass_stat_add(res, "samples", (int64_t)samples);
     uint64_t nonfinite = 0;
-    for (size_t i = 0; i < c.n_groups; i++)
-        nonfinite += c.groups[i].nonfinite;
+    for (size_t i = 0; i < c->n_groups; i++)
+        nonfinite += c->groups[i].nonfinite;
     if (nonfinite) {
         oq_pass_stat_add(res, "nonfinite_skipped", (int64_t)nonfinite);
         oq_diag_warn(d, "smooth-quant: %llu NaN/Inf values in MatMul/Gemm inputs left out of max|X|",
                      (unsigned long long)nonfinite);
     }
     js = open_memstream(&json, &json_len);
-    if (!js) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    if (search)
+    if (!js)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    if (c->search)
         fputs("{\"alpha\":\"search\",\"layers\":[", js);
     else
-        fprintf(js, "{\"alpha\":%.17g,\"layers\":[", alpha);
-    bool first = true;
-    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
-        sq_group *g = &c.groups[i];
+        fprintf(js, "{\"alpha\":%.17g,\"layers\":[", c->p.alpha);
+    bool first = true, changed = false;
+    for (size_t i = 0; i < c->n_groups && st == OQ_OK; i++) {
+        sq_group *g = &c->groups[i];
         g->orig_name = strdup(g->x->name ? g->x->name : "");
-        g->alpha = alpha;
-        if (!g->orig_name)
+        g->alpha = c->p.alpha;
+        bool chain_ok = true;
+        for (int k = 0; k < g->n_chain; k++)
+            chain_ok = chain_ok && (g->chain_orig[k] = strdup(g->chain[k]->name ? g->chain[k]->name : "")) != NULL;
+        if (!g->orig_name || !chain_ok)
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         else if (!g->seen)
             oq_pass_stat_add(res, "inputs_not_observed", 1);
-        else if (search && (st = search_alpha(g, ratio_min, gain_db, gain_mul_db, d)) != OQ_OK)
+        else if (c->search &&
+                 (st = search_alpha(g, c->p.outlier_ratio, c->p.min_gain_db, c->p.min_gain_mul_db, d)) != OQ_OK)
             break;
         else if (g->alpha < 0)
             oq_pass_stat_add(res, "inputs_left", 1);
         else
             st = compute_scales(g, g->alpha, d);
     }
-    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++) {
-        if (!c.groups[i].seen || c.groups[i].alpha < 0)
+    for (size_t i = 0; i < c->n_groups && st == OQ_OK; i++) {
+        if (!c->groups[i].seen || c->groups[i].alpha < 0)
             continue;
-        st = apply_scales(&c.groups[i], res, d);
-        res->changed = true;
+        st = apply_scales(&c->groups[i], res, d);
+        changed = true;
     }
-    for (size_t i = 0; i < c.n_groups && st == OQ_OK; i++)
-        if (c.groups[i].seen && c.groups[i].alpha >= 0)
-            st = report_group(&c.groups[i], js, &first, d);
+    for (size_t i = 0; i < c->n_groups && st == OQ_OK; i++)
+        if (c->groups[i].seen && c->groups[i].alpha >= 0)
+            st = report_group(&c->groups[i], js, &first, d);
     fputs("]}", js);
     fclose(js);
-    js = NULL;
-    if (st == OQ_OK && res->changed) {
+    if (st == OQ_OK && changed) {
+        res->changed = true;
         oq_pass_prune_value_info(m->graph);
         oq_model_set_metadata(m, OQ_SMOOTH_METADATA_KEY, json);
     }
-done:
-    if (js)
-        fclose(js);
     free(json);
-    for (size_t i = 0; i < c.n_groups; i++) {
-        free(c.groups[i].layers);
-        free(c.groups[i].xmax);
-        free(c.groups[i].s);
-        free(c.groups[i].orig_name);
-        free(c.groups[i].fmin);
-        free(c.groups[i].fmax);
-        free(c.groups[i].rows);
+    return st;
+}
+
+/* [min_j lo_j / s_j, max_j hi_j / s_j] over the channels seen (false: none) */
+static bool channel_range(const sq_group *g, const float *lo, const float *hi, float *mn, float *mx)
+{
+    if (!lo || !hi)
+        return false;
+    double a = INFINITY, b = -INFINITY;
+    for (int64_t j = 0; j < g->K; j++) {
+        if (!(lo[j] <= hi[j]))
+            continue; /* never finite */
+        double inv = 1.0 / g->s[j];
+        if (lo[j] * inv < a)
+            a = lo[j] * inv;
+        if (hi[j] * inv > b)
+            b = hi[j] * inv;
     }
-    free(c.groups);
-    free(c.by_id);
+    if (!(a <= b))
+        return false;
+    *mn = (float)a;
+    *mx = (float)b;
+    return true;
+}
+
+bool oq_sq_smoothed(const oq_sq_run *r, size_t i, oq_sq_input *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r || i >= r->c.n_groups)
+        return false;
+    const sq_group *g = &r->c.groups[i];
+    if (!g->seen || g->alpha < 0 || !g->s)
+        return false;
+    out->orig = g->orig_name;
+    out->now = g->now;
+    out->replaced = g->x->name && strcmp(g->x->name, g->orig_name) != 0;
+    out->judged_minmax = g->err_off > 0;
+    /* X/s is X per channel times 1/s (s > 0): its extremes are the channels' extremes
+     * scaled; so are those of the tensors a fold through Relu/LeakyRelu/Add scaled. */
+    out->derived = channel_range(g, g->amin, g->amax, &out->min, &out->max) && !(out->replaced && g->chain_bad);
+    out->n_chain = 0;
+    if (out->replaced) /* folded: the chain was scaled too */
+        for (int k = 0; k < g->n_chain && out->derived; k++) {
+            sq_chain_range *cr = &out->chain[out->n_chain++];
+            cr->orig = g->chain_orig[k];
+            cr->now = g->chain[k]->name;
+            if (!g->cmin[k]) /* never observed (e.g. a branch not taken): no range to give */
+                cr->now = NULL;
+            else if (!channel_range(g, g->cmin[k], g->cmax[k], &cr->min, &cr->max))
+                cr->now = NULL;
+        }
+    return true;
+}
+
+static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
+{
+    oq_sq_params p;
+    oq_sq_params_default(&p);
+    p.alpha = oq_pass_opt_float(opts, "alpha", 0.5);
+    p.search = oq_pass_opt_bool(opts, "search", false);
+    p.outlier_ratio = oq_pass_opt_float(opts, "outlier-ratio", 1.0);
+    p.min_gain_db = oq_pass_opt_float(opts, "min-gain-db", 1.0);
+    p.min_gain_mul_db = oq_pass_opt_float(opts, "min-gain-mul-db", 3.0);
+    oq_sq_run *r = NULL;
+    oq_calib_hooks h;
+    oq_status st = oq_sq_begin(m, &p, false, &r, &h, d);
+    if (st != OQ_OK)
+        return st;
+    oq_calib_source *src = NULL;
+    if ((st = oq_pass_calib_source(opts, "smooth-quant", &src, d)) != OQ_OK || oq_sq_n_inputs(r) == 0)
+        goto done;
+    oq_calib_progress_state ps;
+    memset(&ps, 0, sizeof ps);
+    ps.what = "smooth-quant";
+    h.threads = (int)oq_pass_opt_int(opts, "threads", 0);
+    h.progress = oq_pass_opt_bool(opts, "progress", false) ? oq_calib_progress_stderr : NULL;
+    h.progress_user = &ps;
+    uint64_t samples = 0;
+    if ((st = oq_calib_run(m, src, &h, &samples, d)) != OQ_OK)
+        goto done;
+    st = oq_sq_finish(r, m, samples, res, d);
+done:
+    oq_sq_free(r);
     oq_calib_source_free(src);
     return st;
 }

@@ -155,6 +155,9 @@ typedef struct oq_calib_options {
     /* Observe only values for which want() is true (NULL: every float tensor). */
     bool (*want)(const oq_value *v, void *user);
     void *want_user;
+    /* Another pass's observers run in the same sample loop (may be NULL): its on_tensor,
+     * on_input, begin_sample and check (threads and progress are the options' own). */
+    const oq_calib_hooks *also;
 } oq_calib_options;
 
 void oq_calib_options_default(oq_calib_options *o);

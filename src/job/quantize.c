@@ -1,6 +1,6 @@
 /* The quantize job (include/onnxq/quantize.h): the options and their defaults, the
  * deployment target's choices, the configuration JSON, the pass pipeline built as text
- *   [upgrade-opset{to=13|21}] constant-to-initializer fold-batchnorm [smooth-quant] calibrate
+ *   [upgrade-opset{to=13|21}] constant-to-initializer fold-batchnorm calibrate{[smooth-quant]}
  *   insert-qdq [fold-bias]
  *   [qdq-cleanup]
  * and the steps after it (bias correction, saturation check, fallback: quantize_steps.c),
@@ -328,22 +328,15 @@ static char *build_pipeline(qconfig *c, bool progress)
         sadd(&b, "}");
         return b.p;
     }
-    if (smooth_on(c) && has_data(c)) {
-        sadd(&b, ",smooth-quant");
-        f = true;
-        if (c->smooth_quant == SMOOTH_AUTO)
-            soptb(&b, &f, "search", true);
-        else
-            soptf(&b, &f, "alpha", "%.17g", c->smooth_quant);
-        source_opts(&b, &f, c);
-        soptf(&b, &f, "threads", "%.0f", (double)c->threads);
-        soptb(&b, &f, "progress", progress);
-        sadd(&b, "}");
-    }
     if (has_data(c)) {
+        /* SmoothQuant in calibration's sample loop (one float pass: passes/calibrate.c) */
         sadd(&b, ",calibrate");
         f = true;
         source_opts(&b, &f, c);
+        if (smooth_on(c) && c->smooth_quant == SMOOTH_AUTO)
+            sopt(&b, &f, "smooth-quant", "search");
+        else if (smooth_on(c))
+            soptf(&b, &f, "smooth-quant", "%.17g", c->smooth_quant);
         sopt(&b, &f, "method", c->method);
         soptf(&b, &f, "percentile", "%.17g",
               c->percentile > 0 ? c->percentile : oq_default_percentile(oq_dtype_from_name(c->act_dtype)));

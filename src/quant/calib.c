@@ -916,6 +916,7 @@ typedef struct cal_ctx {
     oq_diag *d;
     uint64_t next_sample;    /* index of the next sample begin_sample sees */
     bool held_now;           /* auto: the current sample is held out */
+    const oq_calib_hooks *also; /* oq_calib_options.also */
 } cal_ctx;
 
 static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_tensor *t)
@@ -950,6 +951,8 @@ static void observe(cal_ctx *c, obs_slot *s, const oq_node *node, const oq_rt_te
 static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
 {
     cal_ctx *c = user;
+    if (c->also && c->also->on_tensor)
+        c->also->on_tensor(node, out_index, t, c->also->user);
     if (out_index >= node->n_outputs || !node->outputs[out_index])
         return;
     uint32_t id = node->outputs[out_index]->id;
@@ -1014,6 +1017,8 @@ static void add_slots(cal_ctx *c, oq_graph *g, const oq_calib_options *o, int de
 static void on_input(const oq_value *v, const oq_rt_tensor *t, void *user)
 {
     cal_ctx *c = user;
+    if (c->also && c->also->on_input)
+        c->also->on_input(v, t, c->also->user);
     if (v->id < c->n_ids && c->by_id[v->id] >= 0)
         observe(c, &c->slots[c->by_id[v->id]], NULL, t);
 }
@@ -1021,6 +1026,8 @@ static void on_input(const oq_value *v, const oq_rt_tensor *t, void *user)
 static void begin_sample(const char *label, void *user)
 {
     cal_ctx *c = user;
+    if (c->also && c->also->begin_sample)
+        c->also->begin_sample(label, c->also->user);
     c->label = label;
     c->held_now = oq_calib_sample_held_out(c->next_sample++);
 }
@@ -1032,7 +1039,10 @@ bool oq_calib_sample_held_out(uint64_t k)
 
 static oq_status check(void *user)
 {
-    return ((cal_ctx *)user)->st;
+    cal_ctx *c = user;
+    if (c->st == OQ_OK && c->also && c->also->check)
+        return c->also->check(c->also->user);
+    return c->st;
 }
 
 oq_status oq_calib_run(oq_model *m, oq_calib_source *src, const oq_calib_hooks *h, uint64_t *samples,
@@ -1156,6 +1166,7 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
     }
     c.policy = o->nan_policy;
     c.d = d;
+    c.also = o->also;
 
     oq_calib_hooks h = {
         .threads = o->threads,
