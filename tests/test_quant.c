@@ -1278,3 +1278,71 @@ Test(observer, long_batches_count_as_single_values)
     /* the 5000 zeros: bin floor((0 + 2) / (6 / 2048)) = floor(682.67) = 682 */
     cr_assert_geq(a.counts[682], 5000);
 }
+
+/* oq_observer_update on long batches (the AVX2 scans where the CPU has them) against the
+ * definitions computed here: min and max of the finite values, zeros (+0 and -0) counted,
+ * NaN/Inf counted and left out, a zero extreme reported as +0, and each finite value in bin
+ * floor((v - lo) / width) of the histogram the first batch sets up over [min, max] (clamped
+ * to the first and last bins; a value within rounding of an edge may sit in the neighbour,
+ * so the counts are compared bin by bin with that slack: at most one value moved per edge
+ * it lies on). Odd lengths exercise the tails. */
+Test(observer, long_batches_match_the_definitions)
+{
+    enum { N = 20011 };
+    static float x[N];
+    uint32_t s = 12345;
+    for (int trial = 0; trial < 3; trial++) {
+        for (int i = 0; i < N; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[i] = (float)((int)(s >> 8) % 20001 - 7000) * 0.001f; /* [-7, 13] on a 0.001 grid */
+        }
+        x[17] = 0.0f;
+        x[18] = -0.0f;
+        if (trial == 1) { /* non-finite values, left out */
+            x[5] = NAN;
+            x[4100] = INFINITY;
+            x[N - 1] = -INFINITY;
+        }
+        if (trial == 2) /* only values >= 0 with -0 among them: the minimum is +0 */
+            for (int i = 0; i < N; i++)
+                x[i] = i % 7 == 3 ? -0.0f : fabsf(x[i]);
+        float mn = FLT_MAX, mx = -FLT_MAX;
+        uint64_t zeros = 0, nonfinite = 0;
+        for (int i = 0; i < N; i++) {
+            if (!isfinite(x[i])) {
+                nonfinite++;
+                continue;
+            }
+            mn = x[i] < mn ? x[i] : mn;
+            mx = x[i] > mx ? x[i] : mx;
+            zeros += x[i] == 0.0f;
+        }
+        oq_observer o;
+        oq_observer_init(&o, OQ_OBSERVER_HISTOGRAM, OQ_NAN_IGNORE);
+        oq_nonfinite nf;
+        cr_assert_eq(oq_observer_update(&o, x, N, &nf, "x", NULL), OQ_OK);
+        cr_assert_eq(nf.nan_count + nf.inf_count, nonfinite);
+        cr_assert(o.min == mn && o.max == mx, "[%g, %g] vs [%g, %g]", o.min, o.max, mn, mx);
+        if (mn == 0.0f)
+            cr_assert(!signbit(o.min), "a zero minimum is +0");
+        cr_assert_eq(o.count, (uint64_t)N - nonfinite);
+        if (trial != 2) /* every value is exactly zero or not: both signs count */
+            cr_assert_eq(o.zero_count, zeros);
+        uint64_t want[OQ_HIST_BINS] = {0};
+        double lo = o.hist.lo, w = o.hist.width;
+        cr_assert(lo == mn && fabs(w * OQ_HIST_BINS - ((double)mx - mn)) <= 1e-12 * (mx - mn), "grid");
+        for (int i = 0; i < N; i++) {
+            if (!isfinite(x[i]))
+                continue;
+            double t = floor(((double)x[i] - lo) / w);
+            want[t < 0 ? 0 : t > OQ_HIST_BINS - 1 ? OQ_HIST_BINS - 1 : (int)t]++;
+        }
+        uint64_t total = 0, moved = 0;
+        for (int b = 0; b < OQ_HIST_BINS; b++) {
+            total += o.hist.counts[b];
+            moved += o.hist.counts[b] > want[b] ? o.hist.counts[b] - want[b] : want[b] - o.hist.counts[b];
+        }
+        cr_assert_eq(total, (uint64_t)N - nonfinite);
+        cr_assert(moved <= 40, "%llu values in another bin than floor((v - lo) / width)", (unsigned long long)moved);
+    }
+}

@@ -32,7 +32,8 @@ typedef struct bc_ctx {
     size_t n;
     size_t w0, w1;         /* the layers [w0, w1) the quantized pass measures (a wave) */
     size_t seen;           /* of which observed in this run */
-    oq_plan *plan;         /* the quantized plan: stopped once the wave is seen */
+    oq_plan *plan;         /* the plan running: stopped once every layer (float pass) or the
+                            * wave (quantized pass) is seen */
     bool float_pass;
 } bc_ctx;
 
@@ -82,8 +83,12 @@ static void observe(const oq_node *node, size_t out_index, const oq_rt_tensor *t
     bc_ctx *c = user;
     if (c->float_pass) {
         for (size_t j = 0; j < c->n; j++)
-            if (c->l[j].fv == node->outputs[out_index] && !c->l[j].bad)
-                c->l[j].bad = !accumulate(&c->l[j], t, c->l[j].fsum, c->l[j].fsq, &c->l[j].fcount);
+            if (c->l[j].fv == node->outputs[out_index]) {
+                if (!c->l[j].bad)
+                    c->l[j].bad = !accumulate(&c->l[j], t, c->l[j].fsum, c->l[j].fsq, &c->l[j].fcount);
+                if (++c->seen == c->n) /* every layer measured: the rest of the graph is not needed */
+                    oq_plan_stop(c->plan);
+            }
         return;
     }
     if (out_index != 0)
@@ -683,6 +688,8 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     for (uint64_t k = 0; k < ns && st == OQ_OK; k++) {
         char label[512] = "";
         st = oq_calib_source_sample(src, fp, k, cache + k * nf_in, nf_in, label, sizeof label, d);
+        c.seen = 0;
+        c.plan = fp;
         if (st == OQ_OK)
             st = oq_plan_run(fp, cache + k * nf_in, nf_in, NULL, 0, d);
         if (st != OQ_OK)

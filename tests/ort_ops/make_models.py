@@ -156,3 +156,20 @@ save('instnorm_lrn_depthtospace', [helper.make_node('LRN', ['x'], ['l'], size=3,
      [vi('y', None)], opset=13)
 save('convtranspose_autopad_same', [helper.make_node('ConvTranspose', ['x', 'w'], ['y'], strides=[2, 2],
      auto_pad='SAME_UPPER')], [vi('x', [1, 3, 5, 4])], [vi('y', None)], [w('w', [3, 2, 3, 3])], opset=13)
+# Pad: wrap (opset 19), negative pads (crops) next to positive ones, a 1-D input
+save('pad_wrap_19', [helper.make_node('Pad', ['x', 'p'], ['y'], mode='wrap')],
+     [vi('x', [2, 3, 4, 5])], [vi('y', None)], [i64('p', [0, 1, 2, 3, 0, 2, 1, 4])], opset=19)
+for mode in ['constant', 'reflect', 'edge']:
+    save(f'pad_negative_{mode}', [helper.make_node('Pad', ['x', 'p'], ['y'], mode=mode)],
+         [vi('x', [3, 6, 7])], [vi('y', None)], [i64('p', [-1, 2, -2, 1, -3, 3])], opset=13)
+save('pad_1d_axes_18', [helper.make_node('Pad', ['x', 'p', 'v', 'a'], ['y'], mode='constant')],
+     [vi('x', [9])], [vi('y', None)],
+     [i64('p', [3, 2]), numpy_helper.from_array(np.array(-1.5, np.float32), 'v'), i64('a', [-1])], opset=18)
+# bicubic Resize of the last two axes (a ViT's position-embedding interpolation: 37x37 ->
+# 16x16 and up), with onnxruntime's default A and PyTorch's (-0.75) and exclude_outside
+for name, attrs, sizes in (('resize_cubic_down', dict(mode='cubic'), [1, 6, 16, 16]),
+                           ('resize_cubic_up_excl', dict(mode='cubic', cubic_coeff_a=-0.5, exclude_outside=1),
+                            [2, 3, 23, 19])):
+    save(name, [helper.make_node('Resize', ['x', '', '', 'sizes'], ['y'], **attrs)],
+         [vi('x', [1 if name.endswith('down') else 2, 6 if name.endswith('down') else 3, 37, 11])],
+         [vi('y', None)], [i64('sizes', sizes)], opset=13)

@@ -940,6 +940,32 @@ static oq_status infer_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     return oq_k_set_out(k, &out[0], in[0]->dtype, d, r);
 }
 
+/* Source index of output position s - pad along an axis of size dim under the mode;
+ * adds s * stride to *off. False: a constant pad value. */
+static bool pad_source(pad_mode mode, int64_t s, int64_t dim, int64_t *off, int64_t stride)
+{
+    if (s < 0 || s >= dim) {
+        if (mode == PAD_CONSTANT || dim == 0)
+            return false;
+        if (mode == PAD_EDGE) {
+            s = s < 0 ? 0 : dim - 1;
+        } else if (mode == PAD_WRAP) {
+            s = ((s % dim) + dim) % dim;
+        } else {
+            int64_t period = 2 * (dim - 1);
+            if (period == 0) {
+                s = 0;
+            } else {
+                s = ((s % period) + period) % period;
+                if (s >= dim)
+                    s = period - s;
+            }
+        }
+    }
+    *off += s * stride;
+    return true;
+}
+
 static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                          oq_rt_tensor *out, size_t n_out)
 {
@@ -964,37 +990,41 @@ static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     }
     int64_t cs[OQ_RT_MAX_RANK], idx[OQ_RT_MAX_RANK] = {0};
     contiguous_strides(in[0]->dims, r, cs);
-    int64_t n = numel(&out[0]);
-    for (int64_t i = 0; i < n; i++) {
+    if (numel(&out[0]) == 0)
+        return OQ_OK;
+    if (r == 0) {
+        memcpy(out[0].data, in[0]->data, es);
+        return OQ_OK;
+    }
+    /* one output row (the last axis) at a time: its source row from the other axes, then
+     * the columns inside the input in one copy and the few outside by the mode's rule */
+    size_t la = r - 1;
+    int64_t ocols = out[0].dims[la], dim = in[0]->dims[la], pb = pads[la];
+    int64_t j0 = pb > 0 ? pb : 0, j1 = pb + dim < ocols ? pb + dim : ocols; /* [j0, j1): inside */
+    int64_t rows = numel(&out[0]) / ocols;
+    char *o = out[0].data;
+    const char *src = in[0]->data;
+    for (int64_t row = 0; row < rows; row++, o += (size_t)ocols * es) {
         int64_t off = 0;
         bool inside = true;
-        for (size_t a = 0; a < r; a++) {
-            int64_t s = idx[a] - pads[a], dim = in[0]->dims[a];
-            if (s < 0 || s >= dim) {
-                if (mode == PAD_CONSTANT || dim == 0) {
-                    inside = false;
-                    break;
+        for (size_t a = 0; a < la && inside; a++)
+            inside = pad_source(mode, idx[a] - pads[a], in[0]->dims[a], &off, cs[a]);
+        if (!inside) {
+            for (int64_t j = 0; j < ocols; j++)
+                memcpy(o + (size_t)j * es, cval, es);
+        } else {
+            for (int64_t j = 0; j < ocols; j++) {
+                if (j == j0 && j1 > j0) { /* the columns inside the input: one copy */
+                    memcpy(o + (size_t)j * es, src + (size_t)(off + j - pb) * es, (size_t)(j1 - j0) * es);
+                    j = j1 - 1;
+                    continue;
                 }
-                if (mode == PAD_EDGE) {
-                    s = s < 0 ? 0 : dim - 1;
-                } else if (mode == PAD_WRAP) {
-                    s = ((s % dim) + dim) % dim;
-                } else {
-                    int64_t period = 2 * (dim - 1);
-                    if (period == 0) {
-                        s = 0;
-                    } else {
-                        s = ((s % period) + period) % period;
-                        if (s >= dim)
-                            s = period - s;
-                    }
-                }
+                int64_t co = off;
+                bool in_col = pad_source(mode, j - pb, dim, &co, 1);
+                memcpy(o + (size_t)j * es, in_col ? src + (size_t)co * es : cval, es);
             }
-            off += s * cs[a];
         }
-        memcpy((char *)out[0].data + (size_t)i * es,
-               inside ? (const char *)in[0]->data + (size_t)off * es : cval, es);
-        for (size_t a = r; a-- > 0;) {
+        for (size_t a = la; a-- > 0;) {
             if (++idx[a] < out[0].dims[a])
                 break;
             idx[a] = 0;
