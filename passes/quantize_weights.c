@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "onnxq/calib.h"
+#include "onnxq/awq.h"
 #include "onnxq/exec.h"
 #include "onnxq/gptq.h"
 #include "onnxq/quant.h"
@@ -32,6 +33,8 @@ typedef struct wq_cfg {
     int32_t scale_dtype;     /* FLOAT or FLOAT16 */
     int64_t accuracy_level;
     bool gptq, sequential, progress;
+    bool awq, awq_fold_only;  /* algo=awq; awq-fold-only: scales folded, weights left float */
+    int awq_grid;
     double damp;
     int threads;
     const char *op_types;
@@ -56,6 +59,8 @@ typedef struct wq_group {
     oq_value *x;
     int64_t K;
     oq_gptq_stats h;
+    bool awq;                /* AWQ: statistics in a (x^T x and sum |x|), not h */
+    oq_awq_stats a;
     oq_status st;            /* first error seen by the observer */
     oq_diag *d;
 } wq_group;
@@ -135,7 +140,8 @@ static void group_add(wq_group *g, const oq_rt_tensor *t)
         return;
     }
     int64_t numel = oq_rt_tensor_numel(t);
-    g->st = oq_gptq_stats_add(&g->h, t->data, numel / g->K, g->d);
+    g->st = g->awq ? oq_awq_stats_add(&g->a, t->data, numel / g->K, g->d)
+                   : oq_gptq_stats_add(&g->h, t->data, numel / g->K, g->d);
 }
 
 static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
@@ -419,10 +425,20 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
     const char *algo = oq_pass_opt_string(opts, "algo", "rtn");
     if (strcmp(algo, "gptq") == 0)
         c->gptq = true;
+    else if (strcmp(algo, "awq") == 0)
+        c->awq = true;
     else if (strcmp(algo, "rtn") != 0)
-        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": algo \"%s\" unknown (rtn, gptq)", algo);
-    if (c->gptq && !oq_pass_calib_source_given(opts))
-        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": algo=gptq needs calibration samples (data=DIR, images=DIR or random=N)");
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": algo \"%s\" unknown (rtn, gptq, awq)", algo);
+    if ((c->gptq || c->awq) && !oq_pass_calib_source_given(opts))
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": algo=%s needs calibration samples (data=DIR, images=DIR or random=N)",
+                             algo);
+    int64_t grid = oq_pass_opt_int(opts, "awq-grid", 20);
+    if (grid < 1 || grid > 1000)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": awq-grid %" PRId64 " must be in 1..1000", grid);
+    c->awq_grid = (int)grid;
+    c->awq_fold_only = oq_pass_opt_bool(opts, "awq-fold-only", false);
+    if (c->awq_fold_only && !c->awq)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": awq-fold-only needs algo=awq");
     c->damp = oq_pass_opt_float(opts, "damp", 0.01);
     if (!(c->damp >= 0 && c->damp <= 10))
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
@@ -570,6 +586,262 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
     return st;
 }
 
+/* ------------------------------------------------------------------ AWQ ------------ */
+
+/* Group the targets by the activation they read (and K): ts[i].group, *ng groups. */
+static void make_groups(wq_target *ts, size_t nt, wq_group *gs, size_t *ng, oq_diag *d)
+{
+    *ng = 0;
+    for (size_t i = 0; i < nt; i++) {
+        oq_value *x = ts[i].node->inputs[0];
+        size_t j = 0;
+        while (j < *ng && !(gs[j].x == x && gs[j].K == ts[i].K))
+            j++;
+        if (j == *ng) {
+            gs[j].x = x;
+            gs[j].K = ts[i].K;
+            gs[j].d = d;
+            (*ng)++;
+        }
+        ts[i].group = (int)j;
+    }
+}
+
+/* Every use of x is input 0 of a target of group gi (x may then be scaled). */
+static bool only_group_uses(const oq_value *x, const wq_target *ts, size_t nt, int gi)
+{
+    if (!x || oq_value_is_graph_output(x) || x->n_uses == 0)
+        return false;
+    for (size_t u = 0; u < x->n_uses; u++) {
+        bool ok = false;
+        for (size_t i = 0; i < nt && !ok; i++)
+            ok = ts[i].group == gi && ts[i].node == x->uses[u].node && x->uses[u].index == 0;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* A constant float vector of K values along the last axis (leading dims 1), or NULL. */
+static oq_tensor *const_vector(const oq_value *v, int64_t K)
+{
+    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
+    if (!t || t->dtype != OQ_DTYPE_FLOAT || t->rank < 1 || t->dims[t->rank - 1] != K || oq_tensor_numel(t) != K)
+        return NULL;
+    return t;
+}
+
+/* Input slot `slot` of n <- a new initializer: t's values (dims of t) times f (element k
+ * of the last axis, or of axis `axis` of a 2-D tensor when axis >= 0: f per column). */
+static oq_status replace_scaled(oq_model *m, oq_node *n, size_t slot, const oq_tensor *t, const float *f, int col_axis,
+                                const char *suffix, oq_diag *d)
+{
+    oq_graph *g = n->graph;
+    oq_value *old = n->inputs[slot];
+    const float *src = oq_tensor_data((oq_tensor *)t, d);
+    int64_t numel = oq_tensor_numel(t);
+    if (!src)
+        return oq_diag_error(d, OQ_ERR_INVALID, WHO ": awq: cannot read \"%s\"", old->name);
+    float *v = malloc((size_t)(numel ? numel : 1) * sizeof(float));
+    if (!v)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    int64_t last = t->dims[t->rank - 1];
+    for (int64_t i = 0; i < numel; i++)
+        v[i] = src[i] * (col_axis == 0 ? f[i / last] : f[i % last]);
+    char *name = oq_pass_unique_name2(g, old->name, suffix);
+    oq_value *nv = name ? oq_graph_add_initializer(g, name, OQ_DTYPE_FLOAT, t->dims, t->rank, v, numel * 4) : NULL;
+    free(v);
+    if (!nv || oq_node_set_input(n, slot, nv) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    oq_pass_drop_if_unused(old);
+    return OQ_OK;
+}
+
+typedef enum { FOLD_NONE, FOLD_NORM, FOLD_MATMUL } fold_kind;
+
+/* Fold x * (1/s) into the op that produces x, when that op is only read by the group:
+ * a normalization's scale (and bias), a Mul by a constant vector, or the columns of a
+ * MatMul's constant B, directly or through one input of an element-wise Mul. */
+static fold_kind fold_into_producer(oq_model *m, oq_value *x, const float *inv, int64_t K, oq_status *st, oq_diag *d)
+{
+    *st = OQ_OK;
+    oq_node *p = x->kind == OQ_VALUE_NODE ? x->producer : NULL;
+    if (!p || x->producer_index != 0)
+        return FOLD_NONE;
+    bool ms = p->domain && strcmp(p->domain, "com.microsoft") == 0;
+    if ((oq_pass_is_op(p, "LayerNormalization") || oq_pass_is_op(p, "RMSNormalization") ||
+         (ms && strcmp(p->op_type, "SimplifiedLayerNormalization") == 0)) &&
+        p->n_inputs >= 2) {
+        oq_tensor *sc = const_vector(p->inputs[1], K);
+        oq_tensor *bi = p->n_inputs > 2 && p->inputs[2] ? const_vector(p->inputs[2], K) : NULL;
+        if (!sc || (p->n_inputs > 2 && p->inputs[2] && !bi) || oq_node_attr_int(p, "axis", -1) != -1)
+            return FOLD_NONE;
+        *st = replace_scaled(m, p, 1, sc, inv, -1, "_awq", d);
+        if (*st == OQ_OK && bi)
+            *st = replace_scaled(m, p, 2, bi, inv, -1, "_awq", d);
+        return FOLD_NORM;
+    }
+    if (oq_pass_is_op(p, "MatMul") && p->n_inputs == 2) {
+        oq_tensor *b = p->inputs[1] ? oq_value_const_tensor(p->inputs[1]) : NULL;
+        if (!b || b->dtype != OQ_DTYPE_FLOAT || b->rank != 2 || b->dims[1] != K)
+            return FOLD_NONE;
+        *st = replace_scaled(m, p, 1, b, inv, -1, "_awq", d);
+        return FOLD_MATMUL;
+    }
+    if (oq_pass_is_op(p, "Mul") && p->n_inputs == 2) {
+        for (size_t i = 0; i < 2; i++) { /* Mul(a, c): c a constant vector (an RMSNorm's weight) */
+            oq_tensor *c = const_vector(p->inputs[i], K);
+            if (c && !oq_value_const_tensor(p->inputs[1 - i])) {
+                *st = replace_scaled(m, p, i, c, inv, -1, "_awq", d);
+                return FOLD_NORM;
+            }
+        }
+        for (size_t i = 0; i < 2; i++) { /* Mul(act(gate), up): into up's columns */
+            oq_value *u = p->inputs[i];
+            oq_node *q = u && u->kind == OQ_VALUE_NODE ? u->producer : NULL;
+            if (!q || !oq_pass_is_op(q, "MatMul") || u->n_uses != 1 || oq_value_is_graph_output(u) || q->n_inputs != 2)
+                continue;
+            oq_tensor *b = q->inputs[1] ? oq_value_const_tensor(q->inputs[1]) : NULL;
+            if (!b || b->dtype != OQ_DTYPE_FLOAT || b->rank != 2 || b->dims[1] != K)
+                continue;
+            *st = replace_scaled(m, q, 1, b, inv, -1, "_awq", d);
+            return FOLD_MATMUL;
+        }
+    }
+    return FOLD_NONE;
+}
+
+/* Group gi: x -> x * (1/s) for its targets, W -> diag(s) W. */
+static oq_status apply_awq(oq_model *m, wq_target *ts, size_t nt, int gi, oq_value *x, const float *s, int64_t K,
+                           oq_pass_result *res, oq_diag *d)
+{
+    float *inv = malloc((size_t)K * sizeof(float));
+    if (!inv)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    for (int64_t k = 0; k < K; k++)
+        inv[k] = 1.0f / s[k];
+    oq_status st = OQ_OK;
+    for (size_t i = 0; i < nt && st == OQ_OK; i++) { /* the weights first: x's producer may be one */
+        if (ts[i].group != gi)
+            continue;
+        oq_tensor *wt = ts[i].node->inputs[1]->initializer;
+        st = replace_scaled(m, ts[i].node, 1, wt, s, ts[i].trans ? -1 : 0, "_awq", d);
+    }
+    fold_kind fk = FOLD_NONE;
+    if (st == OQ_OK && only_group_uses(x, ts, nt, gi))
+        fk = fold_into_producer(m, x, inv, K, &st, d);
+    if (st == OQ_OK && fk == FOLD_NONE) { /* a Mul before the group's first target */
+        oq_graph *g = ts[0].node->graph;
+        size_t first = 0;
+        while (ts[first].group != gi)
+            first++;
+        int64_t dims[1] = {K};
+        char *ni = oq_pass_unique_name2(g, x->name, "_awq_inv_scale"), *nx = oq_pass_unique_name2(g, x->name, "_awq");
+        char *nn = oq_pass_unique_name2(g, x->name, "_awq_Mul");
+        oq_value *vi = ni ? oq_graph_add_initializer(g, ni, OQ_DTYPE_FLOAT, dims, 1, inv, K * 4) : NULL;
+        oq_value *vx = vi && nx ? oq_graph_new_value(g, nx) : NULL;
+        oq_value *in[2] = {x, vi};
+        oq_node *mul = vx && nn ? oq_node_new(g, "Mul", "", nn, in, 2, &vx, 1) : NULL;
+        if (!mul) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        } else {
+            oq_graph_insert_before(g, ts[first].node, mul);
+            for (size_t i = 0; i < nt && st == OQ_OK; i++)
+                if (ts[i].group == gi)
+                    st = oq_node_set_input(ts[i].node, 0, vx);
+        }
+    }
+    if (st == OQ_OK)
+        oq_pass_stat_add(res, fk == FOLD_NORM ? "awq_folded_norm" : fk == FOLD_MATMUL ? "awq_folded_matmul" : "awq_mul_inserted", 1);
+    free(inv);
+    return st;
+}
+
+/* AWQ: one sweep of the float model for every input's statistics, alpha searched and
+ * the scales folded input by input (each fold keeps the float function, so the statistics
+ * stay those of the model being changed), then round to nearest of the scaled weights. */
+static oq_status run_awq(oq_model *m, const oq_pass_options *opts, const wq_cfg *c, wq_target *ts, size_t nt,
+                         oq_pass_result *res, oq_diag *d)
+{
+    oq_calib_source *src = NULL;
+    oq_status st = oq_pass_calib_source(opts, WHO, &src, d);
+    if (st != OQ_OK)
+        return st;
+    wq_group *gs = calloc(nt, sizeof *gs);
+    size_t ng = 0;
+    if (!gs) {
+        oq_calib_source_free(src);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    make_groups(ts, nt, gs, &ng, d);
+    for (size_t j = 0; j < ng && st == OQ_OK; j++) {
+        gs[j].awq = true;
+        st = oq_awq_stats_init(&gs[j].a, gs[j].K, d);
+    }
+    if (st == OQ_OK)
+        st = sweep(m, c, src, gs, ng, d);
+    const float **ws = calloc(nt, sizeof *ws);
+    int64_t *ns = calloc(nt, sizeof *ns);
+    if (st == OQ_OK && (!ws || !ns))
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    for (size_t j = 0; j < ng && st == OQ_OK; j++) {
+        if (gs[j].a.h.rows == 0) {
+            oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, NULL, NULL,
+                        WHO ": input \"%s\" was never computed on the samples: round to nearest", gs[j].x->name);
+            continue;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < nt && st == OQ_OK; i++) {
+            if (ts[i].group != (int)j)
+                continue;
+            ts[i].w = ts[i].node->inputs[1]; /* an earlier fold may have replaced it */
+            float *w = weight_kn(&ts[i], d);
+            if (!w)
+                st = oq_diag_error(d, OQ_ERR_NOMEM, WHO ": out of memory");
+            ws[n] = w;
+            ns[n++] = ts[i].N;
+        }
+        float *s = malloc((size_t)gs[j].K * sizeof(float));
+        oq_awq_result r;
+        if (st == OQ_OK && !s)
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        if (st == OQ_OK)
+            st = oq_awq_search(&gs[j].a, ws, ns, n, &c->spec, c->awq_grid, s, &r, d);
+        if (st == OQ_OK) {
+            oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, NULL, NULL,
+                        WHO ": awq: input \"%s\" (%zu layer%s): alpha %.2f, output error %.4g (round to nearest %.4g)",
+                        gs[j].x->name, n, n == 1 ? "" : "s", r.alpha, r.err, r.err_rtn);
+            oq_pass_stat_add(res, "awq_inputs", 1);
+            if (r.alpha > 0)
+                st = apply_awq(m, ts, nt, (int)j, gs[j].x, s, gs[j].K, res, d);
+        }
+        if (st != OQ_OK)
+            oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, WHO ": awq: while scaling the layers that read \"%s\"",
+                        gs[j].x->name);
+        free(s);
+        for (size_t i = 0; i < n; i++)
+            free((float *)ws[i]);
+        oq_awq_stats_free(&gs[j].a);
+    }
+    free(ws);
+    free(ns);
+    if (c->progress)
+        fprintf(stderr, "\r\033[K");
+    oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
+    for (size_t j = 0; j < ng; j++)
+        oq_awq_stats_free(&gs[j].a);
+    free(gs);
+    oq_calib_source_free(src);
+    for (size_t i = 0; i < nt && st == OQ_OK && !c->awq_fold_only; i++) { /* round the scaled weights */
+        ts[i].w = ts[i].node->inputs[1];
+        st = quantize_target(c, &ts[i], NULL, res, d);
+        if (st == OQ_OK)
+            st = rewrite_target(m, c, &ts[i], res, d);
+        free_target(&ts[i]);
+    }
+    return st;
+}
+
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
     wq_cfg c;
@@ -602,6 +874,8 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         oq_model_set_opset(m, "com.microsoft", 1);
     if (c.gptq && nt > 0) {
         st = run_gptq(m, opts, &c, ts, nt, res, d);
+    } else if (c.awq && nt > 0) {
+        st = run_awq(m, opts, &c, ts, nt, res, d);
     } else {
         for (size_t i = 0; i < nt && st == OQ_OK; i++) {
             st = quantize_target(&c, &ts[i], NULL, res, d);
@@ -628,7 +902,9 @@ static const oq_pass_option_def options[] = {
     {"format", OQ_OPT_STRING, "qdq", "qdq (blocked DequantizeLinear, opset 21) or matmulnbits (com.microsoft)"},
     {"scale-dtype", OQ_OPT_STRING, "auto", "qdq scales: float16 (smaller; onnxruntime does not fuse it) or float32 (auto: float32)"},
     {"accuracy-level", OQ_OPT_INT, "0", "matmulnbits: MatMulNBits accuracy_level 0..4 (4: int8 activations in onnxruntime)"},
-    {"algo", OQ_OPT_STRING, "rtn", "rtn (round to nearest) or gptq (needs samples)"},
+    {"algo", OQ_OPT_STRING, "rtn", "rtn (round to nearest), gptq or awq (both need samples)"},
+    {"awq-grid", OQ_OPT_INT, "20", "awq: alpha is searched in 0, 1/grid, ..., 1"},
+    {"awq-fold-only", OQ_OPT_BOOL, "false", "awq: fold the scales and leave the weights in float (checks the fold)"},
     {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},
     {"sequential", OQ_OPT_BOOL, "true", "gptq: one input's statistics at a time, later layers see quantized ones"},
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types whose constant B is quantized"},
@@ -642,7 +918,7 @@ const oq_pass oq_pass_quantize_weights = {
     .abi_version = OQ_PASS_ABI_VERSION,
     .struct_size = sizeof(oq_pass),
     .name = "quantize-weights",
-    .summary = "weight-only blockwise quantization of MatMul/Gemm constant weights (RTN or GPTQ; QDQ or MatMulNBits)",
+    .summary = "weight-only blockwise quantization of MatMul/Gemm constant weights (RTN, GPTQ or AWQ; QDQ or MatMulNBits)",
     .options = options,
     .n_options = sizeof options / sizeof options[0],
     .run = run,

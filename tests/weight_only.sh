@@ -95,7 +95,7 @@ bad "power of two in 16..256" --mode weight-only --weight-block-size 512
 bad "unknown (static, dynamic, weight-only" --mode dynamicx
 bad "one of qdq, matmulnbits" --mode weight-only --format qlinear
 bad "no calibration data" --mode weight-only --algo gptq
-bad "one of rtn, gptq" --mode weight-only --algo awq
+bad "one of rtn, gptq, awq" --mode weight-only --algo hqq
 bad "0..4" --mode weight-only --format matmulnbits --accuracy-level 5
 bad "one of int4, uint4, int8, uint8" --mode weight-only --weight-dtype int16
 bad "do not apply" --mode weight-only --act-dtype int8

@@ -269,7 +269,7 @@ QUANTIZE_OPTIONS = {
     "bias_correction": ("--bias-correction/--no-bias-correction", "default: the target's"),
     "smooth_quant": ("--smooth-quant", "\"auto\" (default in static mode: alpha per input) | None (off) | alpha in [0, 1]"),
     "format": ("--format", "weight-only: qdq (default) | matmulnbits"),
-    "algo": ("--algo", "weight-only: rtn (default) | gptq"),
+    "algo": ("--algo", "weight-only: rtn (default) | gptq | awq"),
     "weight_scale_dtype": ("--weight-scale-dtype", "weight-only qdq: float32 | float16"),
     "accuracy_level": ("--accuracy-level", "matmulnbits accuracy_level 0..4"),
     "gptq_damp": ("--gptq-damp", "GPTQ dampening (default 0.01)"),

@@ -40,7 +40,7 @@ static void help(FILE *f)
             "                         matmulnbits (com.microsoft MatMulNBits, onnxruntime)\n"
             "  --weight-scale-dtype T qdq scales float32 (default: onnxruntime fuses them) | float16\n"
             "  --accuracy-level L     matmulnbits accuracy_level 0..4 (default 0)\n"
-            "  --algo A               rtn (default: round to nearest) | gptq (needs --calib/...)\n"
+            "  --algo A               rtn (default: round to nearest) | gptq | awq (both need --calib/...)\n"
             "  --gptq-damp D          GPTQ dampening, fraction of the mean Hessian diagonal (default 0.01)\n\n"
             "deployment target:\n"
             "  --target T             where the model will run (default ort-x86):\n"

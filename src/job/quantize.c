@@ -217,8 +217,9 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
     sopt(&b, &f, "op-types", c->op_types);
     sopt(&b, &f, "include-nodes", c->include_nodes);
     sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
-    if (strcmp(c->algo, "gptq") == 0) {
-        soptf(&b, &f, "damp", "%.17g", c->gptq_damp);
+    if (strcmp(c->algo, "gptq") == 0 || strcmp(c->algo, "awq") == 0) {
+        if (strcmp(c->algo, "gptq") == 0)
+            soptf(&b, &f, "damp", "%.17g", c->gptq_damp);
         source_opts(&b, &f, c);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
         soptb(&b, &f, "progress", progress);
@@ -256,8 +257,8 @@ static int resolve_weight_only(qconfig *c, bool static_only_option, oq_diag *d)
         qerr(d, "--format %s: one of qdq, matmulnbits", c->wformat);
         return -1;
     }
-    if (strcmp(c->algo, "rtn") && strcmp(c->algo, "gptq")) {
-        qerr(d, "--algo %s: one of rtn, gptq", c->algo);
+    if (strcmp(c->algo, "rtn") && strcmp(c->algo, "gptq") && strcmp(c->algo, "awq")) {
+        qerr(d, "--algo %s: one of rtn, gptq, awq", c->algo);
         return -1;
     }
     if (strcmp(c->wscale_dtype, "auto") && strcmp(c->wscale_dtype, "float16") && strcmp(c->wscale_dtype, "float32")) {
@@ -1094,13 +1095,13 @@ oq_status oq_quantize_job_new(const oq_quantize_options *o, oq_quantize_job **ou
                        : "give only one of --calib, --calib-images, --calib-random");
         goto fail;
     }
-    if (weight_only(&c) && nsrc == 0 && strcmp(c.algo, "gptq") == 0) {
-        qerr(d, "--algo gptq: no calibration data: give --calib DIR, --calib-images DIR or --calib-random N");
+    if (weight_only(&c) && nsrc == 0 && strcmp(c.algo, "rtn") != 0) {
+        qerr(d, "--algo %s: no calibration data: give --calib DIR, --calib-images DIR or --calib-random N", c.algo);
         goto fail;
     }
     if (weight_only(&c) && nsrc > 0 && strcmp(c.algo, "rtn") == 0 && !quiet)
         say(&j->lg, "onnxq quantize: note: --algo rtn uses no calibration data (the samples are ignored; "
-                    "--algo gptq uses them)");
+                    "--algo gptq and awq use them)");
     if (weight_only(&c) && smooth_on(&c)) {
         qerr(d, "--smooth-quant is for --mode static (it moves activation outliers into weights "
                 "before activations are quantized)");

@@ -1,0 +1,161 @@
+/* AWQ: activation-aware scaling before round to nearest. include/onnxq/awq.h,
+ * docs/design/weight-only.md "AWQ". */
+#include "onnxq/awq.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/quant.h"
+
+oq_status oq_awq_stats_init(oq_awq_stats *a, int64_t K, oq_diag *d)
+{
+    memset(a, 0, sizeof *a);
+    oq_status st = oq_gptq_stats_init(&a->h, K, d);
+    if (st != OQ_OK)
+        return st;
+    a->abs_sum = calloc((size_t)K, sizeof(double));
+    if (!a->abs_sum) {
+        oq_gptq_stats_free(&a->h);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "awq: out of memory");
+    }
+    return OQ_OK;
+}
+
+oq_status oq_awq_stats_add(oq_awq_stats *a, const float *x, int64_t rows, oq_diag *d)
+{
+    oq_status st = oq_gptq_stats_add(&a->h, x, rows, d); /* refuses non-finite values */
+    if (st != OQ_OK)
+        return st;
+    int64_t K = a->h.K;
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t k = 0; k < K; k++)
+            a->abs_sum[k] += fabs((double)x[t * K + k]);
+    return OQ_OK;
+}
+
+void oq_awq_stats_free(oq_awq_stats *a)
+{
+    oq_gptq_stats_free(&a->h);
+    free(a->abs_sum);
+    memset(a, 0, sizeof *a);
+}
+
+void oq_awq_scales(const oq_awq_stats *a, double alpha, float *s)
+{
+    int64_t K = a->h.K;
+    double top = 0;
+    for (int64_t k = 0; k < K; k++)
+        top = a->abs_sum[k] > top ? a->abs_sum[k] : top;
+    if (alpha == 0.0 || top <= 0.0 || a->h.rows == 0) {
+        for (int64_t k = 0; k < K; k++)
+            s[k] = 1.0f;
+        return;
+    }
+    double floor_ = 1e-5 * top, lo = INFINITY, hi = 0;
+    for (int64_t k = 0; k < K; k++) {
+        double m = a->abs_sum[k] > floor_ ? a->abs_sum[k] : floor_;
+        double v = pow(m / top, alpha); /* the mean's 1/rows cancels in the normalization */
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    double mid = sqrt(lo * hi);
+    for (int64_t k = 0; k < K; k++) {
+        double m = a->abs_sum[k] > floor_ ? a->abs_sum[k] : floor_;
+        s[k] = (float)(pow(m / top, alpha) / mid);
+    }
+}
+
+oq_status oq_awq_error(const oq_gptq_stats *h, const float *w, int64_t N, const oq_wq_spec *spec, const float *s,
+                       double *err, oq_diag *d)
+{
+    int64_t K = h->K, nb = oq_wq_n_blocks(K, spec->block);
+    if (h->rows == 0 || N <= 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "awq: no input statistics, or no output columns");
+    float *ws = malloc((size_t)(K * N) * sizeof(float)), *sc = malloc((size_t)(nb * N) * sizeof(float));
+    int32_t *q = malloc((size_t)(K * N) * sizeof(int32_t)), *zp = malloc((size_t)(nb * N) * sizeof(int32_t));
+    double *dl = malloc((size_t)(K * N) * sizeof(double)), *r = malloc((size_t)N * sizeof(double));
+    oq_status st = OQ_OK;
+    if (!ws || !sc || !q || !zp || !dl || !r) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "awq: out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            ws[k * N + n] = s ? s[k] * w[k * N + n] : w[k * N + n];
+    st = oq_wq_rtn(ws, K, N, spec, q, sc, zp, d);
+    if (st != OQ_OK)
+        goto done;
+    for (int64_t k = 0; k < K; k++) {
+        int64_t b = k / spec->block;
+        for (int64_t n = 0; n < N; n++) {
+            float dq = oq_dequantize_value(q[k * N + n], sc[b * N + n], zp[b * N + n]);
+            if (spec->half_scales)
+                dq = oq_half_to_float(oq_float_to_half(dq));
+            /* the model computes (x * (1/s)) . dq: in x's space the weight is dq / s */
+            double wh = s ? (double)dq * (double)(1.0f / s[k]) : (double)dq;
+            dl[k * N + n] = (double)w[k * N + n] - wh;
+        }
+    }
+    /* sum_n d_n^T H d_n with H's upper triangle: diagonal once, the rest twice */
+    double e = 0;
+    for (int64_t i = 0; i < K; i++) {
+        const double *hr = h->xtx + i * K, *di = dl + i * N;
+        memset(r, 0, (size_t)N * sizeof(double));
+        for (int64_t j = i + 1; j < K; j++) {
+            double hv = hr[j];
+            if (hv == 0.0)
+                continue;
+            const double *dj = dl + j * N;
+            for (int64_t n = 0; n < N; n++)
+                r[n] += hv * dj[n];
+        }
+        for (int64_t n = 0; n < N; n++)
+            e += di[n] * (hr[i] * di[n] + 2.0 * r[n]);
+    }
+    *err = e / (double)h->rows;
+done:
+    free(ws);
+    free(sc);
+    free(q);
+    free(zp);
+    free(dl);
+    free(r);
+    return st;
+}
+
+oq_status oq_awq_search(const oq_awq_stats *a, const float *const *w, const int64_t *N, size_t n, const oq_wq_spec *spec,
+                        int grid, float *s, oq_awq_result *r, oq_diag *d)
+{
+    int64_t K = a->h.K;
+    if (grid < 1 || grid > 1000)
+        return oq_diag_error(d, OQ_ERR_USAGE, "awq: grid %d must be in 1..1000", grid);
+    if (n == 0 || a->h.rows == 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "awq: no layers or no input statistics");
+    float *cand = malloc((size_t)K * sizeof(float));
+    if (!cand)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "awq: out of memory");
+    oq_status st = OQ_OK;
+    memset(r, 0, sizeof *r);
+    for (int gi = 0; gi <= grid && st == OQ_OK; gi++) {
+        double alpha = (double)gi / grid, e = 0;
+        oq_awq_scales(a, alpha, cand);
+        for (size_t i = 0; i < n && st == OQ_OK; i++) {
+            double ei = 0;
+            st = oq_awq_error(&a->h, w[i], N[i], spec, gi == 0 ? NULL : cand, &ei, d);
+            e += ei;
+        }
+        if (st != OQ_OK)
+            break;
+        if (gi == 0)
+            r->err_rtn = e;
+        if (gi == 0 || e < r->err) {
+            r->err = e;
+            r->alpha = alpha;
+            memcpy(s, cand, (size_t)K * sizeof(float));
+        }
+    }
+    free(cand);
+    return st;
+}
