@@ -35,6 +35,7 @@ typedef struct wq_cfg {
     bool gptq, sequential, progress;
     bool awq, awq_fold_only;  /* algo=awq; awq-fold-only: scales folded, weights left float */
     int awq_grid;
+    int64_t chunk;            /* gptq: inputs per sweep (0: 1 if sequential, else all) */
     double damp;
     int threads;
     const char *op_types;
@@ -51,6 +52,7 @@ typedef struct wq_target {
     int32_t *q;              /* [K*N] after quantization */
     float *scales;           /* [nb*N] */
     int32_t *zps;
+    uint8_t *q8;             /* non-sequential GPTQ in chunks: q kept in a byte until the end */
     int group;               /* GPTQ: index of its input group */
 } wq_target;
 
@@ -129,6 +131,8 @@ static float *weight_kn(const wq_target *t, oq_diag *d)
 typedef struct sweep_ctx {
     wq_group *groups;
     size_t n;
+    size_t seen;             /* groups whose input this sample has given */
+    oq_plan *plan;           /* stopped once every group has seen its input */
 } sweep_ctx;
 
 static void group_add(wq_group *g, const oq_rt_tensor *t)
@@ -151,15 +155,19 @@ static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor 
         return;
     const oq_value *v = node->outputs[out_index];
     for (size_t i = 0; i < s->n; i++)
-        if (s->groups[i].x == v)
+        if (s->groups[i].x == v) {
             group_add(&s->groups[i], t);
+            s->seen++;
+        }
+    if (s->seen >= s->n && s->plan) /* the rest of the model is not needed for this sample */
+        oq_plan_stop(s->plan);
 }
 
 /* Run every sample through the model as it is now and accumulate the statistics of
  * groups[0..n). */
 static oq_status sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, wq_group *groups, size_t n, oq_diag *d)
 {
-    sweep_ctx sc = {groups, n};
+    sweep_ctx sc = {groups, n, 0, NULL};
     oq_plan_options po = oq_plan_options_default();
     po.threads = c->threads;
     po.on_tensor = on_tensor;
@@ -168,6 +176,7 @@ static oq_status sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, wq_gr
     oq_status st = oq_plan_compile(m, &po, &p, d);
     if (st != OQ_OK)
         return st;
+    sc.plan = p;
     size_t nin = oq_plan_n_inputs(p);
     oq_rt_tensor *in = calloc(nin ? nin : 1, sizeof *in);
     if (!in) {
@@ -180,10 +189,13 @@ static oq_status sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, wq_gr
         st = oq_calib_source_sample(src, p, k, in, nin, label, sizeof label, d);
         if (st != OQ_OK)
             break;
+        sc.seen = 0;
         for (size_t i = 0; i < nin; i++) /* a target reading a graph input directly */
             for (size_t j = 0; j < n; j++)
-                if (strcmp(groups[j].x->name, oq_plan_input_name(p, i)) == 0 && groups[j].x->is_graph_input)
+                if (strcmp(groups[j].x->name, oq_plan_input_name(p, i)) == 0 && groups[j].x->is_graph_input) {
                     group_add(&groups[j], &in[i]);
+                    sc.seen++;
+                }
         st = oq_plan_run(p, in, nin, NULL, 0, d);
         if (st != OQ_OK)
             oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, WHO ": while running sample %s", label);
@@ -443,6 +455,9 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
     if (!(c->damp >= 0 && c->damp <= 10))
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
     c->sequential = oq_pass_opt_bool(opts, "sequential", true);
+    c->chunk = oq_pass_opt_int(opts, "chunk", 0);
+    if (c->chunk < 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, WHO ": chunk %" PRId64 " must be >= 0", c->chunk);
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
     c->progress = oq_pass_opt_bool(opts, "progress", false) && isatty(fileno(stderr)); /* a line redrawn in place */
     c->op_types = oq_pass_opt_string(opts, "op-types", "MatMul,Gemm");
@@ -512,6 +527,8 @@ static oq_status rewrite_target(oq_model *m, const wq_cfg *c, wq_target *t, oq_p
 
 static void free_target(wq_target *t)
 {
+    free(t->q8);
+    t->q8 = NULL;
     free(t->q);
     free(t->scales);
     free(t->zps);
@@ -519,74 +536,6 @@ static void free_target(wq_target *t)
     t->scales = NULL;
     t->zps = NULL;
 }
-
-/* GPTQ: statistics group by group (one K x K matrix at a time when sequential: the
- * targets of a group see the inputs that the already quantized layers produce), then
- * quantize and rewrite the group's targets. */
-static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg *c, wq_target *ts, size_t nt,
-                          oq_pass_result *res, oq_diag *d)
-{
-    oq_calib_source *src = NULL;
-    oq_status st = oq_pass_calib_source(opts, WHO, &src, d);
-    if (st != OQ_OK)
-        return st;
-    wq_group *gs = calloc(nt, sizeof *gs);
-    size_t ng = 0;
-    if (!gs) {
-        oq_calib_source_free(src);
-        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < nt; i++) {
-        oq_value *x = ts[i].node->inputs[0];
-        size_t j = 0;
-        while (j < ng && !(gs[j].x == x && gs[j].K == ts[i].K))
-            j++;
-        if (j == ng) {
-            gs[ng].x = x;
-            gs[ng].K = ts[i].K;
-            gs[ng].d = d;
-            ng++;
-        }
-        ts[i].group = (int)j;
-    }
-    size_t step = c->sequential ? 1 : ng;
-    for (size_t g0 = 0; g0 < ng && st == OQ_OK; g0 += step) {
-        size_t g1 = g0 + step < ng ? g0 + step : ng;
-        for (size_t j = g0; j < g1 && st == OQ_OK; j++)
-            st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
-        if (st == OQ_OK && c->progress)
-            fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
-        if (st == OQ_OK)
-            st = sweep(m, c, src, gs + g0, g1 - g0, d);
-        for (size_t i = 0; i < nt && st == OQ_OK; i++) {
-            if ((size_t)ts[i].group < g0 || (size_t)ts[i].group >= g1)
-                continue;
-            if (gs[ts[i].group].h.rows == 0) {
-                oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, ts[i].node->name, ts[i].node->op_type,
-                            WHO ": input \"%s\" was never computed on the samples: round to nearest",
-                            gs[ts[i].group].x->name);
-                st = quantize_target(c, &ts[i], NULL, res, d);
-            } else {
-                st = quantize_target(c, &ts[i], &gs[ts[i].group].h, res, d);
-            }
-            if (st == OQ_OK)
-                st = rewrite_target(m, c, &ts[i], res, d);
-            free_target(&ts[i]);
-        }
-        for (size_t j = g0; j < g1; j++)
-            oq_gptq_stats_free(&gs[j].h);
-    }
-    if (c->progress)
-        fprintf(stderr, "\r\033[K");
-    oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
-    for (size_t j = 0; j < ng; j++)
-        oq_gptq_stats_free(&gs[j].h);
-    free(gs);
-    oq_calib_source_free(src);
-    return st;
-}
-
-/* ------------------------------------------------------------------ AWQ ------------ */
 
 /* Group the targets by the activation they read (and K): ts[i].group, *ng groups. */
 static void make_groups(wq_target *ts, size_t nt, wq_group *gs, size_t *ng, oq_diag *d)
@@ -606,6 +555,106 @@ static void make_groups(wq_target *ts, size_t nt, wq_group *gs, size_t *ng, oq_d
         ts[i].group = (int)j;
     }
 }
+
+/* Non-sequential GPTQ in chunks: t's integers kept in one byte each (q + 128 for a
+ * signed type) until every chunk has swept the float model. */
+static oq_status stash_q(const wq_cfg *c, wq_target *t, oq_diag *d)
+{
+    int64_t n = t->K * t->N, off = is_signed(c->spec.dtype) ? 128 : 0;
+    t->q8 = malloc((size_t)n);
+    if (!t->q8)
+        return oq_diag_error(d, OQ_ERR_NOMEM, WHO ": out of memory");
+    for (int64_t i = 0; i < n; i++)
+        t->q8[i] = (uint8_t)(t->q[i] + off);
+    free(t->q);
+    t->q = NULL;
+    return OQ_OK;
+}
+
+static oq_status unstash_q(const wq_cfg *c, wq_target *t, oq_diag *d)
+{
+    int64_t n = t->K * t->N, off = is_signed(c->spec.dtype) ? 128 : 0;
+    t->q = malloc((size_t)n * sizeof(int32_t));
+    if (!t->q)
+        return oq_diag_error(d, OQ_ERR_NOMEM, WHO ": out of memory");
+    for (int64_t i = 0; i < n; i++)
+        t->q[i] = (int32_t)t->q8[i] - (int32_t)off;
+    free(t->q8);
+    t->q8 = NULL;
+    return OQ_OK;
+}
+
+/* GPTQ: the statistics of `chunk` inputs at a time (one K x K matrix per input; a sweep
+ * stops each sample once the chunk's inputs are computed), quantized before the next
+ * chunk's sweep. sequential: the chunk's layers are rewritten at once, so later chunks
+ * see the inputs that the quantized layers produce; otherwise every chunk sweeps the
+ * float model and the layers are rewritten at the end (the same result whatever the
+ * chunk, the integers kept in a byte each meanwhile). */
+static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg *c, wq_target *ts, size_t nt,
+                          oq_pass_result *res, oq_diag *d)
+{
+    oq_calib_source *src = NULL;
+    oq_status st = oq_pass_calib_source(opts, WHO, &src, d);
+    if (st != OQ_OK)
+        return st;
+    wq_group *gs = calloc(nt, sizeof *gs);
+    size_t ng = 0;
+    if (!gs) {
+        oq_calib_source_free(src);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    make_groups(ts, nt, gs, &ng, d);
+    size_t step = c->chunk > 0 ? (size_t)c->chunk : c->sequential ? 1 : ng;
+    for (size_t g0 = 0; g0 < ng && st == OQ_OK; g0 += step) {
+        size_t g1 = g0 + step < ng ? g0 + step : ng;
+        for (size_t j = g0; j < g1 && st == OQ_OK; j++)
+            st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
+        if (st == OQ_OK && c->progress)
+            fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
+        if (st == OQ_OK)
+            st = sweep(m, c, src, gs + g0, g1 - g0, d);
+        if (st == OQ_OK)
+            oq_pass_stat_add(res, "gptq_sweeps", 1);
+        for (size_t i = 0; i < nt && st == OQ_OK; i++) {
+            if ((size_t)ts[i].group < g0 || (size_t)ts[i].group >= g1)
+                continue;
+            if (gs[ts[i].group].h.rows == 0) {
+                oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, ts[i].node->name, ts[i].node->op_type,
+                            WHO ": input \"%s\" was never computed on the samples: round to nearest",
+                            gs[ts[i].group].x->name);
+                st = quantize_target(c, &ts[i], NULL, res, d);
+            } else {
+                st = quantize_target(c, &ts[i], &gs[ts[i].group].h, res, d);
+            }
+            if (st == OQ_OK && !c->sequential) { /* rewritten at the end, in node order */
+                st = stash_q(c, &ts[i], d);
+                continue;
+            }
+            if (st == OQ_OK)
+                st = rewrite_target(m, c, &ts[i], res, d);
+            free_target(&ts[i]);
+        }
+        for (size_t j = g0; j < g1; j++)
+            oq_gptq_stats_free(&gs[j].h);
+    }
+    for (size_t i = 0; i < nt && st == OQ_OK; i++) /* non-sequential: the stashed chunks */
+        if (ts[i].q8) {
+            st = unstash_q(c, &ts[i], d);
+            if (st == OQ_OK)
+                st = rewrite_target(m, c, &ts[i], res, d);
+            free_target(&ts[i]);
+        }
+    if (c->progress)
+        fprintf(stderr, "\r\033[K");
+    oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
+    for (size_t j = 0; j < ng; j++)
+        oq_gptq_stats_free(&gs[j].h);
+    free(gs);
+    oq_calib_source_free(src);
+    return st;
+}
+
+/* ------------------------------------------------------------------ AWQ ------------ */
 
 /* Every use of x is input 0 of a target of group gi (x may then be scaled). */
 static bool only_group_uses(const oq_value *x, const wq_target *ts, size_t nt, int gi)
@@ -906,7 +955,8 @@ static const oq_pass_option_def options[] = {
     {"awq-grid", OQ_OPT_INT, "20", "awq: alpha is searched in 0, 1/grid, ..., 1"},
     {"awq-fold-only", OQ_OPT_BOOL, "false", "awq: fold the scales and leave the weights in float (checks the fold)"},
     {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},
-    {"sequential", OQ_OPT_BOOL, "true", "gptq: one input's statistics at a time, later layers see quantized ones"},
+    {"sequential", OQ_OPT_BOOL, "true", "gptq: later layers see the quantized earlier ones (chunk by chunk)"},
+    {"chunk", OQ_OPT_INT, "0", "gptq: inputs whose statistics one sweep collects (0: 1 if sequential, else all)"},
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types whose constant B is quantized"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     OQ_PASS_CALIB_SOURCE_OPTIONS,

@@ -1,0 +1,179 @@
+/* AWQ (src/quant/awq.c): scales computed by hand, the output error formula against a
+ * row-by-row computation with an independent int4 rounding, and a hand-built layer with
+ * one outlier input channel where the search must beat round to nearest by a margin
+ * computed here from the same independent reference. tests/weight_only_llm.sh runs the
+ * pass on a small decoder (fold, onnxruntime). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnxq/awq.h"
+
+static uint64_t rng = 777;
+static double urand(void) /* splitmix64 -> [0, 1) */
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+static float nrand(void)
+{
+    return (float)(sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()));
+}
+
+Test(awq, scales_by_hand)
+{
+    oq_awq_stats a;
+    cr_assert_eq(oq_awq_stats_init(&a, 3, NULL), OQ_OK);
+    float x[6] = {1, -4, 16, -1, 4, -16}; /* mean |x| = 1, 4, 16 */
+    cr_assert_eq(oq_awq_stats_add(&a, x, 2, NULL), OQ_OK);
+    cr_assert_eq(a.h.rows, 2u);
+    cr_assert_float_eq(a.abs_sum[2], 32.0, 0);
+    cr_assert_float_eq(a.h.xtx[0 * 3 + 2], 32.0, 0); /* 1*16 + (-1)(-16) */
+    float s[3];
+    oq_awq_scales(&a, 0.5, s); /* (1/16, 1/4, 1)^0.5 = 0.25, 0.5, 1; / sqrt(0.25 * 1) */
+    cr_assert_float_eq(s[0], 0.5f, 1e-6);
+    cr_assert_float_eq(s[1], 1.0f, 1e-6);
+    cr_assert_float_eq(s[2], 2.0f, 1e-6);
+    oq_awq_scales(&a, 0.0, s);
+    cr_assert(s[0] == 1.0f && s[1] == 1.0f && s[2] == 1.0f);
+    oq_awq_scales(&a, 1.0, s); /* 1/16, 1/4, 1 over sqrt(1/16) */
+    cr_assert_float_eq(s[0], 0.25f, 1e-6);
+    cr_assert_float_eq(s[2], 4.0f, 1e-6);
+    float bad[3] = {1, NAN, 0};
+    cr_assert_neq(oq_awq_stats_add(&a, bad, 1, NULL), OQ_OK);
+    oq_awq_stats_free(&a);
+}
+
+/* Independent int4 symmetric blockwise RTN (the documented rule: scale = max(-min/8,
+ * max/7) per block of a column, q = round half to even, clamped to -8..7), applied to
+ * diag(s) W; then the mean over rows of |x W - (x / s) deq|^2, row by row in double. */
+static double ref_error(const float *x, int64_t R, const float *w, int64_t K, int64_t N, int64_t block,
+                        const float *s)
+{
+    double *wh = malloc((size_t)(K * N) * sizeof(double));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k0 = 0; k0 < K; k0 += block) {
+            double mn = 0, mx = 0;
+            for (int64_t k = k0; k < k0 + block && k < K; k++) {
+                double v = (double)(s[k] * w[k * N + n]);
+                mn = k == k0 || v < mn ? v : mn;
+                mx = k == k0 || v > mx ? v : mx;
+            }
+            double a = mn < 0 ? mn / -8.0 : 0, b = mx > 0 ? mx / 7.0 : 0;
+            float sc = (float)(a > b ? a : b);
+            if (!(sc > 0))
+                sc = 1.0f;
+            for (int64_t k = k0; k < k0 + block && k < K; k++) {
+                float v = s[k] * w[k * N + n];
+                float q = nearbyintf(v / sc);
+                q = q < -8 ? -8 : q > 7 ? 7 : q;
+                wh[k * N + n] = (double)(q * sc) * (double)(1.0f / s[k]);
+            }
+        }
+    double e = 0;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t n = 0; n < N; n++) {
+            double y = 0, yh = 0;
+            for (int64_t k = 0; k < K; k++) {
+                y += (double)x[r * K + k] * w[k * N + n];
+                yh += (double)x[r * K + k] * wh[k * N + n];
+            }
+            e += (y - yh) * (y - yh);
+        }
+    free(wh);
+    return e / (double)R;
+}
+
+#define K 64
+#define N 16
+#define R 256
+#define OUTLIER 5
+
+Test(awq, outlier_channel_beats_rtn)
+{
+    /* inputs: channel 5 carries |x| ~ 40, the others ~ 1; weights ~ 0.1 with the outlier
+     * channel's weights ordinary: RTN's block scales are set by the other weights, so the
+     * outlier channel's rounding error is multiplied by 40 in the output */
+    static float x[R * K], w[K * N];
+    for (int64_t i = 0; i < R * K; i++)
+        x[i] = nrand() * (i % K == OUTLIER ? 40.0f : 1.0f);
+    for (int64_t i = 0; i < K * N; i++)
+        w[i] = 0.1f * nrand();
+    oq_awq_stats a;
+    cr_assert_eq(oq_awq_stats_init(&a, K, NULL), OQ_OK);
+    cr_assert_eq(oq_awq_stats_add(&a, x, R / 2, NULL), OQ_OK); /* two batches */
+    cr_assert_eq(oq_awq_stats_add(&a, x + (R / 2) * K, R / 2, NULL), OQ_OK);
+    oq_wq_spec spec = {OQ_DTYPE_INT4, true, 32, false};
+    float one[K], s[K];
+    for (int k = 0; k < K; k++)
+        one[k] = 1.0f;
+    /* the error through x^T x equals the row-by-row error, for s = 1 and for alpha 0.5 */
+    double e_rtn = 0, e_half = 0;
+    cr_assert_eq(oq_awq_error(&a.h, w, N, &spec, NULL, &e_rtn, NULL), OQ_OK);
+    double ref_rtn = ref_error(x, R, w, K, N, 32, one);
+    cr_assert_float_eq(e_rtn, ref_rtn, 1e-9 * ref_rtn);
+    oq_awq_scales(&a, 0.5, s);
+    cr_assert_eq(oq_awq_error(&a.h, w, N, &spec, s, &e_half, NULL), OQ_OK);
+    cr_assert_float_eq(e_half, ref_error(x, R, w, K, N, 32, s), 1e-9 * e_half);
+    /* the search over 0, 0.1, ..., 1: its choice is the grid's argmin of the reference */
+    double best = 0, best_alpha = 0;
+    for (int g = 0; g <= 10; g++) {
+        oq_awq_scales(&a, g / 10.0, s);
+        double e = ref_error(x, R, w, K, N, 32, s);
+        if (g == 0 || e < best) {
+            best = e;
+            best_alpha = g / 10.0;
+        }
+    }
+    const float *ws[1] = {w};
+    int64_t ns[1] = {N};
+    oq_awq_result r;
+    cr_assert_eq(oq_awq_search(&a, ws, ns, 1, &spec, 10, s, &r, NULL), OQ_OK);
+    cr_assert_float_eq(r.err_rtn, ref_rtn, 1e-9 * ref_rtn);
+    cr_assert_float_eq(r.alpha, best_alpha, 1e-12);
+    cr_assert_float_eq(r.err, best, 1e-9 * best);
+    /* the outlier channel's scale is the largest, and the error drops by more than 2x
+     * (computed: the reference's best over the grid against RTN) */
+    for (int k = 0; k < K; k++)
+        cr_assert(k == OUTLIER || s[k] < s[OUTLIER]);
+    cr_assert_gt(best_alpha, 0.0);
+    cr_assert_lt(r.err, 0.5 * r.err_rtn, "awq %g vs rtn %g", r.err, r.err_rtn);
+    /* two layers on the same input: the summed error */
+    const float *ws2[2] = {w, w};
+    int64_t ns2[2] = {N, N};
+    oq_awq_result r2;
+    cr_assert_eq(oq_awq_search(&a, ws2, ns2, 2, &spec, 10, s, &r2, NULL), OQ_OK);
+    cr_assert_float_eq(r2.err, 2 * r.err, 1e-9 * r.err);
+    cr_assert_eq(oq_awq_search(&a, ws, ns, 1, &spec, 0, s, &r, NULL), OQ_ERR_USAGE);
+    oq_awq_stats_free(&a);
+}
+
+/* a layer whose inputs are all alike: no channel to favour, alpha 0 (RTN) is as good as
+ * any, and the search keeps the smaller alpha on a tie */
+Test(awq, uniform_inputs_keep_rtn)
+{
+    static float x[R * K], w[K * N];
+    for (int64_t i = 0; i < R * K; i++)
+        x[i] = (i / K) % 2 ? 1.0f : -1.0f; /* |x_k| = 1 for every k */
+    for (int64_t i = 0; i < K * N; i++)
+        w[i] = 0.1f * nrand();
+    oq_awq_stats a;
+    cr_assert_eq(oq_awq_stats_init(&a, K, NULL), OQ_OK);
+    cr_assert_eq(oq_awq_stats_add(&a, x, R, NULL), OQ_OK);
+    oq_wq_spec spec = {OQ_DTYPE_INT4, true, 32, false};
+    float s[K];
+    const float *ws[1] = {w};
+    int64_t ns[1] = {N};
+    oq_awq_result r;
+    cr_assert_eq(oq_awq_search(&a, ws, ns, 1, &spec, 10, s, &r, NULL), OQ_OK);
+    cr_assert_eq(r.alpha, 0.0);
+    cr_assert_eq(r.err, r.err_rtn);
+    for (int k = 0; k < K; k++)
+        cr_assert_eq(s[k], 1.0f);
+    oq_awq_stats_free(&a);
+}
