@@ -32,7 +32,7 @@ typedef struct wq_cfg {
     bool nbits;              /* format=matmulnbits */
     int32_t scale_dtype;     /* FLOAT or FLOAT16 */
     int64_t accuracy_level;
-    bool gptq, sequential, progress;
+    bool gptq, sequential, progress, act_order;
     bool awq, awq_fold_only;  /* algo=awq; awq-fold-only: scales folded, weights left float */
     int awq_grid;
     int64_t chunk;            /* gptq: inputs per sweep (0: 1 if sequential, else all) */
@@ -456,6 +456,7 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
     c->sequential = oq_pass_opt_bool(opts, "sequential", true);
     c->chunk = oq_pass_opt_int(opts, "chunk", 0);
+    c->act_order = oq_pass_opt_bool(opts, "act-order", false);
     if (c->chunk < 0)
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": chunk %" PRId64 " must be >= 0", c->chunk);
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
@@ -497,7 +498,8 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
     }
     if (h) {
         double used = c->damp;
-        st = oq_gptq_quantize(w, t->K, t->N, &c->spec, h, c->damp, t->q, t->scales, t->zps, &used, d);
+        st = oq_gptq_quantize_ordered(w, t->K, t->N, &c->spec, h, c->damp, c->act_order, t->q, t->scales, t->zps,
+                                      &used, d);
         if (st == OQ_OK && used != c->damp)
             oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, lb, t->node->op_type,
                         WHO ": weight \"%s\": GPTQ needed dampening %g (damp=%g was not enough)", t->w->name, used,
@@ -956,6 +958,7 @@ static const oq_pass_option_def options[] = {
     {"awq-fold-only", OQ_OPT_BOOL, "false", "awq: fold the scales and leave the weights in float (checks the fold)"},
     {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},
     {"sequential", OQ_OPT_BOOL, "true", "gptq: later layers see the quantized earlier ones (chunk by chunk)"},
+    {"act-order", OQ_OPT_BOOL, "false", "gptq: features in order of decreasing input energy (blocks fixed beforehand)"},
     {"chunk", OQ_OPT_INT, "0", "gptq: inputs whose statistics one sweep collects (0: 1 if sequential, else all)"},
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types whose constant B is quantized"},
     OQ_PASS_NODE_FILTER_OPTIONS,

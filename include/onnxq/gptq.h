@@ -76,6 +76,13 @@ void oq_gptq_stats_free(oq_gptq_stats *h);
 oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                            double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,
                            oq_diag *d);
+/* The same, with act_order: the features quantized in the order of decreasing H[k][k]
+ * (the inputs with the most energy first, their error spread over the rest), the block
+ * parameters fixed beforehand from W's contiguous blocks ("static groups": the layout
+ * DequantizeLinear and MatMulNBits store, no group index). */
+oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
+                                   double damp, bool act_order, int32_t *q, float *scales, int32_t *zero_points,
+                                   double *damp_used, oq_diag *d);
 
 #ifdef __cplusplus
 }

@@ -87,10 +87,11 @@ typedef struct oq_quantize_options {
     bool smooth_quant_set;         /* the caller or a config set smooth_quant (else the default
                                     * applies: auto where it can, off elsewhere) */
     const char *format;            /* weight-only: "qdq" (default) | "matmulnbits" */
-    const char *algo;              /* weight-only: "rtn" (default) | "gptq" */
+    const char *algo;              /* weight-only: "rtn" (default) | "gptq" | "awq" */
     const char *weight_scale_dtype;/* weight-only qdq: "auto" (default) | "float32" | "float16" */
     int64_t accuracy_level;        /* weight-only matmulnbits: 0..4 */
     double gptq_damp;              /* default 0.01 */
+    bool gptq_act_order;           /* GPTQ: features by decreasing input energy (default false) */
     /* accuracy-driven fallback (--target-sqnr) */
     bool fallback;                 /* on: target_sqnr_db is the goal */
     double target_sqnr_db;

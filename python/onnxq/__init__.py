@@ -273,6 +273,7 @@ QUANTIZE_OPTIONS = {
     "weight_scale_dtype": ("--weight-scale-dtype", "weight-only qdq: float32 | float16"),
     "accuracy_level": ("--accuracy-level", "matmulnbits accuracy_level 0..4"),
     "gptq_damp": ("--gptq-damp", "GPTQ dampening (default 0.01)"),
+    "gptq_act_order": ("--gptq-act-order", "GPTQ: features by decreasing input energy"),
     "target_sqnr": ("--target-sqnr", "dB: return the worst layers to float until the output SQNR reaches it"),
     "max_fallback": ("--max-fallback", "at most N layers in float (default 10)"),
     "eval": ("--eval", "samples folder the fallback measures on"),

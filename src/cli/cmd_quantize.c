@@ -41,7 +41,8 @@ static void help(FILE *f)
             "  --weight-scale-dtype T qdq scales float32 (default: onnxruntime fuses them) | float16\n"
             "  --accuracy-level L     matmulnbits accuracy_level 0..4 (default 0)\n"
             "  --algo A               rtn (default: round to nearest) | gptq | awq (both need --calib/...)\n"
-            "  --gptq-damp D          GPTQ dampening, fraction of the mean Hessian diagonal (default 0.01)\n\n"
+            "  --gptq-damp D          GPTQ dampening, fraction of the mean Hessian diagonal (default 0.01)\n"
+            "  --gptq-act-order       GPTQ: features in order of decreasing input energy\n\n"
             "deployment target:\n"
             "  --target T             where the model will run (default ort-x86):\n"
             "                         ort-x86       onnxruntime on any x86-64 CPU: U8S8, pairs limited so\n"
@@ -320,6 +321,7 @@ int cmd_quantize(int argc, char **argv)
         STR("--weight-scale-dtype", weight_scale_dtype)
         I64("--accuracy-level", accuracy_level)
         F64("--gptq-damp", gptq_damp)
+        FLAG("--gptq-act-order", gptq_act_order, true)
         FLAG("--per-tensor", per_channel, false)
         I64("--weight-block-size", weight_block_size)
         FLAG("--reduce-range", reduce_range, true)

@@ -71,6 +71,7 @@ typedef struct qconfig {
     const char *wformat, *algo, *wscale_dtype; /* weight-only: qdq|matmulnbits, rtn|gptq */
     int64_t accuracy_level;
     double gptq_damp;
+    bool gptq_act_order;
     uint64_t feed;              /* samples the caller fed (oq_calib_source_feed_id), 0: none */
 } qconfig;
 
@@ -218,8 +219,11 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
     sopt(&b, &f, "include-nodes", c->include_nodes);
     sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
     if (strcmp(c->algo, "gptq") == 0 || strcmp(c->algo, "awq") == 0) {
-        if (strcmp(c->algo, "gptq") == 0)
+        if (strcmp(c->algo, "gptq") == 0) {
             soptf(&b, &f, "damp", "%.17g", c->gptq_damp);
+            if (c->gptq_act_order)
+                soptb(&b, &f, "act-order", true);
+        }
         source_opts(&b, &f, c);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
         soptb(&b, &f, "progress", progress);
@@ -466,6 +470,7 @@ static void write_config(json_writer *w, const qconfig *c)
         json_kv_int(w, "accuracy_level", c->accuracy_level);
         json_kv_string(w, "algo", c->algo);
         json_kv_double(w, "gptq_damp", c->gptq_damp);
+        json_kv_bool(w, "gptq_act_order", c->gptq_act_order);
     }
     json_key(w, "smooth_quant"); /* null: off */
     if (c->smooth_quant == SMOOTH_AUTO)
@@ -676,6 +681,7 @@ static oq_status load_config(oq_quantize_options *c, const cJSON *j, const char 
         else if (!strcmp(k, "accuracy_level")) ip = &c->accuracy_level;
         else if (!strcmp(k, "algo")) sp = &c->algo;
         else if (!strcmp(k, "gptq_damp")) dp = &c->gptq_damp;
+        else if (!strcmp(k, "gptq_act_order")) bp = &c->gptq_act_order;
         else if (!strcmp(k, "resolved")) continue; /* output only */
         /* the caller's options only: what the command takes as options, not in --config */
         else if (!as_config && !strcmp(k, "target_sqnr")) {
@@ -1006,6 +1012,7 @@ static void config_from_options(qconfig *c, const oq_quantize_options *o)
     c->wscale_dtype = o->weight_scale_dtype;
     c->accuracy_level = o->accuracy_level;
     c->gptq_damp = o->gptq_damp;
+    c->gptq_act_order = o->gptq_act_order;
     c->feed = o->source ? oq_calib_source_feed_id(o->source) : 0;
 }
 

@@ -220,6 +220,33 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
                            double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,
                            oq_diag *d)
 {
+    return oq_gptq_quantize_ordered(w, K, N, s, h, damp, false, q, scales, zero_points, damp_used, d);
+}
+
+/* act order: the features by decreasing H[k][k] (ties: by index) */
+static int64_t *act_order_perm(const double *H, int64_t K)
+{
+    int64_t *p = malloc((size_t)K * sizeof(int64_t));
+    if (!p)
+        return NULL;
+    for (int64_t i = 0; i < K; i++)
+        p[i] = i;
+    for (int64_t i = 1; i < K; i++) { /* insertion sort keeps ties in index order */
+        int64_t v = p[i], j = i;
+        while (j > 0 && H[p[j - 1] * K + p[j - 1]] < H[v * K + v]) {
+            p[j] = p[j - 1];
+            j--;
+        }
+        p[j] = v;
+    }
+    return p;
+}
+
+oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
+                                   double damp, bool act_order, int32_t *q, float *scales, int32_t *zero_points,
+                                   double *damp_used, oq_diag *d)
+{
+    int64_t *perm = NULL;
     oq_status st = check_args(w, K, N, s, d);
     if (st != OQ_OK)
         return st;
@@ -247,6 +274,24 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
         mean += H[i * K + i];
     }
     mean /= (double)K;
+    if (act_order) { /* H and W in the order of perm; block parameters fixed beforehand
+                      * from W's contiguous blocks (static groups: the stored layout) */
+        perm = act_order_perm(H, K);
+        if (!perm) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
+            goto done;
+        }
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                A[i * K + j] = H[perm[i] * K + perm[j]];
+        memcpy(H, A, kk * sizeof(double));
+        int64_t nb = oq_wq_n_blocks(K, s->block);
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t k0 = b * s->block, n0 = s->block < K - k0 ? s->block : K - k0;
+            for (int64_t n = 0; n < N; n++)
+                oq_wq_group_params(w + k0 * N + n, n0, N, s, &scales[b * N + n], &zero_points[b * N + n]);
+        }
+    }
     bool ok = false;
     double fac = damp;
     for (int attempt = 0; attempt < 3 && !ok; attempt++, fac *= 10.0) {
@@ -262,13 +307,15 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
                                               "dampening %g (give more calibration data or a larger dampening)", fac / 10.0);
         goto done;
     }
-    for (int64_t i = 0; i < K * N; i++)
-        W[i] = w[i];
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            W[k * N + n] = w[(perm ? perm[k] : k) * N + n];
     for (int64_t i1 = 0; i1 < K; i1 += lazy) {
         int64_t i2 = i1 + lazy < K ? i1 + lazy : K;
         for (int64_t k = i1; k < i2; k++) {
-            int64_t b = k / s->block;
-            if (k % s->block == 0) {
+            int64_t ko = perm ? perm[k] : k; /* the feature in W's order */
+            int64_t b = ko / s->block;
+            if (!perm && k % s->block == 0) {
                 int64_t k1 = k + s->block < K ? k + s->block : K;
                 for (int64_t n = 0; n < N; n++) {
                     double mn = W[k * N + n], mx = mn;
@@ -286,7 +333,7 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
                 float sc = scales[b * N + n];
                 int32_t zp = zero_points[b * N + n];
                 int32_t qv = oq_quantize_value((float)W[k * N + n], sc, zp, qmin, qmax);
-                q[k * N + n] = qv;
+                q[ko * N + n] = qv;
                 float dq = oq_dequantize_value(qv, sc, zp);
                 if (s->half_scales) /* what a DequantizeLinear with float16 scales outputs */
                     dq = oq_half_to_float(oq_float_to_half(dq));
@@ -309,6 +356,7 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
             }
     }
 done:
+    free(perm);
     free(H);
     free(A);
     free(U);
