@@ -34,6 +34,7 @@ typedef struct wq_cfg {
     int64_t accuracy_level;
     bool gptq, sequential, progress, act_order;
     bool awq, awq_fold_only;  /* algo=awq; awq-fold-only: scales folded, weights left float */
+    bool awq_clip;            /* awq: clip search per block after the scaling */
     int awq_grid;
     int64_t chunk;            /* gptq: inputs per sweep (0: 1 if sequential, else all) */
     double damp;
@@ -53,6 +54,7 @@ typedef struct wq_target {
     float *scales;           /* [nb*N] */
     int32_t *zps;
     uint8_t *q8;             /* non-sequential GPTQ in chunks: q kept in a byte until the end */
+    float *clip;             /* AWQ clip search: the range ratio per block [nb*N], or NULL */
     int group;               /* GPTQ: index of its input group */
 } wq_target;
 
@@ -449,6 +451,7 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": awq-grid %" PRId64 " must be in 1..1000", grid);
     c->awq_grid = (int)grid;
     c->awq_fold_only = oq_pass_opt_bool(opts, "awq-fold-only", false);
+    c->awq_clip = oq_pass_opt_bool(opts, "awq-clip", true);
     if (c->awq_fold_only && !c->awq)
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": awq-fold-only needs algo=awq");
     c->damp = oq_pass_opt_float(opts, "damp", 0.01);
@@ -507,7 +510,7 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
         if (st == OQ_OK)
             oq_pass_stat_add(res, "gptq_layers", 1);
     } else {
-        st = oq_wq_rtn(w, t->K, t->N, &c->spec, t->q, t->scales, t->zps, d);
+        st = oq_awq_rtn_clipped(w, t->K, t->N, &c->spec, t->clip, t->q, t->scales, t->zps, d); /* NULL: RTN */
     }
     if (st != OQ_OK)
         oq_diag_add(d, OQ_SEV_NOTE, st, NULL, lb, t->node->op_type, "while quantizing %s", what);
@@ -531,6 +534,8 @@ static void free_target(wq_target *t)
 {
     free(t->q8);
     t->q8 = NULL;
+    free(t->clip);
+    t->clip = NULL;
     free(t->q);
     free(t->scales);
     free(t->zps);
@@ -866,6 +871,26 @@ static oq_status run_awq(oq_model *m, const oq_pass_options *opts, const wq_cfg 
             if (r.alpha > 0)
                 st = apply_awq(m, ts, nt, (int)j, gs[j].x, s, gs[j].K, res, d);
         }
+        /* clip search on the weights as they will be rounded (scaled; a later fold into
+         * their columns scales a whole column, which leaves the chosen ratios alone) */
+        for (size_t i = 0; i < nt && st == OQ_OK && c->awq_clip && !c->awq_fold_only; i++) {
+            if (ts[i].group != (int)j)
+                continue;
+            ts[i].w = ts[i].node->inputs[1];
+            float *w = weight_kn(&ts[i], d);
+            int64_t nb = oq_wq_n_blocks(ts[i].K, c->spec.block);
+            ts[i].clip = malloc((size_t)(nb * ts[i].N) * sizeof(float));
+            double e0 = 0, e1 = 0;
+            if (!w || !ts[i].clip)
+                st = oq_diag_error(d, OQ_ERR_NOMEM, WHO ": out of memory");
+            else
+                st = oq_awq_clip_search(&gs[j].a.h, r.alpha > 0 ? s : NULL, w, ts[i].N, &c->spec, 20, ts[i].clip, &e0,
+                                        &e1, d);
+            free(w);
+            for (int64_t b = 0; st == OQ_OK && b < nb * ts[i].N; b++)
+                if (ts[i].clip[b] < 1.0f)
+                    oq_pass_stat_add(res, "awq_clipped_blocks", 1);
+        }
         if (st != OQ_OK)
             oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, WHO ": awq: while scaling the layers that read \"%s\"",
                         gs[j].x->name);
@@ -955,6 +980,7 @@ static const oq_pass_option_def options[] = {
     {"accuracy-level", OQ_OPT_INT, "0", "matmulnbits: MatMulNBits accuracy_level 0..4 (4: int8 activations in onnxruntime)"},
     {"algo", OQ_OPT_STRING, "rtn", "rtn (round to nearest), gptq or awq (both need samples)"},
     {"awq-grid", OQ_OPT_INT, "20", "awq: alpha is searched in 0, 1/grid, ..., 1"},
+    {"awq-clip", OQ_OPT_BOOL, "true", "awq: after the scaling, each block's range shrunk (to 0.5) where that lowers the output error"},
     {"awq-fold-only", OQ_OPT_BOOL, "false", "awq: fold the scales and leave the weights in float (checks the fold)"},
     {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},
     {"sequential", OQ_OPT_BOOL, "true", "gptq: later layers see the quantized earlier ones (chunk by chunk)"},

@@ -177,3 +177,84 @@ Test(awq, uniform_inputs_keep_rtn)
         cr_assert_eq(s[k], 1.0f);
     oq_awq_stats_free(&a);
 }
+
+/* clip search: ratio 1 everywhere is RTN; the ratios chosen are those of a brute force
+ * written here (independent int4 rounding of the shrunk range, the block's error summed
+ * row by row: sum_r (sum_{k in block} x_rk d_k)^2); heavy-tailed weights make some
+ * blocks prefer a shrunk range, and the summed error drops */
+Test(awq, clip_search_against_brute_force)
+{
+    enum { CK = 64, CN = 6, CR = 128, CB = 16, G = 10 };
+    static float x[CR * CK], w[CK * CN];
+    for (int64_t i = 0; i < CR * CK; i++)
+        x[i] = nrand() * (1.0f + (float)(i % CK) / 16.0f);
+    for (int64_t i = 0; i < CK * CN; i++) { /* Student-t-like: normal over sqrt(chi2/2) */
+        float z1 = nrand(), z2 = nrand();
+        w[i] = 0.1f * nrand() / sqrtf((z1 * z1 + z2 * z2) / 2.0f + 0.05f);
+    }
+    oq_gptq_stats h;
+    cr_assert_eq(oq_gptq_stats_init(&h, CK, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_stats_add(&h, x, CR, NULL), OQ_OK);
+    oq_wq_spec spec = {OQ_DTYPE_INT4, true, CB, false};
+    float ratio[(CK / CB) * CN], one[(CK / CB) * CN];
+    double e0 = 0, e1 = 0;
+    cr_assert_eq(oq_awq_clip_search(&h, NULL, w, CN, &spec, G, ratio, &e0, &e1, NULL), OQ_OK);
+    double ref0 = 0, ref1 = 0;
+    int clipped = 0;
+    for (int b = 0; b < CK / CB; b++)
+        for (int n = 0; n < CN; n++) {
+            double best = 0;
+            float best_r = 1.0f;
+            for (int g = 0; g <= G; g++) {
+                float r = (float)(1.0 - 0.5 * g / G);
+                double mn = 0, mx = 0;
+                for (int k = b * CB; k < (b + 1) * CB; k++) {
+                    double v = w[k * CN + n];
+                    mn = k == b * CB || v < mn ? v : mn;
+                    mx = k == b * CB || v > mx ? v : mx;
+                }
+                double lo = mn * r < 0 ? mn * r / -8.0 : 0, hi = mx * r > 0 ? mx * r / 7.0 : 0;
+                float sc = (float)(lo > hi ? lo : hi);
+                double e = 0;
+                for (int rr = 0; rr < CR; rr++) {
+                    double t = 0;
+                    for (int k = b * CB; k < (b + 1) * CB; k++) {
+                        float q = nearbyintf(w[k * CN + n] / sc);
+                        q = q < -8 ? -8 : q > 7 ? 7 : q;
+                        t += (double)x[rr * CK + k] * ((double)w[k * CN + n] - (double)(q * sc));
+                    }
+                    e += t * t;
+                }
+                if (g == 0) {
+                    ref0 += e;
+                    best = e;
+                } else if (e < best * (1 - 1e-9)) {
+                    best = e;
+                    best_r = r;
+                }
+            }
+            ref1 += best;
+            cr_assert_float_eq(ratio[b * CN + n], best_r, 1e-7, "block %d column %d: %g, brute force %g", b, n,
+                               ratio[b * CN + n], best_r);
+            clipped += best_r < 1.0f;
+        }
+    cr_assert_float_eq(e0, ref0 / CR, 1e-8 * e0);
+    cr_assert_float_eq(e1, ref1 / CR, 1e-8 * e0);
+    cr_assert_gt(clipped, 0);
+    cr_assert_lt(e1, e0);
+    /* ratio 1 everywhere: RTN exactly; the chosen ratios: every value clamped to -8..7 */
+    for (int i = 0; i < (CK / CB) * CN; i++)
+        one[i] = 1.0f;
+    int32_t q[CK * CN], qr[CK * CN], zp[(CK / CB) * CN], zpr[(CK / CB) * CN];
+    float sc[(CK / CB) * CN], scr[(CK / CB) * CN];
+    cr_assert_eq(oq_wq_rtn(w, CK, CN, &spec, qr, scr, zpr, NULL), OQ_OK);
+    cr_assert_eq(oq_awq_rtn_clipped(w, CK, CN, &spec, one, q, sc, zp, NULL), OQ_OK);
+    cr_assert_eq(memcmp(q, qr, sizeof q), 0);
+    cr_assert_eq(memcmp(sc, scr, sizeof sc), 0);
+    cr_assert_eq(oq_awq_rtn_clipped(w, CK, CN, &spec, ratio, q, sc, zp, NULL), OQ_OK);
+    for (int i = 0; i < (CK / CB) * CN; i++)
+        cr_assert(ratio[i] == 1.0f ? sc[i] == scr[i] : sc[i] < scr[i]);
+    for (int i = 0; i < CK * CN; i++)
+        cr_assert(q[i] >= -8 && q[i] <= 7);
+    oq_gptq_stats_free(&h);
+}

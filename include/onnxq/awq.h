@@ -61,6 +61,21 @@ typedef struct oq_awq_result {
 oq_status oq_awq_search(const oq_awq_stats *a, const float *const *w, const int64_t *N, size_t n, const oq_wq_spec *spec,
                         int grid, float *s, oq_awq_result *r, oq_diag *d);
 
+/* Clip search (AutoAWQ's second step): for every block b of column n of w [K, N] (the
+ * weights as they will be rounded, after the AWQ scaling; s the scales, NULL for 1: the
+ * statistics are those of x / s), the range rounded with is shrunk by r in
+ * {1, 1 - 0.5/grid, ..., 0.5}, and the r with the smallest block error
+ * d_b^T H'_bb d_b (H' = the statistics of x / s restricted to the block's rows; the
+ * cross-block terms are left out, as AutoAWQ and NNCF do) wins, 1 on a tie. ratio [nb*N];
+ * *err_before / *err_after (may be NULL): the summed block errors at r = 1 and at the
+ * chosen r, over rows. */
+oq_status oq_awq_clip_search(const oq_gptq_stats *h, const float *s, const float *w, int64_t N, const oq_wq_spec *spec,
+                             int grid, float *ratio, double *err_before, double *err_after, oq_diag *d);
+/* Round to nearest with block ranges shrunk by ratio [nb*N] (NULL: oq_wq_rtn): the block's
+ * parameters are those of its values times r, every value clamped to the type's range. */
+oq_status oq_awq_rtn_clipped(const float *w, int64_t K, int64_t N, const oq_wq_spec *spec, const float *ratio, int32_t *q,
+                             float *scales, int32_t *zero_points, oq_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

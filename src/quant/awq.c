@@ -159,3 +159,109 @@ oq_status oq_awq_search(const oq_awq_stats *a, const float *const *w, const int6
     free(cand);
     return st;
 }
+
+/* H'[i][j] = xtx[i][j] / (s_i s_j) / rows: the statistics of x / s */
+static double hs(const oq_gptq_stats *h, const float *s, int64_t i, int64_t j)
+{
+    double v = i <= j ? h->xtx[i * h->K + j] : h->xtx[j * h->K + i];
+    return s ? v / ((double)s[i] * (double)s[j]) : v;
+}
+
+/* The parameters of v[0..n) (stride) with the block range shrunk by r: those of
+ * [r*min, r*max] (oq_wq_group_params reads only the extremes). */
+static void clipped_params(const float *v, int64_t n, int64_t stride, const oq_wq_spec *spec, float r, float *sc,
+                           int32_t *zp)
+{
+    float ext[2] = {0, 0};
+    for (int64_t i = 0; i < n; i++) {
+        float x = v[i * stride];
+        if (i == 0 || x < ext[0])
+            ext[0] = x;
+        if (i == 0 || x > ext[1])
+            ext[1] = x;
+    }
+    ext[0] *= r;
+    ext[1] *= r;
+    oq_wq_group_params(ext, 2, 1, spec, sc, zp);
+}
+
+oq_status oq_awq_clip_search(const oq_gptq_stats *h, const float *s, const float *w, int64_t N, const oq_wq_spec *spec,
+                             int grid, float *ratio, double *err_before, double *err_after, oq_diag *d)
+{
+    int64_t K = h->K, B = spec->block, nb = oq_wq_n_blocks(K, B);
+    int32_t qmin, qmax;
+    if (grid < 1 || grid > 1000 || h->rows == 0 || B <= 0 || oq_qrange(spec->dtype, false, &qmin, &qmax) != OQ_OK)
+        return oq_diag_error(d, OQ_ERR_USAGE, "awq: clip search: bad grid, type or no statistics");
+    double *dl = malloc((size_t)B * sizeof(double));
+    if (!dl)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "awq: out of memory");
+    double before = 0, after = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t k0 = b * B, n0 = B < K - k0 ? B : K - k0;
+        for (int64_t n = 0; n < N; n++) {
+            const float *v = w + k0 * N + n;
+            double best = 0;
+            float best_r = 1.0f;
+            for (int g = 0; g <= grid; g++) {
+                float r = (float)(1.0 - 0.5 * g / grid), sc;
+                int32_t zp;
+                clipped_params(v, n0, N, spec, r, &sc, &zp);
+                for (int64_t i = 0; i < n0; i++) {
+                    float dq = oq_dequantize_value(oq_quantize_value(v[i * N], sc, zp, qmin, qmax), sc, zp);
+                    if (spec->half_scales)
+                        dq = oq_half_to_float(oq_float_to_half(dq));
+                    dl[i] = (double)v[i * N] - dq;
+                }
+                double e = 0;
+                for (int64_t i = 0; i < n0; i++) {
+                    double t = hs(h, s, k0 + i, k0 + i) * dl[i];
+                    for (int64_t j = i + 1; j < n0; j++)
+                        t += 2.0 * hs(h, s, k0 + i, k0 + j) * dl[j];
+                    e += dl[i] * t;
+                }
+                if (g == 0) {
+                    before += e;
+                    best = e;
+                } else if (e < best) {
+                    best = e;
+                    best_r = r;
+                }
+            }
+            ratio[b * N + n] = best_r;
+            after += best;
+        }
+    }
+    free(dl);
+    if (err_before)
+        *err_before = before / (double)h->rows;
+    if (err_after)
+        *err_after = after / (double)h->rows;
+    return OQ_OK;
+}
+
+oq_status oq_awq_rtn_clipped(const float *w, int64_t K, int64_t N, const oq_wq_spec *spec, const float *ratio, int32_t *q,
+                             float *scales, int32_t *zero_points, oq_diag *d)
+{
+    oq_status st = oq_wq_rtn(w, K, N, spec, q, scales, zero_points, d); /* checks, and ratio 1 */
+    if (st != OQ_OK || !ratio)
+        return st;
+    int32_t qmin, qmax;
+    oq_qrange(spec->dtype, false, &qmin, &qmax);
+    int64_t B = spec->block, nb = oq_wq_n_blocks(K, B);
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t k0 = b * B, n0 = B < K - k0 ? B : K - k0;
+        for (int64_t n = 0; n < N; n++) {
+            float r = ratio[b * N + n];
+            if (r == 1.0f)
+                continue;
+            float sc;
+            int32_t zp;
+            clipped_params(w + k0 * N + n, n0, N, spec, r, &sc, &zp);
+            scales[b * N + n] = sc;
+            zero_points[b * N + n] = zp;
+            for (int64_t k = k0; k < k0 + n0; k++)
+                q[k * N + n] = oq_quantize_value(w[k * N + n], sc, zp, qmin, qmax);
+        }
+    }
+    return OQ_OK;
+}
