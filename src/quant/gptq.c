@@ -124,27 +124,45 @@ oq_status oq_gptq_stats_init(oq_gptq_stats *h, int64_t K, oq_diag *d)
 
 oq_status oq_gptq_stats_add(oq_gptq_stats *h, const float *x, int64_t rows, oq_diag *d)
 {
+    enum { RB = 8 }; /* rows per pass over H: H (K*K doubles) is read once per RB rows */
     int64_t K = h->K;
-    double *r = malloc((size_t)K * sizeof(double));
+    double *r = malloc((size_t)(K * RB) * sizeof(double));
     if (!r)
         return oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
-    for (int64_t t = 0; t < rows; t++) {
-        const float *xr = x + t * K;
-        for (int64_t i = 0; i < K; i++) {
-            if (!isfinite(xr[i])) {
-                free(r);
-                return oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: %s in a layer input (row %" PRId64 ", element %" PRId64 ")",
-                                     isnan(xr[i]) ? "NaN" : "Inf", t, i);
+    for (int64_t t0 = 0; t0 < rows; t0 += RB) {
+        int64_t nr = rows - t0 < RB ? rows - t0 : RB;
+        for (int64_t t = 0; t < nr; t++) {
+            const float *xr = x + (t0 + t) * K;
+            for (int64_t i = 0; i < K; i++) {
+                if (!isfinite(xr[i])) {
+                    free(r);
+                    return oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: %s in a layer input (row %" PRId64 ", element %" PRId64 ")",
+                                         isnan(xr[i]) ? "NaN" : "Inf", t0 + t, i);
+                }
+                r[i * RB + t] = xr[i]; /* feature-major: the RB values of feature i together */
             }
-            r[i] = xr[i];
         }
         for (int64_t i = 0; i < K; i++) {
-            double xi = r[i];
-            if (xi == 0.0)
-                continue;
+            const double *ri = r + i * RB;
             double *hr = h->xtx + i * K;
-            for (int64_t j = i; j < K; j++)
-                hr[j] += xi * r[j];
+            if (nr == RB) {
+                double a0 = ri[0], a1 = ri[1], a2 = ri[2], a3 = ri[3], a4 = ri[4], a5 = ri[5], a6 = ri[6], a7 = ri[7];
+                if (a0 == 0 && a1 == 0 && a2 == 0 && a3 == 0 && a4 == 0 && a5 == 0 && a6 == 0 && a7 == 0)
+                    continue;
+                for (int64_t j = i; j < K; j++) {
+                    const double *rj = r + j * RB;
+                    hr[j] += a0 * rj[0] + a1 * rj[1] + a2 * rj[2] + a3 * rj[3] + a4 * rj[4] + a5 * rj[5] +
+                             a6 * rj[6] + a7 * rj[7];
+                }
+            } else {
+                for (int64_t j = i; j < K; j++) {
+                    const double *rj = r + j * RB;
+                    double acc = 0;
+                    for (int64_t t = 0; t < nr; t++)
+                        acc += ri[t] * rj[t];
+                    hr[j] += acc;
+                }
+            }
         }
     }
     h->rows += (uint64_t)rows;
