@@ -202,35 +202,43 @@ static bool cholesky_lower(double *a, int64_t K)
 }
 
 /* u = the upper Cholesky factor of a^-1 (a^-1 = u^T u), a positive definite; a is
- * destroyed. false when a is not positive definite. */
+ * destroyed. false when a is not positive definite. With J the exchange matrix (indices
+ * reversed): J a J = L L^T (Cholesky), so a = V V^T with V = J L J upper triangular, and
+ * a^-1 = (V^-1)^T V^-1: u = V^-1 = J L^-1 J. One Cholesky and one triangular inverse,
+ * both reading rows (the textbook route, chol -> inverse -> chol of the inverse, reads
+ * columns of K x K matrices: for K = 5632 minutes of cache misses). */
 static bool chol_inverse_upper(double *a, double *u, int64_t K)
 {
-    if (!cholesky_lower(a, K))
-        return false;
-    /* inverse of L in place of u (lower): L X = I, column by column */
-    memset(u, 0, (size_t)(K * K) * sizeof(double));
-    for (int64_t c = 0; c < K; c++) {
-        u[c * K + c] = 1.0 / a[c * K + c];
-        for (int64_t i = c + 1; i < K; i++) {
-            double t = 0;
-            for (int64_t p = c; p < i; p++)
-                t -= a[i * K + p] * u[p * K + c];
-            u[i * K + c] = t / a[i * K + i];
-        }
-    }
-    /* a^-1 = L^-T L^-1 into a (symmetric) */
-    for (int64_t i = 0; i < K; i++)
+    for (int64_t i = 0; i < K; i++) /* a <- J a J (a is symmetric: its upper triangle) */
         for (int64_t j = i; j < K; j++) {
-            double t = 0;
-            for (int64_t p = j; p < K; p++) /* (L^-1)[p][i] = 0 for p < i; p >= j >= i */
-                t += u[p * K + i] * u[p * K + j];
-            a[i * K + j] = a[j * K + i] = t;
+            int64_t ri = K - 1 - i, rj = K - 1 - j; /* rj <= ri */
+            u[i * K + j] = u[j * K + i] = a[rj * K + ri];
         }
+    memcpy(a, u, (size_t)(K * K) * sizeof(double));
     if (!cholesky_lower(a, K))
         return false;
-    for (int64_t i = 0; i < K; i++) /* u = L^T */
+    /* X = L^-1 (lower) into u, row by row: X[i][0..i] = (e_i - sum_{p<i} L[i][p] X[p]) / L[i][i] */
+    memset(u, 0, (size_t)(K * K) * sizeof(double));
+    for (int64_t i = 0; i < K; i++) {
+        double *xi = u + i * K;
+        for (int64_t p = 0; p < i; p++) {
+            double l = a[i * K + p];
+            if (l == 0.0)
+                continue;
+            const double *xp = u + p * K;
+            for (int64_t c = 0; c <= p; c++)
+                xi[c] -= l * xp[c];
+        }
+        xi[i] += 1.0;
+        double inv = 1.0 / a[i * K + i];
+        for (int64_t c = 0; c <= i; c++)
+            xi[c] *= inv;
+    }
+    /* u <- J X J (upper), through a */
+    for (int64_t i = 0; i < K; i++)
         for (int64_t j = 0; j < K; j++)
-            u[i * K + j] = j >= i ? a[j * K + i] : 0.0;
+            a[i * K + j] = u[(K - 1 - i) * K + (K - 1 - j)];
+    memcpy(u, a, (size_t)(K * K) * sizeof(double));
     return true;
 }
 
