@@ -179,22 +179,33 @@ void oq_gptq_stats_free(oq_gptq_stats *h)
 /* In place: a (K x K, symmetric positive definite) -> its lower Cholesky factor L.
  * false when a pivot is not positive (or lost to rounding: below 1e-12 of its diagonal
  * entry, a singular matrix that rounding would let through with a huge inverse). */
+/* sum_p x[p] y[p], p < n, in four independent sums (one running sum is bound by the
+ * latency of each addition) */
+static double dot4(const double *x, const double *y, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t p = 0;
+    for (; p + 4 <= n; p += 4) {
+        s0 += x[p] * y[p];
+        s1 += x[p + 1] * y[p + 1];
+        s2 += x[p + 2] * y[p + 2];
+        s3 += x[p + 3] * y[p + 3];
+    }
+    for (; p < n; p++)
+        s0 += x[p] * y[p];
+    return (s0 + s1) + (s2 + s3);
+}
+
 static bool cholesky_lower(double *a, int64_t K)
 {
     for (int64_t j = 0; j < K; j++) {
-        double s = a[j * K + j], d0 = s;
-        for (int64_t p = 0; p < j; p++)
-            s -= a[j * K + p] * a[j * K + p];
+        double d0 = a[j * K + j], s = d0 - dot4(a + j * K, a + j * K, j);
         if (!(s > 1e-12 * d0) || !isfinite(s))
             return false;
         double l = sqrt(s);
         a[j * K + j] = l;
-        for (int64_t i = j + 1; i < K; i++) {
-            double t = a[i * K + j];
-            for (int64_t p = 0; p < j; p++)
-                t -= a[i * K + p] * a[j * K + p];
-            a[i * K + j] = t / l;
-        }
+        for (int64_t i = j + 1; i < K; i++)
+            a[i * K + j] = (a[i * K + j] - dot4(a + i * K, a + j * K, j)) / l;
         for (int64_t i = 0; i < j; i++)
             a[i * K + j] = 0.0;
     }
