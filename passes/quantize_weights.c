@@ -36,7 +36,7 @@ typedef struct wq_cfg {
     bool awq, awq_fold_only;  /* algo=awq; awq-fold-only: scales folded, weights left float */
     bool awq_clip;            /* awq: clip search per block after the scaling */
     int awq_grid;
-    int64_t chunk;            /* gptq: inputs per sweep (0: 1 if sequential, else all) */
+    int64_t chunk;            /* inputs per sweep (gptq 0: 1 if sequential, else all; awq 0: all) */
     double damp;
     int threads;
     const char *op_types;
@@ -830,17 +830,27 @@ static oq_status run_awq(oq_model *m, const oq_pass_options *opts, const wq_cfg 
         return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
     }
     make_groups(ts, nt, gs, &ng, d);
-    for (size_t j = 0; j < ng && st == OQ_OK; j++) {
-        gs[j].awq = true;
-        st = oq_awq_stats_init(&gs[j].a, gs[j].K, d);
-    }
-    if (st == OQ_OK)
-        st = sweep(m, c, src, gs, ng, d);
     const float **ws = calloc(nt, sizeof *ws);
     int64_t *ns = calloc(nt, sizeof *ns);
-    if (st == OQ_OK && (!ws || !ns))
+    if (!ws || !ns)
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    size_t step = c->chunk > 0 ? (size_t)c->chunk : ng; /* inputs per sweep */
     for (size_t j = 0; j < ng && st == OQ_OK; j++) {
+        if (j % step == 0) { /* the next chunk's statistics, on the model as folded so far */
+            size_t g1 = j + step < ng ? j + step : ng;
+            for (size_t i = j; i < g1 && st == OQ_OK; i++) {
+                gs[i].awq = true;
+                st = oq_awq_stats_init(&gs[i].a, gs[i].K, d);
+            }
+            if (st == OQ_OK && c->progress)
+                fprintf(stderr, "\r" WHO ": awq: inputs %zu-%zu of %zu (\"%s\")\033[K", j + 1, g1, ng, gs[j].x->name);
+            if (st == OQ_OK)
+                st = sweep(m, c, src, gs + j, g1 - j, d);
+            if (st == OQ_OK)
+                oq_pass_stat_add(res, "awq_sweeps", 1);
+            if (st != OQ_OK)
+                break;
+        }
         if (gs[j].a.h.rows == 0) {
             oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, NULL, NULL,
                         WHO ": input \"%s\" was never computed on the samples: round to nearest", gs[j].x->name);
@@ -985,7 +995,7 @@ static const oq_pass_option_def options[] = {
     {"damp", OQ_OPT_FLOAT, "0.01", "gptq: dampening, a fraction of the Hessian's mean diagonal"},
     {"sequential", OQ_OPT_BOOL, "true", "gptq: later layers see the quantized earlier ones (chunk by chunk)"},
     {"act-order", OQ_OPT_BOOL, "false", "gptq: features in order of decreasing input energy (blocks fixed beforehand)"},
-    {"chunk", OQ_OPT_INT, "0", "gptq: inputs whose statistics one sweep collects (0: 1 if sequential, else all)"},
+    {"chunk", OQ_OPT_INT, "0", "gptq, awq: inputs whose statistics one sweep collects (0: gptq 1 if sequential, else all; awq all)"},
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types whose constant B is quantized"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     OQ_PASS_CALIB_SOURCE_OPTIONS,

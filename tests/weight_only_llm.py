@@ -16,7 +16,8 @@ sequences come from different seeds. Checks:
      onnxruntime's DequantizeLinear -> MatMul fusion at accuracy level 0: by default it
      runs the fused MatMulNBits with int8 activations);
   4. non-sequential GPTQ gives the byte-identical model whatever its chunk (inputs per
-     sweep), and the number of sweeps is ceil(inputs / chunk).
+     sweep), and the number of sweeps is ceil(inputs / chunk); AWQ with one input per
+     sweep also beats RTN.
 usage: python3 weight_only_llm.py ONNXQ_EXE WORKDIR   (exit 77: modules missing)"""
 import os
 import re
@@ -259,5 +260,18 @@ if os.path.exists(f"{work}/gptq_c3_s1.onnx"):
     print(f"sequential GPTQ chunk=3: logits mse {e:.4g}")
     if "rtn" in mse and not e < mse["rtn"]:
         bad(f"sequential GPTQ chunk=3 ({e:.4g}) not better than rtn")
+# AWQ one input per sweep (memory: one input's statistics): the statistics come from the
+# model as folded so far, the same function, so the result is as good
+out = f"{work}/awq_c1.onnx"
+p = run(["opt", model, "-o", out, "--stats", "--passes",
+         f"constant-to-initializer,quantize-weights{{algo=awq,data={work}/calib,format=matmulnbits,chunk=1}}"])
+sweeps = stats(p.stdout + p.stderr).get("awq_sweeps")
+if sweeps != 4 * L + 1:
+    bad(f"awq chunk=1: {sweeps} sweeps, expected {4 * L + 1}")
+if os.path.exists(out):
+    e = float(((ort_logits(out, eval_ids) - want) ** 2).mean())
+    print(f"awq chunk=1: logits mse {e:.4g}")
+    if "rtn" in mse and not e < mse["rtn"]:
+        bad(f"awq chunk=1 ({e:.4g}) not better than rtn")
 print("weight_only_llm:", "all passed" if fails == 0 else f"{fails} failed")
 sys.exit(1 if fails else 0)
