@@ -139,28 +139,28 @@ oq_status oq_gptq_stats_add(oq_gptq_stats *h, const float *x, int64_t rows, oq_d
                     return oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: %s in a layer input (row %" PRId64 ", element %" PRId64 ")",
                                          isnan(xr[i]) ? "NaN" : "Inf", t0 + t, i);
                 }
-                r[i * RB + t] = xr[i]; /* feature-major: the RB values of feature i together */
+                r[t * K + i] = xr[i];
             }
         }
+        /* row i of H += sum_t r_t[i] * r_t[i..K): contiguous in j, so it vectorizes */
+        const double *r0 = r, *r1 = r + K, *r2 = r + 2 * K, *r3 = r + 3 * K, *r4 = r + 4 * K, *r5 = r + 5 * K,
+                     *r6 = r + 6 * K, *r7 = r + 7 * K;
         for (int64_t i = 0; i < K; i++) {
-            const double *ri = r + i * RB;
             double *hr = h->xtx + i * K;
             if (nr == RB) {
-                double a0 = ri[0], a1 = ri[1], a2 = ri[2], a3 = ri[3], a4 = ri[4], a5 = ri[5], a6 = ri[6], a7 = ri[7];
+                double a0 = r0[i], a1 = r1[i], a2 = r2[i], a3 = r3[i], a4 = r4[i], a5 = r5[i], a6 = r6[i], a7 = r7[i];
                 if (a0 == 0 && a1 == 0 && a2 == 0 && a3 == 0 && a4 == 0 && a5 == 0 && a6 == 0 && a7 == 0)
                     continue;
-                for (int64_t j = i; j < K; j++) {
-                    const double *rj = r + j * RB;
-                    hr[j] += a0 * rj[0] + a1 * rj[1] + a2 * rj[2] + a3 * rj[3] + a4 * rj[4] + a5 * rj[5] +
-                             a6 * rj[6] + a7 * rj[7];
-                }
+                for (int64_t j = i; j < K; j++)
+                    hr[j] += a0 * r0[j] + a1 * r1[j] + a2 * r2[j] + a3 * r3[j] + a4 * r4[j] + a5 * r5[j] +
+                             a6 * r6[j] + a7 * r7[j];
             } else {
-                for (int64_t j = i; j < K; j++) {
-                    const double *rj = r + j * RB;
-                    double acc = 0;
-                    for (int64_t t = 0; t < nr; t++)
-                        acc += ri[t] * rj[t];
-                    hr[j] += acc;
+                for (int64_t t = 0; t < nr; t++) {
+                    const double *rt = r + t * K;
+                    double a = rt[i];
+                    if (a != 0.0)
+                        for (int64_t j = i; j < K; j++)
+                            hr[j] += a * rt[j];
                 }
             }
         }
