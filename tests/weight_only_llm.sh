@@ -13,7 +13,8 @@ rm -rf "$work"
 mkdir -p "$work"
 fails=0
 model="$src/models/shapes_cnn.onnx"
-for opt in "--algo awq" "--algo awq --calib-random 2 --weight-block-size 48"; do
+for opt in "--algo awq" "--algo awq --calib-random 2 --weight-block-size 48" "--gptq-act-order" \
+           "--algo awq --calib-random 2 --gptq-act-order"; do
   # shellcheck disable=SC2086
   "$exe" quantize "$model" -o "$work/bad.onnx" --mode weight-only $opt >"$work/out" 2>"$work/err"
   rc=$?

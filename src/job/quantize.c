@@ -265,6 +265,10 @@ static int resolve_weight_only(qconfig *c, bool static_only_option, oq_diag *d)
         qerr(d, "--algo %s: one of rtn, gptq, awq", c->algo);
         return -1;
     }
+    if (c->gptq_act_order && strcmp(c->algo, "gptq")) {
+        qerr(d, "--gptq-act-order: only for --algo gptq (the algorithm is %s)", c->algo);
+        return -1;
+    }
     if (strcmp(c->wscale_dtype, "auto") && strcmp(c->wscale_dtype, "float16") && strcmp(c->wscale_dtype, "float32")) {
         qerr(d, "--weight-scale-dtype %s: one of float16, float32", c->wscale_dtype);
         return -1;
