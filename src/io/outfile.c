@@ -92,6 +92,12 @@ static void flush_buf(oq_outfile *f)
     f->used = 0;
 }
 
+void oq_outfile_flush(oq_outfile *f)
+{
+    if (f->used && f->fd >= 0)
+        flush_buf(f);
+}
+
 void oq_outfile_write(oq_outfile *f, const void *p, size_t n)
 {
     const uint8_t *s = p;

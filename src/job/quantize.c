@@ -1270,6 +1270,14 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         st = OQ_ERR_USAGE;
         goto done;
     }
+    if (weight_only(&c) && out) {
+        /* new weights go straight to OUT's data file as the pass makes them, and each float
+         * weight's pages are given back once it is quantized: memory stays one weight's
+         * working set, whatever the model's size (docs/quantize.md "Weight-only") */
+        oq_write_options so = {0};
+        if ((st = oq_model_stream_begin(m, out, &so, d)) != OQ_OK)
+            goto done;
+    }
     oq_pipeline_run_options ro = {0};
     ro.after_pass = oq_job_qreport_after_pass;
     ro.user = report;
