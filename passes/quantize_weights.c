@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "onnxq/calib.h"
@@ -45,6 +46,7 @@ typedef struct wq_target {
     oq_value *w;             /* the float initializer */
     int64_t K, N;
     bool trans;              /* B stored [N, K] (Gemm transB=1) */
+    int32_t wdt;             /* B's type: float32, float16 or bfloat16 (scales and bias of that type) */
     int32_t *q;              /* [K*N] after quantization */
     float *scales;           /* [nb*N] */
     int32_t *zps;
@@ -75,10 +77,12 @@ static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **
     if (!w || w->kind != OQ_VALUE_INITIALIZER || w->is_graph_input || !w->initializer)
         return false; /* activation x activation: nothing to quantize here */
     oq_tensor *wt = w->initializer;
-    if (wt->dtype != OQ_DTYPE_FLOAT || wt->rank != 2) {
-        *why = "B is not a 2-D float tensor";
+    if ((wt->dtype != OQ_DTYPE_FLOAT && wt->dtype != OQ_DTYPE_FLOAT16 && wt->dtype != OQ_DTYPE_BFLOAT16) ||
+        wt->rank != 2) {
+        *why = "B is not a 2-D float32, float16 or bfloat16 tensor";
         return false;
     }
+    t->wdt = wt->dtype;
     t->node = n;
     t->w = w;
     t->trans = gemm && oq_node_attr_int(n, "transB", 0) != 0;
@@ -95,7 +99,7 @@ static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **
         }
         oq_value *cv = n->n_inputs > 2 ? n->inputs[2] : NULL;
         oq_tensor *ct = cv ? oq_value_const_tensor(cv) : NULL;
-        if (cv && (oq_node_attr_float(n, "beta", 1.0f) != 1.0f || !ct || ct->dtype != OQ_DTYPE_FLOAT ||
+        if (cv && (oq_node_attr_float(n, "beta", 1.0f) != 1.0f || !ct || ct->dtype != wt->dtype ||
                    ct->rank != 1 || ct->dims[0] != t->N)) {
             *why = "Gemm's C is not a constant 1-D bias of N values (beta 1)";
             return false;
@@ -107,16 +111,31 @@ static bool select_node(const wq_cfg *c, oq_node *n, wq_target *t, const char **
 /* W as [K, N] float (transposed from [N, K] for Gemm transB=1); malloc'ed. */
 static float *weight_kn(const wq_target *t, oq_diag *d)
 {
-    const float *src = oq_tensor_data(t->w->initializer, d);
+    const void *src = oq_tensor_data(t->w->initializer, d);
     if (!src)
         return NULL;
     float *w = malloc((size_t)(t->K * t->N) * sizeof(float));
     if (!w)
         return NULL;
+    const float *f = src;
+    const uint16_t *h = src;
     for (int64_t k = 0; k < t->K; k++)
-        for (int64_t n = 0; n < t->N; n++)
-            w[k * t->N + n] = t->trans ? src[n * t->K + k] : src[k * t->N + n];
+        for (int64_t n = 0; n < t->N; n++) {
+            int64_t i = t->trans ? n * t->K + k : k * t->N + n;
+            w[k * t->N + n] = t->wdt == OQ_DTYPE_FLOAT16    ? oq_half_to_float(h[i])
+                              : t->wdt == OQ_DTYPE_BFLOAT16 ? oq_bfloat16_to_float(h[i])
+                                                            : f[i];
+        }
+    /* the float copy is all that is needed now: give back the mapped input's pages */
+    oq_tensor_release(t->w->initializer);
     return w;
+}
+
+/* The stored scales' type: the weight's for float16 and bfloat16 (the type of the
+ * DequantizeLinear output or MatMulNBits input A it must match), else the option's. */
+static int32_t scale_dtype_of(const wq_cfg *c, const wq_target *t)
+{
+    return t->wdt == OQ_DTYPE_FLOAT ? c->scale_dtype : t->wdt;
 }
 
 /* ------------------------------------------------------------------ GPTQ statistics */
@@ -203,16 +222,18 @@ static bool is_signed(int32_t dt)
     return dt == OQ_DTYPE_INT4 || dt == OQ_DTYPE_INT8;
 }
 
-/* The scales as the stored tensor's bytes: float32, or float16 (already representable). */
+/* The scales as the stored tensor's bytes: float32, float16 (already representable) or bfloat16. */
 static void *scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes)
 {
-    *nbytes = n * (dt == OQ_DTYPE_FLOAT16 ? 2 : 4);
+    *nbytes = n * (dt == OQ_DTYPE_FLOAT16 || dt == OQ_DTYPE_BFLOAT16 ? 2 : 4);
     void *b = malloc((size_t)(*nbytes ? *nbytes : 1));
     if (!b)
         return NULL;
     for (int64_t i = 0; i < n; i++) {
         if (dt == OQ_DTYPE_FLOAT16)
             ((uint16_t *)b)[i] = oq_float_to_half(s[i]);
+        else if (dt == OQ_DTYPE_BFLOAT16)
+            ((uint16_t *)b)[i] = oq_float_to_bfloat16(s[i]);
         else
             ((float *)b)[i] = s[i];
     }
@@ -247,14 +268,15 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
             zv[i] = t->zps[b * N + n];
             zp_needed |= zv[i] != 0;
         }
-    sb = scale_bytes(sv, nb * N, c->scale_dtype, &sn);
+    int32_t sdt = scale_dtype_of(c, t);
+    sb = scale_bytes(sv, nb * N, sdt, &sn);
     if (!sb || oq_pack_ints(dt, qv, K * N, qb, d) != OQ_OK || oq_pack_ints(dt, zv, nb * N, zb, d) != OQ_OK) {
         st = sb ? OQ_ERR_INVALID : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
     char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
     oq_value *vq = nq ? oq_graph_add_initializer(g, nq, dt, wdims, 2, qb, qn) : NULL;
-    oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, c->scale_dtype, sdims, 2, sb, sn) : NULL;
+    oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, sdt, sdims, 2, sb, sn) : NULL;
     oq_value *vz = NULL;
     if (vs && zp_needed) {
         char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
@@ -273,7 +295,7 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
     oq_node_set_attr_int(dq, "block_size", c->spec.block);
     oq_graph_insert_before(g, t->node, dq);
     oq_value *wf = vd;
-    if (c->scale_dtype != OQ_DTYPE_FLOAT) { /* DequantizeLinear's output has the scale's type */
+    if (sdt != t->wdt) { /* DequantizeLinear's output has the scale's type: back to the weight's */
         char *nc = oq_pass_unique_name2(g, base, "_wfloat"), *ncn = oq_pass_unique_name2(g, base, "_Cast");
         wf = nc ? oq_graph_new_value(g, nc) : NULL;
         oq_node *cast = wf && ncn ? oq_node_new(g, "Cast", "", ncn, &vd, 1, &wf, 1) : NULL;
@@ -281,7 +303,7 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
             goto done;
         }
-        oq_node_set_attr_int(cast, "to", OQ_DTYPE_FLOAT);
+        oq_node_set_attr_int(cast, "to", t->wdt);
         oq_graph_insert_before(g, t->node, cast);
     }
     oq_value *old = t->w;
@@ -338,7 +360,10 @@ static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64
     int64_t bdims[3] = {N, nb, blob}, sdims[1] = {N * nb}, zdims[1] = {N * zrow};
     char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
     oq_value *vq = nq ? oq_graph_add_initializer(g, nq, OQ_DTYPE_UINT8, bdims, 3, pb, N * nb * blob) : NULL;
-    oq_value *vs = vq && ns ? oq_graph_add_initializer(g, ns, OQ_DTYPE_FLOAT, sdims, 1, ps, N * nb * 4) : NULL;
+    int64_t sn = 0; /* scales of A's type: the weight's */
+    void *sb = scale_bytes(ps, N * nb, t->wdt, &sn);
+    oq_value *vs = vq && ns && sb ? oq_graph_add_initializer(g, ns, t->wdt, sdims, 1, sb, sn) : NULL;
+    free(sb);
     oq_value *vz = NULL;
     if (vs && !zp_default) {
         char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
@@ -372,7 +397,7 @@ static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64
         oq_graph_append(g, mn);
     t->node = mn;
     oq_pass_drop_if_unused(old);
-    *qbytes = N * nb * blob + N * nb * 4 + (vz ? N * zrow : 0);
+    *qbytes = N * nb * blob + sn + (vz ? N * zrow : 0);
 done:
     free(pb);
     free(pz);
@@ -428,7 +453,7 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
     c->sequential = oq_pass_opt_bool(opts, "sequential", true);
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
-    c->progress = oq_pass_opt_bool(opts, "progress", false) && isatty(fileno(stderr)); /* a line redrawn in place */
+    c->progress = oq_pass_opt_bool(opts, "progress", false);
     c->op_types = oq_pass_opt_string(opts, "op-types", "MatMul,Gemm");
     oq_status st = oq_pass_compile_regex(WHO, "include-nodes", oq_pass_opt_string(opts, "include-nodes", ""), &c->inc, &c->has_inc, d);
     if (st == OQ_OK)
@@ -457,6 +482,8 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
     t->scales = malloc((size_t)(nb * t->N) * sizeof(float));
     t->zps = malloc((size_t)(nb * t->N) * sizeof(int32_t));
     float *w = weight_kn(t, d);
+    oq_wq_spec spec = c->spec; /* float16 scales are rounded before use (a float16 weight's too) */
+    spec.half_scales = scale_dtype_of(c, t) == OQ_DTYPE_FLOAT16;
     oq_status st;
     char lb[128], what[300];
     snprintf(what, sizeof what, "node \"%s\", weight \"%s\"", oq_node_label(t->node, lb, sizeof lb), t->w->name);
@@ -466,7 +493,7 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
     }
     if (h) {
         double used = c->damp;
-        st = oq_gptq_quantize(w, t->K, t->N, &c->spec, h, c->damp, t->q, t->scales, t->zps, &used, d);
+        st = oq_gptq_quantize(w, t->K, t->N, &spec, h, c->damp, t->q, t->scales, t->zps, &used, d);
         if (st == OQ_OK && used != c->damp)
             oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, lb, t->node->op_type,
                         WHO ": weight \"%s\": GPTQ needed dampening %g (damp=%g was not enough)", t->w->name, used,
@@ -474,7 +501,7 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
         if (st == OQ_OK)
             oq_pass_stat_add(res, "gptq_layers", 1);
     } else {
-        st = oq_wq_rtn(w, t->K, t->N, &c->spec, t->q, t->scales, t->zps, d);
+        st = oq_wq_rtn(w, t->K, t->N, &spec, t->q, t->scales, t->zps, d);
     }
     if (st != OQ_OK)
         oq_diag_add(d, OQ_SEV_NOTE, st, NULL, lb, t->node->op_type, "while quantizing %s", what);
@@ -484,11 +511,13 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
 
 static oq_status rewrite_target(oq_model *m, const wq_cfg *c, wq_target *t, oq_pass_result *res, oq_diag *d)
 {
-    int64_t qbytes = 0, fbytes = t->K * t->N * 4;
+    int64_t qbytes = 0, fbytes = oq_dtype_nbytes(t->wdt, t->K * t->N);
     oq_status st = c->nbits ? rewrite_nbits(m, c, t, &qbytes, d) : rewrite_qdq(m, c, t, &qbytes, d);
     if (st != OQ_OK)
         return st;
     oq_pass_stat_add(res, "weights_quantized", 1);
+    oq_pass_stat_add(res, t->wdt == OQ_DTYPE_FLOAT16 ? "weights_float16" : t->wdt == OQ_DTYPE_BFLOAT16 ? "weights_bfloat16"
+                                                                        : "weights_float32", 1);
     oq_pass_stat_add(res, "weight_bytes_float", fbytes);
     oq_pass_stat_add(res, "weight_bytes_quantized", qbytes);
     return OQ_OK;
@@ -538,7 +567,7 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
         size_t g1 = g0 + step < ng ? g0 + step : ng;
         for (size_t j = g0; j < g1 && st == OQ_OK; j++)
             st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
-        if (st == OQ_OK && c->progress)
+        if (st == OQ_OK && c->progress && isatty(fileno(stderr)))
             fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
         if (st == OQ_OK)
             st = sweep(m, c, src, gs + g0, g1 - g0, d);
@@ -560,7 +589,7 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
         for (size_t j = g0; j < g1; j++)
             oq_gptq_stats_free(&gs[j].h);
     }
-    if (c->progress)
+    if (c->progress && isatty(fileno(stderr)))
         fprintf(stderr, "\r\033[K");
     oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
     for (size_t j = 0; j < ng; j++)
@@ -568,6 +597,37 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
     free(gs);
     oq_calib_source_free(src);
     return st;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "weight i of n, ETA": on a terminal a line redrawn after every weight, else a line every
+ * 10 s (logs of long runs); the ETA from the bytes done so far. */
+typedef struct wq_progress {
+    bool on, tty;
+    double t0, last;
+    int64_t done, total;
+} wq_progress;
+
+static void progress_step(wq_progress *p, size_t i, size_t n, const wq_target *t)
+{
+    if (!p->on)
+        return;
+    p->done += oq_dtype_nbytes(t->wdt, t->K * t->N);
+    double el = now_s() - p->t0;
+    if (!p->tty && el - p->last < 10)
+        return;
+    p->last = el;
+    double eta = p->done > 0 ? el * (double)(p->total - p->done) / (double)p->done : 0;
+    fprintf(stderr, "%s" WHO ": weight %zu of %zu (%.0f%% of the bytes), %.0f s, ETA %.0f s%s", p->tty ? "\r" : "",
+            i + 1, n, 100.0 * (double)p->done / (double)(p->total ? p->total : 1), el, eta, p->tty ? "\033[K" : "\n");
+    if (p->tty && i + 1 == n)
+        fprintf(stderr, "\r\033[K");
 }
 
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
@@ -603,10 +663,15 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     if (c.gptq && nt > 0) {
         st = run_gptq(m, opts, &c, ts, nt, res, d);
     } else {
+        wq_progress pg = {c.progress, isatty(fileno(stderr)) != 0, now_s(), 0, 0, 0};
+        for (size_t i = 0; i < nt; i++)
+            pg.total += oq_dtype_nbytes(ts[i].wdt, ts[i].K * ts[i].N);
         for (size_t i = 0; i < nt && st == OQ_OK; i++) {
             st = quantize_target(&c, &ts[i], NULL, res, d);
             if (st == OQ_OK)
                 st = rewrite_target(m, &c, &ts[i], res, d);
+            if (st == OQ_OK)
+                progress_step(&pg, i, nt, &ts[i]);
             free_target(&ts[i]);
         }
     }
@@ -635,7 +700,7 @@ static const oq_pass_option_def options[] = {
     OQ_PASS_NODE_FILTER_OPTIONS,
     OQ_PASS_CALIB_SOURCE_OPTIONS,
     {"threads", OQ_OPT_INT, "0", "gptq: executor threads (0: one per CPU)"},
-    {"progress", OQ_OPT_BOOL, "false", "gptq: progress on stderr"},
+    {"progress", OQ_OPT_BOOL, "false", "progress on stderr (weight n of N and ETA; gptq: input groups)"},
 };
 
 const oq_pass oq_pass_quantize_weights = {

@@ -221,8 +221,9 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
         soptf(&b, &f, "damp", "%.17g", c->gptq_damp);
         source_opts(&b, &f, c);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
-        soptb(&b, &f, "progress", progress);
     }
+    if (progress)
+        soptb(&b, &f, "progress", progress);
     sadd(&b, "}");
     return b.p;
 }
@@ -869,7 +870,7 @@ static qdq_counts qdq_counts_of(const oq_job_pass_log *log)
 /* --mode weight-only: refuse a run that quantized nothing; print the weight bytes. */
 static int wonly_report(const oq_job_pass_log *log, const qconfig *c, bool quiet, const jlog *lg, oq_diag *d)
 {
-    int64_t n = 0, fb = 0, qb = 0;
+    int64_t n = 0, fb = 0, qb = 0, n16 = 0, nbf = 0;
     for (size_t k = 0; k < log->n; k++) {
         if (strcmp(log->names[k], "quantize-weights") != 0)
             continue;
@@ -881,17 +882,22 @@ static int wonly_report(const oq_job_pass_log *log, const qconfig *c, bool quiet
                 fb = r->stats[i].value;
             else if (strcmp(r->stats[i].name, "weight_bytes_quantized") == 0)
                 qb = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "weights_float16") == 0)
+                n16 = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "weights_bfloat16") == 0)
+                nbf = r->stats[i].value;
         }
     }
     if (n == 0) {
         oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
-                    "no weight quantized: no node of %s%s with a constant 2-D float B in the main graph", c->op_types,
+                    "no weight quantized: no node of %s%s with a constant 2-D float32, float16 or bfloat16 B in the main graph", c->op_types,
                     *c->include_nodes || *c->exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "");
         return -1;
     }
     if (!quiet)
-        say(lg, "onnxq quantize: weight-only: %lld weight%s, %lld bytes of float32 -> %lld bytes (%.4f, 1/%.2f) "
-                        "(scales%s included)", (long long)n, n == 1 ? "" : "s", (long long)fb, (long long)qb,
+        say(lg, "onnxq quantize: weight-only: %lld weight%s, %lld bytes of %s -> %lld bytes (%.4f, 1/%.2f) "
+                        "(scales%s included)", (long long)n, n == 1 ? "" : "s", (long long)fb,
+                n16 == n ? "float16" : nbf == n ? "bfloat16" : n16 + nbf == 0 ? "float32" : "float", (long long)qb,
                 (double)qb / (double)fb, (double)fb / (double)qb, c->weight_symmetric ? "" : " and zero points");
     return 0;
 }
