@@ -490,6 +490,11 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
  * it removes the temporary file. The checks of oq_model_write (never over the input model
  * or a data file it reads) are made here. */
 oq_status oq_model_stream_begin(oq_model *m, const char *path, const oq_write_options *opts, oq_diag *d);
+/* Remove the temporary files of every output being written (models and their data
+ * files, before their rename into place). Async-signal-safe: a program's SIGINT/SIGTERM
+ * handler calls it, so that an interrupted run leaves no file behind (the outputs are
+ * only ever renamed into place complete). */
+void oq_remove_temp_files(void);
 /* Serialize to memory (inline data only). *out is malloc'ed; caller frees. */
 oq_status oq_model_write_buffer(oq_model *m, uint8_t **out, size_t *len, oq_diag *d);
 

@@ -80,6 +80,7 @@ typedef struct oq_outfile {
     size_t used, cap;
     int err;             /* errno of the first failure */
     uint64_t written;
+    int slot;            /* in the table oq_remove_temp_files() empties, or -1 */
 } oq_outfile;
 
 oq_status oq_outfile_open(oq_outfile *f, const char *path, oq_diag *d);
