@@ -33,6 +33,7 @@ typedef struct wq_cfg {
     int32_t scale_dtype;     /* FLOAT or FLOAT16 */
     int64_t accuracy_level;
     bool gptq, sequential, progress;
+    bool progress_rtn;
     double damp;
     int threads;
     const char *op_types;
@@ -136,6 +137,37 @@ static float *weight_kn(const wq_target *t, oq_diag *d)
 static int32_t scale_dtype_of(const wq_cfg *c, const wq_target *t)
 {
     return t->wdt == OQ_DTYPE_FLOAT ? c->scale_dtype : t->wdt;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "weight i of n, ETA": on a terminal a line redrawn after every weight, else a line every
+ * 10 s (logs of long runs); the ETA from the bytes done so far. */
+typedef struct wq_progress {
+    bool on, tty;
+    double t0, last;
+    int64_t done, total;
+} wq_progress;
+
+static void progress_step(wq_progress *p, size_t i, size_t n, const wq_target *t)
+{
+    if (!p->on)
+        return;
+    p->done += oq_dtype_nbytes(t->wdt, t->K * t->N);
+    double el = now_s() - p->t0;
+    if (!p->tty && el - p->last < 10)
+        return;
+    p->last = el;
+    double eta = p->done > 0 ? el * (double)(p->total - p->done) / (double)p->done : 0;
+    fprintf(stderr, "%s" WHO ": weight %zu of %zu (%.0f%% of the bytes), %.0f s, ETA %.0f s%s", p->tty ? "\r" : "",
+            i + 1, n, 100.0 * (double)p->done / (double)(p->total ? p->total : 1), el, eta, p->tty ? "\033[K" : "\n");
+    if (p->tty && i + 1 == n)
+        fprintf(stderr, "\r\033[K");
 }
 
 /* ------------------------------------------------------------------ GPTQ statistics */
@@ -453,7 +485,8 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": damp %g must be in [0, 10]", c->damp);
     c->sequential = oq_pass_opt_bool(opts, "sequential", true);
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
-    c->progress = oq_pass_opt_bool(opts, "progress", false);
+    c->progress = oq_pass_opt_bool(opts, "progress", false) && isatty(fileno(stderr)); /* a line redrawn in place */
+    c->progress_rtn = oq_pass_opt_bool(opts, "progress", false); /* RTN: lines in a log too (progress_step) */
     c->op_types = oq_pass_opt_string(opts, "op-types", "MatMul,Gemm");
     oq_status st = oq_pass_compile_regex(WHO, "include-nodes", oq_pass_opt_string(opts, "include-nodes", ""), &c->inc, &c->has_inc, d);
     if (st == OQ_OK)
@@ -482,8 +515,9 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
     t->scales = malloc((size_t)(nb * t->N) * sizeof(float));
     t->zps = malloc((size_t)(nb * t->N) * sizeof(int32_t));
     float *w = weight_kn(t, d);
-    oq_wq_spec spec = c->spec; /* float16 scales are rounded before use (a float16 weight's too) */
-    spec.half_scales = scale_dtype_of(c, t) == OQ_DTYPE_FLOAT16;
+    wq_cfg ct = *c; /* float16 scales are rounded before use (a float16 weight's too) */
+    ct.spec.half_scales = scale_dtype_of(c, t) == OQ_DTYPE_FLOAT16;
+    c = &ct;
     oq_status st;
     char lb[128], what[300];
     snprintf(what, sizeof what, "node \"%s\", weight \"%s\"", oq_node_label(t->node, lb, sizeof lb), t->w->name);
@@ -493,7 +527,7 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
     }
     if (h) {
         double used = c->damp;
-        st = oq_gptq_quantize(w, t->K, t->N, &spec, h, c->damp, t->q, t->scales, t->zps, &used, d);
+        st = oq_gptq_quantize(w, t->K, t->N, &c->spec, h, c->damp, t->q, t->scales, t->zps, &used, d);
         if (st == OQ_OK && used != c->damp)
             oq_diag_add(d, OQ_SEV_WARNING, OQ_OK, NULL, lb, t->node->op_type,
                         WHO ": weight \"%s\": GPTQ needed dampening %g (damp=%g was not enough)", t->w->name, used,
@@ -501,7 +535,7 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
         if (st == OQ_OK)
             oq_pass_stat_add(res, "gptq_layers", 1);
     } else {
-        st = oq_wq_rtn(w, t->K, t->N, &spec, t->q, t->scales, t->zps, d);
+        st = oq_wq_rtn(w, t->K, t->N, &c->spec, t->q, t->scales, t->zps, d);
     }
     if (st != OQ_OK)
         oq_diag_add(d, OQ_SEV_NOTE, st, NULL, lb, t->node->op_type, "while quantizing %s", what);
@@ -567,7 +601,7 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
         size_t g1 = g0 + step < ng ? g0 + step : ng;
         for (size_t j = g0; j < g1 && st == OQ_OK; j++)
             st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
-        if (st == OQ_OK && c->progress && isatty(fileno(stderr)))
+        if (st == OQ_OK && c->progress)
             fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
         if (st == OQ_OK)
             st = sweep(m, c, src, gs + g0, g1 - g0, d);
@@ -589,7 +623,7 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
         for (size_t j = g0; j < g1; j++)
             oq_gptq_stats_free(&gs[j].h);
     }
-    if (c->progress && isatty(fileno(stderr)))
+    if (c->progress)
         fprintf(stderr, "\r\033[K");
     oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
     for (size_t j = 0; j < ng; j++)
@@ -597,37 +631,6 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
     free(gs);
     oq_calib_source_free(src);
     return st;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* "weight i of n, ETA": on a terminal a line redrawn after every weight, else a line every
- * 10 s (logs of long runs); the ETA from the bytes done so far. */
-typedef struct wq_progress {
-    bool on, tty;
-    double t0, last;
-    int64_t done, total;
-} wq_progress;
-
-static void progress_step(wq_progress *p, size_t i, size_t n, const wq_target *t)
-{
-    if (!p->on)
-        return;
-    p->done += oq_dtype_nbytes(t->wdt, t->K * t->N);
-    double el = now_s() - p->t0;
-    if (!p->tty && el - p->last < 10)
-        return;
-    p->last = el;
-    double eta = p->done > 0 ? el * (double)(p->total - p->done) / (double)p->done : 0;
-    fprintf(stderr, "%s" WHO ": weight %zu of %zu (%.0f%% of the bytes), %.0f s, ETA %.0f s%s", p->tty ? "\r" : "",
-            i + 1, n, 100.0 * (double)p->done / (double)(p->total ? p->total : 1), el, eta, p->tty ? "\033[K" : "\n");
-    if (p->tty && i + 1 == n)
-        fprintf(stderr, "\r\033[K");
 }
 
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
@@ -663,7 +666,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     if (c.gptq && nt > 0) {
         st = run_gptq(m, opts, &c, ts, nt, res, d);
     } else {
-        wq_progress pg = {c.progress, isatty(fileno(stderr)) != 0, now_s(), 0, 0, 0};
+        wq_progress pg = {c.progress_rtn, isatty(fileno(stderr)) != 0, now_s(), 0, 0, 0};
         for (size_t i = 0; i < nt; i++)
             pg.total += oq_dtype_nbytes(ts[i].wdt, ts[i].K * ts[i].N);
         for (size_t i = 0; i < nt && st == OQ_OK; i++) {
