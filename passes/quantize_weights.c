@@ -33,9 +33,9 @@ typedef struct wq_cfg {
     int32_t scale_dtype;     /* FLOAT or FLOAT16 */
     int64_t accuracy_level;
     bool gptq, sequential, progress;
-    bool progress_rtn;
     double damp;
     int threads;
+    bool progress_rtn;       /* RTN: "weight n of N, ETA" (progress_step) */
     const char *op_types;
     regex_t inc, exc;
     bool has_inc, has_exc;
