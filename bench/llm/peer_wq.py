@@ -29,7 +29,10 @@ def main():
     t0 = time.time()
     try:
         import onnx
-        model = onnx.load(a.inp)  # external data loaded: the whole model in memory
+        # onnxruntime's quantizer needs the data in the ModelProto; NNCF reads external data
+        # itself (backend_params external_data_dir; with the data loaded it serializes the
+        # model and fails over 2 GB)
+        model = onnx.load(a.inp, load_external_data=a.tool != "nncf")
         res["load_s"] = round(time.time() - t0, 1)
         t1 = time.time()
         if a.tool.startswith("ort-"):
@@ -45,7 +48,11 @@ def main():
             q.model.save_model_to_file(a.out, use_external_data_format=True)
         else:
             import nncf
-            qm = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=a.block, ratio=1.0)
+            from nncf.onnx.quantization.backend_parameters import BackendParameters
+            adv = nncf.AdvancedCompressionParameters(
+                backend_params={BackendParameters.EXTERNAL_DATA_DIR: os.path.dirname(os.path.abspath(a.inp))})
+            qm = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=a.block, ratio=1.0,
+                                       advanced_parameters=adv)
             res["quantize_s"] = round(time.time() - t1, 1)
             t2 = time.time()
             onnx.save(qm, a.out, save_as_external_data=True, all_tensors_to_one_file=True,
