@@ -28,6 +28,7 @@
     X(calibrate)                    \
     X(insert_qdq)                   \
     X(quantize_weights)             \
+    X(quantize_embeddings)          \
     X(quantize_dynamic)             \
     X(quantize_gather)
 

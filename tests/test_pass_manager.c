@@ -41,7 +41,8 @@ Test(registry, has_every_builtin_pass)
                            "dedupe-initializers", "fold-constants", "fold-batchnorm",
                            "fold-linear", "fuse-activations", "fold-bias",
                            "infer-shapes", "qdq-cleanup", "upgrade-opset", "smooth-quant", "calibrate",
-                           "insert-qdq", "quantize-weights", "quantize-dynamic", "quantize-gather"};
+                           "insert-qdq", "quantize-weights", "quantize-embeddings", "quantize-dynamic",
+                           "quantize-gather"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const oq_pass *p = oq_registry_find(reg, names[i]);
         cr_assert(p, "missing %s", names[i]);

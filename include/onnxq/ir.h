@@ -236,6 +236,11 @@ oq_status oq_tensor_set_data(struct oq_model *m, oq_tensor *t, int32_t dtype,
 /* Check the tensor's wire payload against dtype and dims (no decode). */
 oq_status oq_tensor_validate(const oq_tensor *t, const char *where, oq_diag *d);
 bool oq_tensor_is_external(const oq_tensor *t);
+/* Give back the memory t's data occupies in a mapped file (external data, or raw_data of a
+ * model read from a file): its pages are read again from the file on the next use.
+ * Nothing changes for data the model holds in memory. Streaming passes call it on each
+ * weight they are done with; oq_graph_remove_initializer and oq_model_write do too. */
+void oq_tensor_release(oq_tensor *t);
 
 typedef struct oq_sparse_tensor {
     oq_tensor *values;
@@ -475,6 +480,21 @@ typedef struct oq_write_options {
  * would exceed 2 GiB are written with external data automatically. */
 oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *opts,
                          oq_diag *d);
+/* Streaming output, for models bigger than memory: from now on every initializer of at
+ * least opts->size_threshold bytes (default 1024) that oq_graph_add_initializer adds is
+ * written at once to the external data file that oq_model_write(m, path, opts) produces
+ * (a temporary file beside path until then) and the model keeps only its reference
+ * (oq_tensor_data reads it back). oq_model_write(m, path, opts) then appends every other
+ * tensor of at least the threshold to that file and renames both files into place;
+ * writing the model elsewhere copies the streamed data; freeing the model without writing
+ * it removes the temporary file. The checks of oq_model_write (never over the input model
+ * or a data file it reads) are made here. */
+oq_status oq_model_stream_begin(oq_model *m, const char *path, const oq_write_options *opts, oq_diag *d);
+/* Remove the temporary files of every output being written (models and their data
+ * files, before their rename into place). Async-signal-safe: a program's SIGINT/SIGTERM
+ * handler calls it, so that an interrupted run leaves no file behind (the outputs are
+ * only ever renamed into place complete). */
+void oq_remove_temp_files(void);
 /* Serialize to memory (inline data only). *out is malloc'ed; caller frees. */
 oq_status oq_model_write_buffer(oq_model *m, uint8_t **out, size_t *len, oq_diag *d);
 

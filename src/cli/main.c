@@ -1,4 +1,5 @@
 /* onnxq: one program, one subcommand per job. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,8 +25,32 @@ static void usage(FILE *f)
     fprintf(f, "\n'onnxq COMMAND --help' describes a command. onnxq %s\n", ONNXQ_VERSION_STRING);
 }
 
+/* Ctrl-C (or a kill) during a write: remove the temporary files, then end as the signal
+ * would have (outputs are renamed into place only when complete). */
+static void on_signal(int sig)
+{
+    oq_remove_temp_files();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+            continue; /* ignored (nohup, a background job): stays ignored */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    install_signals();
     if (argc < 2) {
         usage(stderr);
         return CLI_BAD;

@@ -182,6 +182,8 @@ static oq_mapping *find_or_map(oq_model *m, const char *full, const char *nm, co
 oq_status oq_io_map_external(oq_model *m, oq_tensor *t, oq_diag *d)
 {
     const char *nm = t->name ? t->name : "";
+    if (oq_io_stream_has(m, t)) /* written by this process to the output being streamed */
+        return oq_io_stream_map(m, t, d);
     oq_external ext;
     oq_status st = oq_external_parse(t, &ext, d);
     if (st)

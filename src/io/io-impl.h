@@ -26,9 +26,12 @@ typedef struct oq_mapping {
     char *path;
 } oq_mapping;
 
+typedef struct oq_stream_sink oq_stream_sink; /* src/io/stream_out.c */
+
 typedef struct oq_io_state {
     oq_model_io base; /* first: the callbacks the IR calls (ir/ir-impl.h) */
     oq_mapping *maps;
+    oq_stream_sink *sink; /* oq_model_stream_begin: the output's data file, being written */
 } oq_io_state;
 
 /* The state of m, created (with the callbacks installed) on first use; the reader
@@ -39,6 +42,17 @@ oq_io_state *oq_io_state_get(oq_model *m);
 oq_status oq_io_map_external(oq_model *m, oq_tensor *t, oq_diag *d);
 /* Parse the external_data entries. */
 oq_status oq_external_parse(const oq_tensor *t, oq_external *out, oq_diag *d);
+
+/* Streaming output (src/io/stream_out.c). */
+oq_status oq_io_stream_tensor(oq_model *m, const char *name, int32_t dtype, const int64_t *dims, size_t rank,
+                              const void *data, int64_t nbytes, oq_tensor **out, oq_diag *d);
+void oq_io_release_tensor(oq_model *m, oq_tensor *t);
+/* Remove the data file being streamed (the model was not written). */
+void oq_io_stream_abort(oq_model *m);
+/* Is t's data in the stream sink (written by oq_io_stream_tensor, still referring to it)? */
+bool oq_io_stream_has(oq_model *m, const oq_tensor *t);
+/* Map a streamed tensor's bytes back from the data file being written. */
+oq_status oq_io_stream_map(oq_model *m, oq_tensor *t, oq_diag *d);
 
 /* Large raw_data borrowed from the mapped model file (src/io/raw_borrow.c). */
 #define OQ_RAW_BORROW_MIN 4096
@@ -66,10 +80,13 @@ typedef struct oq_outfile {
     size_t used, cap;
     int err;             /* errno of the first failure */
     uint64_t written;
+    int slot;            /* in the table oq_remove_temp_files() empties, or -1 */
 } oq_outfile;
 
 oq_status oq_outfile_open(oq_outfile *f, const char *path, oq_diag *d);
 void oq_outfile_write(oq_outfile *f, const void *p, size_t n);
+/* Write out the buffered bytes (f->written then counts them). */
+void oq_outfile_flush(oq_outfile *f);
 /* Flush, fsync, rename. On any failure the temp file is removed and the previous file
  * at path is left as it was. */
 oq_status oq_outfile_commit(oq_outfile *f, oq_diag *d);

@@ -41,6 +41,8 @@ static void io_release(oq_model *m);
 static const oq_model_io_ops io_ops = {
     .map_external = oq_io_map_external,
     .release = io_release,
+    .stream_tensor = oq_io_stream_tensor,
+    .release_tensor = oq_io_release_tensor,
 };
 
 oq_io_state *oq_io_state_get(oq_model *m)
@@ -60,6 +62,7 @@ static void io_release(oq_model *m)
     oq_io_state *s = m->io;
     if (!s)
         return;
+    oq_io_stream_abort(m);
     for (oq_mapping *mp = s->maps; mp; mp = mp->next)
         if (mp->addr && mp->len)
             munmap(mp->addr, mp->len);

@@ -15,6 +15,12 @@
 oq_status oq_outfile_finish(oq_outfile *f, oq_diag *d);
 oq_status oq_outfile_rename(oq_outfile *f, oq_diag *d);
 bool oq_io_model_maps_file(oq_model *m, const char *path);
+/* src/io/stream_out.c */
+oq_status oq_io_data_names(const char *path, const oq_write_options *o, char **data_path, char *data_name,
+                           size_t name_size, oq_diag *d);
+oq_stream_sink *oq_io_stream_for(oq_model *m, const char *data_path, const char *data_name);
+oq_outfile *oq_io_stream_file(oq_stream_sink *k, uint64_t *off);
+void oq_io_stream_done(oq_model *m);
 
 #define EXT_ALIGN 64
 
@@ -27,6 +33,7 @@ typedef struct wr {
     oq_outfile *data;       /* external data sink (NULL: none) */
     const char *data_name;  /* location written in the model */
     uint64_t data_off;
+    oq_model *stream;       /* continuing the model's stream sink: its streamed tensors are in data */
 } wr;
 
 static void *walloc(wr *w, size_t n)
@@ -254,7 +261,9 @@ static Onnx__TensorProto *put_tensor(oq_tensor *t, bool is_init, wr *w)
             p->segment = s;
         }
     }
-    if (goes_external(t, is_init, w)) {
+    /* already in the data file being written (oq_model_stream_begin): the reference as it is */
+    bool streamed = w->stream && oq_io_stream_has(w->stream, t);
+    if (!streamed && goes_external(t, is_init, w)) {
         const void *data = oq_tensor_data(t, w->d);
         if (!data) {
             w->st = OQ_ERR_INVALID;
@@ -268,6 +277,8 @@ static Onnx__TensorProto *put_tensor(oq_tensor *t, bool is_init, wr *w)
         uint64_t off = w->data_off;
         oq_outfile_write(w->data, data, (size_t)nb);
         w->data_off += (uint64_t)nb;
+        if (t->model && t->model->io)
+            oq_io_release_tensor(t->model, t); /* the pages of a mapped input: not needed again */
         oq_kvs kv;
         kv.count = 3;
         kv.items = walloc(w, 3 * sizeof(oq_kv));
@@ -284,7 +295,7 @@ static Onnx__TensorProto *put_tensor(oq_tensor *t, bool is_init, wr *w)
         p->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
         return p;
     }
-    if (oq_tensor_is_external(t)) {
+    if (!streamed && oq_tensor_is_external(t)) {
         /* forced inline */
         const void *data = oq_tensor_data(t, w->d);
         if (!data) {
@@ -637,12 +648,6 @@ oq_status oq_model_write_buffer(oq_model *m, uint8_t **out, size_t *len, oq_diag
     return st;
 }
 
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
 oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *opts, oq_diag *d)
 {
     oq_write_options o = {0};
@@ -656,7 +661,9 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
 
     oq_status st = OQ_OK;
     oq_outfile mf, df;
-    bool mf_open = false, df_open = false;
+    oq_outfile *dfp = NULL;   /* the data file: df, or the stream sink's */
+    oq_stream_sink *sink = NULL;
+    bool mf_open = false;
     char *data_path = NULL;
     char data_name[1024];
     wr w = {0};
@@ -665,30 +672,25 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
     w.threshold = o.size_threshold;
     if (!w.a)
         return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    if ((st = oq_io_data_names(path, &o, &data_path, data_name, sizeof data_name, d)))
+        goto out;
+    /* oq_model_stream_begin(m, path): its data file is continued, everything that goes
+     * external goes there (mode 1), and both files are renamed into place together */
+    sink = m->io ? oq_io_stream_for(m, data_path, data_name) : NULL;
 
     for (int attempt = 0; attempt < 2; attempt++) {
-        int mode = attempt == 0 ? o.external_data : 1;
+        int mode = sink ? 1 : attempt == 0 ? o.external_data : 1;
         bool need_data = (mode == 1) || (mode == 0 && model_has_external(m->graph));
         w.ext_mode = mode;
         w.data = NULL;
         w.data_off = 0;
         w.st = OQ_OK;
-        if (need_data) {
-            snprintf(data_name, sizeof data_name, "%s",
-                     o.external_name ? o.external_name : base_name(path));
-            if (!o.external_name)
-                strncat(data_name, ".data", sizeof data_name - strlen(data_name) - 1);
-            if (strchr(data_name, '/'))
-                { st = oq_diag_error(d, OQ_ERR_USAGE, "external data name \"%s\" must be a file name", data_name); goto out; }
-            const char *slash = strrchr(path, '/');
-            size_t dl = slash ? (size_t)(slash - path) : 0;
-            free(data_path);
-            data_path = malloc(dl + strlen(data_name) + 3);
-            if (!data_path) { st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory"); goto out; }
-            if (slash)
-                sprintf(data_path, "%.*s/%s", (int)dl, path, data_name);
-            else
-                sprintf(data_path, "%s", data_name);
+        w.stream = sink ? m : NULL;
+        if (sink) {
+            dfp = oq_io_stream_file(sink, &w.data_off);
+            w.data = dfp;
+            w.data_name = data_name;
+        } else if (need_data) {
             if ((m->path && oq_same_file(m->path, data_path)) || oq_io_model_maps_file(m, data_path)) {
                 st = oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_USAGE, data_path, NULL, NULL,
                                  "refusing to overwrite a file the input model reads; choose another output name");
@@ -696,8 +698,8 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
             }
             if ((st = oq_outfile_open(&df, data_path, d)))
                 goto out;
-            df_open = true;
-            w.data = &df;
+            dfp = &df;
+            w.data = dfp;
             w.data_name = data_name;
         }
         Onnx__ModelProto *p = put_model(m, &w);
@@ -714,9 +716,9 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
                                  "model is %zu bytes, over the 2 GiB protobuf limit; use external data", n);
                 goto out;
             }
-            if (df_open) {
-                oq_outfile_abort(&df);
-                df_open = false;
+            if (dfp) {
+                oq_outfile_abort(dfp);
+                dfp = NULL;
             }
             continue; /* retry with external data */
         }
@@ -728,21 +730,23 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
         if ((st = oq_outfile_open(&mf, path, d)))
             goto out;
         mf_open = true;
-        file_sink sink = {{file_sink_append}, &mf};
-        protobuf_c_message_pack_to_buffer(&p->base, &sink.base);
-        if (df_open) {
-            if ((st = oq_outfile_finish(&df, d))) {
-                df_open = false;
+        file_sink fsink = {{file_sink_append}, &mf};
+        protobuf_c_message_pack_to_buffer(&p->base, &fsink.base);
+        if (dfp) {
+            oq_outfile *f = dfp;
+            dfp = NULL; /* finish aborts it on failure */
+            if ((st = oq_outfile_finish(f, d)))
                 goto out;
-            }
+            dfp = f;
         }
         if ((st = oq_outfile_finish(&mf, d))) {
             mf_open = false;
             goto out;
         }
-        if (df_open) {
-            df_open = false;
-            if ((st = oq_outfile_rename(&df, d)))
+        if (dfp) {
+            oq_outfile *f = dfp;
+            dfp = NULL;
+            if ((st = oq_outfile_rename(f, d)))
                 goto out;
         }
         mf_open = false;
@@ -752,8 +756,10 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
 out:
     if (mf_open)
         oq_outfile_abort(&mf);
-    if (df_open)
-        oq_outfile_abort(&df);
+    if (dfp)
+        oq_outfile_abort(dfp);
+    if (sink)
+        oq_io_stream_done(m); /* written, or failed and removed: the sink is spent either way */
     free(data_path);
     oq_arena_free(w.a);
     return st;

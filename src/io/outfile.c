@@ -1,9 +1,14 @@
 /* Atomic output: a temporary file beside the target, fsync, rename, fsync the directory.
- * A failure at any point removes the temporary file and leaves the old target intact. */
+ * A failure at any point removes the temporary file and leaves the old target intact.
+ * The temporary files being written are listed in a fixed table that
+ * oq_remove_temp_files() (async-signal-safe) empties: a program's SIGINT handler calls it,
+ * so an interrupted run leaves neither a half-written output nor a temporary file. */
 #include "io/io-impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +16,48 @@
 #include <unistd.h>
 
 #define OUTBUF (1u << 20)
+
+/* ------------------------------------------------------------ live temporary files */
+
+#define TMP_SLOTS 32
+#define TMP_PATH 4096
+static char tmp_paths[TMP_SLOTS][TMP_PATH];
+static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Remember a temporary file's path; the slot, or -1 when the table is full or the path
+ * too long (the file is then only removed by the normal abort). */
+static int tmp_register(const char *path)
+{
+    if (strlen(path) >= TMP_PATH)
+        return -1;
+    int slot = -1;
+    pthread_mutex_lock(&tmp_lock);
+    for (int i = 0; i < TMP_SLOTS && slot < 0; i++)
+        if (!tmp_used[i]) {
+            memcpy(tmp_paths[i], path, strlen(path) + 1);
+            tmp_used[i] = 1; /* after the path: a handler never sees half of one */
+            slot = i;
+        }
+    pthread_mutex_unlock(&tmp_lock);
+    return slot;
+}
+
+static void tmp_unregister(int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&tmp_lock);
+    tmp_used[slot] = 0;
+    pthread_mutex_unlock(&tmp_lock);
+}
+
+void oq_remove_temp_files(void)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_used[i])
+            unlink(tmp_paths[i]);
+}
 
 bool oq_same_file(const char *a, const char *b)
 {
@@ -34,6 +81,7 @@ oq_status oq_outfile_open(oq_outfile *f, const char *path, oq_diag *d)
 {
     memset(f, 0, sizeof(*f));
     f->fd = -1;
+    f->slot = -1;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_IO, path, NULL, NULL, "is a directory");
@@ -68,6 +116,7 @@ oq_status oq_outfile_open(oq_outfile *f, const char *path, oq_diag *d)
                            "cannot create a temporary file beside it: %s", strerror(e));
     }
     fchmod(f->fd, 0644);
+    f->slot = tmp_register(f->tmp_path);
     return OQ_OK;
 }
 
@@ -90,6 +139,12 @@ static void flush_buf(oq_outfile *f)
     }
     f->written += off;
     f->used = 0;
+}
+
+void oq_outfile_flush(oq_outfile *f)
+{
+    if (f->used && f->fd >= 0)
+        flush_buf(f);
 }
 
 void oq_outfile_write(oq_outfile *f, const void *p, size_t n)
@@ -134,6 +189,8 @@ void oq_outfile_abort(oq_outfile *f)
     f->fd = -1;
     if (f->tmp_path)
         unlink(f->tmp_path);
+    tmp_unregister(f->slot);
+    f->slot = -1;
     free(f->tmp_path);
     free(f->final_path);
     free(f->buf);
@@ -172,6 +229,8 @@ oq_status oq_outfile_commit(oq_outfile *f, oq_diag *d)
         oq_outfile_abort(f);
         return s;
     }
+    tmp_unregister(f->slot);
+    f->slot = -1;
     char *dir = dir_of(f->final_path);
     if (dir) {
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -204,6 +263,8 @@ oq_status oq_outfile_rename(oq_outfile *f, oq_diag *d)
         oq_outfile_abort(f);
         return s;
     }
+    tmp_unregister(f->slot);
+    f->slot = -1;
     free(f->tmp_path);
     f->tmp_path = NULL;
     oq_outfile_abort(f);

@@ -635,7 +635,18 @@ oq_value *oq_graph_add_initializer(oq_graph *g, const char *name, int32_t dtype,
     oq_value *v = n ? oq_graph_new_value(g, n) : NULL;
     if (!v)
         return NULL;
-    oq_tensor *t = oq_tensor_new(g->model, n, dtype, dims, rank, data, nbytes);
+    oq_tensor *t = NULL;
+    const oq_model_io *io = g->model->io;
+    if (io && io->ops && io->ops->stream_tensor) { /* oq_model_stream_begin: straight to the output */
+        oq_diag q;
+        oq_diag_init(&q);
+        oq_status s = io->ops->stream_tensor(g->model, n, dtype, dims, rank, data, nbytes, &t, &q);
+        oq_diag_free(&q);
+        if (s != OQ_OK)
+            return NULL;
+    }
+    if (!t)
+        t = oq_tensor_new(g->model, n, dtype, dims, rank, data, nbytes);
     if (!t || oq_graph_set_initializer(g, v, t) != OQ_OK)
         return NULL;
     return v;
@@ -653,6 +664,7 @@ void oq_graph_remove_initializer(oq_graph *g, oq_value *v)
             break;
         }
     }
+    oq_tensor_release(v->initializer); /* its pages in a mapped input, if any, are not needed now */
     v->initializer = NULL;
     if (v->kind == OQ_VALUE_INITIALIZER)
         v->kind = v->is_graph_input ? OQ_VALUE_INPUT : OQ_VALUE_UNDEFINED;

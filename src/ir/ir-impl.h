@@ -34,6 +34,13 @@ typedef struct oq_model_io_ops {
     oq_status (*map_external)(oq_model *m, oq_tensor *t, oq_diag *d);
     /* Called by oq_model_free before the arena goes: unmap files, free buffers. */
     void (*release)(oq_model *m);
+    /* Streaming output (oq_model_stream_begin): write a new initializer's bytes to the
+     * output's data file now and make *out a tensor that only refers to them; *out stays
+     * NULL when the model is not streaming or the tensor is under the size threshold. */
+    oq_status (*stream_tensor)(oq_model *m, const char *name, int32_t dtype, const int64_t *dims, size_t rank,
+                               const void *data, int64_t nbytes, oq_tensor **out, oq_diag *d);
+    /* Give back the pages t's data occupies in a mapped file (oq_tensor_release). */
+    void (*release_tensor)(oq_model *m, oq_tensor *t);
 } oq_model_io_ops;
 
 typedef struct oq_model_io {

@@ -172,6 +172,13 @@ oq_status oq_tensor_validate(const oq_tensor *t, const char *where, oq_diag *d)
     return OQ_OK;
 }
 
+void oq_tensor_release(oq_tensor *t)
+{
+    const oq_model_io *io = t && t->model ? t->model->io : NULL;
+    if (io && io->ops && io->ops->release_tensor)
+        io->ops->release_tensor(t->model, t);
+}
+
 const void *oq_tensor_data(oq_tensor *t, oq_diag *d)
 {
     if (t->view)

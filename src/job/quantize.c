@@ -205,7 +205,18 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
         snprintf(buf, sizeof buf, "upgrade-opset{to=%lld},", (long long)c->opset_target);
         sadd(&b, buf);
     }
-    sadd(&b, "constant-to-initializer,quantize-weights");
+    sadd(&b, "constant-to-initializer,");
+    if (strcmp(c->embedding_dtype, "float") != 0) { /* tables and tied heads: passes/quantize_embeddings.c */
+        sadd(&b, "quantize-embeddings");
+        sopt(&b, &f, "dtype", c->embedding_dtype);
+        soptf(&b, &f, "block-size", "%.0f", (double)c->weight_block_size);
+        soptf(&b, &f, "accuracy-level", "%.0f", (double)c->accuracy_level);
+        sopt(&b, &f, "include-nodes", c->include_nodes);
+        sopt(&b, &f, "exclude-nodes", c->exclude_nodes);
+        sadd(&b, "},");
+        f = true;
+    }
+    sadd(&b, "quantize-weights");
     sopt(&b, &f, "dtype", c->weight_dtype);
     soptf(&b, &f, "block-size", "%.0f", (double)c->weight_block_size);
     soptb(&b, &f, "symmetric", c->weight_symmetric);
@@ -226,8 +237,9 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
         }
         source_opts(&b, &f, c);
         soptf(&b, &f, "threads", "%.0f", (double)c->threads);
-        soptb(&b, &f, "progress", progress);
     }
+    if (progress)
+        soptb(&b, &f, "progress", progress);
     sadd(&b, "}");
     return b.p;
 }
@@ -529,7 +541,7 @@ void oq_quantize_options_default(oq_quantize_options *c)
 {
     memset(c, 0, sizeof(*c));
     c->mode = "static";
-    c->embedding_dtype = "int8";
+    c->embedding_dtype = NULL; /* the mode's: int8 (static, dynamic), float (weight-only) */
     c->seed = 1;
     c->size = "";
     c->mean = "0,0,0";
@@ -880,8 +892,20 @@ static qdq_counts qdq_counts_of(const oq_job_pass_log *log)
 /* --mode weight-only: refuse a run that quantized nothing; print the weight bytes. */
 static int wonly_report(const oq_job_pass_log *log, const qconfig *c, bool quiet, const jlog *lg, oq_diag *d)
 {
-    int64_t n = 0, fb = 0, qb = 0;
+    int64_t n = 0, fb = 0, qb = 0, n16 = 0, nbf = 0, et = 0, efb = 0, eqb = 0;
     for (size_t k = 0; k < log->n; k++) {
+        if (strcmp(log->names[k], "quantize-embeddings") == 0) {
+            const oq_pass_result *r = &log->results[k];
+            for (size_t i = 0; i < r->n_stats; i++) {
+                if (strcmp(r->stats[i].name, "tables_quantized") == 0)
+                    et = r->stats[i].value;
+                else if (strcmp(r->stats[i].name, "weight_bytes_float") == 0)
+                    efb = r->stats[i].value;
+                else if (strcmp(r->stats[i].name, "weight_bytes_quantized") == 0)
+                    eqb = r->stats[i].value;
+            }
+            continue;
+        }
         if (strcmp(log->names[k], "quantize-weights") != 0)
             continue;
         const oq_pass_result *r = &log->results[k];
@@ -892,17 +916,25 @@ static int wonly_report(const oq_job_pass_log *log, const qconfig *c, bool quiet
                 fb = r->stats[i].value;
             else if (strcmp(r->stats[i].name, "weight_bytes_quantized") == 0)
                 qb = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "weights_float16") == 0)
+                n16 = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "weights_bfloat16") == 0)
+                nbf = r->stats[i].value;
         }
     }
     if (n == 0) {
         oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
-                    "no weight quantized: no node of %s%s with a constant 2-D float B in the main graph", c->op_types,
+                    "no weight quantized: no node of %s%s with a constant 2-D float32, float16 or bfloat16 B in the main graph", c->op_types,
                     *c->include_nodes || *c->exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "");
         return -1;
     }
+    if (!quiet && et > 0)
+        say(lg, "onnxq quantize: weight-only: %lld embedding table%s, %lld bytes -> %lld bytes (GatherBlockQuantized "
+                "and tied heads included)", (long long)et, et == 1 ? "" : "s", (long long)efb, (long long)eqb);
     if (!quiet)
-        say(lg, "onnxq quantize: weight-only: %lld weight%s, %lld bytes of float32 -> %lld bytes (%.4f, 1/%.2f) "
-                        "(scales%s included)", (long long)n, n == 1 ? "" : "s", (long long)fb, (long long)qb,
+        say(lg, "onnxq quantize: weight-only: %lld weight%s, %lld bytes of %s -> %lld bytes (%.4f, 1/%.2f) "
+                        "(scales%s included)", (long long)n, n == 1 ? "" : "s", (long long)fb,
+                n16 == n ? "float16" : nbf == n ? "bfloat16" : n16 + nbf == 0 ? "float32" : "float", (long long)qb,
                 (double)qb / (double)fb, (double)fb / (double)qb, c->weight_symmetric ? "" : " and zero points");
     return 0;
 }
@@ -1044,7 +1076,14 @@ oq_status oq_quantize_job_new(const oq_quantize_options *o, oq_quantize_job **ou
         qerr(d, "--mode \"%s\": unknown (static, dynamic, weight-only)", c.mode);
         goto fail;
     }
-    if (strcmp(c.embedding_dtype, "int8") && strcmp(c.embedding_dtype, "float")) {
+    if (!c.embedding_dtype) /* weight-only: embedding tables only when asked (quantize-embeddings) */
+        c.embedding_dtype = weight_only(&c) ? "float" : "int8";
+    if (weight_only(&c) && strcmp(c.embedding_dtype, "int4") && strcmp(c.embedding_dtype, "int8") &&
+        strcmp(c.embedding_dtype, "float")) {
+        qerr(d, "--embedding-dtype \"%s\": int4, int8 or float in --mode weight-only", c.embedding_dtype);
+        goto fail;
+    }
+    if (!weight_only(&c) && strcmp(c.embedding_dtype, "int8") && strcmp(c.embedding_dtype, "float")) {
         qerr(d, "--embedding-dtype \"%s\": int8 or float", c.embedding_dtype);
         goto fail;
     }
@@ -1281,6 +1320,14 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     if (oq_pipeline_parse(reg, c.pipeline, &pl, &err_pos, d) != OQ_OK) {
         st = OQ_ERR_USAGE;
         goto done;
+    }
+    if (weight_only(&c) && out) {
+        /* new weights go straight to OUT's data file as the pass makes them, and each float
+         * weight's pages are given back once it is quantized: memory stays one weight's
+         * working set, whatever the model's size (docs/quantize.md "Weight-only") */
+        oq_write_options so = {0};
+        if ((st = oq_model_stream_begin(m, out, &so, d)) != OQ_OK)
+            goto done;
     }
     oq_pipeline_run_options ro = {0};
     ro.after_pass = oq_job_qreport_after_pass;
