@@ -307,6 +307,10 @@ static void assert_is_built_model(oq_model *m)
     cr_assert_eq(oq_node_attr_int(cus, "axis", 0), -3);
     cr_assert_eq(oq_node_attr_float(cus, "alpha", 0), 0.125f);
     cr_assert_str_eq(oq_node_attr_string(cus, "mode", ""), "reflect");
+    /* the attribute's own bytes, NUL-terminated at load: nothing allocated per call (kernels
+     * read string attributes while a model runs, from several threads) */
+    cr_assert_eq(oq_node_attr_string(cus, "mode", ""), oq_node_attr_string(cus, "mode", ""));
+    cr_assert_eq(oq_node_attr(cus, "mode")->s.data[oq_node_attr(cus, "mode")->s.len], 0);
     const int64_t *pads;
     cr_assert_eq(oq_node_attr_ints(cus, "pads", &pads), 4);
     cr_assert(pads[0] == 1 && pads[1] == -2 && pads[2] == 3 && pads[3] == (1LL << 50));

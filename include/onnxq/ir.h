@@ -283,7 +283,7 @@ typedef struct oq_attr {
     bool has_f, has_i, has_s;
     float f;
     int64_t i;
-    oq_bytes s;
+    oq_bytes s;                   /* STRING: a NUL follows the bytes (s.data[s.len]); set it with oq_node_set_attr_string */
     oq_tensor *t;
     oq_graph *g;
     oq_sparse_tensor *sparse_tensor;
@@ -511,7 +511,9 @@ oq_value *oq_graph_find_local(const oq_graph *g, const char *name);
 oq_attr *oq_node_attr(const oq_node *n, const char *name);
 int64_t oq_node_attr_int(const oq_node *n, const char *name, int64_t dflt);
 float oq_node_attr_float(const oq_node *n, const char *name, float dflt);
-/* String attribute as a NUL-terminated arena copy, or dflt. */
+/* String attribute as a NUL-terminated string (its bytes, which the reader and
+ * oq_node_set_attr_string store with a NUL after them; nothing is allocated, so kernels
+ * may call it while a model runs on several threads), or dflt. */
 const char *oq_node_attr_string(const oq_node *n, const char *name, const char *dflt);
 /* Ints attribute: returns count (or -1 when absent) and sets *vals. */
 int64_t oq_node_attr_ints(const oq_node *n, const char *name, const int64_t **vals);

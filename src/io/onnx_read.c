@@ -389,7 +389,11 @@ static oq_attr *conv_attr(const Onnx__AttributeProto *p, oq_graph *g, oq_node *o
     a->i = p->i;
     a->has_s = p->has_s;
     a->s.len = p->s.len;
-    a->s.data = p->s.data;
+    /* NUL-terminated (oq_node_attr_string hands the bytes out as a C string: no copy at
+     * run time, when kernels read their attributes from several threads) */
+    a->s.data = p->s.data ? (uint8_t *)oq_arena_strndup(r->a, (const char *)p->s.data, p->s.len) : NULL;
+    if (p->s.data && !a->s.data)
+        r->st = OQ_ERR_NOMEM;
     a->t = conv_tensor(p->t, r, where);
     a->g = p->g ? conv_graph(p->g, g, owner, r, false) : NULL;
     a->sparse_tensor = conv_sparse(p->sparse_tensor, r, where);

@@ -48,8 +48,10 @@ const char *oq_node_attr_string(const oq_node *n, const char *name, const char *
     oq_attr *a = oq_node_attr(n, name);
     if (!a || !(a->type == OQ_ATTR_STRING || a->has_s))
         return dflt;
-    char *s = oq_arena_strndup(n->graph->model->arena, (const char *)a->s.data, a->s.len);
-    return s ? s : dflt;
+    /* every string attribute's bytes end with a NUL (the reader and oq_node_set_attr_string
+     * store them so): returned as they are, nothing allocated (kernels call this while the
+     * model runs, from several threads) */
+    return a->s.data ? (const char *)a->s.data : dflt;
 }
 
 int64_t oq_node_attr_ints(const oq_node *n, const char *name, const int64_t **vals)
