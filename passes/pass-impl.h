@@ -114,6 +114,10 @@ bool oq_pass_calib_source_given(const oq_pass_options *opts);
     {"values", OQ_OPT_STRING, "", "NAME=V,...: inputs filled with V instead of random data (e.g. sr=16000)"},    \
     {"max-samples", OQ_OPT_INT, "0", "use at most this many samples (0: all)"},                                  \
     {"feed", OQ_OPT_INT, "0", "samples a program fed this process (oq_calib_source_feed_id; set by oq_quantize)"}
+/* Scales as a stored tensor's bytes (malloc'ed, *nbytes long): float32, or float16 /
+ * bfloat16 when dt says so. */
+void *oq_pass_scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes);
+
 /* ---- smooth-quant's statistics gathered in another pass's sample loop (passes/smooth_quant.c)
  * The smooth-quant pass runs them in a loop of its own; calibrate's smooth-quant=search|ALPHA
  * runs them in calibration's loop (one float pass instead of two). */
@@ -132,6 +136,7 @@ oq_status oq_sq_begin(oq_model *m, const oq_sq_params *p, bool all_minmax, oq_sq
 size_t oq_sq_n_inputs(const oq_sq_run *r); /* candidate inputs (0: nothing to observe) */
 /* After the samples ran: choose, rewrite m, notes and OQ_SMOOTH_METADATA_KEY, pass stats. */
 oq_status oq_sq_finish(oq_sq_run *r, oq_model *m, uint64_t samples, oq_pass_result *res, oq_diag *d);
+#define OQ_SQ_CHAIN_MAX 10 /* tensors a fold may rescale before X (can_fold looks 8 deep) */
 typedef struct oq_sq_input {
     const char *orig, *now;    /* X's name in the float model; what the layers read now */
     bool replaced;             /* X itself now holds X/s, renamed `now` (a fold); else a Mul
@@ -145,7 +150,7 @@ typedef struct oq_sq_input {
     struct sq_chain_range {
         const char *orig, *now;
         float min, max;
-    } chain[10];
+    } chain[OQ_SQ_CHAIN_MAX];
 } oq_sq_input;
 typedef struct sq_chain_range sq_chain_range;
 /* Input i (< oq_sq_n_inputs) after oq_sq_finish: false when it was left alone. */

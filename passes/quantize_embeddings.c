@@ -120,23 +120,6 @@ done:
     return st;
 }
 
-static void *scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes)
-{
-    *nbytes = n * (dt == OQ_DTYPE_FLOAT ? 4 : 2);
-    void *b = malloc((size_t)(*nbytes ? *nbytes : 1));
-    if (!b)
-        return NULL;
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OQ_DTYPE_FLOAT16)
-            ((uint16_t *)b)[i] = oq_float_to_half(s[i]);
-        else if (dt == OQ_DTYPE_BFLOAT16)
-            ((uint16_t *)b)[i] = oq_float_to_bfloat16(s[i]);
-        else
-            ((float *)b)[i] = s[i];
-    }
-    return b;
-}
-
 static oq_status rewrite_table(oq_model *m, const qe_cfg *c, oq_graph *g, oq_value *e, oq_pass_result *res, oq_diag *d)
 {
     oq_tensor *et = e->initializer;
@@ -149,7 +132,7 @@ static oq_status rewrite_table(oq_model *m, const qe_cfg *c, oq_graph *g, oq_val
     if (st != OQ_OK)
         return st;
     int64_t sn = 0;
-    void *sb = scale_bytes(sv, V * nb, et->dtype, &sn);
+    void *sb = oq_pass_scale_bytes(sv, V * nb, et->dtype, &sn);
     const char *base = oq_model_strdup(m, e->name);
     oq_value *gq = NULL, *gs = NULL, *mq = NULL, *ms = NULL;
     int64_t n_gather = 0, n_head = 0;

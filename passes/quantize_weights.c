@@ -279,24 +279,6 @@ static bool is_signed(int32_t dt)
     return dt == OQ_DTYPE_INT4 || dt == OQ_DTYPE_INT8;
 }
 
-/* The scales as the stored tensor's bytes: float32, float16 (already representable) or bfloat16. */
-static void *scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes)
-{
-    *nbytes = n * (dt == OQ_DTYPE_FLOAT16 || dt == OQ_DTYPE_BFLOAT16 ? 2 : 4);
-    void *b = malloc((size_t)(*nbytes ? *nbytes : 1));
-    if (!b)
-        return NULL;
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == OQ_DTYPE_FLOAT16)
-            ((uint16_t *)b)[i] = oq_float_to_half(s[i]);
-        else if (dt == OQ_DTYPE_BFLOAT16)
-            ((uint16_t *)b)[i] = oq_float_to_bfloat16(s[i]);
-        else
-            ((float *)b)[i] = s[i];
-    }
-    return b;
-}
-
 static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t *qbytes, oq_diag *d)
 {
     oq_graph *g = t->node->graph;
@@ -326,7 +308,7 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
             zp_needed |= zv[i] != 0;
         }
     int32_t sdt = scale_dtype_of(c, t);
-    sb = scale_bytes(sv, nb * N, sdt, &sn);
+    sb = oq_pass_scale_bytes(sv, nb * N, sdt, &sn);
     if (!sb || oq_pack_ints(dt, qv, K * N, qb, d) != OQ_OK || oq_pack_ints(dt, zv, nb * N, zb, d) != OQ_OK) {
         st = sb ? OQ_ERR_INVALID : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -418,7 +400,7 @@ static oq_status rewrite_nbits(oq_model *m, const wq_cfg *c, wq_target *t, int64
     char *nq = oq_pass_unique_name2(g, base, "_wq"), *ns = oq_pass_unique_name2(g, base, "_wscale");
     oq_value *vq = nq ? oq_graph_add_initializer(g, nq, OQ_DTYPE_UINT8, bdims, 3, pb, N * nb * blob) : NULL;
     int64_t sn = 0; /* scales of A's type: the weight's */
-    void *sb = scale_bytes(ps, N * nb, t->wdt, &sn);
+    void *sb = oq_pass_scale_bytes(ps, N * nb, t->wdt, &sn);
     oq_value *vs = vq && ns && sb ? oq_graph_add_initializer(g, ns, t->wdt, sdims, 1, sb, sn) : NULL;
     free(sb);
     oq_value *vz = NULL;

@@ -32,8 +32,6 @@
 #define SQ_MIN 1e-5
 #define SQ_MAX 1e5
 
-#define SQ_CHAIN_MAX 10 /* can_fold looks 8 deep */
-
 typedef struct sq_layer {
     oq_node *n;
     bool w_transposed; /* Gemm transB=1: W is [N, K] */
@@ -56,9 +54,9 @@ typedef struct sq_group {
     float *amin, *amax;   /* per channel over every sample (calibrate's one-pass mode) */
     /* one-pass mode: the tensors before X that a fold through Relu/LeakyRelu/Add would
      * also scale (the inputs of those nodes, from X up), their per-channel extremes */
-    oq_value *chain[SQ_CHAIN_MAX];
-    char *chain_orig[SQ_CHAIN_MAX];
-    float *cmin[SQ_CHAIN_MAX], *cmax[SQ_CHAIN_MAX];
+    oq_value *chain[OQ_SQ_CHAIN_MAX];
+    char *chain_orig[OQ_SQ_CHAIN_MAX];
+    float *cmin[OQ_SQ_CHAIN_MAX], *cmax[OQ_SQ_CHAIN_MAX];
     int n_chain;
     bool chain_bad;       /* a chain tensor without K channels last */
     float *rows;
@@ -84,7 +82,7 @@ typedef struct sq_ctx {
     bool held_now;      /* search: the current sample is held out */
     uint64_t next_sample;
     bool all_minmax;    /* keep amin/amax (oq_sq_begin for calibrate) */
-    int32_t *chain_by_id; /* value id -> group * SQ_CHAIN_MAX + chain index, -1 */
+    int32_t *chain_by_id; /* value id -> group * OQ_SQ_CHAIN_MAX + chain index, -1 */
     oq_sq_params p;
 } sq_ctx;
 
@@ -255,8 +253,8 @@ static void minmax_observe(sq_ctx *c, int64_t K, float **mn, float **mx, const o
 static void chain_observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
 {
     int32_t e = c->chain_by_id[v->id];
-    sq_group *g = &c->groups[e / SQ_CHAIN_MAX];
-    int k = e % SQ_CHAIN_MAX;
+    sq_group *g = &c->groups[e / OQ_SQ_CHAIN_MAX];
+    int k = e % OQ_SQ_CHAIN_MAX;
     if (t->rank == 0 || t->dims[t->rank - 1] != g->K) {
         g->chain_bad = true; /* broadcast in: not per channel of X; calibrate runs again */
         return;
@@ -929,7 +927,7 @@ static oq_status find_chains(sq_ctx *c)
         sq_group *g = &c->groups[gi];
         if (!only_layers_use(g) || !can_fold(g->x, g->K, 0))
             continue;
-        for (const oq_node *p = g->x->producer; p && g->n_chain < SQ_CHAIN_MAX;) {
+        for (const oq_node *p = g->x->producer; p && g->n_chain < OQ_SQ_CHAIN_MAX;) {
             oq_value *u = NULL;
             if (oq_pass_is_op(p, "Relu") || oq_pass_is_op(p, "LeakyRelu"))
                 u = p->inputs[0];
@@ -937,7 +935,7 @@ static oq_status find_chains(sq_ctx *c)
                 u = p->inputs[1 - const_input(p)];
             if (!u || u->id >= c->n_ids)
                 break;
-            c->chain_by_id[u->id] = (int32_t)(gi * SQ_CHAIN_MAX + (size_t)g->n_chain);
+            c->chain_by_id[u->id] = (int32_t)(gi * OQ_SQ_CHAIN_MAX + (size_t)g->n_chain);
             g->chain[g->n_chain++] = u;
             p = u->kind == OQ_VALUE_NODE ? u->producer : NULL;
         }

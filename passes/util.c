@@ -379,3 +379,20 @@ bool oq_pass_node_name_selected(const oq_node *n, const regex_t *inc, const rege
     const char *name = n->name ? n->name : "";
     return !(inc && regexec(inc, name, 0, NULL, 0) != 0) && !(exc && regexec(exc, name, 0, NULL, 0) == 0);
 }
+
+void *oq_pass_scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes)
+{
+    *nbytes = n * (dt == OQ_DTYPE_FLOAT16 || dt == OQ_DTYPE_BFLOAT16 ? 2 : 4);
+    void *b = malloc((size_t)(*nbytes ? *nbytes : 1));
+    if (!b)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == OQ_DTYPE_FLOAT16)
+            ((uint16_t *)b)[i] = oq_float_to_half(s[i]);
+        else if (dt == OQ_DTYPE_BFLOAT16)
+            ((uint16_t *)b)[i] = oq_float_to_bfloat16(s[i]);
+        else
+            ((float *)b)[i] = s[i];
+    }
+    return b;
+}

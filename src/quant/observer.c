@@ -5,31 +5,21 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "exec/kernel.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define OQ_OBS_AVX2 1
 #endif
 
-/* AVX2 for the scans below (the same results as the portable loops);
- * ONNXQ_QUANT_ISA=generic keeps the portable ones. */
+/* AVX2 for the scans below (the same results as the portable loops) where the
+ * QuantizeLinear/DequantizeLinear rows use AVX2 or AVX-512: the same choice of
+ * instruction set (ONNXQ_QUANT_ISA=generic keeps the portable loops). */
 static bool use_avx2(void)
 {
-#ifdef OQ_OBS_AVX2
-    static _Atomic int have = -1;
-    int h = have;
-    if (h < 0) {
-        __builtin_cpu_init();
-        const char *env = getenv("ONNXQ_QUANT_ISA");
-        h = (!env || strcmp(env, "generic") != 0) && __builtin_cpu_supports("avx2") ? 1 : 0;
-        have = h;
-    }
-    return h == 1;
-#else
-    return false;
-#endif
+    return strcmp(oq_k_quant_isa(), "generic") != 0;
 }
 
 void oq_histogram_reset(oq_histogram *h)

@@ -393,9 +393,6 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         }
         return OQ_OK;
     }
-    int64_t combos = 1;
-    for (size_t a = 0; a < r; a++)
-        combos *= ntap;
     for (int64_t o = 0; o < n; o++) {
         bool out_side = false;
         for (size_t a = 0; a < r; a++)
@@ -408,12 +405,11 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                 off += tidx[base[a] + idx[a]] * cs[a];
             memcpy((char *)out[0].data + (size_t)o * es, (const char *)x->data + (size_t)off * es,
                    es);
-        } else if (x->dtype == OQ_DTYPE_FLOAT && r <= 8) {
+        } else {
             /* only the taps with a nonzero weight on each axis (one on an axis that is not
-             * resized), combined axis 0 fastest: the same terms in the same order as the
-             * general loop below, which skips the zero-weight combinations */
-            int nt[8], ti[8];
-            int64_t qs[8][4];
+             * resized), combined axis 0 fastest */
+            int nt[OQ_RT_MAX_RANK], ti[OQ_RT_MAX_RANK];
+            int64_t qs[OQ_RT_MAX_RANK][4];
             bool any = true;
             for (size_t a = 0; a < r; a++) {
                 nt[a] = 0;
@@ -426,7 +422,6 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                 any &= nt[a] > 0;
             }
             double acc = 0;
-            const float *xf = x->data;
             while (any) {
                 double w = 1;
                 int64_t off = 0;
@@ -436,7 +431,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                     off += tidx[q] * cs[a];
                 }
                 if (w != 0)
-                    acc += w * (double)xf[off];
+                    acc += w * (x->dtype == OQ_DTYPE_FLOAT ? (double)((const float *)x->data)[off] : oq_k_get_f64(x, off));
                 size_t a = 0;
                 for (; a < r; a++) {
                     if (++ti[a] < nt[a])
@@ -444,22 +439,6 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                     ti[a] = 0;
                 }
                 any = a < r;
-            }
-            ((float *)out[0].data)[o] = (float)acc;
-        } else {
-            double acc = 0;
-            for (int64_t cmb = 0; cmb < combos; cmb++) {
-                double w = 1;
-                int64_t off = 0, rest = cmb;
-                for (size_t a = 0; a < r && w != 0; a++) {
-                    int t = (int)(rest % ntap);
-                    rest /= ntap;
-                    int64_t q = (base[a] + idx[a]) * ntap + t;
-                    w *= twt[q];
-                    off += tidx[q] * cs[a];
-                }
-                if (w != 0)
-                    acc += w * oq_k_get_f64(x, off);
             }
             oq_k_set_f64(&out[0], o, acc);
         }
