@@ -641,6 +641,23 @@ static oq_status unstash_q(const wq_cfg *c, wq_target *t, oq_diag *d)
     return OQ_OK;
 }
 
+/* The samples the options name and the targets' input groups (GPTQ and AWQ). */
+static oq_status open_groups(const oq_pass_options *opts, wq_target *ts, size_t nt, oq_calib_source **src,
+                             wq_group **gs, size_t *ng, oq_diag *d)
+{
+    oq_status st = oq_pass_calib_source(opts, WHO, src, d);
+    if (st != OQ_OK)
+        return st;
+    *gs = calloc(nt ? nt : 1, sizeof **gs);
+    if (!*gs) {
+        oq_calib_source_free(*src);
+        *src = NULL;
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    make_groups(ts, nt, *gs, ng, d);
+    return OQ_OK;
+}
+
 /* GPTQ: the statistics of `chunk` inputs at a time (one K x K matrix per input; a sweep
  * stops each sample once the chunk's inputs are computed), quantized before the next
  * chunk's sweep. sequential: the chunk's layers are rewritten at once, so later chunks
@@ -651,16 +668,11 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
                           oq_pass_result *res, oq_diag *d)
 {
     oq_calib_source *src = NULL;
-    oq_status st = oq_pass_calib_source(opts, WHO, &src, d);
+    wq_group *gs = NULL;
+    size_t ng = 0;
+    oq_status st = open_groups(opts, ts, nt, &src, &gs, &ng, d);
     if (st != OQ_OK)
         return st;
-    wq_group *gs = calloc(nt, sizeof *gs);
-    size_t ng = 0;
-    if (!gs) {
-        oq_calib_source_free(src);
-        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-    }
-    make_groups(ts, nt, gs, &ng, d);
     size_t step = c->chunk > 0 ? (size_t)c->chunk : c->sequential ? 1 : ng;
     for (size_t g0 = 0; g0 < ng && st == OQ_OK; g0 += step) {
         size_t g1 = g0 + step < ng ? g0 + step : ng;
@@ -870,16 +882,11 @@ static oq_status run_awq(oq_model *m, const oq_pass_options *opts, const wq_cfg 
                          oq_pass_result *res, oq_diag *d)
 {
     oq_calib_source *src = NULL;
-    oq_status st = oq_pass_calib_source(opts, WHO, &src, d);
+    wq_group *gs = NULL;
+    size_t ng = 0;
+    oq_status st = open_groups(opts, ts, nt, &src, &gs, &ng, d);
     if (st != OQ_OK)
         return st;
-    wq_group *gs = calloc(nt, sizeof *gs);
-    size_t ng = 0;
-    if (!gs) {
-        oq_calib_source_free(src);
-        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-    }
-    make_groups(ts, nt, gs, &ng, d);
     const float **ws = calloc(nt, sizeof *ws);
     int64_t *ns = calloc(nt, sizeof *ns);
     if (!ws || !ns)
