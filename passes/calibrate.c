@@ -171,15 +171,69 @@ static oq_status smooth_params(const oq_pass_options *opts, bool *on, oq_sq_para
     return OQ_OK;
 }
 
+/* candidates=LIST for method=select: "minmax", "mse", "entropy" or "pP" (percentile P),
+ * comma-separated; each on top of base (dtype, symmetric, reduce-range). */
+static oq_status parse_candidates(const char *list, const oq_range_request *base, oq_range_request *out,
+                                  char (*names)[OQ_CALIB_SELECT_NAME_MAX], size_t *n, oq_diag *d)
+{
+    *n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0 || len >= OQ_CALIB_SELECT_NAME_MAX || *n == OQ_CALIB_SELECT_MAX)
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: candidates \"%s\": at most %d names of at most %d "
+                                 "characters (minmax, mse, entropy, pP)", list, OQ_CALIB_SELECT_MAX,
+                                 OQ_CALIB_SELECT_NAME_MAX - 1);
+        char nm[OQ_CALIB_SELECT_NAME_MAX];
+        memcpy(nm, p, len);
+        nm[len] = 0;
+        oq_range_request r = *base;
+        char *end = NULL;
+        if (!strcmp(nm, "minmax"))
+            r.method = OQ_CALIB_MINMAX;
+        else if (!strcmp(nm, "mse"))
+            r.method = OQ_CALIB_MSE;
+        else if (!strcmp(nm, "entropy"))
+            r.method = OQ_CALIB_ENTROPY;
+        else if (nm[0] == 'p' && (r.percentile = strtod(nm + 1, &end), end != nm + 1 && !*end) &&
+                 r.percentile > 0 && r.percentile <= 100)
+            r.method = OQ_CALIB_PERCENTILE;
+        else
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: candidate \"%s\" unknown (minmax, mse, entropy, or pP "
+                                 "for percentile P in (0, 100], e.g. p99.99)", nm);
+        for (size_t i = 0; i < *n; i++)
+            if (!strcmp(names[i], nm))
+                return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: candidate \"%s\" given twice", nm);
+        memcpy(names[*n], nm, len + 1);
+        out[(*n)++] = r;
+        p = e ? e + 1 : p + len;
+    }
+    if (*n == 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: method=select needs candidates");
+    return OQ_OK;
+}
+
+static oq_status set_table(oq_model *m, const char *key, const oq_calib_table *t, oq_diag *d)
+{
+    char *json = oq_calib_table_to_json(t);
+    if (!json)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    oq_model_set_metadata(m, key, json);
+    free(json);
+    return OQ_OK;
+}
+
 static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *res, oq_diag *d)
 {
     oq_calib_options o;
     oq_calib_options_default(&o);
     const char *method = oq_pass_opt_string(opts, "method", "percentile");
-    int mi = oq_calib_method_from_name(method);
+    bool select = strcmp(method, "select") == 0;
+    int mi = select ? (int)OQ_CALIB_PERCENTILE : oq_calib_method_from_name(method);
     if (mi < 0)
         return oq_diag_error(d, OQ_ERR_USAGE,
-                             "calibrate: method \"%s\" unknown (auto, minmax, percentile, entropy, mse)", method);
+                             "calibrate: method \"%s\" unknown (select, auto, minmax, percentile, entropy, mse)", method);
     o.range.method = (oq_calib_method)mi;
     const char *dt = oq_pass_opt_string(opts, "dtype", "uint8");
     o.range.dtype = oq_dtype_from_name(dt);
@@ -197,6 +251,18 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: averaging must be in [0, 1]");
     if (o.averaging_constant > 0 && o.range.method != OQ_CALIB_MINMAX)
         return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: averaging applies to method=minmax only");
+    oq_range_request cand[OQ_CALIB_SELECT_MAX];
+    char names[OQ_CALIB_SELECT_MAX][OQ_CALIB_SELECT_NAME_MAX];
+    size_t nc = 1;
+    oq_status st;
+    if (select) {
+        char dflt[64];
+        snprintf(dflt, sizeof dflt, "p%.10g,p%s,minmax,mse", o.range.percentile,
+                 o.range.percentile == 99.999 ? "99.99" : "99.999");
+        const char *given = oq_pass_opt_string(opts, "candidates", "");
+        if ((st = parse_candidates(*given ? given : dflt, &o.range, cand, names, &nc, d)) != OQ_OK)
+            return st;
+    }
     const char *np = oq_pass_opt_string(opts, "nan-policy", "error");
     if (strcmp(np, "error") == 0)
         o.nan_policy = OQ_NAN_ERROR;
@@ -220,7 +286,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     }
     bool smooth;
     oq_sq_params sp;
-    oq_status st = smooth_params(opts, &smooth, &sp, d);
+    st = smooth_params(opts, &smooth, &sp, d);
     if (st != OQ_OK)
         return st;
     oq_calib_source *src = NULL;
@@ -235,16 +301,20 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     if (oq_sq_n_inputs(sq) > 0)
         o.also = &sh;
 
-    oq_calib_table t;
-    st = oq_calibrate(m, src, &o, &t, d);
+    /* t[0]: the table insert-qdq reads; method=select: t[0..nc) every sample's ranges of
+     * each candidate, t[nc..2nc) the fit share's */
+    oq_calib_table t[2 * OQ_CALIB_SELECT_MAX];
+    size_t nt = select ? 2 * nc : 1;
+    memset(t, 0, sizeof t);
+    st = select ? oq_calibrate_candidates(m, src, &o, cand, nc, t + nc, t, d) : oq_calibrate(m, src, &o, &t[0], d);
     if (st == OQ_OK && o.also) { /* choose and apply the smoothing, then the ranges it changed */
         oq_pass_result sres;
         memset(&sres, 0, sizeof sres);
         sres.struct_size = sizeof sres;
         bool rerun = false;
-        st = oq_sq_finish(sq, m, t.samples, &sres, d);
-        if (st == OQ_OK && sres.changed)
-            st = patch_smoothed(&t, sq, &rerun, d);
+        st = oq_sq_finish(sq, m, t[0].samples, &sres, d);
+        for (size_t i = 0; i < nt && st == OQ_OK && sres.changed && !rerun; i++)
+            st = patch_smoothed(&t[i], sq, &rerun, d);
         for (size_t i = 0; i < sres.n_stats; i++) {
             if (!strcmp(sres.stats[i].name, "layers_smoothed"))
                 oq_pass_stat_add(res, "smooth_layers", sres.stats[i].value);
@@ -252,37 +322,56 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
                 oq_pass_stat_add(res, "smooth_muls_inserted", sres.stats[i].value);
         }
         if (st == OQ_OK && rerun) { /* X/s's range needs its own statistics */
-            oq_calib_table_free(&t);
+            for (size_t i = 0; i < nt; i++)
+                oq_calib_table_free(&t[i]);
             o.also = NULL;
             oq_pass_stat_add(res, "smooth_recalibrated", 1);
-            st = oq_calibrate(m, src, &o, &t, d);
-            if (st != OQ_OK)
-                memset(&t, 0, sizeof t);
+            st = select ? oq_calibrate_candidates(m, src, &o, cand, nc, t + nc, t, d)
+                        : oq_calibrate(m, src, &o, &t[0], d);
         }
-        if (st != OQ_OK)
-            oq_calib_table_free(&t);
     }
     oq_sq_free(sq);
     oq_calib_source_free(src);
-    if (st != OQ_OK)
-        return st;
-    if (oq_pass_opt_bool(opts, "smoothed-minmax", true))
-        oq_pass_stat_add(res, "smoothed_minmax", smoothed_minmax(m, &t, o.range.symmetric));
-    char *json = oq_calib_table_to_json(&t);
-    if (!json) {
-        oq_calib_table_free(&t);
-        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    if (st == OQ_OK && oq_pass_opt_bool(opts, "smoothed-minmax", true)) {
+        int64_t n = 0;
+        for (size_t i = 0; i < nt; i++) { /* every candidate's table the same way: count the first's */
+            int64_t k = smoothed_minmax(m, &t[i], o.range.symmetric);
+            if (i == 0)
+                n = k;
+        }
+        oq_pass_stat_add(res, "smoothed_minmax", n);
     }
-    oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, json);
-    free(json);
-    oq_pass_stat_add(res, "samples", (int64_t)t.samples);
-    oq_pass_stat_add(res, "tensors_observed", (int64_t)t.count);
-    oq_pass_stat_add(res, "nan_excluded", (int64_t)t.nan_total);
-    oq_pass_stat_add(res, "inf_excluded", (int64_t)t.inf_total);
-    if (t.method == OQ_CALIB_AUTO) { /* what auto chose: tensors per candidate */
+    if (st == OQ_OK)
+        st = set_table(m, OQ_CALIB_METADATA_KEY, &t[0], d);
+    if (st == OQ_OK && select) { /* the candidates, for the choice on held-out samples */
+        char list[OQ_CALIB_SELECT_MAX * OQ_CALIB_SELECT_NAME_MAX] = "";
+        for (size_t i = 0; i < nc && st == OQ_OK; i++) {
+            char key[128];
+            snprintf(key, sizeof key, "%s%s", OQ_CALIB_SELECT_ALL_PREFIX, names[i]);
+            st = set_table(m, key, &t[i], d);
+            snprintf(key, sizeof key, "%s%s", OQ_CALIB_SELECT_FIT_PREFIX, names[i]);
+            if (st == OQ_OK)
+                st = set_table(m, key, &t[nc + i], d);
+            strcat(list, i ? "," : "");
+            strcat(list, names[i]);
+        }
+        if (st == OQ_OK)
+            oq_model_set_metadata(m, OQ_CALIB_SELECT_KEY, list);
+        oq_pass_stat_add(res, "select_candidates", (int64_t)nc);
+    }
+    if (st != OQ_OK) {
+        for (size_t i = 0; i < nt; i++)
+            oq_calib_table_free(&t[i]);
+        return st;
+    }
+    oq_pass_stat_add(res, "samples", (int64_t)t[0].samples);
+    oq_pass_stat_add(res, "tensors_observed", (int64_t)t[0].count);
+    oq_pass_stat_add(res, "nan_excluded", (int64_t)t[0].nan_total);
+    oq_pass_stat_add(res, "inf_excluded", (int64_t)t[0].inf_total);
+    if (t[0].method == OQ_CALIB_AUTO) { /* what auto chose: tensors per candidate */
         int64_t n[OQ_AUTO_CANDIDATES] = {0};
-        for (size_t i = 0; i < t.count; i++) {
-            int c = oq_auto_candidate_from_name(t.items[i].choice);
+        for (size_t i = 0; i < t[0].count; i++) {
+            int c = oq_auto_candidate_from_name(t[0].items[i].choice);
             if (c >= 0)
                 n[c]++;
         }
@@ -290,16 +379,22 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
                                                              "auto_p99_9", "auto_mse"};
         for (int c = 0; c < OQ_AUTO_CANDIDATES; c++)
             oq_pass_stat_add(res, stat[c], n[c]);
-        oq_pass_stat_add(res, "auto_held_out_samples", (int64_t)t.held_out_samples);
+        oq_pass_stat_add(res, "auto_held_out_samples", (int64_t)t[0].held_out_samples);
     }
-    oq_calib_table_free(&t);
+    for (size_t i = 0; i < nt; i++)
+        oq_calib_table_free(&t[i]);
     res->changed = true;
     return OQ_OK;
 }
 
 static const oq_pass_option_def options[] = {
     OQ_PASS_CALIB_SOURCE_OPTIONS,
-    {"method", OQ_OPT_STRING, "percentile", "minmax, percentile, entropy, mse or auto (per tensor, on held-out samples)"},
+    {"method", OQ_OPT_STRING, "percentile",
+     "minmax, percentile, entropy, mse, auto (per tensor, on held-out samples) or select (every candidate's ranges "
+     "for onnxq quantize's choice on held-out samples)"},
+    {"candidates", OQ_OPT_STRING, "",
+     "method=select: minmax, mse, entropy or pP, comma-separated (default: the dtype's percentile, the other of "
+     "99.99/99.999, minmax, mse)"},
     {"percentile", OQ_OPT_FLOAT, "99.99", "for method=percentile (default 99.99 for 8-bit dtypes, 99.999 for 16-bit)"},
     {"averaging", OQ_OPT_FLOAT, "0", "minmax moving-average constant in (0,1] (0: exact min/max)"},
     {"dtype", OQ_OPT_STRING, "uint8", "activation type the range is chosen for"},

@@ -8,6 +8,7 @@
 #include "pass-impl.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -904,6 +905,149 @@ static void walk_pairs(pair_walk *p, const oq_node *n, const int64_t *dims, size
     (void)oq_weight_pairs(n, dims, rank, pair_cb, p);
 }
 
+/* ---- the weight memo (oq_pass_weight_memo_begin/_end, pass-impl.h): a weight quantized
+ * again with the same data, spec and node (the quantize job's calibration candidates, each
+ * a copy of one model) takes the bytes, scales and zero points computed the first time.
+ * Keyed by two 64-bit hashes of the float data, the shape, the spec, the node's op type and
+ * attributes: a different weight matching both is not a practical concern. */
+typedef struct memo_key {
+    uint64_t h1, h2;
+    int64_t numel;
+} memo_key;
+
+typedef struct memo_entry {
+    memo_key k;
+    void *q;
+    int64_t nb;
+    float *scales;
+    int32_t *zps;
+    int64_t np, raised, fixed;
+} memo_entry;
+
+static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+static int memo_refs;
+static memo_entry *memo_items;
+static size_t memo_n, memo_cap;
+
+void oq_pass_weight_memo_begin(void)
+{
+    pthread_mutex_lock(&memo_mu);
+    memo_refs++;
+    pthread_mutex_unlock(&memo_mu);
+}
+
+void oq_pass_weight_memo_end(void)
+{
+    pthread_mutex_lock(&memo_mu);
+    if (memo_refs > 0 && --memo_refs == 0) {
+        for (size_t i = 0; i < memo_n; i++) {
+            free(memo_items[i].q);
+            free(memo_items[i].scales);
+            free(memo_items[i].zps);
+        }
+        free(memo_items);
+        memo_items = NULL;
+        memo_n = memo_cap = 0;
+    }
+    pthread_mutex_unlock(&memo_mu);
+}
+
+static void mix(uint64_t *h1, uint64_t *h2, uint64_t v)
+{
+    *h1 = (*h1 ^ v) * 0x100000001b3ull;
+    *h1 ^= *h1 >> 29;
+    *h2 = (*h2 + v) * 0x9e3779b97f4a7c15ull;
+    *h2 ^= *h2 >> 32;
+}
+
+static void mix_bytes(uint64_t *h1, uint64_t *h2, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, b + i, 8);
+        mix(h1, h2, v);
+    }
+    uint64_t v = 0;
+    memcpy(&v, b + i, n - i);
+    mix(h1, h2, v ^ ((uint64_t)(n - i) << 56));
+}
+
+static void memo_key_make(memo_key *k, const oq_node *n, const float *w, const int64_t *dims, size_t rank,
+                          const oq_weight_spec *s, bool limit)
+{
+    uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
+    k->numel = 1;
+    for (size_t i = 0; i < rank; i++) {
+        k->numel *= dims[i];
+        mix(&h1, &h2, (uint64_t)dims[i]);
+    }
+    mix(&h1, &h2, (uint64_t)rank);
+    int64_t spec[7] = {s->dtype, s->symmetric, s->reduce_range, s->per_channel, s->axis, s->block_size, limit};
+    mix_bytes(&h1, &h2, spec, sizeof spec);
+    mix_bytes(&h1, &h2, n->op_type ? n->op_type : "", n->op_type ? strlen(n->op_type) : 0);
+    for (size_t i = 0; i < n->n_attrs; i++) { /* the reduction order follows group, kernel, ... */
+        const oq_attr *a = n->attrs[i];
+        mix_bytes(&h1, &h2, a->name ? a->name : "", a->name ? strlen(a->name) : 0);
+        mix(&h1, &h2, (uint64_t)a->i);
+        mix_bytes(&h1, &h2, a->ints, a->n_ints * sizeof *a->ints);
+        mix_bytes(&h1, &h2, a->s.data, a->s.len);
+    }
+    mix_bytes(&h1, &h2, w, (size_t)k->numel * sizeof *w);
+    k->h1 = h1;
+    k->h2 = h2;
+}
+
+static bool memo_get(const memo_key *k, void *q, int64_t nb, float *scales, int32_t *zps, int64_t np,
+                     int64_t *raised, int64_t *fixed)
+{
+    bool hit = false;
+    pthread_mutex_lock(&memo_mu);
+    for (size_t i = 0; memo_refs > 0 && i < memo_n && !hit; i++) {
+        const memo_entry *e = &memo_items[i];
+        if (e->k.h1 != k->h1 || e->k.h2 != k->h2 || e->k.numel != k->numel || e->nb != nb || e->np != np)
+            continue;
+        memcpy(q, e->q, (size_t)nb);
+        memcpy(scales, e->scales, (size_t)np * sizeof *scales);
+        memcpy(zps, e->zps, (size_t)np * sizeof *zps);
+        *raised = e->raised;
+        *fixed = e->fixed;
+        hit = true;
+    }
+    pthread_mutex_unlock(&memo_mu);
+    return hit;
+}
+
+static void memo_put(const memo_key *k, const void *q, int64_t nb, const float *scales, const int32_t *zps,
+                     int64_t np, int64_t raised, int64_t fixed)
+{
+    pthread_mutex_lock(&memo_mu);
+    if (memo_refs > 0) {
+        memo_entry e = {*k, malloc((size_t)(nb ? nb : 1)), nb, malloc((size_t)np * sizeof(float)),
+                        malloc((size_t)np * sizeof(int32_t)), np, raised, fixed};
+        if (memo_n == memo_cap) {
+            size_t cap = memo_cap ? 2 * memo_cap : 64;
+            memo_entry *ni = realloc(memo_items, cap * sizeof *ni);
+            if (ni) {
+                memo_items = ni;
+                memo_cap = cap;
+            }
+        }
+        if (e.q && e.scales && e.zps && memo_n < memo_cap) { /* out of memory: not kept, no harm */
+            memcpy(e.q, q, (size_t)nb);
+            memcpy(e.scales, scales, (size_t)np * sizeof(float));
+            memcpy(e.zps, zps, (size_t)np * sizeof(int32_t));
+            memo_items[memo_n++] = e;
+        } else {
+            free(e.q);
+            free(e.scales);
+            free(e.zps);
+        }
+    }
+    pthread_mutex_unlock(&memo_mu);
+}
+
 /* Round the int8 weights (q, quantized with scales) so that no same-sign pair exceeds 128
  * steps, choosing each channel's scale as described above. Returns the number of channels
  * whose scale changed (*fixed: pairs put on the limit); -1 out of memory. */
@@ -1077,19 +1221,31 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     }
     char what[300];
     snprintf(what, sizeof what, "weight \"%s\" of node \"%s\"", wv->name, oq_node_label(n, lb, sizeof lb));
-    st = oq_quantize_weight(w, t->dims, t->rank, &s, scales, zps, q, what, c->d);
-    if (st != OQ_OK)
-        goto done;
-    if (c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range && s.block_size == 0 &&
-        agree) {
-        int64_t fixed = 0;
-        int64_t raised = oq_pass_limit_weight_pairs(n, t->dims, t->rank, q, w, scales, np, s.per_channel ? s.axis : -1, &fixed);
-        if (raised < 0) {
-            st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
-            goto done;
+    bool limit = c->pair_limit && s.dtype == OQ_DTYPE_INT8 && s.symmetric && !s.reduce_range && s.block_size == 0 &&
+                 agree;
+    memo_key mk;
+    memo_key_make(&mk, n, w, t->dims, t->rank, &s, limit);
+    int64_t raised = 0, fixed = 0;
+    if (memo_get(&mk, q, nb, scales, zps, np, &raised, &fixed)) { /* the same weight quantized before */
+        if (limit) {
+            oq_pass_stat_add(c->res, "pair_limit_channels_raised", raised);
+            oq_pass_stat_add(c->res, "pair_limit_steps_removed", fixed);
         }
-        oq_pass_stat_add(c->res, "pair_limit_channels_raised", raised);
-        oq_pass_stat_add(c->res, "pair_limit_steps_removed", fixed);
+    } else {
+        st = oq_quantize_weight(w, t->dims, t->rank, &s, scales, zps, q, what, c->d);
+        if (st != OQ_OK)
+            goto done;
+        if (limit) {
+            raised = oq_pass_limit_weight_pairs(n, t->dims, t->rank, q, w, scales, np, s.per_channel ? s.axis : -1,
+                                                &fixed);
+            if (raised < 0) {
+                st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            oq_pass_stat_add(c->res, "pair_limit_channels_raised", raised);
+            oq_pass_stat_add(c->res, "pair_limit_steps_removed", fixed);
+        }
+        memo_put(&mk, q, nb, scales, zps, np, raised, fixed);
     }
     const char *base = oq_model_strdup(c->m, wv->name);
     int64_t dims[OQ_RT_MAX_RANK];
@@ -1751,6 +1907,16 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         memmove(&m->metadata.items[kidx], &m->metadata.items[kidx + 1],
                 (m->metadata.count - kidx - 1) * sizeof(oq_kv));
         m->metadata.count--;
+    }
+    /* calibrate{method=select}'s candidate tables, if no job took them out */
+    for (size_t i = 0; i < m->metadata.count && !oq_pass_opt_bool(opts, "keep-calibration", false);) {
+        const char *k = m->metadata.items[i].key;
+        if (k && strncmp(k, OQ_CALIB_METADATA_KEY ".", strlen(OQ_CALIB_METADATA_KEY) + 1) == 0) {
+            memmove(&m->metadata.items[i], &m->metadata.items[i + 1], (m->metadata.count - i - 1) * sizeof(oq_kv));
+            m->metadata.count--;
+        } else {
+            i++;
+        }
     }
     res->changed = true;
 done:

@@ -51,6 +51,13 @@ int32_t oq_pass_value_elem_type(const oq_value *v);
  * number of channels raised (-1: out of memory); *fixed gets the pairs lowered. */
 int64_t oq_pass_limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank, int8_t *q, const float *w,
                                    float *scales, int64_t n_scales, int ch_axis, int64_t *fixed);
+/* While at least one begin is open, insert-qdq keeps each weight it quantizes (bytes,
+ * scales, zero points, pair-limit counts) and takes them back when the same weight data
+ * is quantized again with the same spec for a node of the same op type and attributes;
+ * the last end frees them (passes/insert_qdq.c). Thread-safe. The quantize job's choice
+ * among calibration candidates runs insert-qdq once per candidate on copies of a model. */
+void oq_pass_weight_memo_begin(void);
+void oq_pass_weight_memo_end(void);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
 

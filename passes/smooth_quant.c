@@ -793,8 +793,10 @@ static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++)
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        g->layers[k].w_before = 0.0; /* weight_absmax raises it */
         st = weight_absmax(&g->layers[k], K, wmax, &g->layers[k].w_before, d);
+    }
     if (st != OQ_OK)
         goto done;
     scales_for(g->xmax, wmax, K, alpha, g->s);

@@ -107,7 +107,9 @@ p = {x["name"]: x for x in d["passes"]}
 assert d["status"] == "ok" and d["output"] == "q.onnx", d
 assert p["calibrate"]["stats"]["samples"] == 4, p["calibrate"]
 assert p["insert-qdq"]["stats"]["weights_quantized"] == 3, p["insert-qdq"]  # 2 Conv + 1 Gemm
-assert d["config"]["method"] == "percentile"
+# the default method, select; 4 samples hold out 1, too few to judge: the first candidate
+c = d["calibration_choice"]
+assert d["config"]["method"] == "select" and c["chosen"] == "p99.99" and c["held_out_samples"] == 0, c
 EOF
 mkdir -p conf/case/test_data_set_0
 cp "$M" conf/case/model.onnx

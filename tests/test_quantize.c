@@ -4,6 +4,7 @@
  * the exact extremes / quantiles of data this test writes. */
 #include <math.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "onnxq/calib.h"
 #include "onnxq/tensor_io.h"
@@ -935,6 +936,110 @@ Test(calibrate, random_source_and_sample_limit)
     cr_assert_eq(tp_stat(&r, "samples"), 2);
     oq_model_free(m);
     free(dir);
+}
+
+/* the ramp of gen_ramp without its outlier, and one at -80 in sample 3 (held out) */
+static float gen_ramp_held_outlier(int64_t i, int s)
+{
+    if (s == 3 && i == 5)
+        return -80.0f;
+    return -(float)i / 4096.0f;
+}
+
+static const char *meta_of(const oq_model *m, const char *key)
+{
+    for (size_t i = 0; i < m->metadata.count; i++)
+        if (strcmp(m->metadata.items[i].key, key) == 0)
+            return m->metadata.items[i].value;
+    return NULL;
+}
+
+static oq_calib_entry table_entry(const char *json, const char *tensor)
+{
+    cr_assert(json, "no table");
+    oq_calib_table t;
+    cr_assert_eq(oq_calib_table_from_json(json, &t, NULL), OQ_OK);
+    const oq_calib_entry *e = oq_calib_table_find(&t, tensor);
+    cr_assert(e, "no entry for %s", tensor);
+    oq_calib_entry r = *e;
+    r.name = NULL;
+    r.first_nonfinite = NULL;
+    oq_calib_table_free(&t);
+    return r;
+}
+
+/* method=select keeps each candidate's ranges twice: from the samples not held out (the
+ * fit share: samples 0, 1, 2, 4, 5, 6 of 8) and from all of them. The held-out outlier
+ * (-80 in sample 3) is in every "all" table's min/max and in the fit share's nowhere; the
+ * percentile tables equal plain calibration on a folder of just those samples. */
+Test(calibrate, select_keeps_fit_and_all_tables_per_candidate)
+{
+    char *dir = tu_tmpdir();
+    char sd[512], fd[512];
+    snprintf(sd, sizeof sd, "%s/all", dir);
+    snprintf(fd, sizeof fd, "%s/fit", dir);
+    write_samples(sd, 8, 4096, gen_ramp_held_outlier, 0);
+    mkdir(fd, 0755);
+    for (int k = 0; k < 8; k++) {
+        if (k % 4 == 3)
+            continue;
+        char a[600], b[600];
+        snprintf(a, sizeof a, "%s/s%02d.npy", sd, k);
+        snprintf(b, sizeof b, "%s/s%02d.npy", fd, k);
+        cr_assert_eq(symlink(a, b), 0);
+    }
+    oq_model *m = relu_model(4096);
+    char pl[1200];
+    snprintf(pl, sizeof pl, "calibrate{data=\"%s\",method=select,candidates=\"p99.9,minmax,mse\",threads=1}", sd);
+    tp_run(m, pl);
+    cr_assert_str_eq(meta_of(m, OQ_CALIB_SELECT_KEY), "p99.9,minmax,mse");
+    oq_calib_entry all_mm = table_entry(meta_of(m, OQ_CALIB_SELECT_ALL_PREFIX "minmax"), "x");
+    oq_calib_entry fit_mm = table_entry(meta_of(m, OQ_CALIB_SELECT_FIT_PREFIX "minmax"), "x");
+    cr_assert_eq(all_mm.lo, -80.0f);
+    cr_assert_eq(all_mm.min, -80.0f);
+    cr_assert_eq(fit_mm.lo, -4095.0f / 4096.0f, "fit minmax lo %.9g", (double)fit_mm.lo);
+    cr_assert_eq(fit_mm.min, -80.0f, "min/max are over every sample in both tables");
+    /* the table insert-qdq reads: the first candidate over every sample */
+    oq_calib_entry first = table_entry(meta_of(m, OQ_CALIB_METADATA_KEY), "x");
+    oq_calib_entry all_p = table_entry(meta_of(m, OQ_CALIB_SELECT_ALL_PREFIX "p99.9"), "x");
+    cr_assert_eq(first.lo, all_p.lo);
+    cr_assert_eq(first.hi, all_p.hi);
+    oq_calib_entry fit_p = table_entry(meta_of(m, OQ_CALIB_SELECT_FIT_PREFIX "p99.9"), "x");
+    oq_calib_entry fit_mse = table_entry(meta_of(m, OQ_CALIB_SELECT_FIT_PREFIX "mse"), "x");
+    cr_assert(fit_mse.lo > -1.01f && fit_mse.lo < -0.5f, "mse lo %g", (double)fit_mse.lo);
+    oq_model_free(m);
+    /* plain percentile calibration on the fit samples alone: the same range */
+    m = relu_model(4096);
+    oq_calib_entry ref = calib_one_n(fd, m, "percentile", ",percentile=99.9", "x", 6);
+    cr_assert_eq(fit_p.lo, ref.lo, "fit share %.9g, calibrated alone %.9g", (double)fit_p.lo, (double)ref.lo);
+    cr_assert_eq(fit_p.hi, ref.hi);
+    oq_model_free(m);
+    /* insert-qdq drops the candidates with the table */
+    m = relu_model(4096);
+    tp_run(m, pl);
+    tp_run(m, "insert-qdq");
+    cr_assert_null(meta_of(m, OQ_CALIB_SELECT_KEY));
+    cr_assert_null(meta_of(m, OQ_CALIB_SELECT_FIT_PREFIX "mse"));
+    cr_assert_null(meta_of(m, OQ_CALIB_METADATA_KEY));
+    oq_model_free(m);
+    free(dir);
+}
+
+Test(calibrate, select_candidates_are_checked)
+{
+    const char *bad[] = {"p0", "p101", "median", "minmax,minmax", "p99.9,,minmax"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        oq_model *m = relu_model(8);
+        char pl[256];
+        snprintf(pl, sizeof pl, "calibrate{random=4,method=select,candidates=\"%s\"}", bad[i]);
+        oq_diag d;
+        oq_pass_result r;
+        cr_assert_eq(tp_run_diag(m, pl, &r, &d), OQ_ERR_USAGE, "candidates \"%s\" accepted", bad[i]);
+        const oq_diag_entry *e = oq_diag_first_error(&d);
+        cr_assert(e && strstr(e->message, "candidate"), "message: %s", e ? e->message : "(none)");
+        oq_diag_free(&d);
+        oq_model_free(m);
+    }
 }
 
 Test(calibrate, table_json_roundtrip_is_exact)

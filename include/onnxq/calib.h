@@ -44,6 +44,16 @@ extern "C" {
 #endif
 
 #define OQ_CALIB_METADATA_KEY "onnxq.calibration"
+/* calibrate{method=select}: the candidates' names ("p99.99,p99.999,minmax,mse") under
+ * OQ_CALIB_SELECT_KEY, and each one's table (JSON as under OQ_CALIB_METADATA_KEY) over
+ * every sample under OQ_CALIB_SELECT_ALL_PREFIX NAME and over the fit share (the samples
+ * not held out) under OQ_CALIB_SELECT_FIT_PREFIX NAME. onnxq quantize takes them out;
+ * insert-qdq removes any left. */
+#define OQ_CALIB_SELECT_KEY "onnxq.calibration.select"
+#define OQ_CALIB_SELECT_ALL_PREFIX "onnxq.calibration.all:"
+#define OQ_CALIB_SELECT_FIT_PREFIX "onnxq.calibration.fit:"
+#define OQ_CALIB_SELECT_MAX 8
+#define OQ_CALIB_SELECT_NAME_MAX 24
 /* The smooth-quant pass's per-layer record (JSON {"alpha":a,"layers":[{...}]}), in
  * metadata_props until a tool takes it out (onnxq quantize: into its --json report). */
 #define OQ_SMOOTH_METADATA_KEY "onnxq.smooth_quant"
@@ -195,6 +205,16 @@ bool oq_calib_sample_held_out(uint64_t k);
 
 oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
                        oq_calib_table *out, oq_diag *d);
+/* Several range requests from one sample loop, for a choice on held-out samples (onnxq
+ * quantize's default method "select", src/job/quantize_select.c): every
+ * OQ_CALIB_HOLDOUT_EVERY-th sample is observed apart (oq_calib_sample_held_out); for each
+ * request cand[i] (any method but auto; o->range is not used), fit[i] gets its ranges
+ * from the other samples and all[i] from every sample (min, max and counts: every sample
+ * in both). Method mse is auto's fast search here (oq_observer_range_candidate). fit and
+ * all hold n tables each; free each with oq_calib_table_free. */
+oq_status oq_calibrate_candidates(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
+                                  const oq_range_request *cand, size_t n, oq_calib_table *fit, oq_calib_table *all,
+                                  oq_diag *d);
 void oq_calib_table_free(oq_calib_table *t);
 const oq_calib_entry *oq_calib_table_find(const oq_calib_table *t, const char *name);
 /* The table's name for a value: its name in the main graph; in a subgraph, its name

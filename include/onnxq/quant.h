@@ -204,6 +204,12 @@ typedef struct oq_auto_result {
 oq_status oq_observer_range_mse(const oq_observer *o, const oq_range_request *r, float rmin,
                                 float rmax, double *cost, oq_diag *d);
 
+/* One auto candidate's range on o (c: oq_auto_candidate; r: dtype, symmetric,
+ * reduce_range). OQ_AUTO_MSE is auto's fast search (rounding noise as step^2/12, exact
+ * tails), not method mse's exact one. */
+oq_status oq_observer_range_candidate(const oq_observer *o, int c, const oq_range_request *r, float *rmin,
+                                      float *rmax, const char *what, oq_diag *d);
+
 /* OQ_CALIB_AUTO: each candidate's range is fit on `fit` (histogram observer) and scored
  * by oq_observer_range_mse on `check`, the samples held out of `fit` (NULL or empty: on
  * `fit` itself); the cheapest wins (ties: the earlier candidate). The range returned is

@@ -85,7 +85,18 @@ typedef struct oq_verify_options {
     bool float_ranges; /* the float range and histogram of each quantized layer
                         * (oq_verify_layer.obs: float_range, clipped); default true; the
                         * fallback search, which reads only errors, turns it off */
+    bool outputs_only; /* compare the outputs (and their slices) only, no layers (default
+                        * false): the quantize job's choice among calibration candidates */
+    /* With outputs_only: the float model's outputs of the i-th sample (and the shapes its
+     * slices read) are taken from this cache when a verification with the same float
+     * model stored them, else computed and stored: several quantized models judged on the
+     * same samples, in the same order, run the float model once (may be NULL). */
+    struct oq_verify_float_cache *float_cache;
 } oq_verify_options;
+
+typedef struct oq_verify_float_cache oq_verify_float_cache;
+oq_verify_float_cache *oq_verify_float_cache_new(void); /* NULL when out of memory */
+void oq_verify_float_cache_free(oq_verify_float_cache *c);
 
 oq_verify_options oq_verify_options_default(void);
 

@@ -37,6 +37,25 @@ void oq_job_pass_log_after_pass(const oq_pass_event *ev, oq_model *m, void *user
 /* "passes": [{name, changed, iterations, seconds, stats}], "seconds": total */
 void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log);
 
+/* The default calibration (--method select, src/job/quantize_select.c): the calibrate
+ * pass left every candidate's ranges in m (calibrate{method=select}); each candidate's
+ * ranges from the fit share go through `rest` (the pipeline after calibration) on a copy
+ * of m, the copy runs the held-out samples (oq_calib_sample_held_out, at most
+ * OQ_SELECT_HELD_OUT_MAX) with a->arith, and the candidate with the best worst output
+ * part (oq_verify_worst) wins; a later candidate must beat an earlier one by
+ * OQ_SELECT_MARGIN_DB. The winner's ranges over every sample become m's table.
+ * Nothing to choose (no candidates in m): r->n == 0. */
+#define OQ_SELECT_HELD_OUT_MAX 8
+#define OQ_SELECT_MARGIN_DB 0.1
+typedef struct oq_job_select_result {
+    size_t n;                                             /* candidates (0: no choice made) */
+    char names[OQ_CALIB_SELECT_MAX][OQ_CALIB_SELECT_NAME_MAX];
+    double worst_db[OQ_CALIB_SELECT_MAX];                 /* held-out worst part, dB */
+    char worst_part[OQ_CALIB_SELECT_MAX][256];            /* which output (part) it was */
+    size_t chosen;
+    uint64_t held_out;                                    /* samples judged (0: too few, the first candidate) */
+    double seconds;
+} oq_job_select_result;
 /* The --json summary of a quantize run (schema version 1, docs/quantize.md). */
 typedef struct oq_job_qreport {
     oq_job_pass_log passes;   /* ro.after_pass = oq_job_qreport_after_pass, ro.user = the report */
@@ -48,6 +67,7 @@ typedef struct oq_job_qreport {
     double bias_seconds;
     const oq_diag *diag;      /* every note and warning, listed as "diagnostics" */
     char *calibration;        /* the calibrate pass's table (JSON, malloc'ed) or NULL */
+    oq_job_select_result select; /* --method select: the candidates and the choice (n 0: none) */
 } oq_job_qreport;
 /* Logs the pass and keeps a copy of the calibration table after the calibrate pass. */
 void oq_job_qreport_after_pass(const oq_pass_event *ev, oq_model *m, void *user);
@@ -86,6 +106,17 @@ typedef struct oq_quantize_fallback_args {
     bool progress;                     /* progress bars on stderr */
 } oq_quantize_fallback_args;
 
+/* The float model a->in read again (the job edits its copy in place); NULL with *st set. */
+oq_model *oq_job_load_float(const oq_quantize_fallback_args *a, oq_status *st, oq_diag *d);
+/* The data the fallback, the saturation check, bias correction and the calibration
+ * choice measure with: --eval DIR (eval true and --eval given) or the calibration data. */
+oq_status oq_job_open_source(const oq_quantize_fallback_args *a, bool eval, oq_calib_source **out, oq_diag *d);
+
+
+oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *rest,
+                                    oq_model *m, oq_job_select_result *r, oq_diag *d);
+/* One line: the chosen candidate and every candidate's held-out worst part. */
+void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg);
 /* Run the fallback on the quantized model m (edited in place); logs the steps; *met: target reached. */
 oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool *met, oq_diag *d);
 /* The saturation check (docs/quantize.md): run at most 8 calibration samples through m

@@ -19,6 +19,7 @@
 #include "io/json.h"
 #include "io/json_writer.h"
 #include "job/job-impl.h"
+#include "../../passes/pass-impl.h" /* oq_pass_weight_memo_begin/_end */
 #include "onnxq/calib.h"
 #include "onnxq/pass.h"
 #include "onnxq/target.h"
@@ -548,7 +549,7 @@ void oq_quantize_options_default(oq_quantize_options *c)
     c->std = "1,1,1";
     c->layout = "nchw";
     c->scale = 255.0;
-    c->method = "percentile";
+    c->method = "select"; /* chosen on held-out samples: src/job/quantize_select.c */
     c->percentile = 0; /* 0: the activation type's default (oq_default_percentile) */
     c->nan_policy = "quantized";
     /* act_dtype, weight_dtype, weight_symmetric and op_types come from the target unless
@@ -1016,6 +1017,8 @@ static void config_from_options(qconfig *c, const oq_quantize_options *o)
     c->scale = o->scale;
     c->method = o->method;
     c->percentile = o->percentile;
+    if (strcmp(c->method, "select") == 0 && c->percentile > 0)
+        c->method = "percentile"; /* --percentile P alone: that percentile */
     c->averaging = o->averaging;
     c->nan_policy = o->nan_policy;
     c->act_dtype = o->act_dtype;
@@ -1239,8 +1242,8 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     oq_job_qreport *report = calloc(1, sizeof *report);
     bool fallback_met = true, failed_job = false, bad_input = false;
     oq_registry *reg = NULL;
-    oq_pipeline *pl = NULL;
-    char *meta = NULL;
+    oq_pipeline *pl = NULL, *pl_rest = NULL;
+    char *meta = NULL, *head = NULL;
     oq_status st = OQ_OK;
     const char *saved_file = d ? d->file : NULL;
     if (!report) {
@@ -1316,8 +1319,19 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         say(lg, "onnxq quantize: note: pass fold-bias is not available; insert-qdq quantizes biases itself");
     if (!c.qdq_cleanup && !quiet)
         say(lg, "onnxq quantize: note: pass qdq-cleanup is not available; skipped");
+    /* --method select: calibration, the choice on held-out samples, then the rest */
+    const char *rest = NULL;
+    if (!weight_only(&c) && has_data(&c) && strcmp(c.method, "select") == 0) {
+        const char *at = strstr(c.pipeline, ",insert-qdq");
+        if (at && !(head = strndup(c.pipeline, (size_t)(at - c.pipeline)))) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        rest = at ? at + 1 : NULL;
+    }
     size_t err_pos = 0;
-    if (oq_pipeline_parse(reg, c.pipeline, &pl, &err_pos, d) != OQ_OK) {
+    if (oq_pipeline_parse(reg, head ? head : c.pipeline, &pl, &err_pos, d) != OQ_OK ||
+        (rest && oq_pipeline_parse(reg, rest, &pl_rest, &err_pos, d) != OQ_OK)) {
         st = OQ_ERR_USAGE;
         goto done;
     }
@@ -1333,6 +1347,23 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     ro.after_pass = oq_job_qreport_after_pass;
     ro.user = report;
     st = oq_pipeline_run(pl, m, &ro, d);
+    if (st == OQ_OK && pl_rest) {
+        /* every candidate and the final model quantize the same weights: once */
+        oq_pass_weight_memo_begin();
+        st = oq_job_select_calibration(&j->fb, reg, rest, m, &report->select, d);
+        if (st == OQ_OK && report->select.n) {
+            free(report->calibration);
+            report->calibration = NULL;
+            for (size_t i = 0; i < m->metadata.count; i++)
+                if (m->metadata.items[i].key && !strcmp(m->metadata.items[i].key, OQ_CALIB_METADATA_KEY))
+                    report->calibration = strdup(m->metadata.items[i].value ? m->metadata.items[i].value : "");
+            if (!quiet)
+                oq_job_qreport_print_select(&report->select, lg);
+        }
+        if (st == OQ_OK)
+            st = oq_pipeline_run(pl_rest, m, &ro, d);
+        oq_pass_weight_memo_end();
+    }
     report->smooth_quant = oq_job_take_metadata(m, OQ_SMOOTH_METADATA_KEY);
     if (st == OQ_OK && !quiet)
         oq_job_qreport_print_calibration(report, lg);
@@ -1430,6 +1461,8 @@ done:
     free(report);
     free(meta);
     oq_pipeline_free(pl);
+    oq_pipeline_free(pl_rest);
+    free(head);
     oq_registry_free(reg);
     oq_model_free(m);
     if (own_res)

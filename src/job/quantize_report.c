@@ -1,6 +1,7 @@
 /* The quantize job's --json summary (docs/quantize.md) and the log of the passes it ran. */
 #include "job/job-impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,55 @@ void oq_job_qreport_print_calibration(const oq_job_qreport *r, const jlog *lg)
     oq_calib_table_free(&t);
 }
 
+void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg)
+{
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    if (!f)
+        return;
+    if (r->held_out == 0) {
+        fprintf(f, "onnxq quantize: calibration: %s (too few samples to hold out the %d needed to choose among %zu "
+                "methods)", r->names[r->chosen], 2 * OQ_CALIB_HOLDOUT_EVERY, r->n);
+    } else {
+        const char *part = r->worst_part[r->chosen];
+        fprintf(f, "onnxq quantize: calibration: %s, chosen on %llu held-out samples by the worst output part's SQNR "
+                "(%s",
+                r->names[r->chosen], (unsigned long long)r->held_out, part);
+        for (size_t i = 0; i < r->n; i++)
+            fprintf(f, "%s %s %.2f dB", i ? "," : ":", r->names[i], r->worst_db[i]);
+        fprintf(f, "); %.1f s", r->seconds);
+    }
+    fclose(f);
+    if (line)
+        say(lg, "%s", line);
+    free(line);
+}
+
+static void write_select(json_writer *w, const oq_job_select_result *r)
+{
+    json_key(w, "calibration_choice"); /* null: --method select did not run */
+    if (!r->n) {
+        json_null(w);
+        return;
+    }
+    json_begin_object(w);
+    json_kv_string(w, "chosen", r->names[r->chosen]);
+    json_kv_int(w, "held_out_samples", (int64_t)r->held_out);
+    json_key(w, "candidates");
+    json_begin_array(w);
+    for (size_t i = 0; i < r->n; i++) {
+        json_begin_object(w);
+        json_kv_string(w, "name", r->names[i]);
+        json_kv_double(w, "worst_sqnr_db", r->held_out ? r->worst_db[i] : NAN);
+        json_kv_string(w, "worst_part", r->held_out ? r->worst_part[i] : NULL);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_kv_double(w, "seconds", r->seconds);
+    json_end_object(w);
+}
+
 /* "calibration": the method, the samples and every tensor's range and what chose it */
 static void write_calibration(json_writer *w, const char *json)
 {
@@ -192,6 +242,7 @@ char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *
         json_null(w);
     cJSON_Delete(sq);
     write_calibration(w, r->calibration);
+    write_select(w, &r->select);
     json_key(w, "bias_correction"); /* null: not run */
     if (r->bias_correction) {
         json_begin_object(w);

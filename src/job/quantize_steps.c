@@ -41,16 +41,14 @@ static void print_line(const char *line, void *user)
 }
 
 /* The float model again (the job edits its copy in place). */
-static oq_model *load_float(const oq_quantize_fallback_args *a, oq_status *st, oq_diag *d)
+oq_model *oq_job_load_float(const oq_quantize_fallback_args *a, oq_status *st, oq_diag *d)
 {
     oq_model *m = NULL;
     *st = a->in_data ? oq_model_read_buffer(a->in_data, a->in_len, a->in, NULL, &m, d) : oq_model_read(a->in, NULL, &m, d);
     return *st == OQ_OK ? m : NULL;
 }
 
-/* The data the fallback and the saturation check measure with: --eval DIR or the
- * calibration data (eval: whether --eval is honoured). */
-static oq_status open_source(const oq_quantize_fallback_args *a, bool eval, oq_calib_source **out, oq_diag *d)
+oq_status oq_job_open_source(const oq_quantize_fallback_args *a, bool eval, oq_calib_source **out, oq_diag *d)
 {
     oq_calib_source *src = NULL;
     oq_status st;
@@ -116,10 +114,10 @@ oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool 
         return oq_diag_error(d, OQ_ERR_USAGE, "--target-sqnr must be a finite number of dB");
     if (a->max_fallback < 0 || a->max_fallback > 1000000)
         return oq_diag_error(d, OQ_ERR_USAGE, "--max-fallback must be >= 0");
-    st = open_source(a, true, &src, d);
+    st = oq_job_open_source(a, true, &src, d);
     if (st != OQ_OK)
         return st;
-    fm = load_float(a, &st, d);
+    fm = oq_job_load_float(a, &st, d);
     if (!fm)
         goto done;
     oq_fallback_options o = oq_fallback_options_default();
@@ -188,7 +186,7 @@ oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_
                                               : "exact int32 accumulation");
         return OQ_OK;
     }
-    oq_status st = open_source(a, false, &src, d);
+    oq_status st = oq_job_open_source(a, false, &src, d);
     if (st == OQ_OK)
         st = oq_satcheck_new(m, a->arith, (int)a->threads, &sc, d);
     if (st == OQ_OK)
@@ -243,10 +241,10 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
     oq_pipeline *pl = NULL;
     oq_model *fm = NULL;
     memset(r, 0, sizeof *r);
-    oq_status st = open_source(a, false, &src, d);
+    oq_status st = oq_job_open_source(a, false, &src, d);
     if (st != OQ_OK)
         return st;
-    fm = load_float(a, &st, d);
+    fm = oq_job_load_float(a, &st, d);
     if (!fm)
         goto done;
     size_t err_pos = 0;

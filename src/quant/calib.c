@@ -1122,112 +1122,116 @@ done:
     return st;
 }
 
-oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
-                       oq_calib_table *out, oq_diag *d)
+/* Which observers a table is made from: auto's split (fit and held-out, chosen per
+ * tensor), the fit share only, every sample (both shares merged), or the one observer
+ * of an unsplit run. */
+typedef enum table_share { SHARE_ONE, SHARE_AUTO, SHARE_FIT, SHARE_ALL } table_share;
+
+/* Observe every sample of src through m; split: every OQ_CALIB_HOLDOUT_EVERY-th sample
+ * goes to a second set of observers (*held, freed by the caller). */
+static oq_status calib_observe(oq_model *m, oq_calib_source *src, const oq_calib_options *o, bool split,
+                               oq_observer_kind kind, cal_ctx *c, oq_observer **held, uint64_t *total, oq_diag *d)
 {
-    memset(out, 0, sizeof(*out));
-    oq_status st = OQ_OK;
-    cal_ctx c;
-    memset(&c, 0, sizeof c);
-    oq_observer *held = NULL;
     oq_graph *g = m->graph;
+    *held = NULL;
+    *total = 0;
     if (!g)
         return oq_diag_error(d, OQ_ERR_INVALID, "model has no graph");
-
     /* slots: graph inputs, then node outputs in order, each subgraph after its node */
     size_t cap = count_slots(g);
-    c.slots = calloc(cap ? cap : 1, sizeof(obs_slot));
-    c.n_ids = m->next_id + 1;
-    c.by_id = malloc(c.n_ids * sizeof(int32_t));
-    if (!c.slots || !c.by_id) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory (%zu observers)", cap);
-        goto done;
-    }
-    for (uint32_t i = 0; i < c.n_ids; i++)
-        c.by_id[i] = -1;
-    oq_observer_kind kind = o->range.method == OQ_CALIB_MINMAX ? OQ_OBSERVER_MINMAX : OQ_OBSERVER_HISTOGRAM;
-    bool is_auto = o->range.method == OQ_CALIB_AUTO;
-    add_slots(&c, g, o, 0);
-    if (is_auto && !(held = calloc(c.n_slots ? c.n_slots : 1, sizeof(oq_observer)))) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory (%zu observers)", c.n_slots);
-        goto done;
-    }
-    for (size_t i = 0; i < c.n_slots; i++) {
-        if (is_auto) {
-            c.slots[i].held = &held[i];
-            oq_observer_init(&held[i], kind, OQ_NAN_IGNORE);
+    c->slots = calloc(cap ? cap : 1, sizeof(obs_slot));
+    c->n_ids = m->next_id + 1;
+    c->by_id = malloc(c->n_ids * sizeof(int32_t));
+    if (!c->slots || !c->by_id)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory (%zu observers)", cap);
+    for (uint32_t i = 0; i < c->n_ids; i++)
+        c->by_id[i] = -1;
+    add_slots(c, g, o, 0);
+    if (split && !(*held = calloc(c->n_slots ? c->n_slots : 1, sizeof(oq_observer))))
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory (%zu observers)", c->n_slots);
+    for (size_t i = 0; i < c->n_slots; i++) {
+        if (split) {
+            c->slots[i].held = &(*held)[i];
+            oq_observer_init(&(*held)[i], kind, OQ_NAN_IGNORE);
         }
-        oq_observer_init(&c.slots[i].obs, kind, OQ_NAN_IGNORE);
+        oq_observer_init(&c->slots[i].obs, kind, OQ_NAN_IGNORE);
         if (kind == OQ_OBSERVER_MINMAX && o->averaging_constant > 0) {
-            st = oq_observer_set_averaging(&c.slots[i].obs, o->averaging_constant, d);
+            oq_status st = oq_observer_set_averaging(&c->slots[i].obs, o->averaging_constant, d);
             if (st != OQ_OK)
-                goto done;
+                return st;
         }
     }
-    c.policy = o->nan_policy;
-    c.d = d;
-    c.also = o->also;
-
+    c->policy = o->nan_policy;
+    c->d = d;
+    c->also = o->also;
     oq_calib_hooks h = {
         .threads = o->threads,
         .on_tensor = on_tensor,
         .on_input = on_input,
         .begin_sample = begin_sample,
         .check = check,
-        .user = &c,
+        .user = c,
         .progress = o->progress,
         .progress_user = o->progress_user,
     };
-    uint64_t total = 0;
-    st = oq_calib_run(m, src, &h, &total, d);
-    if (st != OQ_OK)
-        goto done;
-    out->samples = total;
+    return oq_calib_run(m, src, &h, total, d);
+}
 
-    /* the table */
-    out->items = calloc(c.n_slots ? c.n_slots : 1, sizeof(oq_calib_entry));
-    if (!out->items) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    out->method = o->range.method;
-    out->percentile = o->range.percentile;
-    if (is_auto)
+/* The table of range request r over c's observers (share: which of them). notes: add
+ * the note or warning about non-finite values (once per calibration). */
+static oq_status calib_table(const cal_ctx *c, const oq_calib_options *o, const oq_range_request *r,
+                             table_share share, uint64_t total, bool notes, oq_calib_table *out, oq_diag *d)
+{
+    oq_status st = OQ_OK;
+    memset(out, 0, sizeof(*out));
+    out->samples = total;
+    out->items = calloc(c->n_slots ? c->n_slots : 1, sizeof(oq_calib_entry));
+    if (!out->items)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    out->method = r->method;
+    out->percentile = r->percentile;
+    if (share == SHARE_AUTO)
         for (uint64_t k = 0; k < total; k++)
             out->held_out_samples += oq_calib_sample_held_out(k);
     size_t n_bad_tensors = 0;
     const char *first_bad = NULL;
-    for (size_t i = 0; i < c.n_slots; i++) {
-        oq_observer *ob = &c.slots[i].obs;
-        const oq_observer *hb = c.slots[i].held;
-        if (hb && (ob->count == 0 || hb->count == 0)) { /* one share only: no held-out check */
-            oq_status ms = oq_observer_merge(ob, hb, d);
-            if (ms != OQ_OK) {
-                st = ms;
-                goto done;
-            }
+    oq_observer merged;
+    for (size_t i = 0; i < c->n_slots; i++) {
+        const oq_observer *ob = &c->slots[i].obs, *hb = c->slots[i].held;
+        if (hb && (share == SHARE_ALL || ob->count == 0 || hb->count == 0 ||
+                   (share == SHARE_FIT && !ob->initialized))) {
+            /* every sample; and auto with one share only: no held-out check */
+            merged = *ob;
+            if ((st = oq_observer_merge(&merged, hb, d)) != OQ_OK)
+                goto fail;
+            ob = &merged;
             hb = NULL;
         }
-        if (ob->count == 0 && ob->nan_count == 0 && ob->inf_count == 0)
+        if (share == SHARE_FIT)
+            hb = NULL;
+        const oq_observer *cnt = c->slots[i].held && ob != &merged ? NULL : ob; /* counts over every sample */
+        if (!cnt) {
+            merged = c->slots[i].obs;
+            if ((st = oq_observer_merge(&merged, c->slots[i].held, d)) != OQ_OK)
+                goto fail;
+            cnt = &merged;
+        }
+        if (cnt->count == 0 && cnt->nan_count == 0 && cnt->inf_count == 0)
             continue; /* never produced as float32 (e.g. an int tensor of unknown type) */
         oq_calib_entry *e = &out->items[out->count];
-        e->name = oq_calib_value_key(c.slots[i].v);
-        if (!e->name) {
+        e->name = oq_calib_value_key(c->slots[i].v);
+        if (!e->name || (c->slots[i].first_nonfinite && !(e->first_nonfinite = strdup(c->slots[i].first_nonfinite)))) {
+            free(e->name);
+            e->name = NULL;
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
-            goto done;
+            goto fail;
         }
         out->count++;
-        e->min = ob->initialized ? ob->min : 0.0f;
-        e->max = ob->initialized ? ob->max : 0.0f;
-        if (hb && hb->initialized) {
-            e->min = hb->min < e->min ? hb->min : e->min;
-            e->max = hb->max > e->max ? hb->max : e->max;
-        }
-        e->count = ob->count + (hb ? hb->count : 0);
-        e->nan_count = ob->nan_count + (hb ? hb->nan_count : 0);
-        e->inf_count = ob->inf_count + (hb ? hb->inf_count : 0);
-        e->first_nonfinite = c.slots[i].first_nonfinite;
-        c.slots[i].first_nonfinite = NULL;
+        e->min = cnt->initialized ? cnt->min : 0.0f;
+        e->max = cnt->initialized ? cnt->max : 0.0f;
+        e->count = cnt->count;
+        e->nan_count = cnt->nan_count;
+        e->inf_count = cnt->inf_count;
         out->nan_total += e->nan_count;
         out->inf_total += e->inf_count;
         if (e->nan_count || e->inf_count) {
@@ -1235,35 +1239,88 @@ oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options
             if (!first_bad)
                 first_bad = e->name;
         }
-        if (is_auto) {
+        if (share == SHARE_AUTO) {
             oq_auto_result ar;
-            st = oq_observer_range_auto(ob, hb, &o->range, &e->lo, &e->hi, &ar, e->name, d);
+            st = oq_observer_range_auto(ob, hb, r, &e->lo, &e->hi, &ar, e->name, d);
             e->choice = ob->initialized || (hb && hb->initialized) ? oq_auto_candidate_name(ar.chosen) : NULL;
             e->held_out = ar.held_out;
+        } else if (share != SHARE_ONE && r->method == OQ_CALIB_MSE) {
+            st = oq_observer_range_candidate(ob, OQ_AUTO_MSE, r, &e->lo, &e->hi, e->name, d);
         } else {
-            st = oq_observer_range(ob, &o->range, &e->lo, &e->hi, NULL, e->name, d);
+            st = oq_observer_range(ob, r, &e->lo, &e->hi, NULL, e->name, d);
         }
         if (st != OQ_OK)
-            goto done;
+            goto fail;
     }
     out->nonfinite_error = o->nan_policy == OQ_NAN_QUANTIZED;
-    if (n_bad_tensors && o->nan_policy == OQ_NAN_QUANTIZED)
+    if (notes && n_bad_tensors && o->nan_policy == OQ_NAN_QUANTIZED)
         oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, NULL, NULL,
                     "calibration: %llu NaN and %llu Inf values in %zu tensors (first: \"%s\"), left out of the "
                     "statistics; quantizing one of them is refused",
                     (unsigned long long)out->nan_total, (unsigned long long)out->inf_total, n_bad_tensors, first_bad);
-    else if (n_bad_tensors)
+    else if (notes && n_bad_tensors)
         oq_diag_warn(d, "calibration: %llu NaN and %llu Inf values excluded from the statistics, in %zu tensors (first: \"%s\")",
                      (unsigned long long)out->nan_total, (unsigned long long)out->inf_total,
                      n_bad_tensors, first_bad);
-done:
-    for (size_t i = 0; c.slots && i < c.n_slots; i++)
-        free(c.slots[i].first_nonfinite);
-    free(c.slots);
+    return OQ_OK;
+fail:
+    oq_calib_table_free(out);
+    return st;
+}
+
+static void cal_ctx_free(cal_ctx *c, oq_observer *held)
+{
+    for (size_t i = 0; c->slots && i < c->n_slots; i++)
+        free(c->slots[i].first_nonfinite);
+    free(c->slots);
     free(held);
-    free(c.by_id);
+    free(c->by_id);
+}
+
+oq_status oq_calibrate(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
+                       oq_calib_table *out, oq_diag *d)
+{
+    memset(out, 0, sizeof(*out));
+    cal_ctx c;
+    memset(&c, 0, sizeof c);
+    oq_observer *held = NULL;
+    uint64_t total = 0;
+    bool is_auto = o->range.method == OQ_CALIB_AUTO;
+    oq_observer_kind kind = o->range.method == OQ_CALIB_MINMAX ? OQ_OBSERVER_MINMAX : OQ_OBSERVER_HISTOGRAM;
+    oq_status st = calib_observe(m, src, o, is_auto, kind, &c, &held, &total, d);
+    if (st == OQ_OK)
+        st = calib_table(&c, o, &o->range, is_auto ? SHARE_AUTO : SHARE_ONE, total, true, out, d);
+    cal_ctx_free(&c, held);
+    return st;
+}
+
+oq_status oq_calibrate_candidates(oq_model *m, oq_calib_source *src, const oq_calib_options *o,
+                                  const oq_range_request *cand, size_t n, oq_calib_table *fit, oq_calib_table *all,
+                                  oq_diag *d)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&fit[i], 0, sizeof fit[i]);
+        memset(&all[i], 0, sizeof all[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (cand[i].method == OQ_CALIB_AUTO)
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibration candidates: auto is not a candidate");
+    cal_ctx c;
+    memset(&c, 0, sizeof c);
+    oq_observer *held = NULL;
+    uint64_t total = 0;
+    oq_status st = calib_observe(m, src, o, true, OQ_OBSERVER_HISTOGRAM, &c, &held, &total, d);
+    for (size_t i = 0; i < n && st == OQ_OK; i++) {
+        st = calib_table(&c, o, &cand[i], SHARE_ALL, total, i == 0, &all[i], d);
+        if (st == OQ_OK)
+            st = calib_table(&c, o, &cand[i], SHARE_FIT, total, false, &fit[i], d);
+    }
+    cal_ctx_free(&c, held);
     if (st != OQ_OK)
-        oq_calib_table_free(out);
+        for (size_t i = 0; i < n; i++) {
+            oq_calib_table_free(&fit[i]);
+            oq_calib_table_free(&all[i]);
+        }
     return st;
 }
 

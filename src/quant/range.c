@@ -714,6 +714,26 @@ static oq_status candidate_range(int c, work *wk, moments *mo, const oq_observer
     return oq_observer_range(o, &q, lo, hi, NULL, what, d);
 }
 
+oq_status oq_observer_range_candidate(const oq_observer *o, int c, const oq_range_request *r, float *rmin,
+                                      float *rmax, const char *what, oq_diag *d)
+{
+    *rmin = *rmax = 0.0f;
+    if (c < 0 || c >= OQ_AUTO_CANDIDATES)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: no auto candidate %d", what ? what : "tensor", c);
+    if (!o->initialized)
+        return OQ_OK;
+    if (c != OQ_AUTO_MINMAX && o->kind != OQ_OBSERVER_HISTOGRAM)
+        return oq_diag_error(d, OQ_ERR_USAGE, "%s: candidate %s needs a histogram observer", what ? what : "tensor",
+                             AUTO_NAMES[c]);
+    work *wk = malloc(sizeof(*wk));
+    moments *mo = malloc(sizeof(*mo));
+    oq_status st = wk && mo ? candidate_range(c, wk, mo, o, r, rmin, rmax, what ? what : "tensor", d)
+                            : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    free(wk);
+    free(mo);
+    return st;
+}
+
 /* Exact expected squared error of the grid [rmin, rmax] gives, on the working histogram
  * wk (WORK_SIGNED, zeros dropped) of the scoring observer. */
 static double grid_cost(const work *wk, const oq_range_request *r, float rmin, float rmax, double clip_w)

@@ -620,6 +620,83 @@ static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t, bool 
     }
 }
 
+/* ------------------------------------------------------------ float cache ----- */
+
+typedef struct float_cache_entry {
+    oq_rt_tensor *outputs;    /* the float outputs (owned copies), NULL until stored */
+    size_t n_outputs;
+    shape_rec *shapes;        /* the shapes recorded for the slices (stamp != 0: seen) */
+    size_t n_shapes;
+} float_cache_entry;
+
+struct oq_verify_float_cache {
+    float_cache_entry *e;
+    size_t n;
+};
+
+oq_verify_float_cache *oq_verify_float_cache_new(void)
+{
+    return calloc(1, sizeof(oq_verify_float_cache));
+}
+
+void oq_verify_float_cache_free(oq_verify_float_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t k = 0; k < c->n; k++) {
+        for (size_t i = 0; c->e[k].outputs && i < c->e[k].n_outputs; i++)
+            oq_rt_tensor_release(&c->e[k].outputs[i]);
+        free(c->e[k].outputs);
+        free(c->e[k].shapes);
+    }
+    free(c->e);
+    free(c);
+}
+
+/* Entry k (made empty when new); NULL when out of memory. */
+static float_cache_entry *cache_entry(oq_verify_float_cache *c, uint64_t k)
+{
+    if (k >= c->n) {
+        size_t n = (size_t)k + 1;
+        float_cache_entry *ne = realloc(c->e, n * sizeof *ne);
+        if (!ne)
+            return NULL;
+        memset(ne + c->n, 0, (n - c->n) * sizeof *ne);
+        c->e = ne;
+        c->n = n;
+    }
+    return &c->e[k];
+}
+
+/* Keep copies of this sample's float outputs fo and the shapes the slices read. */
+static oq_status cache_store(float_cache_entry *ce, const oq_verify *v, const oq_rt_tensor *fo, oq_diag *d)
+{
+    ce->outputs = calloc(v->n_fout + 1, sizeof *ce->outputs);
+    ce->shapes = malloc((v->n_shapes + 1) * sizeof *ce->shapes);
+    if (!ce->outputs || !ce->shapes) {
+        free(ce->outputs);
+        free(ce->shapes);
+        ce->outputs = NULL;
+        ce->shapes = NULL;
+        return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+    }
+    ce->n_outputs = v->n_fout;
+    for (size_t i = 0; i < v->n_fout; i++) {
+        if (!fo[i].rank && !fo[i].data)
+            continue;
+        if (oq_rt_tensor_alloc(&ce->outputs[i], fo[i].dtype, fo[i].dims, fo[i].rank) != OQ_OK)
+            return oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
+        if (fo[i].nbytes > 0)
+            memcpy(ce->outputs[i].data, fo[i].data, (size_t)fo[i].nbytes);
+    }
+    ce->n_shapes = v->n_shapes;
+    for (size_t i = 0; i < v->n_shapes; i++) {
+        ce->shapes[i] = v->shapes[i];
+        ce->shapes[i].stamp = v->shapes[i].stamp == v->samples + 1; /* seen in this sample */
+    }
+    return OQ_OK;
+}
+
 static void on_float(const oq_node *node, size_t idx, const oq_rt_tensor *t, void *user)
 {
     oq_verify *v = user;
@@ -1203,7 +1280,7 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
     st = find_slices(v, d);
     if (st != OQ_OK)
         goto fail;
-    st = find_layers(v, d);
+    st = v->opt.outputs_only ? OQ_OK : find_layers(v, d);
     if (st != OQ_OK)
         goto fail;
     v->q_seen = calloc(v->n_layers + 1, sizeof *v->q_seen);
@@ -1510,9 +1587,31 @@ oq_status oq_verify_sample(oq_verify *v, const oq_rt_tensor *inputs, size_t n_in
     for (size_t li = 0; li < v->n_layers; li++)
         if (v->layer_input[li] >= 0)
             layer_observe_float(&v->layers[li], &inputs[v->layer_input[li]], v->opt.float_ranges);
-    st = oq_plan_run(v->fp, inputs, n_inputs, fo, v->n_fout, d);
-    if (st != OQ_OK)
+    float_cache_entry *ce = v->opt.float_cache && v->opt.outputs_only ? cache_entry(v->opt.float_cache, v->samples) : NULL;
+    if (v->opt.float_cache && v->opt.outputs_only && !ce) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory");
         goto done;
+    }
+    if (ce && ce->outputs) { /* this sample's float outputs and shapes, computed before */
+        if (ce->n_outputs != v->n_fout || ce->n_shapes != v->n_shapes) {
+            st = oq_diag_error(d, OQ_ERR_USAGE, "verify: a float cache shared by verifications of other float models");
+            goto done;
+        }
+        for (size_t i = 0; i < v->n_fout; i++) {
+            fo[i] = ce->outputs[i];
+            fo[i].owned = false;
+        }
+        for (size_t i = 0; i < v->n_shapes; i++) {
+            v->shapes[i] = ce->shapes[i];
+            v->shapes[i].stamp = ce->shapes[i].stamp ? v->samples + 1 : 0;
+        }
+    } else {
+        st = oq_plan_run(v->fp, inputs, n_inputs, fo, v->n_fout, d);
+        if (st != OQ_OK)
+            goto done;
+        if (ce && (st = cache_store(ce, v, fo, d)) != OQ_OK)
+            goto done;
+    }
     if (v->nomem) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "verify: out of memory storing float tensors%s%s",
                            what ? " for " : "", what ? what : "");
