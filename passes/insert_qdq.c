@@ -964,6 +964,10 @@ static void mix_bytes(uint64_t *h1, uint64_t *h2, const void *p, size_t n)
 {
     const unsigned char *b = p;
     size_t i = 0;
+    if (!b || n == 0) { /* an attribute without ints or string: NULL, not to be read */
+        mix(h1, h2, 0x5bd1e995u);
+        return;
+    }
     for (; i + 8 <= n; i += 8) {
         uint64_t v;
         memcpy(&v, b + i, 8);
