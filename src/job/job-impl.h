@@ -47,6 +47,9 @@ void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log);
  * Nothing to choose (no candidates in m): r->n == 0. */
 #define OQ_SELECT_HELD_OUT_MAX 8
 #define OQ_SELECT_MARGIN_DB 0.1
+/* Larger models (main-graph initializers, bytes) are not copied to judge the candidates:
+ * they take the first one. */
+#define OQ_SELECT_WEIGHT_BYTES_MAX ((uint64_t)1 << 30)
 typedef struct oq_job_select_result {
     size_t n;                                             /* candidates (0: no choice made) */
     char names[OQ_CALIB_SELECT_MAX][OQ_CALIB_SELECT_NAME_MAX];
@@ -54,6 +57,7 @@ typedef struct oq_job_select_result {
     char worst_part[OQ_CALIB_SELECT_MAX][256];            /* which output (part) it was */
     size_t chosen;
     uint64_t held_out;                                    /* samples judged (0: too few, the first candidate) */
+    bool too_big;                                         /* not judged: the model is over OQ_SELECT_WEIGHT_BYTES_MAX */
     double seconds;
 } oq_job_select_result;
 /* The --json summary of a quantize run (schema version 1, docs/quantize.md). */

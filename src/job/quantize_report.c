@@ -114,7 +114,11 @@ void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg)
     FILE *f = open_memstream(&line, &len);
     if (!f)
         return;
-    if (r->held_out == 0) {
+    if (r->too_big) {
+        fprintf(f, "onnxq quantize: calibration: %s (the model's weights are over %llu MiB: the %zu methods are not "
+                "judged on copies of it; --method chooses one)", r->names[r->chosen],
+                (unsigned long long)(OQ_SELECT_WEIGHT_BYTES_MAX >> 20), r->n);
+    } else if (r->held_out == 0) {
         fprintf(f, "onnxq quantize: calibration: %s (too few samples to hold out the %d needed to choose among %zu "
                 "methods)", r->names[r->chosen], 2 * OQ_CALIB_HOLDOUT_EVERY, r->n);
     } else {
@@ -142,12 +146,17 @@ static void write_select(json_writer *w, const oq_job_select_result *r)
     json_begin_object(w);
     json_kv_string(w, "chosen", r->names[r->chosen]);
     json_kv_int(w, "held_out_samples", (int64_t)r->held_out);
+    json_kv_bool(w, "model_too_large", r->too_big);
     json_key(w, "candidates");
     json_begin_array(w);
     for (size_t i = 0; i < r->n; i++) {
         json_begin_object(w);
         json_kv_string(w, "name", r->names[i]);
-        json_kv_double(w, "worst_sqnr_db", r->held_out ? r->worst_db[i] : NAN);
+        json_key(w, "worst_sqnr_db"); /* null: not judged */
+        if (r->held_out)
+            json_double(w, r->worst_db[i]);
+        else
+            json_null(w);
         json_kv_string(w, "worst_part", r->held_out ? r->worst_part[i] : NULL);
         json_end_object(w);
     }

@@ -32,6 +32,18 @@ static char *take_prefixed(oq_model *m, const char *prefix, const char *name)
     return oq_job_take_metadata(m, key);
 }
 
+/* Bytes of m's main-graph initializers (what each copy of the model holds). */
+static uint64_t weight_bytes(const oq_model *m)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; m->graph && i < m->graph->n_initializers; i++) {
+        const oq_tensor *t = m->graph->initializers[i];
+        int64_t e = oq_tensor_numel(t), b = e > 0 ? oq_dtype_nbytes(t->dtype, e) : 0;
+        n += b > 0 ? (uint64_t)b : 0;
+    }
+    return n;
+}
+
 /* The worst output part of qm against fm over the held-out samples held[0..nh), in this
  * order every time (fc keeps the float outputs by position). */
 static oq_status judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
@@ -124,6 +136,13 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
             held[nh++] = k;
     r->held_out = nh;
     size_t best = 0;
+    uint64_t wb = weight_bytes(m);
+    if (wb > OQ_SELECT_WEIGHT_BYTES_MAX && nh >= 2 && r->n > 1) {
+        /* each candidate is judged on a copy: two more copies of a model this size would
+         * not fit memory (or a serialized buffer) */
+        r->too_big = true;
+        nh = 0;
+    }
     if (nh >= 2 && r->n > 1) {
         /* the float model as calibration left it (smoothed), and one copy per candidate */
         if ((st = oq_model_write_buffer(m, &buf, &len, d)) != OQ_OK)
