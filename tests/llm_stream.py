@@ -6,8 +6,9 @@
 Known answers on the tiny decoder of bench/llm/make_decoder.py (float32, and float16 with
 a tied LM head), external data, quantized by `onnxq quantize --mode weight-only`:
  - every MatMulNBits / blocked DequantizeLinear weight equals the round to nearest of the
-   float weight recomputed here (symmetric int4, blocks of 32 along K; scale max(-min/8,
-   max/7), rounded to float16 first for a float16 weight; q = round_half_even(w / scale));
+   float weight recomputed here (symmetric int4, blocks of 32 along K; the value of largest
+   magnitude maps to -8 (a negative scale when it is positive), the scale's magnitude
+   rounded to float16 first for a float16 weight; q = round_half_even(w / scale));
  - the embedding table (--embedding-dtype int4) is a GatherBlockQuantized whose data are
    the same rule along the rows, and the tied head a MatMulNBits of the same bytes;
  - the output loads and runs in onnxruntime, logits SQNR against the float model above
@@ -76,10 +77,12 @@ def rtn_ref(w, block, half):
     for b in range(nb):
         blk = w[b * block:(b + 1) * block]
         mn, mx = blk.min(0).astype(np.float64), blk.max(0).astype(np.float64)
-        sc = np.maximum(-mn / 8, mx / 7).astype(np.float32)
+        ext = np.where(-mn >= mx, mn, mx)  # the value of largest magnitude goes to -8
+        sc = np.abs(ext / 8).astype(np.float32)
         sc[sc == 0] = 1
         if half:
             sc = np.maximum(sc.astype(np.float16).astype(np.float32), np.float32(2.0 ** -24))
+        sc = np.where(ext > 0, -sc, sc).astype(np.float32)
         q[b * block:(b + 1) * block] = np.clip(np.rint(blk / sc), -8, 7).astype(np.int32)
         s[b] = sc
     return q, s

@@ -32,7 +32,7 @@ Test(wq, group_params_by_hand)
     oq_wq_spec s = {OQ_DTYPE_INT4, true, 16, false};
     float sc;
     int32_t zp;
-    oq_wq_group_params(v, 16, 1, &s, &sc, &zp); /* max(4/8, 3.5/7) = 0.5 */
+    oq_wq_group_params(v, 16, 1, &s, &sc, &zp); /* the largest magnitude, -4, to -8: 0.5 */
     cr_assert_eq(sc, 0.5f);
     cr_assert_eq(zp, 0);
     s.dtype = OQ_DTYPE_UINT4; /* symmetric uint4: zero point 8, the same scale */
@@ -48,17 +48,21 @@ Test(wq, group_params_by_hand)
     oq_wq_group_params(w, 3, 1, &s, &sc, &zp);
     cr_assert_float_eq(sc, 3.0f / 255.0f, 1e-9);
     cr_assert_eq(zp, 42);
-    s.symmetric = true; /* max(2/128, 1/127) = 1/64 */
+    s.symmetric = true; /* -2 to -128: 1/64 */
     oq_wq_group_params(w, 3, 1, &s, &sc, &zp);
     cr_assert_eq(sc, 1.0f / 64.0f);
     cr_assert_eq(zp, 0);
+    w[0] = 3.0f; /* a positive extreme to -128: the scale is negative, -3/128 */
+    oq_wq_group_params(w, 3, 1, &s, &sc, &zp);
+    cr_assert_eq(sc, -3.0f / 128.0f);
+    w[0] = 1.0f;
     float z[4] = {0};
     oq_wq_group_params(z, 4, 1, &s, &sc, &zp); /* all zero: scale 1 */
     cr_assert_eq(sc, 1.0f);
-    s.half_scales = true; /* 0.1 / 7 rounded to float16 */
+    s.half_scales = true; /* -(0.1 / 128) rounded to float16 */
     float t[2] = {0.1f, 0.0f};
     oq_wq_group_params(t, 2, 1, &s, &sc, &zp);
-    cr_assert_eq(sc, oq_half_to_float(oq_float_to_half(0.1f / 127.0f)));
+    cr_assert_eq(sc, -oq_half_to_float(oq_float_to_half(0.1f / 128.0f)));
 }
 
 Test(wq, rtn_blocks_along_k_with_a_partial_block)
@@ -67,18 +71,18 @@ Test(wq, rtn_blocks_along_k_with_a_partial_block)
     enum { K = 20, N = 2 };
     float w[K * N];
     for (int k = 0; k < K; k++) {
-        w[k * N] = (float)k;              /* block 0: max 15 -> 15/7; block 1: 19/7 */
-        w[k * N + 1] = k == 17 ? -8.0f : 1.0f; /* block 1: max(8/8, 1/7) = 1 */
+        w[k * N] = (float)k;              /* block 0: 15 -> -8: scale -15/8; block 1: -19/8 */
+        w[k * N + 1] = k == 17 ? -8.0f : 1.0f; /* block 1: -8 -> -8: scale 1 */
     }
     int32_t q[K * N], zp[2 * N];
     float sc[2 * N];
     oq_wq_spec s = {OQ_DTYPE_INT4, true, 16, false};
     cr_assert_eq(oq_wq_rtn(w, K, N, &s, q, sc, zp, NULL), OQ_OK);
-    cr_assert_float_eq(sc[0], 15.0f / 7.0f, 1e-6);
-    cr_assert_float_eq(sc[2], 19.0f / 7.0f, 1e-6);
+    cr_assert_float_eq(sc[0], -15.0f / 8.0f, 1e-6);
+    cr_assert_float_eq(sc[2], -19.0f / 8.0f, 1e-6);
     cr_assert_eq(sc[3], 1.0f);
-    cr_assert_eq(q[15 * N], 7);
-    cr_assert_eq(q[7 * N], 3); /* 7 / (15/7) = 3.27 */
+    cr_assert_eq(q[15 * N], -8);
+    cr_assert_eq(q[7 * N], -4); /* 7 / (-15/8) = -3.73 */
     cr_assert_eq(q[17 * N + 1], -8);
     cr_assert_eq(q[18 * N + 1], 1);
     w[3] = NAN;

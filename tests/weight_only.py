@@ -121,10 +121,12 @@ def params(v, dt, sym, half):
     lo, hi = RANGES[dt]
     mn, mx = float(v.min()), float(v.max())
     if sym:
+        # the value of largest magnitude maps to the lowest level (int4: -8): a negative
+        # scale when it is positive
         mid = 0 if lo < 0 else (lo + hi + 1) // 2
-        a = mn / (lo - mid) if mn < 0 else 0.0
-        b = mx / (hi - mid) if mx > 0 else 0.0
-        return storable(max(a, b), half), mid
+        ext = mn if -mn >= mx else mx
+        a = storable(abs(ext / (lo - mid)), half)
+        return (-a if ext > 0 else a), mid
     l, h = min(mn, 0.0), max(mx, 0.0)
     s = storable((h - l) / (hi - lo), half)
     z = lo - np.rint(l / np.float64(s))
