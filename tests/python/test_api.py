@@ -84,6 +84,9 @@ def test_reader_matches_cli(tmp_path, cli, shapes):
     assert summary["status"] == "ok" and summary["version"] == 1
     assert summary["calibration"]["samples"] == 32
     assert summary["config"]["resolved"]["target"] == "ort-x86"
+    # the default method choice judged the candidates on 8 of the fed samples, as the
+    # command did on the folder (same model below)
+    assert summary["calibration_choice"]["held_out_samples"] == 8, summary["calibration_choice"]
     same_but_data_source(tmp_path / "py.onnx", tmp_path / "cli.onnx")
     # the samples as a folder path: byte for byte the command's output
     onnxq.quantize(shapes, tmp_path / "dir.onnx", CALIB)
