@@ -133,6 +133,12 @@ static oq_status run_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     int64_t nout = oq_rt_tensor_numel(&out[0]);
     int64_t kidx[OQ_RT_MAX_RANK] = {0};
     bool exact_int = x->dtype == OQ_DTYPE_INT64 || x->dtype == OQ_DTYPE_INT32;
+    /* float32 sum or mean over the trailing axes (LayerNorm's ReduceMean): the same
+     * additions in the same order into the double, over a contiguous run */
+    bool trailing = nr > 0;
+    for (size_t i = 0; i < r; i++)
+        trailing = trailing && red[i] == (i >= r - nr);
+    const float *xf = x->dtype == OQ_DTYPE_FLOAT && trailing && (kd == R_SUM || kd == R_MEAN) ? x->data : NULL;
     for (int64_t o = 0; o < nout; o++) {
         int64_t base = 0;
         for (size_t i = 0; i < nk; i++)
@@ -147,7 +153,10 @@ static oq_status run_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         }
         int64_t best = 0;
         int64_t ridx[OQ_RT_MAX_RANK] = {0};
-        for (int64_t t = 0; t < rcount; t++) {
+        if (xf)
+            for (int64_t t = 0; t < rcount; t++)
+                acc += (double)xf[base + t];
+        for (int64_t t = 0; !xf && t < rcount; t++) {
             int64_t off = base;
             for (size_t i = 0; i < nr; i++)
                 off += ridx[i] * rd_str[i];
