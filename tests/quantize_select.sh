@@ -7,7 +7,8 @@
 # folder of the held-out samples. The numbers must agree, the choice must follow the rule
 # (the first candidate unless another beats it by more than 0.1 dB), and the written
 # model must compute what quantizing on every sample with the chosen method alone gives
-# (up to the histogram merge: the job's observers saw the two shares apart).
+# (up to the histogram merge: the job's observers saw the two shares apart); a small model
+# is judged on more held-out samples (32 of 128).
 # usage: bash quantize_select.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 EXE=$1 SRC=$2 BIN=$3
@@ -89,6 +90,14 @@ fi
 mkdir -p "$T/few"; for s in sample_000 sample_001 sample_002 sample_003 sample_004; do ln -s "$CALIB/$s" "$T/few/$s"; done
 out=$("$EXE" quantize "$MODEL" -o "$T/few.onnx" --calib "$T/few" --no-bias-correction --smooth-quant off 2>&1)
 echo "$out" | grep -q "calibration: p99.99 (too few samples" || bad "5 samples: expected the first candidate and a note; got: $out"
+
+# a small model (weights under 16 MiB) is judged on up to 32 held-out samples: 128 samples
+# (the 32 four times over) hold out 32
+mkdir -p "$T/many"
+for r in 0 1 2 3; do for s in $(ls "$CALIB"); do ln -s "$CALIB/$s" "$T/many/r${r}_$s"; done; done
+"$EXE" quantize "$MODEL" -o "$T/many.onnx" --calib "$T/many" "${COMMON[@]}" --json "$T/many.json" || bad "128 samples"
+/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["calibration_choice"]; sys.exit(0 if c["held_out_samples"] == 32 else 1)' "$T/many.json" \
+  || bad "128 samples of a small model: expected 32 held-out samples judged"
 
 [ $fail = 0 ] && echo "quantize_select: OK"
 exit $fail

@@ -46,6 +46,10 @@ void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log);
  * OQ_SELECT_MARGIN_DB. The winner's ranges over every sample become m's table.
  * Nothing to choose (no candidates in m): r->n == 0. */
 #define OQ_SELECT_HELD_OUT_MAX 8
+/* ... doubled while the model's weights times the factor stay within
+ * OQ_SELECT_SMALL_BYTES, up to OQ_SELECT_HELD_OUT_CAP samples */
+#define OQ_SELECT_HELD_OUT_CAP 32
+#define OQ_SELECT_SMALL_BYTES ((uint64_t)64 << 20)
 #define OQ_SELECT_MARGIN_DB 0.1
 /* Larger models (main-graph initializers, bytes) are not copied to judge the candidates:
  * they take the first one. */

@@ -129,14 +129,18 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
         goto done;
     if ((st = oq_job_open_source(a, false, &src, d)) != OQ_OK)
         goto done;
-    uint64_t held[OQ_SELECT_HELD_OUT_MAX], ns = oq_calib_source_count(src);
+    /* 8 held-out samples, up to 32 for a small model (a few held-out windows of a
+     * recurrent model or a few photos are a noisy judge, and there they cost little) */
+    uint64_t wb = weight_bytes(m), held[OQ_SELECT_HELD_OUT_CAP], ns = oq_calib_source_count(src);
+    size_t want = OQ_SELECT_HELD_OUT_MAX;
+    while (want < OQ_SELECT_HELD_OUT_CAP && wb * (want * 2 / OQ_SELECT_HELD_OUT_MAX) <= OQ_SELECT_SMALL_BYTES)
+        want *= 2;
     size_t nh = 0;
-    for (uint64_t k = 0; k < ns && nh < OQ_SELECT_HELD_OUT_MAX; k++)
+    for (uint64_t k = 0; k < ns && nh < want; k++)
         if (oq_calib_sample_held_out(k))
             held[nh++] = k;
     r->held_out = nh;
     size_t best = 0;
-    uint64_t wb = weight_bytes(m);
     if (wb > OQ_SELECT_WEIGHT_BYTES_MAX && nh >= 2 && r->n > 1) {
         /* each candidate is judged on a copy: two more copies of a model this size would
          * not fit memory (or a serialized buffer) */
