@@ -114,6 +114,8 @@ typedef struct oq_quantize_fallback_args {
     bool progress;                     /* progress bars on stderr */
 } oq_quantize_fallback_args;
 
+/* Monotonic seconds (CLOCK_MONOTONIC), for the report's timings. */
+double oq_job_now_s(void);
 /* The float model a->in read again (the job edits its copy in place); NULL with *st set. */
 oq_model *oq_job_load_float(const oq_quantize_fallback_args *a, oq_status *st, oq_diag *d);
 /* The data the fallback, the saturation check, bias correction and the calibration

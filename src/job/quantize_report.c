@@ -1,7 +1,6 @@
 /* The quantize job's --json summary (docs/quantize.md) and the log of the passes it ran. */
 #include "job/job-impl.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

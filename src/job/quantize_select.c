@@ -13,17 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "onnxq/calib.h"
 #include "onnxq/verify.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *take_prefixed(oq_model *m, const char *prefix, const char *name)
 {
@@ -96,7 +88,7 @@ done:
 oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *rest,
                                     oq_model *m, oq_job_select_result *r, oq_diag *d)
 {
-    double t0 = now_s();
+    double t0 = oq_job_now_s();
     memset(r, 0, sizeof *r);
     char *list = oq_job_take_metadata(m, OQ_CALIB_SELECT_KEY);
     char *all[OQ_CALIB_SELECT_MAX] = {0}, *fit[OQ_CALIB_SELECT_MAX] = {0};
@@ -181,7 +173,7 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
     r->chosen = best;
     oq_model_set_metadata(m, OQ_CALIB_METADATA_KEY, all[best]);
 done:
-    r->seconds = now_s() - t0;
+    r->seconds = oq_job_now_s() - t0;
     for (size_t i = 0; i < OQ_CALIB_SELECT_MAX; i++) {
         free(all[i]);
         free(fit[i]);

@@ -226,7 +226,7 @@ done:
     return st;
 }
 
-static double now_s(void)
+double oq_job_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -236,7 +236,7 @@ static double now_s(void)
 oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
                               oq_model *m, oq_biascorr_result *r, double *seconds, oq_diag *d)
 {
-    double t0 = now_s();
+    double t0 = oq_job_now_s();
     oq_calib_source *src = NULL;
     oq_pipeline *pl = NULL;
     oq_model *fm = NULL;
@@ -261,7 +261,7 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
     o.threads = (int)a->threads;
     o.max_samples = OQ_BIASCORR_SAMPLES;
     st = oq_bias_correct(fm, m, src, &o, r, d);
-    *seconds = now_s() - t0;
+    *seconds = oq_job_now_s() - t0;
     if (st == OQ_OK && !a->quiet)
         say(a->lg,
                 "onnxq quantize: bias correction: %zu layer(s) on %llu sample(s) in %zu pass(es), %zu changed, %zu "

@@ -1197,25 +1197,19 @@ static oq_status calib_table(const cal_ctx *c, const oq_calib_options *o, const 
     const char *first_bad = NULL;
     oq_observer merged;
     for (size_t i = 0; i < c->n_slots; i++) {
-        const oq_observer *ob = &c->slots[i].obs, *hb = c->slots[i].held;
-        if (hb && (share == SHARE_ALL || ob->count == 0 || hb->count == 0 ||
-                   (share == SHARE_FIT && !ob->initialized))) {
-            /* every sample; and auto with one share only: no held-out check */
-            merged = *ob;
-            if ((st = oq_observer_merge(&merged, hb, d)) != OQ_OK)
-                goto fail;
-            ob = &merged;
-            hb = NULL;
-        }
-        if (share == SHARE_FIT)
-            hb = NULL;
-        const oq_observer *cnt = c->slots[i].held && ob != &merged ? NULL : ob; /* counts over every sample */
-        if (!cnt) {
-            merged = c->slots[i].obs;
-            if ((st = oq_observer_merge(&merged, c->slots[i].held, d)) != OQ_OK)
+        /* every sample's observer (counts, min/max), and the ones the range comes from */
+        const oq_observer *fit = &c->slots[i].obs, *held = c->slots[i].held, *cnt = fit;
+        if (held) {
+            merged = *fit;
+            if ((st = oq_observer_merge(&merged, held, d)) != OQ_OK)
                 goto fail;
             cnt = &merged;
         }
+        /* share FIT ranges from the fit share unless it saw nothing; ALL and ONE from every
+         * sample; AUTO checks on the held-out share when both shares saw values */
+        bool split = share == SHARE_AUTO && held && fit->count > 0 && held->count > 0;
+        const oq_observer *ob = split || (share == SHARE_FIT && fit->initialized) ? fit : cnt;
+        const oq_observer *hb = split ? held : NULL;
         if (cnt->count == 0 && cnt->nan_count == 0 && cnt->inf_count == 0)
             continue; /* never produced as float32 (e.g. an int tensor of unknown type) */
         oq_calib_entry *e = &out->items[out->count];

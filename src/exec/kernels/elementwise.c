@@ -434,49 +434,37 @@ __attribute__((target("avx2,fma"))) static inline __m256 erf8_avx2(__m256 a)
     return _mm256_blendv_ps(small, big, _mm256_cmp_ps(t, _mm256_set1_ps(0.927734375f), _CMP_GT_OQ));
 }
 
+/* Sigmoid (reference arithmetic) and Erf: 8 lanes at a time; a block with a lane outside
+ * the vector range, and the tail, go through the scalar row (unary_f32s). */
 __attribute__((target("avx2,fma"))) static bool unary_f32_transcendental(const unary_job *j, int64_t b,
                                                                          int64_t e)
 {
-    const float *a = (const float *)j->a + b;
-    float *o = (float *)j->o + b;
-    int64_t n = e - b, i = 0;
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    if (j->s->op == OP_Sigmoid && !j->s->flag) { /* 1 / (1 + e^-x), or e^x / (1 + e^x) below 0 */
-        for (; i + 8 <= n; i += 8) {
-            __m256 x = _mm256_loadu_ps(a + i), ax = _mm256_andnot_ps(sign, x);
-            if (_mm256_movemask_ps(_mm256_cmp_ps(ax, _mm256_set1_ps(87.0f), _CMP_LE_OQ)) != 0xff) {
-                for (int k = 0; k < 8; k++) {
-                    float v = a[i + k];
-                    o[i + k] = v >= 0.0f ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v));
-                }
-                continue;
-            }
-            __m256 ex = exp8_avx2(_mm256_sub_ps(_mm256_setzero_ps(), ax)), den = _mm256_add_ps(one, ex);
-            __m256 num = _mm256_blendv_ps(one, ex, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-            _mm256_storeu_ps(o + i, _mm256_div_ps(num, den));
+    bool sig = j->s->op == OP_Sigmoid && !j->s->flag;
+    if (!sig && j->s->op != OP_Erf)
+        return false;
+    const float *a = (const float *)j->a;
+    float *o = (float *)j->o;
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f),
+                 lim = _mm256_set1_ps(sig ? 87.0f : 100.0f);
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) {
+        __m256 x = _mm256_loadu_ps(a + i), ax = _mm256_andnot_ps(sign, x);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(ax, lim, _CMP_LE_OQ)) != 0xff) {
+            unary_f32s((void *)j, i, i + 8, 0);
+            continue;
         }
-        for (; i < n; i++) {
-            float v = a[i];
-            o[i] = v >= 0.0f ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v));
-        }
-        return true;
-    }
-    if (j->s->op == OP_Erf) {
-        for (; i + 8 <= n; i += 8) {
-            __m256 x = _mm256_loadu_ps(a + i);
-            if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x), _mm256_set1_ps(100.0f), _CMP_LE_OQ)) !=
-                0xff) {
-                for (int k = 0; k < 8; k++)
-                    o[i + k] = erff(a[i + k]);
-                continue;
-            }
+        if (!sig) {
             _mm256_storeu_ps(o + i, erf8_avx2(x));
+            continue;
         }
-        for (; i < n; i++)
-            o[i] = erff(a[i]);
-        return true;
+        /* 1 / (1 + e^-x), or e^x / (1 + e^x) below 0: both from e^-|x| */
+        __m256 ex = exp8_avx2(_mm256_sub_ps(_mm256_setzero_ps(), ax)), den = _mm256_add_ps(one, ex);
+        __m256 num = _mm256_blendv_ps(one, ex, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+        _mm256_storeu_ps(o + i, _mm256_div_ps(num, den));
     }
-    return false;
+    if (i < e)
+        unary_f32s((void *)j, i, e, 0);
+    return true;
 }
 #endif
 
