@@ -10,19 +10,12 @@
 #include <string.h>
 
 #include "onnxq/awq.h"
+#include "testutil.h"
 
 static uint64_t rng = 777;
-static double urand(void) /* splitmix64 -> [0, 1) */
-{
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-
 static float nrand(void)
 {
-    return (float)(sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()));
+    return tu_nrand(&rng);
 }
 
 Test(awq, scales_by_hand)

@@ -229,3 +229,17 @@ void tu_ort_check(const char *script, const char *arg)
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
 }
+
+double tu_urand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+float tu_nrand(uint64_t *state)
+{
+    double u = tu_urand(state) + 1e-300; /* both draws in this order, as the tests wrote it */
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * tu_urand(state)));
+}

@@ -10,6 +10,11 @@ int tu_write_file(const char *path, const void *data, size_t len);
 /* Read a whole file (malloc'ed), NULL on error. */
 void *tu_read_file(const char *path, size_t *len);
 
+/* Deterministic random numbers (splitmix64 on *state): uniform in [0, 1), and N(0, 1) by
+ * Box-Muller from two uniforms. */
+double tu_urand(uint64_t *state);
+float tu_nrand(uint64_t *state);
+
 /* ---- graph builders (the IR API) ---- */
 /* The node of m named name, or NULL. */
 oq_node *tu_find_node(oq_model *m, const char *name);
