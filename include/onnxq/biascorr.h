@@ -46,9 +46,10 @@
  *   next layers of which none feeds another: parallel branches share a pass), each stopped
  *   (oq_plan_stop) once the wave's layers are computed, one sample at a time. Memory: one
  *   run's buffers.
- * - OQ_BIASCORR_AUTO (default): lockstep when samples x 3 x the float run's peak
- *   intermediate bytes fit in o.max_bytes (default 1 GiB), else waves (a quantized run's
- *   buffers measured 2.6x the float run's on EfficientNet-Lite0). The environment
+ * - OQ_BIASCORR_AUTO (default): lockstep when samples x (the float run's peak
+ *   intermediate bytes + the float bytes of the quantized model's dequantized weights)
+ *   fit in o.max_bytes (default 1 GiB), else waves (what a quantized run holds, measured
+ *   within 15 % on four models). The environment
  *   variable ONNXQ_BIASCORR_METHOD=lockstep|waves sets the default (for comparisons).
  * Results do not depend on o.threads. o.progress may be called from a worker thread (one
  * call at a time, in layer order).
