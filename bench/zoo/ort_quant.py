@@ -43,20 +43,25 @@ def main():
 
     notes = []
 
-    def run(pre_process):
+    def run(pre_process, opset13=False):
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as td:
             src = a.inp
+            if opset13:  # what a user does next: the ONNX converter to opset 13
+                import onnx
+                from onnx import version_converter
+                src = os.path.join(td, "op13.onnx")
+                onnx.save(version_converter.convert_version(onnx.load(a.inp), 13), src)
             if pre_process:
                 pre = os.path.join(td, "pre.onnx")
                 try:
-                    quant_pre_process(a.inp, pre, skip_symbolic_shape=False)
+                    quant_pre_process(src, pre, skip_symbolic_shape=False)
                     src = pre
                 except Exception as e:  # symbolic shape inference fails on some models
                     print("quant_pre_process with symbolic shapes failed (%s); retrying without"
                           % (str(e).strip().splitlines() or [repr(e)])[0][:160], file=sys.stderr)
                     try:
-                        quant_pre_process(a.inp, pre, skip_symbolic_shape=True)
+                        quant_pre_process(src, pre, skip_symbolic_shape=True)
                         src = pre
                     except Exception as e2:
                         notes.append("quant_pre_process failed (%s); quantized without it"
@@ -102,6 +107,15 @@ def main():
                     "quantized without quant_pre_process" % str(e).split("failed:")[-1][:200])
             print(note, file=sys.stderr)
             t0, t1, t2 = run(False)
+            try:
+                ort.InferenceSession(a.out, providers=["CPUExecutionProvider"])
+            except Exception as e:
+                # still refused (opset 11: per-channel DequantizeLinear needs 13): convert the
+                # float model to opset 13 with onnx.version_converter first, then as before
+                note += ("; refused again (%s); converted to opset 13 with onnx.version_converter, "
+                         "then quant_pre_process" % str(e).split("failed:")[-1][:120])
+                print(note, file=sys.stderr)
+                t0, t1, t2 = run(True, opset13=True)
     import shutil
     os.chdir("/")
     shutil.rmtree(scratch, ignore_errors=True)
