@@ -7,7 +7,8 @@ Prefills a few random prompts (fixed seed) and greedily generates --generate tok
 the KV cache (past_key_values.N.* fed back from present.N.*). With --ref, the same prompts
 run through the reference model too and the logits SQNR (dB, over every prompt position and
 every generated step, the generated tokens taken from the reference so both see the same
-inputs) and the next-token agreement are printed. Prints one JSON line.
+inputs) and the next-token agreement are printed; --ref-npz takes the reference's logits and
+tokens from decoder_ref.py instead (models onnxruntime cannot load). Prints one JSON line.
 """
 import argparse
 import json
@@ -84,6 +85,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--ref")
+    ap.add_argument("--ref-npz", help="reference logits and tokens from decoder_ref.py (same prompts)")
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--generate", type=int, default=8)
@@ -102,7 +104,17 @@ def main():
     res["run_s"] = round(time.time() - t0, 2)
     res["tokens"] = [o[1] for o in outs]
     res["finite"] = bool(all(np.isfinite(o[0]).all() for o in outs))
-    if a.ref:
+    if a.ref_npz:
+        z = np.load(a.ref_npz)
+        if not np.array_equal(z["prompts"], np.concatenate(prompts)):
+            sys.exit("decoder_ort: %s was made for other prompts (--prompts/--prompt-len/--seed)" % a.ref_npz)
+        got = [run(s, p, a.generate, forced=list(z["tokens"][i])) for i, p in enumerate(prompts)]
+        ref_all = np.concatenate(list(z["logits"]))
+        got_all = np.concatenate([g[0] for g in got])
+        res["sqnr_db"] = round(sqnr_db(ref_all, got_all), 2)
+        res["argmax_agreement"] = round(float(np.mean(np.argmax(ref_all, -1) == np.argmax(got_all, -1))), 4)
+        res["ref_tokens"] = z["tokens"].tolist()
+    elif a.ref:
         del s
         r = session(a.ref, a.threads)
         refs = [run(r, p, a.generate) for p in prompts]

@@ -11,7 +11,9 @@
 # it is measured (ONNXQ_KEEP=1 keeps them). The peers run under `prlimit --as` (PEER_AS,
 # default 18e9 bytes) so that one that runs out of memory fails instead of pushing the
 # machine into the OOM killer; a failure is recorded as a result. SQNR=0 skips the
-# onnxruntime comparison (the 7b-shaped float16 model, see README.md).
+# comparison; SQNR=ref compares with the float32 numpy reference of decoder_ref.py (made once
+# per preset, $ONNXQ_CACHE/llm/PRESET16.ref.npz) instead of the float16 model in onnxruntime,
+# which cannot load the 7b-shaped one (README.md).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -47,7 +49,12 @@ for block in $blocks; do
     size=0
     [ -e "$out" ] && size=$(( $(stat -c %s "$out") + $( [ -e "$out.data" ] && stat -c %s "$out.data" || echo 0) ))
     sq='{}'
-    if [ $rc = 0 ] && [ "${SQNR:-1}" != 0 ]; then
+    if [ $rc = 0 ] && [ "${SQNR:-1}" = ref ]; then
+      ref="$cache/${preset}16.ref.npz"
+      [ -e "$ref" ] || "$py" "$here/decoder_ref.py" "$model" -o "$ref" --prompts 4 --prompt-len 32 --generate 8 2>>"$log"
+      sq=$("$py" "$here/decoder_ort.py" "$out" --ref-npz "$ref" --prompts 4 --prompt-len 32 --generate 8 2>>"$log" | tail -1)
+      [ -n "$sq" ] || sq='{"error": "onnxruntime could not run it"}'
+    elif [ $rc = 0 ] && [ "${SQNR:-1}" != 0 ]; then
       sq=$("$py" "$here/decoder_ort.py" "$out" --ref "$model" --prompts 4 --prompt-len 32 --generate 8 2>>"$log" | tail -1)
       [ -n "$sq" ] || sq='{"error": "onnxruntime could not run it"}'
     fi
