@@ -166,7 +166,7 @@ typedef struct oq_verify_layer {
     double qmin, qmax;       /* (qmin_int - zp) * scale, (qmax_int - zp) * scale */
     /* float model's range and distribution over all samples */
     oq_observer obs;         /* histogram observer (fixed size) */
-    double clipped;          /* float elements outside [qmin, qmax] */
+    double clipped;          /* float elements below qmin - scale/2 or above qmax + scale/2 (saturated) */
     oq_err_acc own;          /* float T vs QDQ(float T) with the quantizer's parameters:
                               * this tensor's own quantization error (has_qrange) */
     oq_err_acc acc;          /* float T vs quantized model's T */

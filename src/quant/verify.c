@@ -593,12 +593,16 @@ static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t, bool 
         enum { CHUNK = 512 };
         float y[CHUNK];
         uint64_t c = 0;
-        /* float bounds with the same comparisons as the double ones: x < qmin iff x < flo
-         * (the least float >= qmin), x > qmax iff x > fhi (the greatest float <= qmax) */
-        float flo = (float)L->qmin, fhi = (float)L->qmax;
-        if ((double)flo < (double)L->qmin)
+        /* clipped: saturated by more than rounding would move it, x < qmin - s/2 or
+         * x > qmax + s/2 (a value within half a step of an end rounds there anyway: SiLU's
+         * minimum, -0.2785, just below a range whose zero point rounded it to -0.2774, is
+         * not clipped). Float bounds with the same comparisons as the double ones: x < lo
+         * iff x < flo (the least float >= lo), x > hi iff x > fhi (the greatest float <= hi) */
+        double lo = L->qmin - 0.5 * (double)L->scale, hi = L->qmax + 0.5 * (double)L->scale;
+        float flo = (float)lo, fhi = (float)hi;
+        if ((double)flo < lo)
             flo = nextafterf(flo, INFINITY);
-        if ((double)fhi > (double)L->qmax)
+        if ((double)fhi > hi)
             fhi = nextafterf(fhi, -INFINITY);
         for (int64_t s = 0; s < n; s += CHUNK) {
             int64_t m = n - s < CHUNK ? n - s : CHUNK;
@@ -609,7 +613,7 @@ static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t, bool 
 #endif
             for (; i < m; i++) {
                 float xv = x[s + i];
-                c += (xv < L->qmin) | (xv > L->qmax);
+                c += (xv < lo) | (xv > hi);
                 y[i] = oq_dequantize_value_inline(
                     oq_quantize_value_inline(xv, L->scale, L->zero_point, qmin, qmax), L->scale,
                     L->zero_point);
