@@ -100,6 +100,7 @@ Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
     sums wt1 = {0, 0};
     add(&wt1, tu_mm_w1, w1d, 12);
     uint64_t top1 = 0;
+    int clip2 = 0;
     for (int s = 0; s < 3; s++) {
         float x[4], y1f[3], y2f[2], y1q[3], y2q[2], y2i[2], y1qf[3], own[2];
         for (int i = 0; i < 4; i++)
@@ -121,6 +122,8 @@ Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
             y2i[i] = tu_hq_u8(y2i[i], TU_MM_SY2, TU_MM_ZY2);
             own[i] = tu_hq_u8(y2f[i], TU_MM_SY2, TU_MM_ZY2);
         }
+        for (int i = 0; i < 2; i++) /* saturated: more than half a step past an end */
+            clip2 += y2f[i] < (-100.0 - 0.5) * (double)TU_MM_SY2 || y2f[i] > (155.0 + 0.5) * (double)TU_MM_SY2;
         add(&acc1, y1f, y1q, 3);
         add(&acc2, y2f, y2q, 2);
         add(&iso2, y2f, y2i, 2);
@@ -182,6 +185,8 @@ Test(verify, accumulated_isolated_and_output_qdq_by_hand, .init = portable_gemm)
     cr_assert_float_eq(l2->qmin, -100.0 * (double)TU_MM_SY2, 1e-9);
     cr_assert_float_eq(l2->qmax, 155.0 * (double)TU_MM_SY2, 1e-9);
     cr_assert_eq(l2->obs.count, 6);
+    cr_assert_float_eq(l2->clipped, (double)clip2, 0.0, "clipped %g, by hand %d", l2->clipped, clip2);
+    cr_assert(clip2 > 0, "the test only means something if some y2 saturates");
 
     /* weights: float initializer vs DequantizeLinear output */
     cr_assert_eq(oq_verify_n_weights(v), 2);
