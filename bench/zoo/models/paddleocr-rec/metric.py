@@ -29,6 +29,11 @@ def decode(logits):
 
 
 def evaluate(float_outs, quant_outs, meta):
+    return evaluate_ctc(float_outs, quant_outs, meta, decode)
+
+
+def evaluate_ctc(float_outs, quant_outs, meta, decode):
+    """The metric for any greedy-CTC recogniser; decode(logits [T, C]) -> text."""
     name = list(float_outs[0].keys())[0]
     ed = n = exact = 0
     steps = agree = 0

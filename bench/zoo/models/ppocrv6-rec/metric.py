@@ -3,13 +3,17 @@ metadata_props "character", then space). Greedy CTC decode of float and quantize
 the same metric as paddleocr-rec: share of characters the quantized model reads as float
 does (1 - edit distance / float length), exact-line and per-timestep agreement, and each
 against the rendered text."""
+import importlib.util
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import zoolib  # noqa: E402
+
+_p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "paddleocr-rec", "metric.py")
+_spec = importlib.util.spec_from_file_location("zoo_metric_paddleocr_rec_for_v6", _p)
+_rec = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_rec)
 
 _KEYS = None
 
@@ -30,26 +34,4 @@ def decode(logits):
 
 
 def evaluate(float_outs, quant_outs, meta):
-    name = list(float_outs[0].keys())[0]
-    ed = n = exact = 0
-    steps = agree = 0
-    ed_f = ed_q = n_gt = 0
-    for fo, qo, m in zip(float_outs, quant_outs, meta):
-        fl, ql = fo[name][0], qo[name][0]
-        ft, qt = decode(fl), decode(ql)
-        ed += zoolib.edit_distance(ft, qt)
-        n += max(len(ft), 1)
-        exact += int(ft == qt)
-        steps += fl.shape[0]
-        agree += int(np.sum(fl.argmax(-1) == ql.argmax(-1)))
-        gt = m.get("label")
-        if gt is not None:
-            ed_f += zoolib.edit_distance(ft, gt)
-            ed_q += zoolib.edit_distance(qt, gt)
-            n_gt += len(gt)
-    r = {"task": {"name": "char agreement", "value": 1.0 - ed / max(n, 1)},
-         "line_agreement": exact / len(float_outs), "timestep_agreement": agree / max(steps, 1)}
-    if n_gt:
-        r["float_char_acc"] = 1.0 - ed_f / n_gt
-        r["quant_char_acc"] = 1.0 - ed_q / n_gt
-    return r
+    return _rec.evaluate_ctc(float_outs, quant_outs, meta, decode)
