@@ -36,6 +36,7 @@ EXAMPLES = [
     ("docs/quantize.md", "-o r.onnx --calib-random 8 2>&1 | grep warning"),
     ("docs/quantize.md", "--calib models/calib --print-config\n"),
     ("docs/quantize.md", "--calib models/calib 2>&1 | grep bias"),
+    ("docs/quantize.md", "--calib models/calib --target-sqnr 60 --quiet"),
     ("docs/quantize.md", "-o nodir/q.onnx"),
     ("docs/quantize.md", "grep -A7 '\"name\": \"insert-qdq\"'"),
     ("docs/data.md", "--calib models/calib/sample_000/image.npy"),
