@@ -12,7 +12,8 @@
 #   det, --act-dtype uint16 --weight-dtype int16: output SQNR >= 30 dB (the target).
 #   det, default recipe with --target-sqnr 32 --max-fallback 64 --fallback-search bisect
 #       (measured on the calibration pages): output SQNR >= 30 dB on the eval pages with
-#       at least 30 % of the 62 Conv nodes still int8. With ONNXQ_QUICK=1 (2 calib
+#       at least 25 % of the 62 Conv nodes still int8 (the search lands on 18: all in float
+#       would be a failure of the search, not of the model). With ONNXQ_QUICK=1 (2 calib
 #       pages, 1 eval page) the search sees too little data for its 32 dB to carry over
 #       (28.9 dB measured): there it needs >= 25 dB, against 15 dB without fallback.
 # usage: bash accuracy_ocr.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
@@ -90,13 +91,14 @@ import sys, onnx
 m = onnx.load(sys.argv[1])
 prod = {o: n for n in m.graph.node for o in n.output}
 # ConvTranspose is never int8 for the default target ort-x86 (no integer ConvTranspose in
-# onnxruntime's CPU provider), so the share counts Conv only. The bisect's candidates now
-# include the Add/Mul groups the onnxruntime placement quantizes; it lands on 20 of 62
-# (23 of 64 with the plain rules): at least 30 % int8.
+# onnxruntime's CPU provider), so the share counts Conv only. The bisect's candidates
+# include the Add/Mul groups the onnxruntime placement quantizes; it lands on 18 of 62 since
+# the ranking counts what float nodes after a layer do to its error (a923e4f; 20 before,
+# while at --target-sqnr 25 it now needs 21 nodes in float instead of 24): at least 25 %.
 conv = [n for n in m.graph.node if n.op_type == 'Conv']
 q = [n for n in conv if n.input[1] in prod and prod[n.input[1]].op_type == 'DequantizeLinear']
 print('det-fallback: %d of %d convolutions int8' % (len(q), len(conv)))
-sys.exit(0 if 10 * len(q) >= 3 * len(conv) else 1)
+sys.exit(0 if 4 * len(q) >= len(conv) else 1)
 PY
 fi
 [ $fail = 0 ] && rm -rf "$T"
