@@ -20,6 +20,12 @@ grep -q "no node quantized: no node of the requested op types LSTM,GRU in the mo
 rc=$?
 [ $rc = 1 ] && grep -q "(after --include-nodes/--exclude-nodes)" "$T/err2" ||
   { echo "FAIL: --exclude-nodes . gave exit $rc:"; cat "$T/err2"; fail=1; }
+# dynamic mode on a model whose only MatMul/Gemm is excluded: its Conv nodes are static mode's
+"$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$T/q.onnx" --mode dynamic --exclude-nodes '^fc$' \
+  --quiet 2>"$T/err3"
+rc=$?
+[ $rc = 1 ] && [ ! -e "$T/q.onnx" ] && grep -q "static mode quantizes the model's 2 Conv nodes" "$T/err3" ||
+  { echo "FAIL: dynamic on convolutions gave exit $rc:"; cat "$T/err3"; fail=1; }
 # the normal run still exits 0
 "$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$T/q.onnx" --calib "$SRC/models/calib" --quiet ||
   { echo "FAIL: default quantize"; fail=1; }

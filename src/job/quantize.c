@@ -1377,7 +1377,17 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         /* writing the float model back and exiting 0 would hide that nothing happened */
         const char *filt = *c.include_nodes || *c.exclude_nodes ? " (after --include-nodes/--exclude-nodes)" : "";
         bool dynamic = strcmp(c.mode, "dynamic") == 0;
-        if (dynamic)
+        size_t convs = 0; /* what static mode would quantize in a convolutional model */
+        for (const oq_node *n = m->graph->first; dynamic && n; n = n->next)
+            convs += oq_domain_is_default(n->domain) && strcmp(n->op_type, "Conv") == 0 && n->n_inputs > 1 &&
+                     n->inputs[1] && oq_value_const_tensor(n->inputs[1]);
+        if (dynamic && convs)
+            oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: no node of the op types %s%s with a constant float weight; static "
+                        "mode quantizes the model's %zu Conv node%s (without --mode dynamic, with --calib DIR or "
+                        "--calib-images DIR; --op-types Conv would make them ConvInteger here)",
+                        c.op_types, filt, convs, convs == 1 ? "" : "s");
+        else if (dynamic)
             oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
                         "no node quantized: no node of the op types %s%s with a constant float weight (--mode dynamic "
                         "quantizes weights held in initializers; `onnxq dump` lists the model's op types)",
