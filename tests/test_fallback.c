@@ -42,6 +42,35 @@ static void portable_gemm(void)
 
 static const float X0[4] = {0.9f, -0.37f, 0.55f, 0.12f};
 
+/* verify of qm against fm on every sample of src (one thread) */
+static oq_verify *verify_all(oq_model *fm, oq_model *qm, oq_calib_source *src, oq_diag *d)
+{
+    oq_verify_options vo = oq_verify_options_default();
+    vo.threads = 1;
+    oq_verify *v = NULL;
+    cr_assert_eq(oq_verify_new(fm, qm, &vo, &v, d), OQ_OK, "%s", d->count ? d->entries[0].message : "");
+    const oq_plan *fp = oq_verify_float_plan(v);
+    for (uint64_t k = 0; k < oq_calib_source_count(src); k++) {
+        oq_rt_tensor in;
+        memset(&in, 0, sizeof in);
+        char label[64];
+        cr_assert_eq(oq_calib_source_sample(src, fp, k, &in, 1, label, sizeof label, d), OQ_OK);
+        cr_assert_eq(oq_verify_sample(v, &in, 1, label, d), OQ_OK);
+        oq_rt_tensor_release(&in);
+    }
+    return v;
+}
+
+/* the layer of v named name (asserted to exist) */
+static const oq_verify_layer *layer_named(const oq_verify *v, const char *name)
+{
+    for (size_t i = 0; i < oq_verify_n_layers(v); i++)
+        if (strcmp(oq_verify_layer_at(v, i)->name, name) == 0)
+            return oq_verify_layer_at(v, i);
+    cr_assert_fail("no layer %s", name);
+    return NULL;
+}
+
 Test(fallback, node_to_float_with_original_weights, .init = portable_gemm)
 {
     tu_mm_make_weights();
@@ -260,19 +289,7 @@ Test(fallback, worst_output_part_decides, .init = portable_gemm)
     oq_calib_source *src = NULL;
     cr_assert_eq(oq_calib_source_random(6, 3, 0, 0, &src, &d), OQ_OK);
     /* the numbers verify gives the model as quantized */
-    oq_verify_options vo = oq_verify_options_default();
-    vo.threads = 1;
-    oq_verify *v = NULL;
-    cr_assert_eq(oq_verify_new(fm, qm, &vo, &v, &d), OQ_OK);
-    const oq_plan *fp = oq_verify_float_plan(v);
-    for (uint64_t k = 0; k < oq_calib_source_count(src); k++) {
-        oq_rt_tensor in;
-        memset(&in, 0, sizeof in);
-        char label[64];
-        cr_assert_eq(oq_calib_source_sample(src, fp, k, &in, 1, label, sizeof label, &d), OQ_OK);
-        cr_assert_eq(oq_verify_sample(v, &in, 1, label, &d), OQ_OK);
-        oq_rt_tensor_release(&in);
-    }
+    oq_verify *v = verify_all(fm, qm, src, &d);
     const oq_verify_output *vo0 = oq_verify_output_at(v, 0);
     double whole = oq_err_sqnr_db(&vo0->err), part = oq_err_sqnr_db(&vo0->slices[1].err);
     cr_assert_eq(vo0->n_slices, 2);
@@ -346,27 +363,8 @@ Test(fallback, layer_upstream_of_the_worst_part_first, .init = portable_gemm)
     oq_diag_init(&d);
     oq_calib_source *src = NULL;
     cr_assert_eq(oq_calib_source_random(32, 5, 0, 0, &src, &d), OQ_OK);
-    oq_verify_options vo = oq_verify_options_default();
-    vo.threads = 1;
-    oq_verify *v = NULL;
-    cr_assert_eq(oq_verify_new(fm, qm, &vo, &v, &d), OQ_OK);
-    const oq_plan *fp = oq_verify_float_plan(v);
-    for (uint64_t k = 0; k < oq_calib_source_count(src); k++) {
-        oq_rt_tensor in;
-        memset(&in, 0, sizeof in);
-        char label[64];
-        cr_assert_eq(oq_calib_source_sample(src, fp, k, &in, 1, label, sizeof label, &d), OQ_OK);
-        cr_assert_eq(oq_verify_sample(v, &in, 1, label, &d), OQ_OK);
-        oq_rt_tensor_release(&in);
-    }
-    double iso_s = NAN, iso_z = NAN;
-    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
-        const oq_verify_layer *L = oq_verify_layer_at(v, i);
-        if (strcmp(L->name, "s") == 0)
-            iso_s = oq_err_sqnr_db(&L->iso);
-        if (strcmp(L->name, "z") == 0)
-            iso_z = oq_err_sqnr_db(&L->iso);
-    }
+    oq_verify *v = verify_all(fm, qm, src, &d);
+    double iso_s = oq_err_sqnr_db(&layer_named(v, "s")->iso), iso_z = oq_err_sqnr_db(&layer_named(v, "z")->iso);
     size_t wo = 9, ws = 9;
     double worst = oq_verify_worst(v, &wo, &ws);
     double zdb = oq_err_sqnr_db(&oq_verify_output_at(v, 1)->err);
@@ -444,29 +442,9 @@ Test(fallback, float_nodes_that_amplify_a_layers_error_rank_it_first, .init = po
     oq_diag_init(&d);
     oq_calib_source *src = NULL;
     cr_assert_eq(oq_calib_source_random(32, 5, 0, 0, &src, &d), OQ_OK);
-    oq_verify_options vo = oq_verify_options_default();
-    vo.threads = 1;
-    oq_verify *v = NULL;
-    cr_assert_eq(oq_verify_new(fm, qm, &vo, &v, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
-    const oq_plan *fp = oq_verify_float_plan(v);
-    for (uint64_t k = 0; k < oq_calib_source_count(src); k++) {
-        oq_rt_tensor in;
-        memset(&in, 0, sizeof in);
-        char label[64];
-        cr_assert_eq(oq_calib_source_sample(src, fp, k, &in, 1, label, sizeof label, &d), OQ_OK);
-        cr_assert_eq(oq_verify_sample(v, &in, 1, label, &d), OQ_OK);
-        oq_rt_tensor_release(&in);
-    }
-    double iso_s = NAN, acc_s = NAN, acc_c = NAN, iso_y = NAN;
-    for (size_t i = 0; i < oq_verify_n_layers(v); i++) {
-        const oq_verify_layer *L = oq_verify_layer_at(v, i);
-        if (strcmp(L->name, "s") == 0)
-            iso_s = oq_err_sqnr_db(&L->iso), acc_s = oq_err_sqnr_db(&L->acc);
-        if (strcmp(L->name, "c") == 0)
-            acc_c = oq_err_sqnr_db(&L->acc);
-        if (strcmp(L->name, "y") == 0)
-            iso_y = oq_err_sqnr_db(&L->iso);
-    }
+    oq_verify *v = verify_all(fm, qm, src, &d);
+    double iso_s = oq_err_sqnr_db(&layer_named(v, "s")->iso), acc_s = oq_err_sqnr_db(&layer_named(v, "s")->acc);
+    double acc_c = oq_err_sqnr_db(&layer_named(v, "c")->acc), iso_y = oq_err_sqnr_db(&layer_named(v, "y")->iso);
     cr_log_info("iso s %.2f acc s %.2f acc c %.2f iso y %.2f", iso_s, acc_s, acc_c, iso_y);
     /* the case: y's layer is worse alone, s's worse once the Sub's drop counts */
     cr_assert(iso_y < iso_s - 1, "iso s %g y %g", iso_s, iso_y);

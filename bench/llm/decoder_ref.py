@@ -35,15 +35,16 @@ class Weights:
         self.meta = {p.key.split(".", 1)[1]: p.value for p in self.model.metadata_props
                      if p.key.startswith("decoder.")}
 
-    def get(self, name):
+    def get(self, name, rows=None):
+        """Tensor `name` as float32 (only `rows` of its first axis when given)."""
         t = self.inits[name]
         if t.data_location != onnx.TensorProto.EXTERNAL:
-            return numpy_helper.to_array(t).astype(np.float32)
-        ext = {e.key: e.value for e in t.external_data}
-        dt = NP[t.data_type]
-        mm = np.memmap(os.path.join(self.dir, ext["location"]), dtype=dt, mode="r",
-                       offset=int(ext.get("offset", 0)), shape=tuple(t.dims))
-        return np.asarray(mm, dtype=np.float32)
+            a = numpy_helper.to_array(t)
+        else:
+            ext = {e.key: e.value for e in t.external_data}
+            a = np.memmap(os.path.join(self.dir, ext["location"]), dtype=NP[t.data_type], mode="r",
+                          offset=int(ext.get("offset", 0)), shape=tuple(t.dims))
+        return np.asarray(a if rows is None else a[rows], dtype=np.float32)
 
 
 def rmsnorm(x, w, eps):
@@ -79,15 +80,7 @@ class Decoder:
         None. Returns logits [B, S, V] and the new cache."""
         B, S = ids.shape
         H, KV, G, D = self.H, self.KV, self.G, self.D
-        emb = self.w.inits["model.embed_tokens.weight"]
-        table = self.w.get("model.embed_tokens.weight") if emb.data_location != onnx.TensorProto.EXTERNAL else None
-        if table is None:
-            ext = {e.key: e.value for e in emb.external_data}
-            mm = np.memmap(os.path.join(self.w.dir, ext["location"]), dtype=NP[emb.data_type], mode="r",
-                           offset=int(ext.get("offset", 0)), shape=tuple(emb.dims))
-            x = np.asarray(mm[ids.reshape(-1)], dtype=np.float32).reshape(B, S, H)
-        else:
-            x = table[ids]
+        x = self.w.get("model.embed_tokens.weight", ids.reshape(-1)).reshape(B, S, H)
         pos = np.arange(pos0, pos0 + S)
         c, s = self.cos[pos], self.sin[pos]                  # [S, D/2]
         T = pos0 + S

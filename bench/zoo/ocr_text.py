@@ -259,11 +259,7 @@ def prepare_model(name, kind, asset, label_kind, src=None):
         if not os.path.exists(src):
             subprocess.run(["bash", os.path.join(zoolib.REPO, ".ci", "fetch-models.sh")], check=True,
                            stdout=subprocess.DEVNULL)
-    out = zoolib.zoo_cache(name)
-    os.makedirs(out, exist_ok=True)
-    model = os.path.join(out, "model.onnx")
-    if not os.path.exists(model):
-        shutil.copyfile(src, model)
+    out = zoolib.install_model(name, src)
     to_samples(os.path.join(make_calib(), kind), os.path.join(out, "calib"))
     to_samples(os.path.join(make_eval(), kind), os.path.join(out, "eval"), label_kind)
     print("ok", name)

@@ -9,7 +9,6 @@ latency quantized/float (interleaved runs, medians). See bench/zoo/README.md.
 """
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import platform
@@ -144,12 +143,7 @@ def subset(src, n, dst):
     return dst, len(idx)
 
 
-def load_metric(name):
-    path = os.path.join(ZOO, "models", name, "metric.py")
-    spec = importlib.util.spec_from_file_location("zoo_metric_" + name.replace("-", "_"), path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+load_metric = zoolib.load_metric
 
 
 def quantize(variant, model, out, calib, info, args):

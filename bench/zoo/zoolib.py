@@ -17,6 +17,30 @@ def cache_dir():
     return os.environ.get("ONNXQ_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "onnxq")
 
 
+def install_model(name, src):
+    """$ONNXQ_CACHE/zoo/NAME/model.onnx: a copy of src (renamed into place, so an interrupted
+    copy is never taken for the model), unless it is there already. Returns the folder."""
+    import shutil
+    out = zoo_cache(name)
+    os.makedirs(out, exist_ok=True)
+    model = os.path.join(out, "model.onnx")
+    if not os.path.exists(model):
+        shutil.copyfile(str(src), model + ".tmp")
+        os.replace(model + ".tmp", model)
+    return out
+
+
+def load_metric(name):
+    """models/NAME/metric.py as a module (run.py's loader; a model's metric.py may reuse
+    another model's this way)."""
+    import importlib.util
+    path = os.path.join(ZOO_DIR, "models", name, "metric.py")
+    spec = importlib.util.spec_from_file_location("zoo_metric_" + name.replace("-", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def zoo_cache(name=None):
     d = os.path.join(cache_dir(), "zoo")
     return os.path.join(d, name) if name else d

@@ -438,8 +438,9 @@ static double float_region_drop(const oq_verify *v, oq_graph *qg, const oq_verif
             for (size_t o = 0; o < c->n_outputs; o++) {
                 oq_value *co = c->outputs[o];
                 const oq_verify_layer *F = co ? find_layer(v, co->name) : NULL;
-                if (F && F->acc.n && !isnan(oq_err_sqnr_db(&F->acc)) && oq_err_sqnr_db(&F->acc) < lo)
-                    lo = oq_err_sqnr_db(&F->acc);
+                double db = F && F->acc.n ? oq_err_sqnr_db(&F->acc) : NAN;
+                if (db < lo) /* false for NaN */
+                    lo = db;
                 if (co && sp < REGION_MAX)
                     stack[sp++] = co;
             }

@@ -3,17 +3,13 @@ metadata_props "character", then space). Greedy CTC decode of float and quantize
 the same metric as paddleocr-rec: share of characters the quantized model reads as float
 does (1 - edit distance / float length), exact-line and per-timestep agreement, and each
 against the rendered text."""
-import importlib.util
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import zoolib  # noqa: E402
 
-_p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "paddleocr-rec", "metric.py")
-_spec = importlib.util.spec_from_file_location("zoo_metric_paddleocr_rec_for_v6", _p)
-_rec = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_rec)
+_rec = zoolib.load_metric("paddleocr-rec")
 
 _KEYS = None
 

