@@ -195,15 +195,34 @@ typedef struct sweep_ctx {
 
 static void group_add(wq_group *g, const oq_rt_tensor *t)
 {
-    if (g->st != OQ_OK || t->dtype != OQ_DTYPE_FLOAT || t->rank < 1 || t->dims[t->rank - 1] != g->K) {
-        if (g->st == OQ_OK && !(t->dtype == OQ_DTYPE_FLOAT && t->rank >= 1 && t->dims[t->rank - 1] == g->K))
-            g->st = oq_diag_error(g->d, OQ_ERR_INVALID, WHO ": activation \"%s\" is not float with a last dim of %" PRId64,
-                                  g->x->name, g->K);
+    bool half = t->dtype == OQ_DTYPE_FLOAT16;
+    if (g->st != OQ_OK)
+        return;
+    if ((t->dtype != OQ_DTYPE_FLOAT && !half) || t->rank < 1 || t->dims[t->rank - 1] != g->K) {
+        g->st = oq_diag_error(g->d, OQ_ERR_INVALID, WHO ": activation \"%s\" is not float or float16 with a last dim of %" PRId64,
+                              g->x->name, g->K);
         return;
     }
-    int64_t numel = oq_rt_tensor_numel(t);
-    g->st = g->awq ? oq_awq_stats_add(&g->a, t->data, numel / g->K, g->d)
-                   : oq_gptq_stats_add(&g->h, t->data, numel / g->K, g->d);
+    int64_t rows = oq_rt_tensor_numel(t) / g->K;
+    if (!half) {
+        g->st = g->awq ? oq_awq_stats_add(&g->a, t->data, rows, g->d) : oq_gptq_stats_add(&g->h, t->data, rows, g->d);
+        return;
+    }
+    /* float16 activations (a float16 model): widened, some rows at a time */
+    int64_t step = (((int64_t)1 << 20) + g->K - 1) / g->K;
+    float *f = malloc((size_t)(step * g->K) * sizeof(float));
+    if (!f) {
+        g->st = oq_diag_error(g->d, OQ_ERR_NOMEM, "out of memory");
+        return;
+    }
+    const uint16_t *h = t->data;
+    for (int64_t r0 = 0; r0 < rows && g->st == OQ_OK; r0 += step) {
+        int64_t nr = rows - r0 < step ? rows - r0 : step;
+        for (int64_t i = 0; i < nr * g->K; i++)
+            f[i] = oq_half_to_float(h[r0 * g->K + i]);
+        g->st = g->awq ? oq_awq_stats_add(&g->a, f, nr, g->d) : oq_gptq_stats_add(&g->h, f, nr, g->d);
+    }
+    free(f);
 }
 
 static void on_tensor(const oq_node *node, size_t out_index, const oq_rt_tensor *t, void *user)
@@ -541,8 +560,9 @@ static oq_status quantize_target(const wq_cfg *c, wq_target *t, const oq_gptq_st
     ct.spec.half_scales = scale_dtype_of(c, t) == OQ_DTYPE_FLOAT16;
     c = &ct;
     oq_status st;
-    char lb[128], what[300];
-    snprintf(what, sizeof what, "node \"%s\", weight \"%s\"", oq_node_label(t->node, lb, sizeof lb), t->w->name);
+    char lbuf[128], what[300];
+    const char *lb = oq_node_label(t->node, lbuf, sizeof lbuf); /* the node's name, or lbuf */
+    snprintf(what, sizeof what, "node \"%s\", weight \"%s\"", lb, t->w->name);
     if (!t->q || !t->scales || !t->zps || !w) {
         free(w);
         return oq_diag_error(d, OQ_ERR_NOMEM, WHO ": %s: out of memory", what);
@@ -741,33 +761,51 @@ static bool only_group_uses(const oq_value *x, const wq_target *ts, size_t nt, i
 }
 
 /* A constant float vector of K values along the last axis (leading dims 1), or NULL. */
+/* float, float16, bfloat16: the weight types whose values AWQ scales (in their own type) */
+static bool is_wfloat(int32_t dt)
+{
+    return dt == OQ_DTYPE_FLOAT || dt == OQ_DTYPE_FLOAT16 || dt == OQ_DTYPE_BFLOAT16;
+}
+
 static oq_tensor *const_vector(const oq_value *v, int64_t K)
 {
     oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
-    if (!t || t->dtype != OQ_DTYPE_FLOAT || t->rank < 1 || t->dims[t->rank - 1] != K || oq_tensor_numel(t) != K)
+    if (!t || !is_wfloat(t->dtype) || t->rank < 1 || t->dims[t->rank - 1] != K || oq_tensor_numel(t) != K)
         return NULL;
     return t;
 }
 
-/* Input slot `slot` of n <- a new initializer: t's values (dims of t) times f (element k
- * of the last axis, or of axis `axis` of a 2-D tensor when axis >= 0: f per column). */
+/* Input slot `slot` of n <- a new initializer of t's type: t's values (dims of t) times f
+ * (element k of the last axis, or of axis `axis` of a 2-D tensor when axis >= 0: f per
+ * column), computed in float and rounded once to a float16 or bfloat16 t's type. */
 static oq_status replace_scaled(oq_model *m, oq_node *n, size_t slot, const oq_tensor *t, const float *f, int col_axis,
                                 const char *suffix, oq_diag *d)
 {
     oq_graph *g = n->graph;
     oq_value *old = n->inputs[slot];
-    const float *src = oq_tensor_data((oq_tensor *)t, d);
+    const void *src = oq_tensor_data((oq_tensor *)t, d);
     int64_t numel = oq_tensor_numel(t);
-    if (!src)
-        return oq_diag_error(d, OQ_ERR_INVALID, WHO ": awq: cannot read \"%s\"", old->name);
+    int32_t dt = t->dtype;
+    if (!src || !is_wfloat(dt))
+        return oq_diag_error(d, OQ_ERR_INVALID, WHO ": awq: cannot read \"%s\" as float", old->name);
     float *v = malloc((size_t)(numel ? numel : 1) * sizeof(float));
     if (!v)
         return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
     int64_t last = t->dims[t->rank - 1];
-    for (int64_t i = 0; i < numel; i++)
-        v[i] = src[i] * (col_axis == 0 ? f[i / last] : f[i % last]);
+    const uint16_t *h = src;
+    uint16_t *hv = (uint16_t *)v; /* float16 / bfloat16 results, written behind the reads */
+    for (int64_t i = 0; i < numel; i++) {
+        float x = dt == OQ_DTYPE_FLOAT16    ? oq_half_to_float(h[i])
+                  : dt == OQ_DTYPE_BFLOAT16 ? oq_bfloat16_to_float(h[i])
+                                            : ((const float *)src)[i];
+        float y = x * (col_axis == 0 ? f[i / last] : f[i % last]);
+        if (dt == OQ_DTYPE_FLOAT)
+            v[i] = y;
+        else
+            hv[i] = dt == OQ_DTYPE_FLOAT16 ? oq_float_to_half(y) : oq_float_to_bfloat16(y);
+    }
     char *name = oq_pass_unique_name2(g, old->name, suffix);
-    oq_value *nv = name ? oq_graph_add_initializer(g, name, OQ_DTYPE_FLOAT, t->dims, t->rank, v, numel * 4) : NULL;
+    oq_value *nv = name ? oq_graph_add_initializer(g, name, dt, t->dims, t->rank, v, oq_dtype_nbytes(dt, numel)) : NULL;
     free(v);
     if (!nv || oq_node_set_input(n, slot, nv) != OQ_OK)
         return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
@@ -801,7 +839,7 @@ static fold_kind fold_into_producer(oq_model *m, oq_value *x, const float *inv, 
     }
     if (oq_pass_is_op(p, "MatMul") && p->n_inputs == 2) {
         oq_tensor *b = p->inputs[1] ? oq_value_const_tensor(p->inputs[1]) : NULL;
-        if (!b || b->dtype != OQ_DTYPE_FLOAT || b->rank != 2 || b->dims[1] != K)
+        if (!b || !is_wfloat(b->dtype) || b->rank != 2 || b->dims[1] != K)
             return FOLD_NONE;
         *st = replace_scaled(m, p, 1, b, inv, -1, "_awq", d);
         return FOLD_MATMUL;
@@ -820,7 +858,7 @@ static fold_kind fold_into_producer(oq_model *m, oq_value *x, const float *inv, 
             if (!q || !oq_pass_is_op(q, "MatMul") || u->n_uses != 1 || oq_value_is_graph_output(u) || q->n_inputs != 2)
                 continue;
             oq_tensor *b = q->inputs[1] ? oq_value_const_tensor(q->inputs[1]) : NULL;
-            if (!b || b->dtype != OQ_DTYPE_FLOAT || b->rank != 2 || b->dims[1] != K)
+            if (!b || !is_wfloat(b->dtype) || b->rank != 2 || b->dims[1] != K)
                 continue;
             *st = replace_scaled(m, q, 1, b, inv, -1, "_awq", d);
             return FOLD_MATMUL;
@@ -856,7 +894,14 @@ static oq_status apply_awq(oq_model *m, wq_target *ts, size_t nt, int gi, oq_val
         int64_t dims[1] = {K};
         char *ni = oq_pass_unique_name2(g, x->name, "_awq_inv_scale"), *nx = oq_pass_unique_name2(g, x->name, "_awq");
         char *nn = oq_pass_unique_name2(g, x->name, "_awq_Mul");
-        oq_value *vi = ni ? oq_graph_add_initializer(g, ni, OQ_DTYPE_FLOAT, dims, 1, inv, K * 4) : NULL;
+        int32_t xdt = ts[first].wdt; /* x has the weights' type (MatMul's inputs share one) */
+        uint16_t *hi = xdt == OQ_DTYPE_FLOAT ? NULL : malloc((size_t)K * sizeof(uint16_t));
+        for (int64_t k = 0; hi && k < K; k++)
+            hi[k] = xdt == OQ_DTYPE_FLOAT16 ? oq_float_to_half(inv[k]) : oq_float_to_bfloat16(inv[k]);
+        oq_value *vi = !ni || (xdt != OQ_DTYPE_FLOAT && !hi) ? NULL
+                       : hi ? oq_graph_add_initializer(g, ni, xdt, dims, 1, hi, K * 2)
+                            : oq_graph_add_initializer(g, ni, OQ_DTYPE_FLOAT, dims, 1, inv, K * 4);
+        free(hi);
         oq_value *vx = vi && nx ? oq_graph_new_value(g, nx) : NULL;
         oq_value *in[2] = {x, vi};
         oq_node *mul = vx && nn ? oq_node_new(g, "Mul", "", nn, in, 2, &vx, 1) : NULL;

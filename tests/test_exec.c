@@ -510,3 +510,68 @@ Test(exec, paddleocr_rec_is_thread_count_independent)
     oq_model_free(m);
     oq_diag_free(&d);
 }
+
+/* float16 MatMul and Softmax (a float16 decoder's attention and projections): products of
+ * float16 values summed in float32 and rounded once to float16. The values are multiples of
+ * 1/8 below 4 in magnitude, so every float32 sum is exact and the expected float16 result
+ * is the hand sum rounded once; softmax within one float16 step of expf's. */
+Test(exec, float16_matmul_and_softmax_round_once_from_float32)
+{
+    enum { M = 3, K = 5, N = 4 };
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 17);
+    int64_t xd[2] = {M, K}, wd[2] = {K, N};
+    uint16_t xh[M * K], wh[K * N];
+    float xf[M * K], wf[K * N];
+    uint64_t rs = 11;
+    for (int i = 0; i < M * K; i++) {
+        xf[i] = (float)((int)(tu_urand(&rs) * 63) - 31) / 8.0f;
+        xh[i] = oq_float_to_half(xf[i]);
+        cr_assert_eq(oq_half_to_float(xh[i]), xf[i]);
+    }
+    for (int i = 0; i < K * N; i++) {
+        wf[i] = (float)((int)(tu_urand(&rs) * 63) - 31) / 8.0f;
+        wh[i] = oq_float_to_half(wf[i]);
+    }
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT16, xd, NULL, 2));
+    oq_value *w = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT16, wd, 2, wh, sizeof wh);
+    oq_value *y = tu_node(m, "MatMul", "mm", x, w, NULL, "y");
+    oq_value *s = tu_node(m, "Softmax", "sm", y, NULL, NULL, "s");
+    oq_graph_add_output(m->graph, y, NULL);
+    oq_graph_add_output(m->graph, s, NULL);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_plan *p = NULL;
+    cr_assert_eq(oq_plan_compile(m, NULL, &p, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    oq_rt_tensor in, out[2];
+    oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT16, xd, 2, xh);
+    cr_assert_eq(oq_plan_run(p, &in, 1, out, 2, &d), OQ_OK, "%s", d.count ? d.entries[0].message : "");
+    cr_assert_eq(out[0].dtype, OQ_DTYPE_FLOAT16);
+    cr_assert_eq(out[1].dtype, OQ_DTYPE_FLOAT16);
+    const uint16_t *yh = out[0].data, *sh = out[1].data;
+    for (int i = 0; i < M; i++) {
+        float row[N], mx = -1e30f, sum = 0;
+        for (int j = 0; j < N; j++) {
+            float acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += xf[i * K + k] * wf[k * N + j];
+            row[j] = oq_half_to_float(oq_float_to_half(acc));
+            cr_assert_eq(yh[i * N + j], oq_float_to_half(acc), "y[%d][%d]: %g, expected %g", i, j,
+                         oq_half_to_float(yh[i * N + j]), acc);
+            mx = row[j] > mx ? row[j] : mx;
+        }
+        for (int j = 0; j < N; j++)
+            sum += expf(row[j] - mx);
+        for (int j = 0; j < N; j++) {
+            float e = expf(row[j] - mx) / sum, got = oq_half_to_float(sh[i * N + j]);
+            cr_assert(fabsf(got - e) <= 1.0f / 1024 * (e > 1.0f / 16 ? e : 1.0f / 16), "softmax[%d][%d]: %g, expected %g",
+                      i, j, got, e);
+        }
+    }
+    oq_rt_tensor_release(&out[0]);
+    oq_rt_tensor_release(&out[1]);
+    oq_plan_free(p);
+    oq_model_free(m);
+    oq_diag_free(&d);
+}

@@ -285,6 +285,14 @@ void oq_k_dq_row(const void *x, int32_t dt, int64_t n, int32_t zp, float s, floa
 void oq_k_q_row(const float *x, int64_t n, float s, int32_t zp, int32_t dt, void *out);
 const char *oq_k_quant_isa(void);
 
+/* A float kernel on float16 data: the float16 inputs widened to float32 (exactly), fn run
+ * on them with float32 outputs of the shapes in out[], each float32 output rounded once to
+ * float16 into out[] (the float16 outputs; others are copied as they are). What
+ * onnxruntime's CPU provider does for an op without a float16 kernel (its
+ * InsertCastTransformer). For kernels whose float code reads and writes float only. */
+oq_status oq_k_run_widened(oq_kctx *k, oq_kernel_run_fn fn, const oq_rt_tensor *const *in,
+                           size_t n_in, oq_rt_tensor *out, size_t n_out);
+
 /* ---- math shared by kernel families (src/exec/kernels/gemm.c) -------------------- */
 
 /* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C (row-major, leading dimensions in

@@ -449,3 +449,72 @@ void oq_k_bcast_apply(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n,
     int64_t grain = j.piece >= 16384 ? 1 : 16384 / j.piece;
     oq_k_parallel_for(k, rows * j.pieces, grain, bcast_rows, &j);
 }
+
+oq_status oq_k_run_widened(oq_kctx *k, oq_kernel_run_fn fn, const oq_rt_tensor *const *in,
+                           size_t n_in, oq_rt_tensor *out, size_t n_out)
+{
+    enum { MAXIO = 16 };
+    if (n_in > MAXIO || n_out > MAXIO)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "float16: more than %d inputs or outputs", MAXIO);
+    oq_rt_tensor wi[MAXIO], wo[MAXIO];
+    const oq_rt_tensor *pin[MAXIO + 1] = {NULL};
+    oq_status st = OQ_OK;
+    memset(wi, 0, sizeof wi);
+    memset(wo, 0, sizeof wo);
+    for (size_t i = 0; i < n_in; i++) {
+        pin[i] = in[i];
+        if (!in[i] || in[i]->dtype != OQ_DTYPE_FLOAT16)
+            continue;
+        int64_t n = oq_rt_tensor_numel(in[i]);
+        wi[i] = *in[i];
+        wi[i].dtype = OQ_DTYPE_FLOAT;
+        wi[i].nbytes = n * (int64_t)sizeof(float);
+        wi[i].owned = true;
+        float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+        wi[i].data = f;
+        if (!f) {
+            st = OQ_ERR_NOMEM;
+            goto done;
+        }
+        const uint16_t *h = in[i]->data;
+        for (int64_t j = 0; j < n; j++)
+            f[j] = oq_half_to_float(h[j]);
+        pin[i] = &wi[i];
+    }
+    for (size_t o = 0; o < n_out; o++) {
+        wo[o] = out[o];
+        wo[o].owned = false;
+        if (out[o].dtype != OQ_DTYPE_FLOAT16)
+            continue;
+        int64_t n = oq_rt_tensor_numel(&out[o]);
+        wo[o].dtype = OQ_DTYPE_FLOAT;
+        wo[o].nbytes = n * (int64_t)sizeof(float);
+        wo[o].data = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+        wo[o].owned = true;
+        if (!wo[o].data) {
+            st = OQ_ERR_NOMEM;
+            goto done;
+        }
+    }
+    const oq_k_post *post = k->post; /* a fused chain is float16 code: applied after */
+    k->post = NULL;
+    st = fn(k, pin, n_in, wo, n_out);
+    k->post = post;
+    for (size_t o = 0; o < n_out && st == OQ_OK; o++) {
+        if (out[o].dtype != OQ_DTYPE_FLOAT16)
+            continue;
+        int64_t n = oq_rt_tensor_numel(&out[o]);
+        const float *f = wo[o].data;
+        uint16_t *h = out[o].data;
+        for (int64_t j = 0; j < n; j++)
+            h[j] = oq_float_to_half(f[j]);
+    }
+done:
+    for (size_t i = 0; i < MAXIO; i++) {
+        if (wi[i].owned)
+            free(wi[i].data);
+        if (wo[i].owned)
+            free(wo[i].data);
+    }
+    return st == OQ_ERR_NOMEM ? oq_k_error(k, st, "out of memory widening float16 to float32") : st;
+}

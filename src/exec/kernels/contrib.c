@@ -123,6 +123,8 @@ static oq_status infer_nbits(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 static oq_status run_nbits(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                            oq_rt_tensor *out, size_t n_out)
 {
+    if (in[0]->dtype == OQ_DTYPE_FLOAT16) /* scales, zero points, bias widened too */
+        return oq_k_run_widened(k, run_nbits, in, n_in, out, n_out);
     nbits g;
     oq_status st = nbits_attrs(k, &g);
     if (st)
@@ -169,6 +171,6 @@ static oq_status run_nbits(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
 const oq_kernel oq_kernels_contrib[] = {
     {MS, "QLinearAdd", 1, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, NULL, infer_qlbin, run_qlbin, NULL, 7},
     {MS, "QLinearMul", 1, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, NULL, infer_qlbin, run_qlbin, NULL, 7},
-    {MS, "MatMulNBits", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_nbits, run_nbits, NULL, 3},
+    {MS, "MatMulNBits", 1, 0, 0, OQ_T(FLOAT) | OQ_T(FLOAT16), NULL, NULL, infer_nbits, run_nbits, NULL, 3},
 };
 OQ_KERNEL_TABLE_END(contrib);

@@ -811,6 +811,19 @@ static void mm_batches(void *arg, int64_t b, int64_t e, int w)
     }
 }
 
+static oq_status mm_float(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tensor *b, oq_rt_tensor *c,
+                          const mm_shape *s)
+{
+    mm_batch_job j = {k, a, b, c, s, OQ_OK};
+    /* products too small to split (e.g. attention heads) run side by side instead */
+    double work = (double)s->M * (double)s->N * (double)(s->K + 1);
+    if (s->batch > 1 && work < 65536.0 * 2)
+        oq_k_parallel_for(k, s->batch, 1, mm_batches, &j);
+    else
+        mm_batches(&j, 0, s->batch, 0);
+    return atomic_load(&j.st);
+}
+
 static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                             oq_rt_tensor *out, size_t n_out)
 {
@@ -820,16 +833,10 @@ static oq_status run_matmul(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     oq_status st = mm_geometry(k, in[0], in[1], &s, od, &r);
     if (st)
         return st;
-    if (in[0]->dtype == OQ_DTYPE_FLOAT) {
-        mm_batch_job j = {k, in[0], in[1], &out[0], &s, OQ_OK};
-        /* products too small to split (e.g. attention heads) run side by side instead */
-        double work = (double)s.M * (double)s.N * (double)(s.K + 1);
-        if (s.batch > 1 && work < 65536.0 * 2)
-            oq_k_parallel_for(k, s.batch, 1, mm_batches, &j);
-        else
-            mm_batches(&j, 0, s.batch, 0);
-        return atomic_load(&j.st);
-    }
+    if (in[0]->dtype == OQ_DTYPE_FLOAT16) /* products summed in float32, rounded once */
+        return oq_k_run_widened(k, run_matmul, in, n_in, out, n_out);
+    if (in[0]->dtype == OQ_DTYPE_FLOAT)
+        return mm_float(k, in[0], in[1], &out[0], &s);
     /* other numeric types: plain triple loop in double (ints exact up to 2^53) */
     for (int64_t bi = 0; bi < s.batch; bi++) {
         int64_t ao = batch_offset(in[0], &s, bi) * s.M * s.K;
@@ -1036,7 +1043,7 @@ static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 
 const oq_kernel oq_kernels_gemm[] = {
     {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL, 2},
-    {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
+    {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(FLOAT16) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
      infer_matmul, run_matmul, NULL, 2},
     {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL, 1},
     {"", "MatMulInteger", 10, 0, 0, OQ_T(INT8) | OQ_T(UINT8), NULL, NULL, infer_mmint, run_mmint,

@@ -286,6 +286,8 @@ static oq_status run_softmax(oq_kctx *k, const oq_rt_tensor *const *in, size_t n
                              oq_rt_tensor *out, size_t n_out)
 {
     const oq_rt_tensor *x = in[0];
+    if (x->dtype == OQ_DTYPE_FLOAT16)
+        return oq_k_run_widened(k, run_softmax, in, n_in, out, n_out);
     bool old = k->opset < 13;
     int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", old ? 1 : -1),
                              x->rank ? x->rank : 1);
@@ -472,7 +474,7 @@ const oq_kernel oq_kernels_norm[] = {
     {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL, 5},
     {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL, 3},
     {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL, 2},
-    {"", "Softmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
+    {"", "Softmax", 1, 0, 0, F | OQ_T(FLOAT16), NULL, NULL, infer_same, run_softmax, NULL, 1},
     {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
     {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
     {"", "MeanVarianceNormalization", 9, 0, 0, F, NULL, NULL, infer_same, run_mvn, NULL, 1},
