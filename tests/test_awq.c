@@ -113,14 +113,15 @@ Test(awq, outlier_channel_beats_rtn)
     float one[K], s[K];
     for (int k = 0; k < K; k++)
         one[k] = 1.0f;
-    /* the error through x^T x equals the row-by-row error, for s = 1 and for alpha 0.5 */
+    /* the error through x^T x equals the row-by-row error, for s = 1 and for alpha 0.5 (to
+     * float32's precision: each call's x^T x is a float32 GEMM, summed in double) */
     double e_rtn = 0, e_half = 0;
     cr_assert_eq(oq_awq_error(&a.h, w, N, &spec, NULL, &e_rtn, NULL), OQ_OK);
     double ref_rtn = ref_error(x, R, w, K, N, 32, one);
-    cr_assert_float_eq(e_rtn, ref_rtn, 1e-9 * ref_rtn);
+    cr_assert_float_eq(e_rtn, ref_rtn, 1e-5 * ref_rtn);
     oq_awq_scales(&a, 0.5, s);
     cr_assert_eq(oq_awq_error(&a.h, w, N, &spec, s, &e_half, NULL), OQ_OK);
-    cr_assert_float_eq(e_half, ref_error(x, R, w, K, N, 32, s), 1e-9 * e_half);
+    cr_assert_float_eq(e_half, ref_error(x, R, w, K, N, 32, s), 1e-5 * e_half);
     /* the search over 0, 0.1, ..., 1: its choice is the grid's argmin of the reference */
     double best = 0, best_alpha = 0;
     for (int g = 0; g <= 10; g++) {
@@ -135,9 +136,9 @@ Test(awq, outlier_channel_beats_rtn)
     int64_t ns[1] = {N};
     oq_awq_result r;
     cr_assert_eq(oq_awq_search(&a, ws, ns, 1, &spec, 10, s, &r, NULL), OQ_OK);
-    cr_assert_float_eq(r.err_rtn, ref_rtn, 1e-9 * ref_rtn);
+    cr_assert_float_eq(r.err_rtn, ref_rtn, 1e-5 * ref_rtn);
     cr_assert_float_eq(r.alpha, best_alpha, 1e-12);
-    cr_assert_float_eq(r.err, best, 1e-9 * best);
+    cr_assert_float_eq(r.err, best, 1e-5 * best);
     /* the outlier channel's scale is the largest, and the error drops by more than 2x
      * (computed: the reference's best over the grid against RTN) */
     for (int k = 0; k < K; k++)
@@ -238,8 +239,8 @@ Test(awq, clip_search_against_brute_force)
                                ratio[b * CN + n], best_r);
             clipped += best_r < 1.0f;
         }
-    cr_assert_float_eq(e0, ref0 / CR, 1e-8 * e0);
-    cr_assert_float_eq(e1, ref1 / CR, 1e-8 * e0);
+    cr_assert_float_eq(e0, ref0 / CR, 1e-5 * e0); /* float32 statistics (the GEMM) */
+    cr_assert_float_eq(e1, ref1 / CR, 1e-5 * e0);
     cr_assert_gt(clipped, 0);
     cr_assert_lt(e1, e0);
     /* ratio 1 everywhere: RTN exactly; the chosen ratios: every value clamped to -8..7 */

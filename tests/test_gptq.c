@@ -222,3 +222,129 @@ Test(gptq, act_order)
     free(q);
     free(qr);
 }
+
+/* The textbook GPTQ in double (Frantar et al., Algorithm 1 without lazy batches): H^-1 by
+ * Gauss-Jordan, its upper Cholesky factor U (H^-1 = U^T U), then row by row of W: quantize,
+ * err = (w - dq) / U[k][k], W[j] -= U[k][j] err for j > k. Symmetric int4, block
+ * parameters from the updated rows when a block starts. */
+static void ref_gptq(const float *w0, const double *H, int K, int N, int B, int32_t *q)
+{
+    double *A = malloc(sizeof(double) * K * 2 * K), *Hi = malloc(sizeof(double) * K * K);
+    double *U = calloc((size_t)K * K, sizeof(double)), *W = malloc(sizeof(double) * K * N);
+    float *sc = malloc(sizeof(float) * N);
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < 2 * K; j++)
+            A[i * 2 * K + j] = j < K ? H[i * K + j] : (j - K == i);
+    for (int c = 0; c < K; c++) { /* Gauss-Jordan, H positive definite: no pivoting */
+        double p = A[c * 2 * K + c];
+        for (int j = 0; j < 2 * K; j++)
+            A[c * 2 * K + j] /= p;
+        for (int i = 0; i < K; i++)
+            if (i != c) {
+                double f = A[i * 2 * K + c];
+                for (int j = 0; j < 2 * K; j++)
+                    A[i * 2 * K + j] -= f * A[c * 2 * K + j];
+            }
+    }
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++)
+            Hi[i * K + j] = A[i * 2 * K + K + j];
+    for (int i = 0; i < K; i++) { /* upper Cholesky: U[i][i..] from Hi = U^T U */
+        double s = Hi[i * K + i];
+        for (int p = 0; p < i; p++)
+            s -= U[p * K + i] * U[p * K + i];
+        U[i * K + i] = sqrt(s);
+        for (int j = i + 1; j < K; j++) {
+            double t = Hi[i * K + j];
+            for (int p = 0; p < i; p++)
+                t -= U[p * K + i] * U[p * K + j];
+            U[i * K + j] = t / U[i * K + i];
+        }
+    }
+    for (int i = 0; i < K * N; i++)
+        W[i] = w0[i];
+    for (int k = 0; k < K; k++) {
+        if (k % B == 0)
+            for (int n = 0; n < N; n++) {
+                float mn = (float)W[k * N + n], mx = mn;
+                for (int j = k + 1; j < k + B && j < K; j++) {
+                    float v = (float)W[j * N + n];
+                    mn = v < mn ? v : mn;
+                    mx = v > mx ? v : mx;
+                }
+                sc[n] = -mn > mx ? mn / -8.0f : mx / -8.0f; /* the extreme to -8 */
+                if (sc[n] == 0)
+                    sc[n] = 1;
+            }
+        for (int n = 0; n < N; n++) {
+            double v = rint((float)W[k * N + n] / sc[n]);
+            int32_t qv = (int32_t)(v < -8 ? -8 : v > 7 ? 7 : v);
+            q[k * N + n] = qv;
+            double e = (W[k * N + n] - (double)((float)qv * sc[n])) / U[k * K + k];
+            for (int j = k + 1; j < K; j++)
+                W[j * N + n] -= U[k * K + j] * e;
+        }
+    }
+    free(A);
+    free(Hi);
+    free(U);
+    free(W);
+    free(sc);
+}
+
+/* K = 300: three blocks of the blocked Cholesky and inverse (128, 128, 44), the lazy
+ * batches and the trailing GEMM updates: the integers agree with the textbook double
+ * GPTQ above on the same dampened H (float32 arithmetic: a few values one step apart
+ * where the double version lands near a rounding midpoint) */
+Test(gptq, blocked_factorization_agrees_with_textbook_double_gptq)
+{
+    enum { K = 300, N = 12, R = 900, B = 32 };
+    float *w = malloc(sizeof(float) * K * N), *x = malloc(sizeof(float) * R * K), z[K];
+    int32_t *q = malloc(sizeof(int32_t) * K * N), *qr = malloc(sizeof(int32_t) * K * N);
+    int nb = (K + B - 1) / B;
+    float *sc = malloc(sizeof(float) * nb * N);
+    int32_t *zp = malloc(sizeof(int32_t) * nb * N);
+    double *H = calloc((size_t)K * K, sizeof(double));
+    for (int i = 0; i < K * N; i++)
+        w[i] = nrand();
+    for (int r = 0; r < R; r++) {
+        for (int k = 0; k < K; k++)
+            z[k] = nrand();
+        for (int k = 0; k < K; k++) /* neighbours and a feature 131 away: across blocks */
+            x[r * K + k] = z[k] + 0.7f * z[(k + 1) % K] + 0.4f * z[(k + 131) % K];
+    }
+    oq_gptq_stats h;
+    cr_assert_eq(oq_gptq_stats_init(&h, K, NULL), OQ_OK);
+    for (int r = 0; r < R; r += 100) /* in several calls, as sample by sample */
+        cr_assert_eq(oq_gptq_stats_add(&h, x + r * K, 100, NULL), OQ_OK);
+    oq_wq_spec s = {OQ_DTYPE_INT4, true, B, false};
+    cr_assert_eq(oq_gptq_quantize(w, K, N, &s, &h, 0.01, q, sc, zp, NULL, NULL), OQ_OK);
+    double mean = 0;
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            double a = 0;
+            for (int r = 0; r < R; r++)
+                a += (double)x[r * K + i] * x[r * K + j];
+            H[i * K + j] = 2.0 * a / R;
+        }
+    for (int i = 0; i < K; i++)
+        mean += H[i * K + i] / K;
+    for (int i = 0; i < K; i++)
+        H[i * K + i] += 0.01 * mean;
+    ref_gptq(w, H, K, N, B, qr);
+    int same = 0, far = 0;
+    for (int i = 0; i < K * N; i++) {
+        same += q[i] == qr[i];
+        far += abs(q[i] - qr[i]) > 1;
+    }
+    cr_assert_geq(same, K * N * 98 / 100, "%d of %d integers agree", same, K * N);
+    cr_assert_eq(far, 0, "%d integers more than one step apart", far);
+    oq_gptq_stats_free(&h);
+    free(w);
+    free(x);
+    free(q);
+    free(qr);
+    free(sc);
+    free(zp);
+    free(H);
+}

@@ -56,10 +56,13 @@ typedef struct oq_gptq_stats {
     int64_t K;
     double *xtx;        /* K x K, upper triangle accumulated, mirrored by oq_gptq_quantize */
     uint64_t rows;
+    float *part;        /* private: one call's x^T x (a float32 GEMM), added to xtx */
+    void *pool;         /* private: the threads of that GEMM */
 } oq_gptq_stats;
 
 oq_status oq_gptq_stats_init(oq_gptq_stats *h, int64_t K, oq_diag *d);
-/* Add rows x [rows, K] (row-major). Non-finite values are an error. */
+/* Add rows x [rows, K] (row-major): x^T x of the call as a float32 GEMM on every CPU,
+ * summed into xtx in double. Non-finite values are an error. */
 oq_status oq_gptq_stats_add(oq_gptq_stats *h, const float *x, int64_t rows, oq_diag *d);
 void oq_gptq_stats_free(oq_gptq_stats *h);
 
