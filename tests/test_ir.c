@@ -1261,3 +1261,44 @@ Test(diag, same_kind_ignores_numbers_and_names)
     oq_diag_set_weight(NULL, 1.0); /* no-op */
     oq_diag_free(&d);
 }
+
+/* The array conversions (F16C where the CPU has it) give the scalar functions' bits:
+ * every float16 value, and floats around every float16 value (midpoints, one float ulp
+ * either side), the special values and odd lengths (the scalar tail). */
+Test(half, array_conversions_equal_the_scalar_ones)
+{
+    uint16_t *h = malloc(65536 * sizeof(uint16_t)), *h2 = malloc(65536 * 5 * sizeof(uint16_t));
+    float *f = malloc(65536 * sizeof(float)), *g = malloc(65536 * 5 * sizeof(float));
+    for (uint32_t u = 0; u < 65536; u++)
+        h[u] = (uint16_t)u;
+    oq_half_to_float_n(h, f, 65535); /* odd: 7 values from the scalar tail */
+    f[65535] = oq_half_to_float(h[65535]);
+    for (uint32_t u = 0; u < 65536; u++) {
+        float s = oq_half_to_float(h[u]);
+        cr_assert(memcmp(&s, &f[u], 4) == 0 || (isnan(s) && isnan(f[u])), "0x%04x -> %a, scalar %a", u, (double)f[u],
+                  (double)s);
+    }
+    int64_t n = 0;
+    for (uint32_t u = 0; u < 65536; u++) {
+        float v = oq_half_to_float((uint16_t)u), nx = oq_half_to_float((uint16_t)(u + 1));
+        if (isnan(v))
+            continue;
+        g[n++] = v;
+        g[n++] = nextafterf(v, INFINITY);
+        g[n++] = nextafterf(v, -INFINITY);
+        if (isfinite(nx) && isfinite(v) && (u & 0x7fff) != 0x7bff)
+            g[n++] = v + (nx - v) / 2; /* the midpoint: ties to even */
+    }
+    g[n++] = NAN;
+    g[n++] = -INFINITY;
+    g[n++] = 1e30f;
+    oq_float_to_half_n(g, h2, n);
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t s = oq_float_to_half(g[i]);
+        cr_assert_eq(h2[i], s, "%a -> 0x%04x, scalar 0x%04x", (double)g[i], h2[i], s);
+    }
+    free(h);
+    free(h2);
+    free(f);
+    free(g);
+}

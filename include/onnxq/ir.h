@@ -82,6 +82,9 @@ int64_t oq_dims_numel(const int64_t *dims, size_t rank);
 /* float16 / bfloat16 conversions (round to nearest even). */
 float oq_half_to_float(uint16_t h);
 uint16_t oq_float_to_half(float f);
+/* The same over n values (F16C instructions where the CPU has them; the same results). */
+void oq_half_to_float_n(const uint16_t *h, float *f, int64_t n);
+void oq_float_to_half_n(const float *f, uint16_t *h, int64_t n);
 float oq_bfloat16_to_float(uint16_t b);
 uint16_t oq_float_to_bfloat16(float f);
 

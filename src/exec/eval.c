@@ -124,6 +124,7 @@ done:
     if (k.kernel && k.kernel->release && k.state)
         k.kernel->release(k.state);
     free(k.scratch);
+    free(k.wide);
     if (k.pool)
         oq_pool_free(k.pool);
     free(inp);
@@ -197,6 +198,7 @@ done:
     if (k.kernel && k.kernel->release && k.state)
         k.kernel->release(k.state);
     free(k.scratch);
+    free(k.wide);
     oq_diag_free(&quiet);
 }
 

@@ -90,6 +90,8 @@ typedef struct oq_kctx {
     const char *file;        /* model path for messages */
     void *scratch;           /* per-plan scratch buffer (oq_k_scratch) */
     size_t scratch_size;
+    void *wide;              /* per-plan buffer of oq_k_run_widened (beside scratch, which the */
+    size_t wide_size;        /* widened kernel may use itself) */
     /* implicit inputs: values defined outside the node's subgraphs that they read
        (If/Loop/Scan). Set at compile time (compiled dtypes/shapes) and at run time. */
     size_t n_implicit;

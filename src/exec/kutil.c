@@ -458,9 +458,28 @@ oq_status oq_k_run_widened(oq_kctx *k, oq_kernel_run_fn fn, const oq_rt_tensor *
         return oq_k_error(k, OQ_ERR_UNSUPPORTED, "float16: more than %d inputs or outputs", MAXIO);
     oq_rt_tensor wi[MAXIO], wo[MAXIO];
     const oq_rt_tensor *pin[MAXIO + 1] = {NULL};
-    oq_status st = OQ_OK;
-    memset(wi, 0, sizeof wi);
-    memset(wo, 0, sizeof wo);
+    size_t off_in[MAXIO], off_out[MAXIO], total = 0;
+    /* one buffer for every widened copy, kept by the plan from run to run (a fresh
+     * allocation per call costs its page faults: more than the conversion) */
+    for (size_t i = 0; i < n_in; i++)
+        if (in[i] && in[i]->dtype == OQ_DTYPE_FLOAT16) {
+            off_in[i] = total;
+            total += ((size_t)oq_rt_tensor_numel(in[i]) * sizeof(float) + 63) & ~(size_t)63;
+        }
+    for (size_t o = 0; o < n_out; o++)
+        if (out[o].dtype == OQ_DTYPE_FLOAT16) {
+            off_out[o] = total;
+            total += ((size_t)oq_rt_tensor_numel(&out[o]) * sizeof(float) + 63) & ~(size_t)63;
+        }
+    if (k->wide_size < total || !k->wide) {
+        free(k->wide);
+        size_t sz = total ? total : 64;
+        k->wide = aligned_alloc(64, sz);
+        k->wide_size = k->wide ? sz : 0;
+        if (!k->wide)
+            return oq_k_error(k, OQ_ERR_NOMEM, "out of memory widening float16 to float32 (%zu bytes)", total);
+    }
+    char *base = k->wide;
     for (size_t i = 0; i < n_in; i++) {
         pin[i] = in[i];
         if (!in[i] || in[i]->dtype != OQ_DTYPE_FLOAT16)
@@ -469,16 +488,9 @@ oq_status oq_k_run_widened(oq_kctx *k, oq_kernel_run_fn fn, const oq_rt_tensor *
         wi[i] = *in[i];
         wi[i].dtype = OQ_DTYPE_FLOAT;
         wi[i].nbytes = n * (int64_t)sizeof(float);
-        wi[i].owned = true;
-        float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-        wi[i].data = f;
-        if (!f) {
-            st = OQ_ERR_NOMEM;
-            goto done;
-        }
-        const uint16_t *h = in[i]->data;
-        for (int64_t j = 0; j < n; j++)
-            f[j] = oq_half_to_float(h[j]);
+        wi[i].owned = false;
+        wi[i].data = base + off_in[i];
+        oq_half_to_float_n(in[i]->data, wi[i].data, n);
         pin[i] = &wi[i];
     }
     for (size_t o = 0; o < n_out; o++) {
@@ -489,32 +501,14 @@ oq_status oq_k_run_widened(oq_kctx *k, oq_kernel_run_fn fn, const oq_rt_tensor *
         int64_t n = oq_rt_tensor_numel(&out[o]);
         wo[o].dtype = OQ_DTYPE_FLOAT;
         wo[o].nbytes = n * (int64_t)sizeof(float);
-        wo[o].data = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-        wo[o].owned = true;
-        if (!wo[o].data) {
-            st = OQ_ERR_NOMEM;
-            goto done;
-        }
+        wo[o].data = base + off_out[o];
     }
     const oq_k_post *post = k->post; /* a fused chain is float16 code: applied after */
     k->post = NULL;
-    st = fn(k, pin, n_in, wo, n_out);
+    oq_status st = fn(k, pin, n_in, wo, n_out);
     k->post = post;
-    for (size_t o = 0; o < n_out && st == OQ_OK; o++) {
-        if (out[o].dtype != OQ_DTYPE_FLOAT16)
-            continue;
-        int64_t n = oq_rt_tensor_numel(&out[o]);
-        const float *f = wo[o].data;
-        uint16_t *h = out[o].data;
-        for (int64_t j = 0; j < n; j++)
-            h[j] = oq_float_to_half(f[j]);
-    }
-done:
-    for (size_t i = 0; i < MAXIO; i++) {
-        if (wi[i].owned)
-            free(wi[i].data);
-        if (wo[i].owned)
-            free(wo[i].data);
-    }
-    return st == OQ_ERR_NOMEM ? oq_k_error(k, st, "out of memory widening float16 to float32") : st;
+    for (size_t o = 0; o < n_out && st == OQ_OK; o++)
+        if (out[o].dtype == OQ_DTYPE_FLOAT16)
+            oq_float_to_half_n(wo[o].data, out[o].data, oq_rt_tensor_numel(&out[o]));
+    return st;
 }

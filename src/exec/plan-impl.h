@@ -76,6 +76,8 @@ struct oq_plan {
     int64_t peak_estimate, total_bytes;
     void *scratch;
     size_t scratch_size;
+    void *wide;                /* oq_kctx.wide, lent to each step like scratch */
+    size_t wide_size;
     bool owns_pool;
     size_t n_outer;            /* subplans: slots bound from the enclosing plan */
     size_t *outer;             /* their slots */

@@ -584,6 +584,7 @@ static void step_free(step *s)
     free(s->imp_slots);
     free(s->imp);
     free(s->k.scratch);
+    free(s->k.wide);
     oq_plan_group_free(s->group);
     memset(s, 0, sizeof *s);
 }
@@ -647,6 +648,9 @@ static oq_status fold_step(oq_plan *p, oq_diag *d)
         s->k.scratch = NULL;
         s->k.scratch_size = 0;
     }
+    free(s->k.wide); /* a folded float16 node's widened copies */
+    s->k.wide = NULL;
+    s->k.wide_size = 0;
     s->k.diag = d;
     oq_diag_free(&quiet);
     if (ok && p->n_folded + s->n_out > p->cap_folded) {
@@ -946,6 +950,7 @@ void oq_plan_free(oq_plan *p)
     free(p->inputs);
     free(p->outputs);
     free(p->scratch);
+    free(p->wide);
     free(p->outer);
     free(p->outer_src);
     oq_qgroups_free(p->qgroups);

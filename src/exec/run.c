@@ -219,11 +219,17 @@ static oq_status with_scratch(oq_plan *p, step *s, oq_kernel_run_fn fn)
 {
     s->k.scratch = p->scratch;
     s->k.scratch_size = p->scratch_size;
+    s->k.wide = p->wide;
+    s->k.wide_size = p->wide_size;
     oq_status st = fn(&s->k, s->in, s->n_in, s->out, s->n_out);
     p->scratch = s->k.scratch;
     p->scratch_size = s->k.scratch_size;
+    p->wide = s->k.wide;
+    p->wide_size = s->k.wide_size;
     s->k.scratch = NULL;
     s->k.scratch_size = 0;
+    s->k.wide = NULL;
+    s->k.wide_size = 0;
     return st;
 }
 /* The outputs of the nodes folded at compile time, to the observer, once per run. */

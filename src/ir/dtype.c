@@ -164,3 +164,58 @@ uint16_t oq_float_to_bfloat16(float f)
     uint32_t rounding = 0x7fff + ((u >> 16) & 1);
     return (uint16_t)((u + rounding) >> 16);
 }
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void h2f_f16c(const uint16_t *h, float *f, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++)
+        f[i] = oq_half_to_float(h[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void f2h_f16c(const float *f, uint16_t *h, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) /* round to nearest even, as oq_float_to_half */
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        h[i] = oq_float_to_half(f[i]);
+}
+
+static bool have_f16c(void)
+{
+    static int have = -1; /* racing writers store the same value */
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    }
+    return have;
+}
+#endif
+
+void oq_half_to_float_n(const uint16_t *h, float *f, int64_t n)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (have_f16c()) {
+        h2f_f16c(h, f, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        f[i] = oq_half_to_float(h[i]);
+}
+
+void oq_float_to_half_n(const float *f, uint16_t *h, int64_t n)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (have_f16c()) {
+        f2h_f16c(f, h, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        h[i] = oq_float_to_half(f[i]);
+}

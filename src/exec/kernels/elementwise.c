@@ -526,12 +526,10 @@ static void unary_half(void *arg, int64_t b, int64_t e, int w)
     float buf[256], res[256];
     for (int64_t i = b; i < e; i += 256) {
         int64_t m = e - i < 256 ? e - i : 256;
-        for (int64_t t = 0; t < m; t++)
-            buf[t] = oq_half_to_float(a[i + t]);
+        oq_half_to_float_n(a + i, buf, m);
         unary_job sub = {j->s, buf, res};
         unary_f32(&sub, 0, m, w);
-        for (int64_t t = 0; t < m; t++)
-            o[i + t] = oq_float_to_half(res[t]);
+        oq_float_to_half_n(res, o + i, m);
     }
 }
 
@@ -901,9 +899,7 @@ static oq_row_fn binary_fn(ew_op op, int32_t dt)
 /* Convert a float16 tensor to float32 in `buf` (numel floats). */
 static void half_to_f32(const oq_rt_tensor *t, float *buf, oq_rt_tensor *view)
 {
-    int64_t n = oq_rt_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        buf[i] = oq_half_to_float(((const uint16_t *)t->data)[i]);
+    oq_half_to_float_n(t->data, buf, oq_rt_tensor_numel(t));
     *view = *t;
     view->dtype = OQ_DTYPE_FLOAT;
     view->data = buf;
@@ -1005,9 +1001,7 @@ static oq_status run_binary(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     if (s->op == OP_Mean)
         mean_div(&outv, nargs);
     if (half && !is_bool_op(s->op)) {
-        int64_t n = oq_rt_tensor_numel(&out[0]);
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)out[0].data)[i] = oq_float_to_half(((float *)outv.data)[i]);
+        oq_float_to_half_n(outv.data, out[0].data, oq_rt_tensor_numel(&out[0]));
     }
     free(expbuf);
     return OQ_OK;

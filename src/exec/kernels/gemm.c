@@ -603,6 +603,21 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
     return OQ_OK;
 }
 
+/* dst[c * ldd + r] = alpha * src[r * lds + c] for r < rows, c < cols, in 32 x 32 tiles
+ * (a column of the source at a time would miss the cache on every element) */
+static void transpose_scaled(const float *src, int64_t lds, int64_t rows, int64_t cols, float alpha, float *dst,
+                             int64_t ldd)
+{
+    enum { T = 32 };
+    for (int64_t r0 = 0; r0 < rows; r0 += T)
+        for (int64_t c0 = 0; c0 < cols; c0 += T) {
+            int64_t r1 = r0 + T < rows ? r0 + T : rows, c1 = c0 + T < cols ? c0 + T : cols;
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t r = r0; r < r1; r++)
+                    dst[c * ldd + r] = alpha * src[r * lds + c];
+        }
+}
+
 oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                 float beta, float *C, int64_t ldc)
@@ -613,9 +628,12 @@ oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, in
         ta = malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof(float));
         if (!ta)
             return OQ_ERR_NOMEM;
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t kk = 0; kk < K; kk++)
-                ta[i * K + kk] = alpha * (trans_a ? A[kk * lda + i] : A[i * lda + kk]);
+        if (trans_a)
+            transpose_scaled(A, lda, K, M, alpha, ta, K);
+        else
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t kk = 0; kk < K; kk++)
+                    ta[i * K + kk] = alpha * A[i * lda + kk];
         A = ta;
         lda = K;
     }
@@ -625,9 +643,7 @@ oq_status oq_k_sgemm(const oq_kctx *k, bool trans_a, bool trans_b, int64_t M, in
             free(ta);
             return OQ_ERR_NOMEM;
         }
-        for (int64_t kk = 0; kk < K; kk++)
-            for (int64_t n = 0; n < N; n++)
-                tb[kk * N + n] = B[n * ldb + kk];
+        transpose_scaled(B, ldb, N, K, 1.0f, tb, N);
         B = tb;
         ldb = N;
     }
