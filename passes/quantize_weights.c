@@ -38,6 +38,7 @@ typedef struct wq_cfg {
     bool awq_clip;            /* awq: clip search per block after the scaling */
     int awq_grid;
     int64_t chunk;            /* inputs per sweep (gptq 0: 1 if sequential, else all; awq 0: all) */
+    bool cache;               /* gptq: sweeps run one segment on the cached boundary values */
     double damp;
     int threads;
     bool progress_rtn;       /* RTN: "weight n of N, ETA" (progress_step) */
@@ -218,8 +219,7 @@ static void group_add(wq_group *g, const oq_rt_tensor *t)
     const uint16_t *h = t->data;
     for (int64_t r0 = 0; r0 < rows && g->st == OQ_OK; r0 += step) {
         int64_t nr = rows - r0 < step ? rows - r0 : step;
-        for (int64_t i = 0; i < nr * g->K; i++)
-            f[i] = oq_half_to_float(h[r0 * g->K + i]);
+        oq_half_to_float_n(h + r0 * g->K, f, nr * g->K);
         g->st = g->awq ? oq_awq_stats_add(&g->a, f, nr, g->d) : oq_gptq_stats_add(&g->h, f, nr, g->d);
     }
     free(f);
@@ -283,6 +283,281 @@ static oq_status sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, wq_gr
     }
     free(in);
     oq_plan_free(p);
+    return st;
+}
+
+/* ------------------------------------------------------------------ segments ------- */
+
+/* Sweeps in segments (cache=true). A chunk's sweep runs only the nodes after the previous
+ * chunk's boundary node up to its own (the last producer of the chunk's inputs), on the
+ * values that cross the previous boundary (the frontier: produced at or before it, read
+ * after it), kept per sample from the previous segment; the model's inputs come from the
+ * samples each time. Over all chunks the model runs once per sample instead of once per
+ * chunk, in memory for one frontier per sample (a decoder's residual stream and the
+ * tables every block reads). The graph is cut in place for the compile and the runs, and
+ * put back before anything else touches it. */
+typedef struct seg_state {
+    bool on;
+    oq_node *bound;          /* the last node run so far (NULL: none) */
+    size_t nf;               /* frontier values after `bound` */
+    oq_value **fv;
+    oq_rt_tensor *ft;        /* [sample * nf + i] */
+    uint64_t ns;
+    int64_t budget;          /* bytes the cache may hold */
+} seg_state;
+
+/* A quarter of the machine's memory (the cache of one frontier per sample). */
+static int64_t seg_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (int64_t)pages * psz / 4 : (int64_t)1 << 31;
+}
+
+static void seg_drop(seg_state *ss)
+{
+    for (uint64_t i = 0; ss->ft && i < ss->ns * ss->nf; i++)
+        oq_rt_tensor_release(&ss->ft[i]);
+    free(ss->ft);
+    free(ss->fv);
+    ss->ft = NULL;
+    ss->fv = NULL;
+    ss->nf = 0;
+}
+
+static bool has_subgraph(const oq_node *n)
+{
+    for (size_t a = 0; a < n->n_attrs; a++)
+        if (n->attrs[a]->g || n->attrs[a]->n_graphs)
+            return true;
+    return false;
+}
+
+/* One segmented sweep for groups[0..n). false in *fallback when the graph does not allow
+ * it (a chunk input read before the previous boundary and not kept, a subgraph, a cache
+ * over budget): the caller then sweeps from the inputs and stops using segments. */
+static oq_status seg_sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, seg_state *ss, wq_group *groups,
+                           size_t n, bool *fallback, oq_diag *d)
+{
+    oq_graph *g = m->graph;
+    *fallback = false;
+    size_t nid = (size_t)m->next_id + 1, nn = 0;
+    int64_t *pos = malloc(nid * sizeof(int64_t));
+    oq_status st = OQ_OK;
+    if (!pos)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nid; i++)
+        pos[i] = -1;
+    int64_t pb = -1; /* position of the previous boundary */
+    for (oq_node *x = g->first; x; x = x->next, nn++) {
+        if (x->id < nid)
+            pos[x->id] = (int64_t)nn;
+        if (x == ss->bound)
+            pb = (int64_t)nn;
+        if (has_subgraph(x))
+            *fallback = true;
+    }
+    if (ss->bound && pb < 0)
+        *fallback = true; /* the boundary node was rewritten away */
+#define POS_OF(v) ((v)->kind == OQ_VALUE_NODE && (v)->producer && (v)->producer->id < nid ? pos[(v)->producer->id] : -1)
+    /* the boundary: the last producer of the chunk's inputs */
+    oq_node *b = ss->bound;
+    int64_t bp = pb;
+    for (size_t j = 0; j < n && !*fallback; j++) {
+        oq_value *x = groups[j].x;
+        int64_t p = POS_OF(x);
+        if (p > bp) {
+            bp = p;
+            b = x->producer;
+        } else if (p >= 0 && p <= pb) { /* produced before: must be in the frontier */
+            bool kept = false;
+            for (size_t i = 0; i < ss->nf; i++)
+                kept |= ss->fv[i] == x;
+            if (!kept)
+                *fallback = true;
+        }
+    }
+    if (bp == pb) /* nothing to run: a model input among the chunk's is read by the ordinary sweep */
+        for (size_t j = 0; j < n; j++)
+            if (POS_OF(groups[j].x) < 0)
+                *fallback = true;
+    /* the new frontier: produced at or before b, read after b */
+    size_t cap = 16, nf = 0;
+    oq_value **fv = malloc(cap * sizeof *fv);
+    uint8_t *mark = calloc(nid, 1);
+    if (!fv || !mark)
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    int64_t pi = 0;
+    for (oq_node *x = g->first; x && st == OQ_OK && !*fallback; x = x->next, pi++) {
+        if (pi <= bp)
+            continue;
+        for (size_t i = 0; i < x->n_inputs; i++) {
+            oq_value *v = x->inputs[i];
+            if (!v || v->id >= nid || mark[v->id] || POS_OF(v) < 0 || POS_OF(v) > bp)
+                continue;
+            mark[v->id] = 1;
+            if (nf == cap) {
+                oq_value **t = realloc(fv, 2 * cap * sizeof *fv);
+                if (!t) {
+                    st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                fv = t;
+                cap *= 2;
+            }
+            fv[nf++] = v;
+        }
+    }
+    free(mark);
+    if (st != OQ_OK || *fallback) {
+        free(fv);
+        free(pos);
+        return st;
+    }
+    /* the segment (pb, bp]: cut the graph there, inputs = model inputs + old frontier,
+     * outputs = the new frontier values the segment produces */
+    oq_node *first = ss->bound ? ss->bound->next : g->first;
+    size_t nseg = (size_t)(bp - pb);
+    size_t nout = 0, nin0 = g->n_inputs;
+    for (size_t i = 0; i < nf; i++)
+        nout += POS_OF(fv[i]) > pb;
+    oq_vinfo *vin = calloc(ss->nf + 1, sizeof *vin), *vout = calloc(nout + 1, sizeof *vout);
+    oq_vinfo **ins = calloc(nin0 + ss->nf + 1, sizeof *ins), **outs = calloc(nout + 1, sizeof *outs);
+    size_t *outmap = calloc(nout + 1, sizeof *outmap);
+    oq_rt_tensor *nt = calloc((size_t)ss->ns * (nf ? nf : 1), sizeof *nt);
+    oq_rt_tensor *in = NULL;
+    oq_plan *p = NULL;
+    if (!vin || !vout || !ins || !outs || !outmap || !nt) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nin0; i++)
+        ins[i] = g->inputs[i];
+    for (size_t i = 0; i < ss->nf; i++) {
+        const oq_rt_tensor *t0 = &ss->ft[i];
+        int64_t dims[OQ_RT_MAX_RANK];
+        for (size_t r = 0; r < t0->rank; r++)
+            dims[r] = -1; /* samples may differ in length */
+        vin[i].value = ss->fv[i];
+        vin[i].type = oq_type_tensor(m, t0->dtype, dims, NULL, t0->rank);
+        ins[nin0 + i] = &vin[i];
+    }
+    for (size_t i = 0, o = 0; i < nf; i++)
+        if (POS_OF(fv[i]) > pb) {
+            vout[o].value = fv[i];
+            outs[o] = &vout[o];
+            outmap[o++] = i;
+        }
+    if (nseg > 0) {
+        oq_node *saved_first = g->first, *saved_last = g->last, *after = b->next, *before = first->prev;
+        size_t saved_n = g->n_nodes, saved_ni = g->n_inputs, saved_no = g->n_outputs;
+        oq_vinfo **saved_in = g->inputs, **saved_out = g->outputs;
+        g->first = first;
+        g->last = b;
+        first->prev = NULL;
+        b->next = NULL;
+        g->n_nodes = nseg;
+        g->inputs = ins;
+        g->n_inputs = nin0 + ss->nf;
+        g->outputs = outs;
+        g->n_outputs = nout;
+        sweep_ctx sc = {groups, n, 0, NULL};
+        oq_plan_options po = oq_plan_options_default();
+        po.threads = c->threads;
+        po.on_tensor = on_tensor;
+        po.user = &sc;
+        st = oq_plan_compile(m, &po, &p, d);
+        size_t npi = p ? oq_plan_n_inputs(p) : 0, n0 = npi >= ss->nf ? npi - ss->nf : 0;
+        in = calloc(npi + 1, sizeof *in);
+        if (st == OQ_OK && !in)
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        oq_rt_tensor *out = calloc(nout + 1, sizeof *out);
+        if (st == OQ_OK && !out)
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        int64_t held = 0;
+        for (uint64_t k = 0; k < ss->ns && st == OQ_OK; k++) {
+            char label[512] = "";
+            st = oq_calib_source_sample(src, p, k, in, n0, label, sizeof label, d);
+            for (size_t i = 0; i < ss->nf && st == OQ_OK; i++) {
+                const oq_rt_tensor *t = &ss->ft[k * ss->nf + i];
+                oq_rt_tensor_borrow(&in[n0 + i], t->dtype, t->dims, t->rank, t->data);
+            }
+            sc.seen = 0;
+            for (size_t i = 0; i < npi && st == OQ_OK; i++) /* chunk inputs read from the cache or the sample */
+                for (size_t j = 0; j < n; j++)
+                    if (strcmp(groups[j].x->name, oq_plan_input_name(p, i)) == 0)
+                        group_add(&groups[j], &in[i]);
+            if (st == OQ_OK)
+                st = oq_plan_run(p, in, npi, out, nout, d);
+            if (st != OQ_OK)
+                oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, WHO ": while running sample %s", label);
+            for (size_t i = 0; i < npi; i++)
+                oq_rt_tensor_release(&in[i]);
+            for (size_t o = 0; o < nout && st == OQ_OK; o++) {
+                nt[k * nf + outmap[o]] = out[o];
+                held += out[o].nbytes;
+                memset(&out[o], 0, sizeof out[o]);
+            }
+            for (size_t j = 0; j < n && st == OQ_OK; j++)
+                st = groups[j].st;
+            if (st == OQ_OK && k == 0 && held * (int64_t)ss->ns > ss->budget) {
+                *fallback = true; /* the frontier would not fit: sweep from the inputs */
+                break;
+            }
+        }
+        free(out);
+        oq_plan_free(p);
+        p = NULL;
+        b->next = after;
+        first->prev = before;
+        g->first = saved_first;
+        g->last = saved_last;
+        g->n_nodes = saved_n;
+        g->inputs = saved_in;
+        g->n_inputs = saved_ni;
+        g->outputs = saved_out;
+        g->n_outputs = saved_no;
+    } else { /* every input of the chunk is in the frontier (model inputs: below) */
+        for (uint64_t k = 0; k < ss->ns && st == OQ_OK; k++)
+            for (size_t i = 0; i < ss->nf; i++)
+                for (size_t j = 0; j < n; j++)
+                    if (ss->fv[i] == groups[j].x)
+                        group_add(&groups[j], &ss->ft[k * ss->nf + i]);
+        for (size_t j = 0; j < n && st == OQ_OK; j++)
+            st = groups[j].st;
+    }
+    if (st == OQ_OK && !*fallback) { /* values carried over from the old frontier */
+        for (size_t i = 0; i < nf; i++) {
+            if (POS_OF(fv[i]) > pb)
+                continue;
+            for (size_t o = 0; o < ss->nf; o++)
+                if (ss->fv[o] == fv[i])
+                    for (uint64_t k = 0; k < ss->ns; k++) {
+                        nt[k * nf + i] = ss->ft[k * ss->nf + o];
+                        memset(&ss->ft[k * ss->nf + o], 0, sizeof ss->ft[0]);
+                    }
+        }
+        seg_drop(ss);
+        ss->fv = fv;
+        ss->ft = nt;
+        ss->nf = nf;
+        ss->bound = b;
+        fv = NULL;
+        nt = NULL;
+    }
+#undef POS_OF
+done:
+    if (nt)
+        for (uint64_t i = 0; i < ss->ns * nf; i++)
+            oq_rt_tensor_release(&nt[i]);
+    free(nt);
+    free(fv);
+    free(in);
+    free(vin);
+    free(vout);
+    free(ins);
+    free(outs);
+    free(outmap);
+    free(pos);
     return st;
 }
 
@@ -523,6 +798,7 @@ static oq_status parse_cfg(const oq_pass_options *opts, oq_model *m, wq_cfg *c, 
     c->sequential = oq_pass_opt_bool(opts, "sequential", true);
     c->chunk = oq_pass_opt_int(opts, "chunk", 0);
     c->act_order = oq_pass_opt_bool(opts, "act-order", false);
+    c->cache = oq_pass_opt_bool(opts, "cache", true);
     if (c->chunk < 0)
         return oq_diag_error(d, OQ_ERR_USAGE, WHO ": chunk %" PRId64 " must be >= 0", c->chunk);
     c->threads = (int)oq_pass_opt_int(opts, "threads", 0);
@@ -694,13 +970,29 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
     if (st != OQ_OK)
         return st;
     size_t step = c->chunk > 0 ? (size_t)c->chunk : c->sequential ? 1 : ng;
+    seg_state ss = {c->cache && step < ng, NULL, 0, NULL, NULL, oq_calib_source_count(src), seg_budget()};
     for (size_t g0 = 0; g0 < ng && st == OQ_OK; g0 += step) {
         size_t g1 = g0 + step < ng ? g0 + step : ng;
         for (size_t j = g0; j < g1 && st == OQ_OK; j++)
             st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
         if (st == OQ_OK && c->progress)
             fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
-        if (st == OQ_OK)
+        bool fallback = !ss.on;
+        if (st == OQ_OK && ss.on) {
+            st = seg_sweep(m, c, src, &ss, gs + g0, g1 - g0, &fallback, d);
+            if (st == OQ_OK && !fallback)
+                oq_pass_stat_add(res, "gptq_segment_sweeps", 1);
+            if (st == OQ_OK && fallback) { /* from here on, every sweep from the model's inputs */
+                ss.on = false;
+                seg_drop(&ss);
+                oq_pass_stat_add(res, "gptq_cache_given_up", 1);
+                for (size_t j = g0; j < g1 && st == OQ_OK; j++) { /* what the segment had added */
+                    oq_gptq_stats_free(&gs[j].h);
+                    st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
+                }
+            }
+        }
+        if (st == OQ_OK && fallback)
             st = sweep(m, c, src, gs + g0, g1 - g0, d);
         if (st == OQ_OK)
             oq_pass_stat_add(res, "gptq_sweeps", 1);
@@ -733,6 +1025,7 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
                 st = rewrite_target(m, c, &ts[i], res, d);
             free_target(&ts[i]);
         }
+    seg_drop(&ss);
     if (c->progress)
         fprintf(stderr, "\r\033[K");
     oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
@@ -1103,6 +1396,8 @@ static const oq_pass_option_def options[] = {
     {"sequential", OQ_OPT_BOOL, "true", "gptq: later layers see the quantized earlier ones (chunk by chunk)"},
     {"act-order", OQ_OPT_BOOL, "false", "gptq: features in order of decreasing input energy (blocks fixed beforehand)"},
     {"chunk", OQ_OPT_INT, "0", "gptq, awq: inputs whose statistics one sweep collects (0: gptq 1 if sequential, else all; awq all)"},
+    {"cache", OQ_OPT_BOOL, "true", "gptq: each sweep runs only the nodes since the last chunk, on the values cached "
+                                   "at its boundary (false: every sweep runs the model from its inputs; the same numbers)"},
     {"op-types", OQ_OPT_STRING, "MatMul,Gemm", "op types whose constant B is quantized"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     OQ_PASS_CALIB_SOURCE_OPTIONS,

@@ -17,7 +17,10 @@ a tied LM head), external data, quantized by `onnxq quantize --mode weight-only`
  - peak RSS on a decoder with 394 MB of float32 weights stays under RSS_BOUND_MB (the
    largest weight is 16 MB: the run holds one weight at a time; measured 38 MB; not
    asserted in a sanitizer build, ONNXQ_SANITIZED=1, whose quarantine keeps freed memory);
- - SIGINT in the middle of that run leaves no file in the output directory.
+ - SIGINT in the middle of that run leaves no file in the output directory;
+ - a float16 decoder: GPTQ's sweeps on the cached boundary values (cache=true) write the
+   bytes of sweeps from the model inputs (cache=false); AWQ's fold alone keeps the float
+   function (logits > 40 dB); RTN, GPTQ and AWQ outputs run in onnxruntime above SQNR_FLOOR.
 Exit 0 all passed, 1 a failure, 77 a module missing.
 """
 import os
@@ -172,6 +175,82 @@ for name, args, half, tied in (("tiny32.onnx", [], False, False),
         check(rc == 0 and os.path.exists(out + ".data"), f"{name} {fmt}: quantized, external data {os.path.basename(out)}.data")
         if rc == 0:
             check_model(fpath, out, fmt, half, tied)
+
+# ---- GPTQ and AWQ on a float16 decoder (the executor runs its float16 graph)
+def ort_sqnr(fm_path, q_path):
+    sref, sq = decoder_ort.session(fm_path, 1), decoder_ort.session(q_path, 1)
+    rng = np.random.default_rng(3)
+    ref_all, got_all = [], []
+    for _ in range(2):
+        p = rng.integers(0, 1000, (1, 24)).astype(np.int64)
+        r, toks = decoder_ort.run(sref, p, 4)
+        g, _ = decoder_ort.run(sq, p, 4, forced=toks)
+        ref_all.append(r)
+        got_all.append(g)
+    return decoder_ort.sqnr_db(np.concatenate(ref_all), np.concatenate(got_all))
+
+
+def opt(inp, out, passes, stat=None):
+    js = out + ".json"
+    p = subprocess.run([exe, "opt", inp, "-o", out, "--passes", passes, "--json", js], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr)
+    if stat is not None:  # the pass's counter `stat` from the summary (0 when absent)
+        text = open(js).read() if os.path.exists(js) else ""
+        i = text.find('"' + stat + '": ')
+        return p.returncode, int(text[i + len(stat) + 4:].split(",")[0].split("}")[0]) if i >= 0 else 0
+    return p.returncode
+
+
+f16 = gen("f16.onnx", "--preset", "tiny", "--dtype", "float16")
+cal = os.path.join(work, "calib16")
+fm = onnx.load(f16, load_external_data=False)
+crng = np.random.default_rng(11)
+for k in range(6):
+    d = os.path.join(cal, f"{k:02d}")
+    os.makedirs(d, exist_ok=True)
+    S = 40 + 8 * k  # lengths differ: the cached boundary values have other shapes per sample
+    for i in fm.graph.input:
+        if i.name == "input_ids":
+            a = crng.integers(0, 1000, (1, S)).astype(np.int64)
+        elif i.name == "attention_mask":
+            a = np.ones((1, S), np.int64)
+        elif i.name == "position_ids":
+            a = np.arange(S, dtype=np.int64)[None]
+        else:  # past_key_values.N.*: [1, kv_heads, 0, head_dim]
+            dims = [x.dim_value for x in i.type.tensor_type.shape.dim]
+            a = np.zeros((1, dims[1], 0, dims[3]), np.float16)
+        np.save(os.path.join(d, i.name + ".npy"), a)
+outs = {}
+for tag, extra in (("cache", ""), ("nocache", ",cache=false")):
+    outs[tag] = os.path.join(work, f"gptq16_{tag}.onnx")
+    rc, segs = opt(f16, outs[tag], f"quantize-weights{{algo=gptq,format=matmulnbits,data={cal}{extra}}}",
+                   "gptq_segment_sweeps")
+    # tiny decoder: 9 layer inputs, each its own segment (cache) or run from the model inputs
+    want = "> 0" if tag == "cache" else "0"
+    check(rc == 0 and (segs > 0 if tag == "cache" else segs == 0),
+          f"float16 decoder: GPTQ {tag}: exit {rc}, {segs} sweeps on cached boundary values ({want})")
+same = all(os.path.exists(o + ".data") for o in outs.values()) and \
+    open(outs["cache"] + ".data", "rb").read() == open(outs["nocache"] + ".data", "rb").read()
+check(same, "float16 GPTQ: sweeps on the cached boundary values give the bytes of sweeps from the model inputs")
+rtn16 = os.path.join(work, "rtn16.onnx")
+quantize(f16, rtn16, "--format", "matmulnbits")
+awq_fold = os.path.join(work, "awqfold16.onnx")
+rc = opt(f16, awq_fold, f"quantize-weights{{algo=awq,awq-fold-only=true,format=matmulnbits,data={cal}}}")
+if rc == 0:
+    db = ort_sqnr(f16, awq_fold)
+    # measured 65.5 dB: the scaled float16 weights and norms rounded once more
+    check(db > 40, f"float16 AWQ fold only: the float function kept, logits {db:.1f} dB > 40 dB")
+else:
+    check(False, f"float16 AWQ fold only: exit {rc}")
+awq16 = os.path.join(work, "awq16.onnx")
+rc = quantize(f16, awq16, "--format", "matmulnbits", "--algo", "awq", "--calib", cal)
+for tag, path in (("RTN", rtn16), ("GPTQ", outs["cache"]), ("AWQ", awq16)):
+    if os.path.exists(path + ".data"):
+        db = ort_sqnr(f16, path)
+        check(np.isfinite(db) and db > SQNR_FLOOR, f"float16 {tag}: runs in onnxruntime, logits {db:.1f} dB > {SQNR_FLOOR}")
+    else:
+        check(False, f"float16 {tag}: no output")
 
 # ---- memory bound and Ctrl-C on a model much bigger than one weight
 big = gen("big.onnx", "--preset", "small", "--hidden", "1024", "--inter", "2816", "--layers", "8", "--vocab", "4000")

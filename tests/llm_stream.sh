@@ -1,7 +1,8 @@
 #!/bin/bash
 # Streaming weight-only quantization of generated decoders (bench/llm/make_decoder.py):
 # known answers against numpy's round to nearest, onnxruntime logits SQNR and KV-cache
-# interface, the embedding as GatherBlockQuantized (tied head too), peak RSS bounded on a
+# interface, the embedding as GatherBlockQuantized (tied head too), GPTQ/AWQ on float16 (the
+# boundary cache byte-identical to sweeps from the inputs), peak RSS bounded on a
 # model of 437 MB of weights, no file left by SIGINT (tests/llm_stream.py, in the venv of
 # .ci/venv.sh). Bad --embedding-dtype in weight-only mode exits 2 with one line.
 # usage: bash llm_stream.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
