@@ -4,7 +4,8 @@
 # logits SQNR against the float model in onnxruntime (bench/llm/decoder_ort.py).
 #   bash bench/llm/run.sh PRESET [TOOLS] [BLOCKS]
 #     PRESET  1b | 7b | small | tiny  (bench/llm/make_decoder.py, float16 weights)
-#     TOOLS   default "onnxq ort-default ort-hqq nncf"
+#     TOOLS   default "onnxq ort-default ort-hqq nncf"; onnxq-gptq: GPTQ on CALIB_SAMPLES (128)
+#             sequences of CALIB_TOKENS (512) random tokens (make_calib.py, made once)
 #     BLOCKS  default "32 128"
 # Models live in $ONNXQ_CACHE/llm (~/.cache/onnxq/llm), never in the repo; one JSON line per
 # run is appended to $ONNXQ_CACHE/llm/results.jsonl. Each quantized model is deleted after
@@ -39,6 +40,12 @@ for block in $blocks; do
     if [ "$tool" = onnxq ]; then
       /usr/bin/time -v "$onnxq" quantize "$model" -o "$out" --mode weight-only --format matmulnbits \
         --weight-block-size "$block" --quiet >"$log" 2>&1
+    elif [ "$tool" = onnxq-gptq ]; then
+      cal="$cache/cal_${preset}_${CALIB_SAMPLES:-128}x${CALIB_TOKENS:-512}"
+      [ -d "$cal" ] || "$py" "$here/make_calib.py" "$model" "$cal" --samples "${CALIB_SAMPLES:-128}" \
+        --tokens "${CALIB_TOKENS:-512}" >/dev/null || exit 1
+      /usr/bin/time -v "$onnxq" quantize "$model" -o "$out" --mode weight-only --format matmulnbits \
+        --weight-block-size "$block" --algo gptq --calib "$cal" --quiet >"$log" 2>&1
     else
       /usr/bin/time -v prlimit --as="${PEER_AS:-18000000000}" "$peers" "$here/peer_wq.py" "$tool" "$model" "$out" \
         --block "$block" >"$log" 2>&1
