@@ -332,6 +332,43 @@ static bool has_subgraph(const oq_node *n)
     return false;
 }
 
+/* g's nodes first..last (n of them) as the whole graph, with these inputs and outputs;
+ * uncut_graph puts back what cut_graph saved. */
+typedef struct graph_cut {
+    oq_node *first, *last, *seg_first, *seg_last, *after, *before;
+    size_t n_nodes, n_inputs, n_outputs;
+    oq_vinfo **inputs, **outputs;
+} graph_cut;
+
+static void cut_graph(oq_graph *g, oq_node *first, oq_node *last, size_t n, oq_vinfo **ins, size_t nin,
+                      oq_vinfo **outs, size_t nout, graph_cut *c)
+{
+    *c = (graph_cut){g->first, g->last, first, last, last->next, first->prev, g->n_nodes, g->n_inputs,
+                     g->n_outputs, g->inputs, g->outputs};
+    g->first = first;
+    g->last = last;
+    first->prev = NULL;
+    last->next = NULL;
+    g->n_nodes = n;
+    g->inputs = ins;
+    g->n_inputs = nin;
+    g->outputs = outs;
+    g->n_outputs = nout;
+}
+
+static void uncut_graph(oq_graph *g, const graph_cut *c)
+{
+    c->seg_last->next = c->after;
+    c->seg_first->prev = c->before;
+    g->first = c->first;
+    g->last = c->last;
+    g->n_nodes = c->n_nodes;
+    g->inputs = c->inputs;
+    g->n_inputs = c->n_inputs;
+    g->outputs = c->outputs;
+    g->n_outputs = c->n_outputs;
+}
+
 /* One segmented sweep for groups[0..n). false in *fallback when the graph does not allow
  * it (a chunk input read before the previous boundary and not kept, a subgraph, a cache
  * over budget): the caller then sweeps from the inputs and stops using segments. */
@@ -448,18 +485,8 @@ static oq_status seg_sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, s
             outmap[o++] = i;
         }
     if (nseg > 0) {
-        oq_node *saved_first = g->first, *saved_last = g->last, *after = b->next, *before = first->prev;
-        size_t saved_n = g->n_nodes, saved_ni = g->n_inputs, saved_no = g->n_outputs;
-        oq_vinfo **saved_in = g->inputs, **saved_out = g->outputs;
-        g->first = first;
-        g->last = b;
-        first->prev = NULL;
-        b->next = NULL;
-        g->n_nodes = nseg;
-        g->inputs = ins;
-        g->n_inputs = nin0 + ss->nf;
-        g->outputs = outs;
-        g->n_outputs = nout;
+        graph_cut saved;
+        cut_graph(g, first, b, nseg, ins, nin0 + ss->nf, outs, nout, &saved);
         sweep_ctx sc = {groups, n, 0, NULL};
         oq_plan_options po = oq_plan_options_default();
         po.threads = c->threads;
@@ -507,15 +534,7 @@ static oq_status seg_sweep(oq_model *m, const wq_cfg *c, oq_calib_source *src, s
         free(out);
         oq_plan_free(p);
         p = NULL;
-        b->next = after;
-        first->prev = before;
-        g->first = saved_first;
-        g->last = saved_last;
-        g->n_nodes = saved_n;
-        g->inputs = saved_in;
-        g->n_inputs = saved_ni;
-        g->outputs = saved_out;
-        g->n_outputs = saved_no;
+        uncut_graph(g, &saved);
     } else { /* every input of the chunk is in the frontier (model inputs: below) */
         for (uint64_t k = 0; k < ss->ns && st == OQ_OK; k++)
             for (size_t i = 0; i < ss->nf; i++)
