@@ -185,6 +185,23 @@ static void progress_step(wq_progress *p, size_t i, size_t n, const wq_target *t
         fprintf(stderr, "\r\033[K");
 }
 
+/* GPTQ: "layer inputs i-j of N (name), t s, ETA s" before each chunk's pass, redrawn on a
+ * terminal, a line every 10 s in a log; the ETA from the chunks done so far. */
+static void gptq_progress(wq_progress *p, size_t g0, size_t g1, size_t n, const char *name)
+{
+    if (!p->on)
+        return;
+    double el = now_s() - p->t0;
+    if (!p->tty && el - p->last < 10)
+        return;
+    p->last = el;
+    char eta[48] = "";
+    if (g0 > 0)
+        snprintf(eta, sizeof eta, ", ETA %.0f s", el * (double)(n - g0) / (double)g0);
+    fprintf(stderr, "%s" WHO ": gptq: layer inputs %zu-%zu of %zu (\"%s\"), %.0f s%s%s", p->tty ? "\r" : "", g0 + 1, g1,
+            n, name, el, eta, p->tty ? "\033[K" : "\n");
+}
+
 /* ------------------------------------------------------------------ GPTQ statistics */
 
 typedef struct sweep_ctx {
@@ -990,12 +1007,13 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
         return st;
     size_t step = c->chunk > 0 ? (size_t)c->chunk : c->sequential ? 1 : ng;
     seg_state ss = {c->cache && step < ng, NULL, 0, NULL, NULL, oq_calib_source_count(src), seg_budget()};
+    wq_progress pg = {c->progress_rtn, isatty(fileno(stderr)) != 0, now_s(), -1e9, 0, 0};
     for (size_t g0 = 0; g0 < ng && st == OQ_OK; g0 += step) {
         size_t g1 = g0 + step < ng ? g0 + step : ng;
         for (size_t j = g0; j < g1 && st == OQ_OK; j++)
             st = oq_gptq_stats_init(&gs[j].h, gs[j].K, d);
-        if (st == OQ_OK && c->progress)
-            fprintf(stderr, "\r" WHO ": gptq: inputs %zu-%zu of %zu (\"%s\")\033[K", g0 + 1, g1, ng, gs[g0].x->name);
+        if (st == OQ_OK)
+            gptq_progress(&pg, g0, g1, ng, gs[g0].x->name);
         bool fallback = !ss.on;
         if (st == OQ_OK && ss.on) {
             st = seg_sweep(m, c, src, &ss, gs + g0, g1 - g0, &fallback, d);
@@ -1045,7 +1063,7 @@ static oq_status run_gptq(oq_model *m, const oq_pass_options *opts, const wq_cfg
             free_target(&ts[i]);
         }
     seg_drop(&ss);
-    if (c->progress)
+    if (pg.on && pg.tty)
         fprintf(stderr, "\r\033[K");
     oq_pass_stat_add(res, "samples", (int64_t)oq_calib_source_count(src));
     for (size_t j = 0; j < ng; j++)
