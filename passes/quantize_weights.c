@@ -1310,8 +1310,11 @@ static oq_status run_awq(oq_model *m, const oq_pass_options *opts, const wq_cfg 
                         WHO ": awq: input \"%s\" (%zu layer%s): alpha %.2f, output error %.4g (round to nearest %.4g)",
                         gs[j].x->name, n, n == 1 ? "" : "s", r.alpha, r.err, r.err_rtn);
             oq_pass_stat_add(res, "awq_inputs", 1);
-            if (r.alpha > 0)
+            if (r.alpha > 0) { /* the scaled copies are rounded and dropped: not streamed */
+                oq_model_stream_hold(m, true);
                 st = apply_awq(m, ts, nt, (int)j, gs[j].x, s, gs[j].K, res, d);
+                oq_model_stream_hold(m, false);
+            }
         }
         /* clip search on the weights as they will be rounded (scaled; a later fold into
          * their columns scales a whole column, which leaves the chosen ratios alone) */

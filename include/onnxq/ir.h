@@ -493,6 +493,11 @@ oq_status oq_model_write(oq_model *m, const char *path, const oq_write_options *
  * it removes the temporary file. The checks of oq_model_write (never over the input model
  * or a data file it reads) are made here. */
 oq_status oq_model_stream_begin(oq_model *m, const char *path, const oq_write_options *opts, oq_diag *d);
+/* Between oq_model_stream_hold(m, true) and (m, false) (nested: counted), new initializers
+ * stay in the model instead of going to the stream: for a pass's temporary tensors (AWQ's
+ * scaled float weights, quantized and dropped), which would otherwise leave their bytes
+ * in the output's data file. Without a stream it does nothing. */
+void oq_model_stream_hold(oq_model *m, bool hold);
 /* Remove the temporary files of every output being written (models and their data
  * files, before their rename into place). Async-signal-safe: a program's SIGINT/SIGTERM
  * handler calls it, so that an interrupted run leaves no file behind (the outputs are

@@ -637,7 +637,7 @@ oq_value *oq_graph_add_initializer(oq_graph *g, const char *name, int32_t dtype,
         return NULL;
     oq_tensor *t = NULL;
     const oq_model_io *io = g->model->io;
-    if (io && io->ops && io->ops->stream_tensor) { /* oq_model_stream_begin: straight to the output */
+    if (io && io->ops && io->ops->stream_tensor && io->hold <= 0) { /* oq_model_stream_begin: straight to the output */
         oq_diag q;
         oq_diag_init(&q);
         oq_status s = io->ops->stream_tensor(g->model, n, dtype, dims, rank, data, nbytes, &t, &q);
@@ -736,4 +736,11 @@ oq_type *oq_type_tensor(oq_model *m, int32_t elem_type, const int64_t *dims,
         }
     }
     return t;
+}
+
+void oq_model_stream_hold(oq_model *m, bool hold)
+{
+    oq_model_io *io = m->io;
+    if (io)
+        io->hold += hold ? 1 : -1;
 }

@@ -45,6 +45,7 @@ typedef struct oq_model_io_ops {
 
 typedef struct oq_model_io {
     const oq_model_io_ops *ops;
+    int hold;    /* oq_model_stream_hold: new initializers stay in the model while > 0 */
 } oq_model_io;
 
 #endif
