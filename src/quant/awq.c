@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "onnxq/quant.h"
+#include "quant/quant-impl.h"
 
 oq_status oq_awq_stats_init(oq_awq_stats *a, int64_t K, oq_diag *d)
 {
@@ -75,9 +76,11 @@ oq_status oq_awq_error(const oq_gptq_stats *h, const float *w, int64_t N, const 
         return oq_diag_error(d, OQ_ERR_USAGE, "awq: no input statistics, or no output columns");
     float *ws = malloc((size_t)(K * N) * sizeof(float)), *sc = malloc((size_t)(nb * N) * sizeof(float));
     int32_t *q = malloc((size_t)(K * N) * sizeof(int32_t)), *zp = malloc((size_t)(nb * N) * sizeof(int32_t));
-    double *dl = malloc((size_t)(K * N) * sizeof(double)), *r = malloc((size_t)N * sizeof(double));
+    float *dl = malloc((size_t)(K * N) * sizeof(float)), *hf = malloc((size_t)(K * K) * sizeof(float));
+    float *hd = malloc((size_t)(K * N) * sizeof(float));
+    oq_pool *pool = h->pool ? NULL : oq_pool_new(oq_cpu_count()); /* h's, from its statistics */
     oq_status st = OQ_OK;
-    if (!ws || !sc || !q || !zp || !dl || !r) {
+    if (!ws || !sc || !q || !zp || !dl || !hf || !hd || (!h->pool && !pool)) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "awq: out of memory");
         goto done;
     }
@@ -95,33 +98,33 @@ oq_status oq_awq_error(const oq_gptq_stats *h, const float *w, int64_t N, const 
                 dq = oq_half_to_float(oq_float_to_half(dq));
             /* the model computes (x * (1/s)) . dq: in x's space the weight is dq / s */
             double wh = s ? (double)dq * (double)(1.0f / s[k]) : (double)dq;
-            dl[k * N + n] = (double)w[k * N + n] - wh;
+            dl[k * N + n] = (float)((double)w[k * N + n] - wh);
         }
     }
-    /* sum_n d_n^T H d_n with H's upper triangle: diagonal once, the rest twice */
+    /* sum_n d_n^T H d_n = sum(d .* (H d)): H mirrored from its upper triangle, H d one
+     * float32 GEMM (K^2 N operations per call: the AWQ search makes one per alpha and layer) */
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = i; j < K; j++)
+            hf[i * K + j] = hf[j * K + i] = (float)h->xtx[i * K + j];
+    st = oq_quant_sgemm(h->pool ? (oq_pool *)h->pool : pool, false, false, K, N, K, 1.0f, hf, K, dl, N, 0.0f, hd, N);
+    if (st != OQ_OK) {
+        st = oq_diag_error(d, st, "awq: out of memory");
+        goto done;
+    }
     double e = 0;
-    for (int64_t i = 0; i < K; i++) {
-        const double *hr = h->xtx + i * K, *di = dl + i * N;
-        memset(r, 0, (size_t)N * sizeof(double));
-        for (int64_t j = i + 1; j < K; j++) {
-            double hv = hr[j];
-            if (hv == 0.0)
-                continue;
-            const double *dj = dl + j * N;
-            for (int64_t n = 0; n < N; n++)
-                r[n] += hv * dj[n];
-        }
-        for (int64_t n = 0; n < N; n++)
-            e += di[n] * (hr[i] * di[n] + 2.0 * r[n]);
-    }
+    for (int64_t i = 0; i < K * N; i++)
+        e += (double)dl[i] * (double)hd[i];
     *err = e / (double)h->rows;
 done:
+    if (pool)
+        oq_pool_free(pool);
     free(ws);
     free(sc);
     free(q);
     free(zp);
     free(dl);
-    free(r);
+    free(hf);
+    free(hd);
     return st;
 }
 
@@ -192,12 +195,18 @@ oq_status oq_awq_clip_search(const oq_gptq_stats *h, const float *s, const float
     int32_t qmin, qmax;
     if (grid < 1 || grid > 1000 || h->rows == 0 || B <= 0 || oq_qrange(spec->dtype, false, &qmin, &qmax) != OQ_OK)
         return oq_diag_error(d, OQ_ERR_USAGE, "awq: clip search: bad grid, type or no statistics");
-    double *dl = malloc((size_t)B * sizeof(double));
-    if (!dl)
+    double *dl = malloc((size_t)B * sizeof(double)), *hb = malloc((size_t)(B * B) * sizeof(double));
+    if (!dl || !hb) {
+        free(dl);
+        free(hb);
         return oq_diag_error(d, OQ_ERR_NOMEM, "awq: out of memory");
+    }
     double before = 0, after = 0;
     for (int64_t b = 0; b < nb; b++) {
         int64_t k0 = b * B, n0 = B < K - k0 ? B : K - k0;
+        for (int64_t i = 0; i < n0; i++) /* the block's statistics of x / s: once for every column */
+            for (int64_t j = i; j < n0; j++)
+                hb[i * n0 + j] = (i == j ? 1.0 : 2.0) * hs(h, s, k0 + i, k0 + j);
         for (int64_t n = 0; n < N; n++) {
             const float *v = w + k0 * N + n;
             double best = 0;
@@ -214,9 +223,10 @@ oq_status oq_awq_clip_search(const oq_gptq_stats *h, const float *s, const float
                 }
                 double e = 0;
                 for (int64_t i = 0; i < n0; i++) {
-                    double t = hs(h, s, k0 + i, k0 + i) * dl[i];
-                    for (int64_t j = i + 1; j < n0; j++)
-                        t += 2.0 * hs(h, s, k0 + i, k0 + j) * dl[j];
+                    const double *hr = hb + i * n0;
+                    double t = 0;
+                    for (int64_t j = i; j < n0; j++)
+                        t += hr[j] * dl[j];
                     e += dl[i] * t;
                 }
                 if (g == 0) {
@@ -232,6 +242,7 @@ oq_status oq_awq_clip_search(const oq_gptq_stats *h, const float *s, const float
         }
     }
     free(dl);
+    free(hb);
     if (err_before)
         *err_before = before / (double)h->rows;
     if (err_after)

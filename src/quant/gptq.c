@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "onnxq/quant.h"
-#include "exec/exec-impl.h" /* the thread pool and the float32 GEMM of the executor */
+#include "quant/quant-impl.h"
 
 int64_t oq_wq_n_blocks(int64_t K, int64_t block)
 {
@@ -130,9 +130,9 @@ oq_status oq_gptq_stats_init(oq_gptq_stats *h, int64_t K, oq_diag *d)
     return OQ_OK;
 }
 
-/* C = alpha op(A) op(B) + beta C on the pool's threads (exec's GEMM kernel) */
-static oq_status sgemm(oq_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+oq_status oq_quant_sgemm(oq_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                         int64_t ldc)
 {
     oq_kctx k;
     memset(&k, 0, sizeof k);
@@ -176,7 +176,7 @@ oq_status oq_gptq_stats_add(oq_gptq_stats *h, const float *x, int64_t rows, oq_d
     enum { BAND = 256 };
     for (int64_t i0 = 0; i0 < K; i0 += BAND) {
         int64_t ib = K - i0 < BAND ? K - i0 : BAND;
-        oq_status st = sgemm(h->pool, true, false, ib, K - i0, rows, 1.0f, x + i0, K, x + i0, K, 0.0f,
+        oq_status st = oq_quant_sgemm(h->pool, true, false, ib, K - i0, rows, 1.0f, x + i0, K, x + i0, K, 0.0f,
                              h->part + i0 * K + i0, K);
         if (st != OQ_OK)
             return oq_diag_error(d, st, "gptq: out of memory");
@@ -293,11 +293,11 @@ static bool chol_inverse_upper(float *a, float *u, int64_t K, oq_pool *pool)
         if (rest == 0)
             break;
         /* panel: L21 = A21 L11^-T */
-        ok = sgemm(pool, false, true, rest, kb, kb, 1.0f, L + k1 * K + k0, K, li, kb, 0.0f, t, kb) == OQ_OK;
+        ok = oq_quant_sgemm(pool, false, true, rest, kb, kb, 1.0f, L + k1 * K + k0, K, li, kb, 0.0f, t, kb) == OQ_OK;
         for (int64_t i = 0; ok && i < rest; i++)
             memcpy(L + (k1 + i) * K + k0, t + i * kb, (size_t)kb * sizeof(float));
         /* trailing: A22 -= L21 L21^T */
-        ok = ok && sgemm(pool, false, true, rest, rest, kb, -1.0f, L + k1 * K + k0, K, L + k1 * K + k0, K, 1.0f,
+        ok = ok && oq_quant_sgemm(pool, false, true, rest, rest, kb, -1.0f, L + k1 * K + k0, K, L + k1 * K + k0, K, 1.0f,
                          L + k1 * K + k1, K) == OQ_OK;
     }
     /* X = L^-1 into a, block row by block row */
@@ -311,8 +311,8 @@ static bool chol_inverse_upper(float *a, float *u, int64_t K, oq_pool *pool)
         if (i0 == 0)
             continue;
         float *tt = malloc(sizeof(float) * (size_t)(kb * i0));
-        ok = tt && sgemm(pool, false, false, kb, i0, i0, 1.0f, L + i0 * K, K, a, K, 0.0f, tt, i0) == OQ_OK &&
-             sgemm(pool, false, false, kb, i0, kb, -1.0f, li, kb, tt, i0, 0.0f, a + i0 * K, K) == OQ_OK;
+        ok = tt && oq_quant_sgemm(pool, false, false, kb, i0, i0, 1.0f, L + i0 * K, K, a, K, 0.0f, tt, i0) == OQ_OK &&
+             oq_quant_sgemm(pool, false, false, kb, i0, kb, -1.0f, li, kb, tt, i0, 0.0f, a + i0 * K, K) == OQ_OK;
         free(tt);
     }
     for (int64_t i = 0; ok && i < K; i++) /* u <- J X J (upper) */
@@ -465,7 +465,7 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
             }
         }
         /* the rows after the batch: W[i2:, :] -= U[i1:i2, i2:]^T E */
-        if (i2 < K && sgemm(pool, true, false, K - i2, N, i2 - i1, -1.0f, U + i1 * K + i2, K, E, N, 1.0f, W + i2 * N,
+        if (i2 < K && oq_quant_sgemm(pool, true, false, K - i2, N, i2 - i1, -1.0f, U + i1 * K + i2, K, E, N, 1.0f, W + i2 * N,
                             N) != OQ_OK) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
             goto done;
