@@ -23,6 +23,7 @@ a tied LM head), external data, quantized by `onnxq quantize --mode weight-only`
    function (logits > 40 dB); RTN, GPTQ and AWQ outputs run in onnxruntime above SQNR_FLOOR.
 Exit 0 all passed, 1 a failure, 77 a module missing.
 """
+import json
 import os
 import signal
 import subprocess
@@ -195,10 +196,12 @@ def opt(inp, out, passes, stat=None):
     p = subprocess.run([exe, "opt", inp, "-o", out, "--passes", passes, "--json", js], capture_output=True, text=True)
     if p.returncode != 0:
         print(p.stderr)
-    if stat is not None:  # the pass's counter `stat` from the summary (0 when absent)
-        text = open(js).read() if os.path.exists(js) else ""
-        i = text.find('"' + stat + '": ')
-        return p.returncode, int(text[i + len(stat) + 4:].split(",")[0].split("}")[0]) if i >= 0 else 0
+    if stat is not None:  # the pass's counter `stat` anywhere in the summary (0 when absent)
+        def find(o):
+            if isinstance(o, dict):
+                return o[stat] if stat in o else next((v for v in map(find, o.values()) if v), 0)
+            return next((v for v in map(find, o) if v), 0) if isinstance(o, list) else 0
+        return p.returncode, find(json.load(open(js))) if os.path.exists(js) else 0
     return p.returncode
 
 
