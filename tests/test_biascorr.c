@@ -128,10 +128,15 @@ static void run(const char *dir, oq_biascorr_method method, int threads, uint64_
 }
 
 /* By hand, over the 4 samples (mean a = 4, mean b = 5):
- *   g1: E[y1_float - y1_quant] = (0.3 * 4 + 0.2, -0.4) = (1.4, -0.4) -> b1 += (1, 0)
+ *   g1: E[y1_float - y1_quant] = (0.3 * 4 + 0.2, -0.4) = (1.4, -0.4); per sample channel 0
+ *       is (0.5, 1.1, 1.7, 2.3): sample variance 0.6, se^2 = 0.15, shrunk by
+ *       1 - 0.15 / 1.96 = 0.923 to 1.29; channel 1 is -0.4 on every sample (se 0, not
+ *       shrunk) -> b1 += (1, 0)
  *   g2, with g1 corrected (y1_quant = (a + 1, 2b), exact in uint8 with scale 1):
  *       E[(1.3a + 0.2) + 1.2 (2b - 0.4) + 0.3 - (a + 1 + 2b)] = 0.3 * 4 + 0.4 * 5 + 0.02 - 1
- *       = 2.22 -> b2 += 2   (correcting both at once would give round(3.22) = 3) */
+ *       = 2.22; per sample 0.7a - 0.58 = (0.12, 1.52, 2.92, 4.32), variance 3.267, se^2
+ *       0.817, shrunk by 0.834 to 1.85 -> b2 += 2   (correcting both at once would give
+ *       round(3.22) = 3) */
 Test(biascorr, two_layer_chain_known_answer)
 {
     char dir[200];
@@ -155,8 +160,10 @@ Test(biascorr, two_layer_chain_known_answer)
 }
 
 /* max_samples 2: samples (1, 2), (3, 4): mean a = 2, mean b = 3.
- *   g1: (0.3 * 2 + 0.2, -0.4) = (0.8, -0.4) -> (1, 0)
- *   g2: 0.3 * 2 + 0.4 * 3 + 0.02 - 1 = 0.82 -> 1 */
+ *   g1: per sample (0.5, 1.1), mean 0.8, sample variance 0.18, se^2 = 0.09: shrunk by
+ *       1 - 0.09 / 0.64 = 0.859 to 0.6875 -> 1; channel 1: -0.4 on both (se 0) -> 0
+ *   g2: per sample 0.7a - 0.58 = (0.12, 1.52), mean 0.82, variance 0.98, se^2 0.49:
+ *       shrunk by 1 - 0.49 / 0.6724 = 0.271 to 0.22 -> 0 (unshrunk, 0.82 would give 1) */
 Test(biascorr, sample_limit_known_answer)
 {
     char dir[200];
@@ -167,8 +174,47 @@ Test(biascorr, sample_limit_known_answer)
         run(dir, mi ? OQ_BIASCORR_WAVES : OQ_BIASCORR_LOCKSTEP, 2, 2, b1, b2, &r);
         cr_expect_eq(b1[0], 1);
         cr_expect_eq(b1[1], 0);
-        cr_expect_eq(b2[0], 1, "method %d: b2 %d", mi, b2[0]);
+        cr_expect_eq(b2[0], 0, "method %d: b2 %d", mi, b2[0]);
         cr_expect_eq(r.samples, 2);
+    }
+    cleanup(dir);
+}
+
+/* sample_index {0, 3}: samples (1, 2) and (7, 8) only.
+ *   g1: channel 0 per sample (0.5, 2.3), mean 1.4, variance 1.62, se^2 0.81: shrunk by
+ *       1 - 0.81 / 1.96 = 0.587 to 0.82 -> 1; channel 1 -> 0
+ *   g2: per sample (0.12, 4.32), mean 2.22, variance 8.82, se^2 4.41: shrunk by
+ *       1 - 4.41 / 4.928 = 0.105 to 0.23 -> 0, where the plain mean would give 2: a shift
+ *       the two samples disagree on is not corrected. */
+Test(biascorr, sample_index_and_shrinkage_known_answer)
+{
+    char dir[200];
+    samples(dir, sizeof dir);
+    const uint64_t use[2] = {0, 3};
+    for (int mi = 0; mi < 2; mi++) {
+        oq_model *fm = chain(false), *qm = chain(true);
+        oq_calib_source *src = NULL;
+        oq_diag d;
+        oq_diag_init(&d);
+        cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+        oq_biascorr_options o = oq_biascorr_options_default();
+        o.method = mi ? OQ_BIASCORR_WAVES : OQ_BIASCORR_LOCKSTEP;
+        o.sample_index = use;
+        o.n_sample_index = 2;
+        oq_biascorr_result r;
+        cr_assert_eq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+        cr_expect_eq(r.samples, 2);
+        cr_expect_eq(bias_of(qm, "b1_quantized")[0], 1, "method %d", mi);
+        cr_expect_eq(bias_of(qm, "b1_quantized")[1], 0, "method %d", mi);
+        cr_expect_eq(bias_of(qm, "b2_quantized")[0], 0, "method %d: b2 %d", mi, bias_of(qm, "b2_quantized")[0]);
+        const uint64_t bad[1] = {4}; /* past the end: refused */
+        o.sample_index = bad;
+        o.n_sample_index = 1;
+        cr_expect_neq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+        oq_diag_free(&d);
+        oq_calib_source_free(src);
+        oq_model_free(fm);
+        oq_model_free(qm);
     }
     cleanup(dir);
 }

@@ -11,6 +11,7 @@
 #include "onnxq/exec.h"
 #include "onnxq/ir.h"
 #include "onnxq/pass.h"
+#include "onnxq/verify.h"
 
 /* Where the lines the command prints go (oq_quantize_options.log; NULL: nowhere). */
 typedef struct jlog {
@@ -54,6 +55,11 @@ void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log);
 /* Larger models (main-graph initializers, bytes) are not copied to judge the candidates:
  * they take the first one. */
 #define OQ_SELECT_WEIGHT_BYTES_MAX ((uint64_t)1 << 30)
+/* Bytes of m's main-graph initializers (what each copy of the model holds). */
+uint64_t oq_job_weight_bytes(const oq_model *m);
+/* The held-out samples of a source of ns samples judged for a model of weight_bytes:
+ * oq_calib_sample_held_out ones, 8, up to 32 for a small model. Returns how many. */
+size_t oq_job_held_out(uint64_t ns, uint64_t weight_bytes, uint64_t held[OQ_SELECT_HELD_OUT_CAP]);
 typedef struct oq_job_select_result {
     size_t n;                                             /* candidates (0: no choice made) */
     char names[OQ_CALIB_SELECT_MAX][OQ_CALIB_SELECT_NAME_MAX];
@@ -64,6 +70,12 @@ typedef struct oq_job_select_result {
     bool too_big;                                         /* not judged: the model is over OQ_SELECT_WEIGHT_BYTES_MAX */
     double seconds;
 } oq_job_select_result;
+typedef struct oq_job_bc_guard {
+    size_t held_out;          /* samples judged (0: not checked: too few samples, or too big) */
+    double db_without, db_with; /* worst output part over them, dB */
+    char part_without[256], part_with[256];
+    bool kept;                /* the corrections were kept */
+} oq_job_bc_guard;
 /* The --json summary of a quantize run (schema version 1, docs/quantize.md). */
 typedef struct oq_job_qreport {
     oq_job_pass_log passes;   /* ro.after_pass = oq_job_qreport_after_pass, ro.user = the report */
@@ -72,6 +84,7 @@ typedef struct oq_job_qreport {
     char *smooth_quant;       /* the smooth-quant pass's JSON record (malloc'ed), or NULL */
     bool bias_correction;     /* bias correction ran */
     oq_biascorr_result bias;
+    oq_job_bc_guard bias_check;
     double bias_seconds;
     const oq_diag *diag;      /* every note and warning, listed as "diagnostics" */
     char *calibration;        /* the calibrate pass's table (JSON, malloc'ed) or NULL */
@@ -113,6 +126,13 @@ typedef struct oq_quantize_fallback_args {
     const jlog *lg;
     bool progress;                     /* progress bars on stderr */
 } oq_quantize_fallback_args;
+/* The worst output part (oq_verify_worst) of qm against fm over the samples held[0..nh) of
+ * src with a->arith, in this order every time (fc keeps the float outputs by position; may
+ * be shared by several qm of one fm); *db -INFINITY when nothing is comparable; part: its
+ * label. */
+oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
+                       oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, double *db, char *part,
+                       size_t part_size, oq_diag *d);
 
 /* Monotonic seconds (CLOCK_MONOTONIC), for the report's timings. */
 double oq_job_now_s(void);
@@ -135,10 +155,13 @@ oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool 
 oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d);
 /* Bias correction (include/onnxq/biascorr.h) of m against the float model a->in after the
  * passes `prep` (the quantize pipeline's float part, parsed with reg), on at most
- * OQ_BIASCORR_SAMPLES calibration samples; logs a summary line unless quiet. */
+ * OQ_BIASCORR_SAMPLES calibration samples; logs a summary line unless quiet. With enough
+ * samples (oq_job_held_out gives 2 or more) it fits on samples that are not held out, and
+ * keeps the corrections only when the held-out samples' worst output part (oq_job_judge,
+ * a->arith) is not worse with them: *g says what was measured and kept. */
 #define OQ_BIASCORR_SAMPLES 16
 oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
-                              oq_model *m, oq_biascorr_result *r, double *seconds, oq_diag *d);
+                              oq_model *m, oq_biascorr_result *r, oq_job_bc_guard *g, double *seconds, oq_diag *d);
 /* Dense data of a tensor for display, or NULL (strings, complex and the stats dtypes;
  * errors are not fatal here): onnxq dump's text and JSON. src/job/dump_json.c */
 const void *oq_dump_tensor_peek(oq_tensor *t);

@@ -1421,7 +1421,7 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     if (st == OQ_OK && c.bias_correction) { /* before the saturation check and the fallback measure the model */
         strb pb = {0};
         prep_passes(&pb, &c);
-        st = pb.p ? oq_job_bias_correct(&j->fb, reg, pb.p, m, &report->bias, &report->bias_seconds, d)
+        st = pb.p ? oq_job_bias_correct(&j->fb, reg, pb.p, m, &report->bias, &report->bias_check, &report->bias_seconds, d)
                   : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         free(pb.p);
         report->bias_correction = st == OQ_OK;

@@ -1,6 +1,8 @@
 /* The quantize job's --json summary (docs/quantize.md) and the log of the passes it ran. */
 #include "job/job-impl.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +263,20 @@ char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *
         json_kv_double(w, "mean_abs_steps", r->bias.mean_abs_steps);
         json_kv_double(w, "max_relative_shift", r->bias.max_rel_shift);
         json_kv_string(w, "max_relative_shift_node", r->bias.max_rel_node);
+        const oq_job_bc_guard *g = &r->bias_check;
+        json_kv_bool(w, "kept", g->kept);
+        json_kv_int(w, "held_out_samples", (int64_t)g->held_out); /* 0: not checked */
+        json_key(w, "held_out_worst_db_with");
+        if (g->held_out && isfinite(g->db_with))
+            json_double(w, g->db_with);
+        else
+            json_null(w);
+        json_key(w, "held_out_worst_db_without");
+        if (g->held_out && isfinite(g->db_without))
+            json_double(w, g->db_without);
+        else
+            json_null(w);
+        json_kv_string(w, "held_out_worst_part", g->held_out ? g->part_with : NULL);
         json_kv_double(w, "seconds", r->bias_seconds);
         json_end_object(w);
     } else {

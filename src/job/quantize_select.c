@@ -24,8 +24,7 @@ static char *take_prefixed(oq_model *m, const char *prefix, const char *name)
     return oq_job_take_metadata(m, key);
 }
 
-/* Bytes of m's main-graph initializers (what each copy of the model holds). */
-static uint64_t weight_bytes(const oq_model *m)
+uint64_t oq_job_weight_bytes(const oq_model *m)
 {
     uint64_t n = 0;
     for (size_t i = 0; m->graph && i < m->graph->n_initializers; i++) {
@@ -36,9 +35,7 @@ static uint64_t weight_bytes(const oq_model *m)
     return n;
 }
 
-/* The worst output part of qm against fm over the held-out samples held[0..nh), in this
- * order every time (fc keeps the float outputs by position). */
-static oq_status judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
+oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
                        oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, double *db, char *part,
                        size_t part_size, oq_diag *d)
 {
@@ -85,6 +82,19 @@ done:
     return st;
 }
 
+size_t oq_job_held_out(uint64_t ns, uint64_t weight_bytes, uint64_t held[OQ_SELECT_HELD_OUT_CAP])
+{
+    /* 8 held-out samples, up to 32 for a small model (a few held-out windows of a
+     * recurrent model or a few photos are a noisy judge, and there they cost little) */
+    size_t want = OQ_SELECT_HELD_OUT_MAX, nh = 0;
+    while (want < OQ_SELECT_HELD_OUT_CAP && weight_bytes * (want * 2 / OQ_SELECT_HELD_OUT_MAX) <= OQ_SELECT_SMALL_BYTES)
+        want *= 2;
+    for (uint64_t k = 0; k < ns && nh < want; k++)
+        if (oq_calib_sample_held_out(k))
+            held[nh++] = k;
+    return nh;
+}
+
 oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *rest,
                                     oq_model *m, oq_job_select_result *r, oq_diag *d)
 {
@@ -121,16 +131,8 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
         goto done;
     if ((st = oq_job_open_source(a, false, &src, d)) != OQ_OK)
         goto done;
-    /* 8 held-out samples, up to 32 for a small model (a few held-out windows of a
-     * recurrent model or a few photos are a noisy judge, and there they cost little) */
-    uint64_t wb = weight_bytes(m), held[OQ_SELECT_HELD_OUT_CAP], ns = oq_calib_source_count(src);
-    size_t want = OQ_SELECT_HELD_OUT_MAX;
-    while (want < OQ_SELECT_HELD_OUT_CAP && wb * (want * 2 / OQ_SELECT_HELD_OUT_MAX) <= OQ_SELECT_SMALL_BYTES)
-        want *= 2;
-    size_t nh = 0;
-    for (uint64_t k = 0; k < ns && nh < want; k++)
-        if (oq_calib_sample_held_out(k))
-            held[nh++] = k;
+    uint64_t wb = oq_job_weight_bytes(m), held[OQ_SELECT_HELD_OUT_CAP];
+    size_t nh = oq_job_held_out(oq_calib_source_count(src), wb, held);
     r->held_out = nh;
     size_t best = 0;
     if (wb > OQ_SELECT_WEIGHT_BYTES_MAX && nh >= 2 && r->n > 1) {
@@ -159,7 +161,7 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
             oq_pipeline_run_options ro = {0};
             if ((st = oq_pipeline_run(pl, qm, &ro, d)) != OQ_OK)
                 goto done;
-            if ((st = judge(fm, qm, src, held, nh, fc, a, &r->worst_db[i], r->worst_part[i],
+            if ((st = oq_job_judge(fm, qm, src, held, nh, fc, a, &r->worst_db[i], r->worst_part[i],
                             sizeof r->worst_part[i], d)) != OQ_OK)
                 goto done;
             oq_model_free(qm);
