@@ -247,6 +247,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     o.range.symmetric = oq_pass_opt_bool(opts, "symmetric", false);
     o.range.reduce_range = oq_pass_opt_bool(opts, "reduce-range", false);
     o.averaging_constant = oq_pass_opt_float(opts, "averaging", 0.0);
+    o.act_ranges = oq_pass_opt_bool(opts, "act-ranges", true);
     if (o.averaging_constant < 0 || o.averaging_constant > 1)
         return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: averaging must be in [0, 1]");
     if (o.averaging_constant > 0 && o.range.method != OQ_CALIB_MINMAX)
@@ -368,6 +369,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     oq_pass_stat_add(res, "tensors_observed", (int64_t)t[0].count);
     oq_pass_stat_add(res, "nan_excluded", (int64_t)t[0].nan_total);
     oq_pass_stat_add(res, "inf_excluded", (int64_t)t[0].inf_total);
+    int64_t n_act = 0;
+    for (size_t i = 0; i < t[0].count; i++)
+        n_act += t[0].items[i].act != NULL;
+    oq_pass_stat_add(res, "act_ranges_narrowed", n_act);
     if (t[0].method == OQ_CALIB_AUTO) { /* what auto chose: tensors per candidate */
         int64_t n[OQ_AUTO_CANDIDATES] = {0};
         for (size_t i = 0; i < t[0].count; i++) {
@@ -400,6 +405,9 @@ static const oq_pass_option_def options[] = {
     {"dtype", OQ_OPT_STRING, "uint8", "activation type the range is chosen for"},
     {"symmetric", OQ_OPT_BOOL, "false", "symmetric activation ranges"},
     {"reduce-range", OQ_OPT_BOOL, "false", "ranges for one bit less"},
+    {"act-ranges", OQ_OPT_BOOL, "true",
+     "the range of a tensor read only as x * g(x) (SiLU, HardSwish) narrowed on its saturated side to the least "
+     "error after the activation"},
     {"nan-policy", OQ_OPT_STRING, "error",
      "error: stop at the first NaN/Inf; ignore: exclude and count; quantized: as ignore, and insert-qdq refuses "
      "to quantize a tensor that had any"},

@@ -220,7 +220,7 @@ static oq_status perr(parser *p, size_t at, const char *fmt, ...)
     ;
 static oq_status perr(parser *p, size_t at, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[1536];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -273,7 +273,7 @@ static oq_status parse_options(parser *p, pl_entry *e)
                 memcmp(pass->options[i].name, p->text + kstart, klen) == 0)
                 idx = i;
         if (idx == pass->n_options) {
-            char opts[256];
+            char opts[1024];
             list_options(pass, opts, sizeof opts);
             return perr(p, kstart, "pass \"%s\" has no option \"%.*s\" (options: %s)", pass->name,
                         (int)klen, p->text + kstart, opts);

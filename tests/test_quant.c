@@ -1346,3 +1346,137 @@ Test(observer, long_batches_match_the_definitions)
         cr_assert(moved <= 40, "%llu values in another bin than floor((v - lo) / width)", (unsigned long long)moved);
     }
 }
+
+/* ------------------------------------------------- ranges for the activation ---- */
+
+/* E[(f(DQ(Q(x))) - f(x))^2] on the samples, with the real quantizer (zero point nudged). */
+static double sample_act_mse(const float *x, int n, float lo, float hi, const oq_act *a)
+{
+    float s;
+    int32_t zp, qmin, qmax;
+    cr_assert_eq(oq_qparams_compute(lo, hi, OQ_DTYPE_UINT8, false, false, &s, &zp, NULL), OQ_OK);
+    oq_qrange(OQ_DTYPE_UINT8, false, &qmin, &qmax);
+    double e = 0.0;
+    for (int i = 0; i < n; i++) {
+        double y = oq_act_value(a, oq_dequantize_value(oq_quantize_value(x[i], s, zp, qmin, qmax), s, zp));
+        double t = oq_act_value(a, x[i]);
+        e += (y - t) * (y - t);
+    }
+    return e / (double)n;
+}
+
+/* A pre-activation with a long negative tail (N(0, 2) plus 2 % of values down to -40):
+ * for SiLU the negative side narrows (what lies below about -6 comes out of SiLU as ~0),
+ * the positive side stays; for Sigmoid both may move. Judged on the samples with the real
+ * quantizer: the chosen range's error after the activation is below the method's range's
+ * and within 10 % of the best of a fine grid of lower bounds (SiLU). */
+Test(act_range, narrows_to_the_error_after_the_activation)
+{
+    int n = 200000;
+    float *x = malloc((size_t)n * sizeof(float));
+    rng_state = 99;
+    for (int i = 0; i < n; i++)
+        x[i] = i % 50 == 0 ? (float)(-40.0 * (double)(i % 997) / 997.0) : (float)(2.0 * nrand());
+    oq_observer o;
+    feed_chunks(&o, x, n);
+    oq_range_request r;
+    oq_range_request_default(&r);
+    r.method = OQ_CALIB_MINMAX;
+    float lo0, hi0;
+    cr_assert_eq(oq_observer_range(&o, &r, &lo0, &hi0, NULL, NULL, NULL), OQ_OK);
+    const oq_act acts[3] = {{OQ_ACT_SILU, 0, 0}, {OQ_ACT_SIGMOID, 0, 0}, {OQ_ACT_HSWISH, 1.0 / 6.0, 0.5}};
+    for (int k = 0; k < 3; k++) {
+        float lo = lo0, hi = hi0;
+        bool moved = false;
+        cr_assert_eq(oq_observer_range_for_act(&o, &r, &acts[k], &lo, &hi, &moved, NULL), OQ_OK);
+        double e0 = sample_act_mse(x, n, lo0, hi0, &acts[k]), e = sample_act_mse(x, n, lo, hi, &acts[k]);
+        cr_log_info("%s: [%g, %g] -> [%g, %g], error after it %g -> %g", oq_act_name(acts[k].kind), lo0, hi0, lo, hi,
+                    e0, e);
+        cr_expect(moved);
+        cr_expect_geq(lo, lo0);
+        cr_expect_leq(hi, hi0);
+        cr_expect_lt(e, 0.5 * e0, "%s: %g not below half of %g", oq_act_name(acts[k].kind), e, e0);
+        if (acts[k].kind != OQ_ACT_SIGMOID)
+            cr_expect_eq(hi, hi0, "%s: the positive side stays", oq_act_name(acts[k].kind));
+        if (acts[k].kind == OQ_ACT_HSWISH)
+            cr_expect_geq(lo, -3.0f - (hi0 - lo0) / 64.0f, "hardswish is 0 below -3: %g", lo);
+        if (acts[k].kind == OQ_ACT_SILU) {
+            double best = INFINITY;
+            for (double g = -0.25; g >= lo0; g -= 0.25)
+                best = fmin(best, sample_act_mse(x, n, (float)g, hi0, &acts[k]));
+            cr_expect_leq(e, 1.1 * best, "silu: %g, grid best %g", e, best);
+        }
+    }
+    /* symmetric ranges and no activation are left alone */
+    float lo = lo0, hi = hi0;
+    bool moved = true;
+    oq_act none = {OQ_ACT_NONE, 0, 0};
+    cr_assert_eq(oq_observer_range_for_act(&o, &r, &none, &lo, &hi, &moved, NULL), OQ_OK);
+    cr_expect(!moved && lo == lo0 && hi == hi0);
+    r.symmetric = true;
+    cr_assert_eq(oq_observer_range_for_act(&o, &r, &acts[0], &lo, &hi, &moved, NULL), OQ_OK);
+    cr_expect(!moved && lo == lo0 && hi == hi0);
+    free(x);
+}
+
+/* Which tensors read as an activation's input: the SiLU pair (either operand order), a
+ * HardSwish op, HardSigmoid with its Mul, Sigmoid or Tanh alone; not a Sigmoid that also
+ * feeds something else, not a tensor with another consumer, not a graph output. */
+Test(act_range, activation_read_from_the_graph)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 14);
+    oq_value *x = tu_input_1xc(m, "x", 4);
+    oq_value *a = tu_node(m, "Relu", "a", x, NULL, NULL, "a"); /* a: SiLU, Mul(sig, a) */
+    oq_value *sa = tu_node(m, "Sigmoid", "sa", a, NULL, NULL, "sa");
+    oq_value *ya = tu_node(m, "Mul", "ma", sa, a, NULL, "ya");
+    oq_value *b = tu_node(m, "Relu", "b", ya, NULL, NULL, "b"); /* b: HardSwish op */
+    oq_value *yb = tu_node(m, "HardSwish", "hb", b, NULL, NULL, "yb");
+    oq_value *c = tu_node(m, "Relu", "c", yb, NULL, NULL, "c"); /* c: x * HardSigmoid(x) */
+    oq_value *hc = tu_node(m, "HardSigmoid", "hc", c, NULL, NULL, "hc");
+    oq_node_set_attr_float(hc->producer, "alpha", 0.25f);
+    oq_value *yc = tu_node(m, "Mul", "mc", c, hc, NULL, "yc");
+    oq_value *e = tu_node(m, "Relu", "e", yc, NULL, NULL, "e"); /* e: Sigmoid whose output is also read elsewhere */
+    oq_value *se = tu_node(m, "Sigmoid", "se", e, NULL, NULL, "se");
+    oq_value *ye = tu_node(m, "Mul", "me", se, e, NULL, "ye");
+    oq_value *ye2 = tu_node(m, "Add", "ae", se, ye, NULL, "ye2");
+    oq_value *f = tu_node(m, "Relu", "f", ye2, NULL, NULL, "f"); /* f: Tanh alone */
+    oq_value *yf = tu_node(m, "Tanh", "tf", f, NULL, NULL, "yf");
+    oq_value *g = tu_node(m, "Relu", "g", yf, NULL, NULL, "g"); /* g: Sigmoid and Relu */
+    oq_value *sg = tu_node(m, "Sigmoid", "sg", g, NULL, NULL, "sg");
+    oq_value *rg = tu_node(m, "Relu", "rg", g, NULL, NULL, "rg");
+    oq_value *yg = tu_node(m, "Add", "ag", sg, rg, NULL, "yg");
+    oq_graph_add_output(m->graph, yg, NULL);
+    oq_graph_add_output(m->graph, sa, NULL); /* sa is also an output: a's Sigmoid has two readers */
+    oq_act k;
+    k = oq_calib_act_of(a);
+    cr_expect_eq(k.kind, OQ_ACT_NONE, "a: its Sigmoid's output is also a graph output (%d)", k.kind);
+    k = oq_calib_act_of(b);
+    cr_expect_eq(k.kind, OQ_ACT_HSWISH);
+    cr_expect_float_eq(k.alpha, 1.0 / 6.0, 1e-9);
+    k = oq_calib_act_of(c);
+    cr_expect_eq(k.kind, OQ_ACT_HSWISH);
+    cr_expect_float_eq(k.alpha, 0.25, 1e-9);
+    cr_expect_float_eq(k.beta, 0.5, 1e-9);
+    cr_expect_eq(oq_calib_act_of(e).kind, OQ_ACT_NONE);
+    cr_expect_eq(oq_calib_act_of(f).kind, OQ_ACT_TANH);
+    cr_expect_eq(oq_calib_act_of(g).kind, OQ_ACT_NONE);
+    cr_expect_eq(oq_calib_act_of(yg).kind, OQ_ACT_NONE);
+    cr_expect_str_eq(oq_act_name(OQ_ACT_SILU), "silu");
+    oq_model_free(m);
+
+    /* the plain SiLU pair, Mul(x, Sigmoid(x)) */
+    m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    x = tu_input_1xc(m, "x", 4);
+    a = tu_node(m, "Relu", "a", x, NULL, NULL, "a");
+    sa = tu_node(m, "Sigmoid", "sa", a, NULL, NULL, "sa");
+    ya = tu_node(m, "Mul", "ma", a, sa, NULL, "ya");
+    oq_value *s2 = tu_node(m, "Relu", "r2", ya, NULL, NULL, "s2");
+    oq_value *y2 = tu_node(m, "Sigmoid", "s2g", s2, NULL, NULL, "y2");
+    oq_graph_add_output(m->graph, y2, NULL);
+    cr_expect_eq(oq_calib_act_of(a).kind, OQ_ACT_SILU);
+    cr_expect_eq(oq_calib_act_of(s2).kind, OQ_ACT_SIGMOID);
+    cr_expect_eq(oq_calib_act_of(y2).kind, OQ_ACT_NONE, "a graph output");
+    oq_model_free(m);
+}

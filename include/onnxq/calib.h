@@ -168,9 +168,28 @@ typedef struct oq_calib_options {
     /* Another pass's observers run in the same sample loop (may be NULL): its on_tensor,
      * on_input, begin_sample and check (threads and progress are the options' own). */
     const oq_calib_hooks *also;
+    /* Narrow the range of a tensor every consumer of which computes x * g(x) (SiLU,
+     * HardSwish: oq_calib_act_of, oq_act_is_gated) to what minimises the error after it
+     * (oq_observer_range_for_act). Default true. */
+    bool act_ranges;
 } oq_calib_options;
 
 void oq_calib_options_default(oq_calib_options *o);
+
+/* The saturating activation every consumer of v applies, read from the graph: SiLU
+ * (Sigmoid(v) and Mul(v, Sigmoid(v)), its only consumers), x * HardSigmoid(x) (HardSwish, or
+ * HardSigmoid(v) and Mul(v, HardSigmoid(v))), or Sigmoid, HardSigmoid or Tanh as v's only
+ * consumer; OQ_ACT_NONE otherwise (a graph output too). */
+oq_act oq_calib_act_of(const oq_value *v);
+/* "silu", "hardswish", "sigmoid", "hardsigmoid", "tanh"; NULL for OQ_ACT_NONE. */
+const char *oq_act_name(oq_act_kind k);
+/* x * g(x) (SiLU, HardSwish): the kinds whose ranges calibration narrows and verify judges
+ * after the activation. Their saturated side is flat near 0 (SiLU >= -0.28, HardSwish 0
+ * below -3), whatever the input there. Sigmoid, HardSigmoid and Tanh alone are not: their
+ * saturated sides are the scores and gates a model decides with, where calibration sets
+ * rarely hold the values that matter (openWakeWord's hey-jarvis output lost 3 dB on the
+ * zoo's eval clips with its logit's low side narrowed, nothing on held-out calibration). */
+bool oq_act_is_gated(oq_act_kind k);
 
 typedef struct oq_calib_entry {
     char *name;               /* malloc'ed */
@@ -184,6 +203,9 @@ typedef struct oq_calib_entry {
     const char *choice;
     bool held_out;
     char *first_nonfinite;    /* malloc'ed: the first sample with NaN/Inf here, or NULL */
+    /* the activation the range was narrowed for ("silu", "hardswish", "sigmoid",
+     * "hardsigmoid", "tanh"; static), NULL: not narrowed */
+    const char *act;
 } oq_calib_entry;
 
 typedef struct oq_calib_table {

@@ -162,6 +162,38 @@ typedef struct oq_range_info {
 oq_status oq_observer_range(const oq_observer *o, const oq_range_request *r, float *rmin,
                             float *rmax, oq_range_info *info, const char *what, oq_diag *d);
 
+/* ---------------------------------------- ranges for what the activation reads ---- */
+
+/* The function every consumer applies to a tensor, when all of them do (the error that
+ * matters is the one after it). */
+typedef enum oq_act_kind {
+    OQ_ACT_NONE = 0,
+    OQ_ACT_SILU = 1,       /* x * Sigmoid(x): Sigmoid(x) and Mul(x, Sigmoid(x)) read x */
+    OQ_ACT_HSWISH = 2,     /* x * HardSigmoid(x) (HardSwish: alpha 1/6, beta 0.5) */
+    OQ_ACT_SIGMOID = 3,    /* Sigmoid(x) alone */
+    OQ_ACT_HSIGMOID = 4,   /* HardSigmoid(x) alone */
+    OQ_ACT_TANH = 5        /* Tanh(x) alone */
+} oq_act_kind;
+
+typedef struct oq_act {
+    oq_act_kind kind;
+    double alpha, beta;    /* HardSigmoid's: max(0, min(1, alpha x + beta)) */
+} oq_act;
+
+/* f(x) and f'(x) of act. */
+double oq_act_value(const oq_act *a, double x);
+double oq_act_slope(const oq_act *a, double x);
+
+/* Narrow [*rmin, *rmax] (from any method) to the range that minimises the expected squared
+ * error after the activation, E[(f(DQ(Q(x))) - f(x))^2], over histogram observer o: inside
+ * the range the rounding noise step^2/12 weighted by f'(x)^2, outside it the clipping
+ * error f(bound) - f(x). Only narrows: the bound where f saturates (the negative side of
+ * SiLU and HardSwish, both sides of Sigmoid, HardSigmoid and Tanh) moves towards 0, the
+ * other stays. Asymmetric ranges only (r->symmetric: unchanged), and only for a
+ * histogram observer. *changed: a bound moved. */
+oq_status oq_observer_range_for_act(const oq_observer *o, const oq_range_request *r, const oq_act *act,
+                                    float *rmin, float *rmax, bool *changed, oq_diag *d);
+
 /* ------------------------------------------------------ auto: chosen per tensor ---- */
 
 /* The candidates of OQ_CALIB_AUTO, in the order ties are broken (the widest first). */

@@ -177,6 +177,12 @@ typedef struct oq_verify_layer {
      * dequantized, reference arithmetic (x) vs the target's (y) (include/onnxq/satcheck.h) */
     bool has_arith;
     oq_err_acc arith;
+    /* every consumer of T in the float model computes x * g(x) (SiLU, HardSwish:
+     * oq_calib_act_of, oq_act_is_gated): own, acc and iso compare f(T) instead of T, the
+     * error that reaches the model (quantize narrows such ranges to it). act_name:
+     * "silu", "hardswish" or NULL. */
+    oq_act act;
+    const char *act_name;
 } oq_verify_layer;
 
 /* A quantized weight: float initializer W vs DequantizeLinear output W. */

@@ -264,7 +264,11 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
                *from ? " from " : "", from, fmt_db(wdb, b1, sizeof b1));
     }
     size_t show = n_worst < (size_t)o->top ? n_worst : (size_t)o->top;
-    printf("\nlayers, worst isolated SQNR first (%zu of %zu compared)\n", show, n_worst);
+    bool any_act = false;
+    for (size_t r = 0; r < show; r++)
+        any_act |= oq_verify_layer_at(v, worst[r])->act_name != NULL;
+    printf("\nlayers, worst isolated SQNR first (%zu of %zu compared%s)\n", show, n_worst,
+           any_act ? "; \"Conv+silu\": the error after the activation every reader applies" : "");
     printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s\n", "tensor", "op", "iso dB", "acc dB",
            "qdq dB", "quantizer range", "float range", "clipped", ar ? " arith dB" : "");
     for (size_t r = 0; r < show; r++) {
@@ -280,7 +284,9 @@ static void print_table(const verify_opts *o, const oq_verify *v, const char *so
         char ab[64] = "";
         if (ar)
             snprintf(ab, sizeof ab, " %8s", L->has_arith ? fmt_db(oq_err_sqnr_db(&L->arith), b2, sizeof b2) : "-");
-        printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s%s\n", L->name, L->op_type,
+        char op[64];
+        snprintf(op, sizeof op, "%s%s%s", L->op_type, L->act_name ? "+" : "", L->act_name ? L->act_name : "");
+        printf("  %-24s %-14s %8s %8s %8s %21s %21s %8s%s%s\n", L->name, op,
                L->has_iso ? fmt_db(oq_err_sqnr_db(&L->iso), b5, sizeof b5) : "-",
                fmt_db(oq_err_sqnr_db(&L->acc), b6, sizeof b6),
                fmt_db(oq_err_sqnr_db(&L->own), b1, sizeof b1), qr, fr, cp, ab,

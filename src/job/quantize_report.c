@@ -192,6 +192,7 @@ static void write_calibration(json_writer *w, const char *json)
         json_kv_double(w, "max", e->max);
         json_kv_double(w, "lo", e->lo);
         json_kv_double(w, "hi", e->hi);
+        json_kv_string(w, "after_activation", e->act); /* null: the method's range as is */
         json_end_object(w);
     }
     json_end_array(w);

@@ -242,6 +242,7 @@ char *oq_verify_report_json(const oq_verify *v, const oq_verify_report_info *o)
         json_kv_string(w, "tensor", L->name);
         json_kv_string(w, "node", L->node);
         json_kv_string(w, "op_type", L->op_type);
+        json_kv_string(w, "after_activation", L->act_name); /* null: compared as is */
         json_kv_int(w, "graph_order", (int64_t)L->order);
         json_kv_bool(w, "quantized", L->quantized);
         if (L->has_qrange) {

@@ -896,6 +896,75 @@ void oq_calib_options_default(oq_calib_options *o)
     oq_range_request_default(&o->range);
     o->nan_policy = OQ_NAN_ERROR;
     o->threads = 0;
+    o->act_ranges = true;
+}
+
+static bool act_op(const oq_node *n, const char *op)
+{
+    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
+}
+
+/* Mul(v, g) or Mul(g, v) where g is n's output: the other input of the Mul is v. */
+static bool mul_of(const oq_node *mul, const oq_value *v, const oq_node *g)
+{
+    if (!act_op(mul, "Mul") || mul->n_inputs != 2 || !g || g->n_outputs < 1)
+        return false;
+    const oq_value *a = mul->inputs[0], *b = mul->inputs[1], *go = g->outputs[0];
+    return (a == v && b == go) || (a == go && b == v);
+}
+
+oq_act oq_calib_act_of(const oq_value *v)
+{
+    oq_act none = {OQ_ACT_NONE, 0, 0}, r = none;
+    if (!v || oq_value_is_graph_output(v) || v->n_uses < 1 || v->n_uses > 2)
+        return none;
+    const oq_node *n0 = v->uses[0].node, *n1 = v->n_uses == 2 ? v->uses[1].node : NULL;
+    if (v->n_uses == 1) {
+        if (act_op(n0, "Sigmoid"))
+            r.kind = OQ_ACT_SIGMOID;
+        else if (act_op(n0, "Tanh"))
+            r.kind = OQ_ACT_TANH;
+        else if (act_op(n0, "HardSigmoid")) {
+            r.kind = OQ_ACT_HSIGMOID;
+            r.alpha = oq_node_attr_float(n0, "alpha", 0.2f);
+            r.beta = oq_node_attr_float(n0, "beta", 0.5f);
+        } else if (act_op(n0, "HardSwish")) {
+            r.kind = OQ_ACT_HSWISH;
+            r.alpha = 1.0 / 6.0;
+            r.beta = 0.5;
+        }
+        return r;
+    }
+    /* x * g(x): g(x)'s output read by that Mul alone */
+    const oq_node *g = act_op(n0, "Mul") ? n1 : n0, *mul = g == n0 ? n1 : n0;
+    if (!g || !mul || g->n_outputs < 1 || !g->outputs[0] || g->outputs[0]->n_uses != 1 ||
+        oq_value_is_graph_output(g->outputs[0]) || !mul_of(mul, v, g) || g->n_inputs < 1 || g->inputs[0] != v)
+        return none;
+    if (act_op(g, "Sigmoid"))
+        r.kind = OQ_ACT_SILU;
+    else if (act_op(g, "HardSigmoid")) {
+        r.kind = OQ_ACT_HSWISH;
+        r.alpha = oq_node_attr_float(g, "alpha", 0.2f);
+        r.beta = oq_node_attr_float(g, "beta", 0.5f);
+    }
+    return r;
+}
+
+bool oq_act_is_gated(oq_act_kind k)
+{
+    return k == OQ_ACT_SILU || k == OQ_ACT_HSWISH;
+}
+
+const char *oq_act_name(oq_act_kind k)
+{
+    switch (k) {
+    case OQ_ACT_SILU: return "silu";
+    case OQ_ACT_HSWISH: return "hardswish";
+    case OQ_ACT_SIGMOID: return "sigmoid";
+    case OQ_ACT_HSIGMOID: return "hardsigmoid";
+    case OQ_ACT_TANH: return "tanh";
+    default: return NULL;
+    }
 }
 
 typedef struct obs_slot {
@@ -1243,6 +1312,14 @@ static oq_status calib_table(const cal_ctx *c, const oq_calib_options *o, const 
         } else {
             st = oq_observer_range(ob, r, &e->lo, &e->hi, NULL, e->name, d);
         }
+        if (st == OQ_OK && o->act_ranges) {
+            /* the range for what the activation reads, on the same samples' statistics */
+            oq_act act = oq_calib_act_of(c->slots[i].v);
+            bool moved = false;
+            if (oq_act_is_gated(act.kind))
+                st = oq_observer_range_for_act(share == SHARE_FIT ? ob : cnt, r, &act, &e->lo, &e->hi, &moved, d);
+            e->act = moved ? oq_act_name(act.kind) : NULL;
+        }
         if (st != OQ_OK)
             goto fail;
     }
@@ -1431,6 +1508,16 @@ char *oq_calib_table_to_json(const oq_calib_table *t)
             ok = cJSON_AddStringToObject(ch, e->name, nm) != NULL;
         }
     }
+    bool any_act = false;
+    for (size_t i = 0; i < t->count; i++)
+        any_act |= t->items[i].act != NULL;
+    if (ok && any_act) { /* "acts": {"tensor": "silu"}, the ranges narrowed for an activation */
+        cJSON *ac = cJSON_AddObjectToObject(root, "acts");
+        ok = ac != NULL;
+        for (size_t i = 0; ok && i < t->count; i++)
+            if (t->items[i].act)
+                ok = cJSON_AddStringToObject(ac, t->items[i].name, t->items[i].act) != NULL;
+    }
     if (ok && (t->nonfinite_error || t->nan_total || t->inf_total)) {
         /* "nonfinite": {"tensor": [nan, inf, "first sample"]} */
         cJSON *nf = NULL;
@@ -1547,7 +1634,16 @@ oq_status oq_calib_table_from_json(const char *text, oq_calib_table *out, oq_dia
     if (cJSON_IsNumber(hs) && hs->valuedouble >= 0 && hs->valuedouble < 1e18)
         out->held_out_samples = (uint64_t)hs->valuedouble;
     out->nonfinite_error = cJSON_IsTrue(oq_json_get(j, "nonfinite_error"));
-    const cJSON *nf = oq_json_get(j, "nonfinite"), *x;
+    const cJSON *acts = oq_json_get(j, "acts"), *x;
+    if (!cJSON_IsObject(acts))
+        acts = NULL;
+    cJSON_ArrayForEach(x, acts) {
+        oq_calib_entry *e = x->string ? (oq_calib_entry *)oq_calib_table_find(out, x->string) : NULL;
+        for (int k = OQ_ACT_SILU; e && cJSON_IsString(x) && k <= OQ_ACT_TANH; k++)
+            if (!strcmp(x->valuestring, oq_act_name((oq_act_kind)k)))
+                e->act = oq_act_name((oq_act_kind)k);
+    }
+    const cJSON *nf = oq_json_get(j, "nonfinite");
     if (!cJSON_IsObject(nf))
         nf = NULL;
     cJSON_ArrayForEach(x, nf) {

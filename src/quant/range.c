@@ -837,3 +837,140 @@ done:
         *res = rs;
     return st;
 }
+
+/* ------------------------------------------- ranges for what the activation reads ---- */
+
+static double sigm(double x)
+{
+    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+
+static double hsig(const oq_act *a, double x)
+{
+    double v = a->alpha * x + a->beta;
+    return v < 0 ? 0 : v > 1 ? 1 : v;
+}
+
+double oq_act_value(const oq_act *a, double x)
+{
+    switch (a->kind) {
+    case OQ_ACT_SILU: return x * sigm(x);
+    case OQ_ACT_HSWISH: return x * hsig(a, x);
+    case OQ_ACT_SIGMOID: return sigm(x);
+    case OQ_ACT_HSIGMOID: return hsig(a, x);
+    case OQ_ACT_TANH: return tanh(x);
+    default: return x;
+    }
+}
+
+double oq_act_slope(const oq_act *a, double x)
+{
+    switch (a->kind) {
+    case OQ_ACT_SILU: {
+        double s = sigm(x);
+        return s * (1.0 + x * (1.0 - s));
+    }
+    case OQ_ACT_HSWISH: {
+        double v = a->alpha * x + a->beta;
+        return v <= 0 ? 0 : v >= 1 ? 1 : v + a->alpha * x;
+    }
+    case OQ_ACT_SIGMOID: {
+        double s = sigm(x);
+        return s * (1.0 - s);
+    }
+    case OQ_ACT_HSIGMOID: {
+        double v = a->alpha * x + a->beta;
+        return v <= 0 || v >= 1 ? 0 : a->alpha;
+    }
+    case OQ_ACT_TANH: {
+        double t = tanh(x);
+        return 1.0 - t * t;
+    }
+    default: return 1.0;
+    }
+}
+
+/* E[(f(q(x)) - f(x))^2] per element for [a, b] with nlev levels: bin centres, rounding
+ * noise step^2/12 times f'^2 inside, the clipping error outside. fa, fb: f(a), f(b). */
+static double act_cost(const work *wk, const double *fx, const double *slope2, double a, double b, double nlev,
+                       double fa, double fb)
+{
+    double step2 = (b - a) / (nlev - 1.0);
+    step2 = step2 * step2 / 12.0;
+    double sum = 0.0;
+    for (int i = 0; i < NB; i++) {
+        double c = wk->c[i];
+        if (c <= 0.0)
+            continue;
+        double x = edge(wk, i) + 0.5 * wk->w, e;
+        if (x < a)
+            e = (fa - fx[i]) * (fa - fx[i]);
+        else if (x > b)
+            e = (fb - fx[i]) * (fb - fx[i]);
+        else
+            e = slope2[i] * step2;
+        sum += c * e;
+    }
+    return sum;
+}
+
+oq_status oq_observer_range_for_act(const oq_observer *o, const oq_range_request *r, const oq_act *act,
+                                    float *rmin, float *rmax, bool *changed, oq_diag *d)
+{
+    *changed = false;
+    if (!act || act->kind == OQ_ACT_NONE || r->symmetric || !o->initialized || o->kind != OQ_OBSERVER_HISTOGRAM ||
+        !(*rmax > *rmin))
+        return OQ_OK;
+    int32_t qmin, qmax;
+    if (oq_qrange(r->dtype, r->reduce_range, &qmin, &qmax) != OQ_OK)
+        return OQ_OK;
+    double nlev = (double)qmax - (double)qmin + 1.0;
+    bool both = act->kind == OQ_ACT_SIGMOID || act->kind == OQ_ACT_HSIGMOID || act->kind == OQ_ACT_TANH;
+    double lo0 = *rmin, hi0 = *rmax;
+    if (!(lo0 < 0.0) && !(both && hi0 > 0.0))
+        return OQ_OK; /* nothing on a saturating side to narrow */
+    work *wk = malloc(sizeof(*wk));
+    double *fx = malloc(2 * NB * sizeof *fx);
+    if (!wk || !fx) {
+        free(wk);
+        free(fx);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    double *slope2 = fx + NB;
+    if (work_build(wk, o, WORK_SIGNED, false) && wk->mass > 0.0) {
+        for (int i = 0; i < NB; i++) {
+            double x = edge(wk, i) + 0.5 * wk->w, s = oq_act_slope(act, x);
+            fx[i] = oq_act_value(act, x);
+            slope2[i] = s * s;
+        }
+        enum { K = 64 };
+        /* candidates: the bound times k / K (k = 1 .. K), the other bound fixed or (both
+         * sides saturate) searched the same way */
+        double best = INFINITY, ba = lo0, bb = hi0;
+        int kb_max = both && hi0 > 0.0 ? K : 1;
+        for (int ka = K; ka >= 1; ka--) { /* the widest first: it wins ties */
+            double a = lo0 < 0.0 ? lo0 * (double)ka / K : lo0;
+            for (int kb = kb_max; kb >= 1; kb--) {
+                double b = kb_max > 1 ? hi0 * (double)kb / K : hi0;
+                if (!(b > a))
+                    continue;
+                double cst = act_cost(wk, fx, slope2, a, b, nlev, oq_act_value(act, a), oq_act_value(act, b));
+                if (cst < best * (1.0 - 1e-12)) {
+                    best = cst;
+                    ba = a;
+                    bb = b;
+                }
+            }
+            if (!(lo0 < 0.0))
+                break;
+        }
+        if (ba != lo0 || bb != hi0) {
+            *rmin = (float)ba;
+            *rmax = (float)bb;
+            *changed = true;
+        }
+    }
+    free(wk);
+    free(fx);
+    return OQ_OK;
+}

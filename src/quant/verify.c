@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnxq/calib.h"
 #include "onnxq/satcheck.h"
 #include "onnxq/stats.h"
 #include "onnxq/verify.h"
@@ -422,6 +423,10 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
             L->node = n->name ? n->name : "";
             L->op_type = n->op_type;
             L->order = order;
+            L->act = oq_calib_act_of(fv);
+            if (!oq_act_is_gated(L->act.kind))
+                L->act.kind = OQ_ACT_NONE;
+            L->act_name = oq_act_name(L->act.kind);
             const oq_node *dq = qdq_dequant(qv);
             if (dq)
                 layer_qparams(L, dq);
@@ -479,6 +484,29 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
     return OQ_OK;
 }
 
+/* x and y through the layer's activation (f(x) vs f(y)), into the sums */
+static void acc_add_act(oq_err_acc *a, const oq_act *act, const float *x, const float *y, int64_t n)
+{
+    enum { CHUNK = 256 };
+    float fx[CHUNK], fy[CHUNK];
+    for (int64_t o = 0; o < n; o += CHUNK) {
+        int64_t c = n - o < CHUNK ? n - o : CHUNK;
+        for (int64_t i = 0; i < c; i++) {
+            fx[i] = (float)oq_act_value(act, x[o + i]);
+            fy[i] = (float)oq_act_value(act, y[o + i]);
+        }
+        oq_err_acc_add_f32(a, fx, fy, c);
+    }
+}
+
+static void layer_acc_add_f32(const oq_verify_layer *L, oq_err_acc *a, const float *x, const float *y, int64_t n)
+{
+    if (L->act.kind != OQ_ACT_NONE)
+        acc_add_act(a, &L->act, x, y, n);
+    else
+        oq_err_acc_add_f32(a, x, y, n);
+}
+
 /* float reference tensor of layer li for the current sample, or NULL */
 static const oq_rt_tensor *layer_ref(const oq_verify *v, size_t li)
 {
@@ -500,7 +528,9 @@ static void compare_into(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_tensor
         return;
     }
     int64_t n = oq_rt_tensor_numel(t);
-    if (n > 0)
+    if (n > 0 && L->act.kind != OQ_ACT_NONE && ref->dtype == OQ_DTYPE_FLOAT && t->dtype == OQ_DTYPE_FLOAT)
+        acc_add_act(acc, &L->act, ref->data, t->data, n);
+    else if (n > 0)
         oq_err_acc_add(acc, ref->data, ref->dtype, t->data, t->dtype, n);
 }
 
@@ -531,7 +561,7 @@ static void compare_quantized(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_t
             int64_t c = n - o < CHUNK ? n - o : CHUNK;
             for (int64_t i = 0; i < c; i++)
                 y[i] = tab[b[o + i]];
-            oq_err_acc_add_f32(acc, x + o, y, c);
+            layer_acc_add_f32(L, acc, x + o, y, c);
         }
         return;
     }
@@ -541,7 +571,7 @@ static void compare_quantized(oq_verify_layer *L, oq_err_acc *acc, const oq_rt_t
             return;
         for (int64_t i = 0; i < c; i++)
             y[i] = oq_dequantize_value_inline((int32_t)q[i], L->scale, L->zero_point);
-        oq_err_acc_add_f32(acc, x + o, y, c);
+        layer_acc_add_f32(L, acc, x + o, y, c);
     }
 }
 
@@ -618,7 +648,7 @@ static void layer_observe_float(oq_verify_layer *L, const oq_rt_tensor *t, bool 
                     oq_quantize_value_inline(xv, L->scale, L->zero_point, qmin, qmax), L->scale,
                     L->zero_point);
             }
-            oq_err_acc_add_f32(&L->own, x + s, y, m);
+            layer_acc_add_f32(L, &L->own, x + s, y, m);
         }
         L->clipped += (double)c;
     }
