@@ -332,7 +332,7 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
      * correction is a mean over 16 samples; where the mean error of a layer differs much
      * from one input to the next, the chain of corrections can fit those samples and hurt
      * others (YOLOv8n with int16 weights: class scores 8.8 dB without it, 0.3 dB with). */
-    uint64_t ns = oq_calib_source_count(src), wb = oq_job_weight_bytes(m);
+    uint64_t ns = oq_calib_source_count(src), wb = oq_job_weight_bytes(fm); /* as the calibration choice counts */
     size_t nh = wb <= OQ_SELECT_WEIGHT_BYTES_MAX ? oq_job_held_out(ns, wb, held) : 0, nu = 0;
     for (uint64_t k = 0; k < ns && nu < OQ_BIASCORR_SAMPLES; k++)
         if (!oq_calib_sample_held_out(k))
