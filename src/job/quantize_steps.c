@@ -348,19 +348,35 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
             st = oq_diag_error(d, OQ_ERR_NOMEM, "bias correction: out of memory");
             goto done;
         }
-        st = oq_job_judge(fm, m, src, held, nh, fc, a, &g->db_without, g->part_without, sizeof g->part_without, d);
-        if (st != OQ_OK)
-            goto done;
-        g->held_out = nh;
-        o.sample_index = use;
-        o.n_sample_index = nu;
+        /* a model the check cannot judge is corrected without it, as before the check */
+        oq_diag jd;
+        oq_diag_init(&jd);
+        if (oq_job_judge(fm, m, src, held, nh, fc, a, &g->db_without, g->part_without, sizeof g->part_without,
+                         &jd) == OQ_OK) {
+            g->held_out = nh;
+            o.sample_index = use;
+            o.n_sample_index = nu;
+        } else if (!a->quiet) {
+            char msg[512] = "unknown error";
+            const oq_diag_entry *e = oq_diag_first_error(&jd);
+            if (e)
+                oq_diag_format(e, msg, sizeof msg);
+            say(a->lg, "onnxq quantize: note: bias correction not checked on held-out samples: %s", msg);
+        }
+        oq_diag_free(&jd);
     }
     st = oq_bias_correct(fm, m, src, &o, r, d);
     if (st == OQ_OK && g->held_out) {
         if (r->changed) {
-            st = oq_job_judge(fm, m, src, held, nh, fc, a, &g->db_with, g->part_with, sizeof g->part_with, d);
-            g->kept = st == OQ_OK && !(g->db_with < g->db_without);
-            if (st == OQ_OK && !g->kept)
+            oq_diag jd;
+            oq_diag_init(&jd);
+            bool judged = oq_job_judge(fm, m, src, held, nh, fc, a, &g->db_with, g->part_with, sizeof g->part_with,
+                                       &jd) == OQ_OK;
+            oq_diag_free(&jd);
+            g->kept = !judged || !(g->db_with < g->db_without);
+            if (!judged)
+                g->held_out = 0; /* not checked after all: kept */
+            else if (!g->kept)
                 st = bias_restore(m, saved, n_saved, d);
         } else {
             g->db_with = g->db_without;
