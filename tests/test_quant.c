@@ -1479,4 +1479,34 @@ Test(act_range, activation_read_from_the_graph)
     cr_expect_eq(oq_calib_act_of(s2).kind, OQ_ACT_SIGMOID);
     cr_expect_eq(oq_calib_act_of(y2).kind, OQ_ACT_NONE, "a graph output");
     oq_model_free(m);
+
+    /* HardSwish as exporters write it: x * Clip(x + 3, 0, 6) / 6 (alpha 1/6, beta 0.5), and
+     * with Clip(x + 2, 0, 4): alpha 1/4, beta 1/2; not with a Clip from -1 */
+    m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    x = tu_input_1xc(m, "x", 4);
+    a = tu_node(m, "Relu", "a", x, NULL, NULL, "a");
+    oq_value *ad = tu_node(m, "Add", "ad", a, tu_scalar_f(m, "three", 3.0f), NULL, "ad");
+    oq_value *cl = tu_node(m, "Clip", "cl", ad, tu_scalar_f(m, "zero", 0.0f), tu_scalar_f(m, "six", 6.0f), "cl");
+    oq_value *mu = tu_node(m, "Mul", "mu", cl, a, NULL, "mu");
+    oq_value *y = tu_node(m, "Div", "dv", mu, tu_scalar_f(m, "six2", 6.0f), NULL, "y");
+    oq_value *b2 = tu_node(m, "Relu", "b2", y, NULL, NULL, "b2");
+    oq_value *ad2 = tu_node(m, "Add", "ad2", tu_scalar_f(m, "two", 2.0f), b2, NULL, "ad2");
+    oq_value *cl2 = tu_node(m, "Clip", "cl2", ad2, tu_scalar_f(m, "zero2", 0.0f), tu_scalar_f(m, "four", 4.0f), "cl2");
+    oq_value *mu2 = tu_node(m, "Mul", "mu2", b2, cl2, NULL, "mu2");
+    oq_value *c3 = tu_node(m, "Relu", "c3", mu2, NULL, NULL, "c3");
+    oq_value *ad3 = tu_node(m, "Add", "ad3", c3, tu_scalar_f(m, "three3", 3.0f), NULL, "ad3");
+    oq_value *cl3 = tu_node(m, "Clip", "cl3", ad3, tu_scalar_f(m, "m1", -1.0f), tu_scalar_f(m, "six3", 6.0f), "cl3");
+    oq_value *mu3 = tu_node(m, "Mul", "mu3", c3, cl3, NULL, "mu3");
+    oq_graph_add_output(m->graph, mu3, NULL);
+    k = oq_calib_act_of(a);
+    cr_expect_eq(k.kind, OQ_ACT_HSWISH);
+    cr_expect_float_eq(k.alpha, 1.0 / 6.0, 1e-9);
+    cr_expect_float_eq(k.beta, 0.5, 1e-9);
+    k = oq_calib_act_of(b2);
+    cr_expect_eq(k.kind, OQ_ACT_HSWISH);
+    cr_expect_float_eq(k.alpha, 0.25, 1e-9);
+    cr_expect_float_eq(k.beta, 0.5, 1e-9);
+    cr_expect_eq(oq_calib_act_of(c3).kind, OQ_ACT_NONE, "Clip from -1 is not HardSwish");
+    oq_model_free(m);
 }

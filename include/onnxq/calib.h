@@ -178,8 +178,9 @@ void oq_calib_options_default(oq_calib_options *o);
 
 /* The saturating activation every consumer of v applies, read from the graph: SiLU
  * (Sigmoid(v) and Mul(v, Sigmoid(v)), its only consumers), x * HardSigmoid(x) (HardSwish, or
- * HardSigmoid(v) and Mul(v, HardSigmoid(v))), or Sigmoid, HardSigmoid or Tanh as v's only
- * consumer; OQ_ACT_NONE otherwise (a graph output too). */
+ * HardSigmoid(v) and Mul(v, HardSigmoid(v)), or as exporters write it, Mul(v, Clip(Add(v, b),
+ * 0, c)): alpha 1/c, beta b/c, the function up to the constant factor c), or Sigmoid,
+ * HardSigmoid or Tanh as v's only consumer; OQ_ACT_NONE otherwise (a graph output too). */
 oq_act oq_calib_act_of(const oq_value *v);
 /* "silu", "hardswish", "sigmoid", "hardsigmoid", "tanh"; NULL for OQ_ACT_NONE. */
 const char *oq_act_name(oq_act_kind k);

@@ -913,6 +913,54 @@ static bool mul_of(const oq_node *mul, const oq_value *v, const oq_node *g)
     return (a == v && b == go) || (a == go && b == v);
 }
 
+/* The value of a constant holding one float, or NAN. */
+static double const_scalar(const oq_value *v)
+{
+    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
+    if (!t || oq_tensor_numel(t) != 1)
+        return NAN;
+    const void *p = oq_tensor_data(t, NULL);
+    if (!p)
+        return NAN;
+    switch (t->dtype) {
+    case OQ_DTYPE_FLOAT: return *(const float *)p;
+    case OQ_DTYPE_DOUBLE: return *(const double *)p;
+    default: return NAN;
+    }
+}
+
+/* HardSwish as exporters write it, x * Clip(x + b, 0, c) (then / c or * 1/c, a constant
+ * factor that neither the error ratio nor the range search sees): Add and Mul are x's
+ * readers, the Add's other input the constant b > 0, its output read by a Clip to [0, c]
+ * alone, the Clip's output by that Mul alone. As x * HardSigmoid(x) with alpha 1/c, beta
+ * b/c. */
+static bool decomposed_hswish(const oq_value *v, const oq_node *n0, const oq_node *n1, oq_act *r)
+{
+    const oq_node *add = act_op(n0, "Add") ? n0 : n1, *mul = add == n0 ? n1 : n0;
+    if (!act_op(add, "Add") || !act_op(mul, "Mul") || add->n_inputs != 2 || mul->n_inputs != 2 ||
+        add->n_outputs < 1 || !add->outputs[0] || add->outputs[0]->n_uses != 1 ||
+        oq_value_is_graph_output(add->outputs[0]))
+        return false;
+    double b = const_scalar(add->inputs[0] == v ? add->inputs[1] : add->inputs[0]);
+    const oq_node *clip = add->outputs[0]->uses[0].node;
+    if (!(b > 0) || !act_op(clip, "Clip") || clip->n_outputs < 1 || !clip->outputs[0] ||
+        clip->outputs[0]->n_uses != 1 || oq_value_is_graph_output(clip->outputs[0]) ||
+        clip->outputs[0]->uses[0].node != mul)
+        return false;
+    double lo = clip->n_inputs > 1 && clip->inputs[1] ? const_scalar(clip->inputs[1])
+                                                      : oq_node_attr_float(clip, "min", -INFINITY);
+    double hi = clip->n_inputs > 2 && clip->inputs[2] ? const_scalar(clip->inputs[2])
+                                                      : oq_node_attr_float(clip, "max", INFINITY);
+    const oq_value *c = clip->outputs[0];
+    if (!(lo == 0.0) || !(hi > 0) || !isfinite(hi) ||
+        !((mul->inputs[0] == v && mul->inputs[1] == c) || (mul->inputs[0] == c && mul->inputs[1] == v)))
+        return false;
+    r->kind = OQ_ACT_HSWISH;
+    r->alpha = 1.0 / hi;
+    r->beta = b / hi;
+    return true;
+}
+
 oq_act oq_calib_act_of(const oq_value *v)
 {
     oq_act none = {OQ_ACT_NONE, 0, 0}, r = none;
@@ -935,6 +983,8 @@ oq_act oq_calib_act_of(const oq_value *v)
         }
         return r;
     }
+    if (decomposed_hswish(v, n0, n1, &r))
+        return r;
     /* x * g(x): g(x)'s output read by that Mul alone */
     const oq_node *g = act_op(n0, "Mul") ? n1 : n0, *mul = g == n0 ? n1 : n0;
     if (!g || !mul || g->n_outputs < 1 || !g->outputs[0] || g->outputs[0]->n_uses != 1 ||
