@@ -101,9 +101,10 @@ static const int32_t *bias_of(oq_model *m, const char *name)
     return oq_tensor_data(v->initializer, NULL);
 }
 
-/* Run bias correction on a fresh quantized chain; b1[2], b2[1] receive the biases. */
-static void run(const char *dir, oq_biascorr_method method, int threads, uint64_t max_samples, int32_t *b1,
-                int32_t *b2, oq_biascorr_result *r)
+/* Run bias correction on a fresh quantized chain (on the samples idx[0..nidx) when idx is not
+ * NULL); b1[2], b2[1] receive the biases. */
+static void run_on(const char *dir, oq_biascorr_method method, int threads, uint64_t max_samples, const uint64_t *idx,
+                   size_t nidx, int32_t *b1, int32_t *b2, oq_biascorr_result *r)
 {
     oq_model *fm = chain(false), *qm = chain(true);
     oq_calib_source *src = NULL;
@@ -114,6 +115,8 @@ static void run(const char *dir, oq_biascorr_method method, int threads, uint64_
     o.method = method;
     o.threads = threads;
     o.max_samples = max_samples;
+    o.sample_index = idx;
+    o.n_sample_index = nidx;
     oq_status st = oq_bias_correct(fm, qm, src, &o, r, &d);
     if (st != OQ_OK)
         for (size_t i = 0; i < d.count; i++)
@@ -125,6 +128,12 @@ static void run(const char *dir, oq_biascorr_method method, int threads, uint64_
     oq_calib_source_free(src);
     oq_model_free(fm);
     oq_model_free(qm);
+}
+
+static void run(const char *dir, oq_biascorr_method method, int threads, uint64_t max_samples, int32_t *b1,
+                int32_t *b2, oq_biascorr_result *r)
+{
+    run_on(dir, method, threads, max_samples, NULL, 0, b1, b2, r);
 }
 
 /* By hand, over the 4 samples (mean a = 4, mean b = 5):
@@ -192,30 +201,30 @@ Test(biascorr, sample_index_and_shrinkage_known_answer)
     samples(dir, sizeof dir);
     const uint64_t use[2] = {0, 3};
     for (int mi = 0; mi < 2; mi++) {
-        oq_model *fm = chain(false), *qm = chain(true);
-        oq_calib_source *src = NULL;
-        oq_diag d;
-        oq_diag_init(&d);
-        cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
-        oq_biascorr_options o = oq_biascorr_options_default();
-        o.method = mi ? OQ_BIASCORR_WAVES : OQ_BIASCORR_LOCKSTEP;
-        o.sample_index = use;
-        o.n_sample_index = 2;
+        int32_t b1[2], b2[1];
         oq_biascorr_result r;
-        cr_assert_eq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+        run_on(dir, mi ? OQ_BIASCORR_WAVES : OQ_BIASCORR_LOCKSTEP, 2, 16, use, 2, b1, b2, &r);
         cr_expect_eq(r.samples, 2);
-        cr_expect_eq(bias_of(qm, "b1_quantized")[0], 1, "method %d", mi);
-        cr_expect_eq(bias_of(qm, "b1_quantized")[1], 0, "method %d", mi);
-        cr_expect_eq(bias_of(qm, "b2_quantized")[0], 0, "method %d: b2 %d", mi, bias_of(qm, "b2_quantized")[0]);
-        const uint64_t bad[1] = {4}; /* past the end: refused */
-        o.sample_index = bad;
-        o.n_sample_index = 1;
-        cr_expect_neq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
-        oq_diag_free(&d);
-        oq_calib_source_free(src);
-        oq_model_free(fm);
-        oq_model_free(qm);
+        cr_expect_eq(b1[0], 1, "method %d", mi);
+        cr_expect_eq(b1[1], 0, "method %d", mi);
+        cr_expect_eq(b2[0], 0, "method %d: b2 %d", mi, b2[0]);
     }
+    /* a sample past the end is refused */
+    oq_model *fm = chain(false), *qm = chain(true);
+    oq_calib_source *src = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+    oq_biascorr_options o = oq_biascorr_options_default();
+    const uint64_t bad[1] = {4};
+    o.sample_index = bad;
+    o.n_sample_index = 1;
+    oq_biascorr_result r;
+    cr_expect_neq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+    oq_diag_free(&d);
+    oq_calib_source_free(src);
+    oq_model_free(fm);
+    oq_model_free(qm);
     cleanup(dir);
 }
 

@@ -34,8 +34,10 @@ static double nrand(void) /* Box-Muller */
 
 /* Mean squared error of symmetric int8 (scale T/127) or uint8 [0, T] quantization
  * of the samples, computed directly with QuantizeLinear / DequantizeLinear. */
-static double sample_mse(const float *x, int64_t n, float rmin, float rmax, int32_t dtype,
-                         bool sym)
+/* E[(f(DQ(Q(x))) - f(x))^2] on the samples with the real quantizer (zero point nudged);
+ * f: the activation act (NULL: the identity, the plain squared error). */
+static double sample_err(const float *x, int64_t n, float rmin, float rmax, int32_t dtype, bool sym,
+                         const oq_act *act)
 {
     float s;
     int32_t zp, qmin, qmax;
@@ -43,10 +45,19 @@ static double sample_mse(const float *x, int64_t n, float rmin, float rmax, int3
     oq_qrange(dtype, false, &qmin, &qmax);
     double e = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        float y = oq_dequantize_value(oq_quantize_value(x[i], s, zp, qmin, qmax), s, zp);
-        e += ((double)x[i] - y) * ((double)x[i] - y);
+        double y = oq_dequantize_value(oq_quantize_value(x[i], s, zp, qmin, qmax), s, zp), t = x[i];
+        if (act) {
+            y = oq_act_value(act, y);
+            t = oq_act_value(act, t);
+        }
+        e += (t - y) * (t - y);
     }
     return e / (double)n;
+}
+
+static double sample_mse(const float *x, int64_t n, float rmin, float rmax, int32_t dtype, bool sym)
+{
+    return sample_err(x, n, rmin, rmax, dtype, sym, NULL);
 }
 
 /* ---------------------------------------------------------------- observers ---- */
@@ -1349,20 +1360,9 @@ Test(observer, long_batches_match_the_definitions)
 
 /* ------------------------------------------------- ranges for the activation ---- */
 
-/* E[(f(DQ(Q(x))) - f(x))^2] on the samples, with the real quantizer (zero point nudged). */
 static double sample_act_mse(const float *x, int n, float lo, float hi, const oq_act *a)
 {
-    float s;
-    int32_t zp, qmin, qmax;
-    cr_assert_eq(oq_qparams_compute(lo, hi, OQ_DTYPE_UINT8, false, false, &s, &zp, NULL), OQ_OK);
-    oq_qrange(OQ_DTYPE_UINT8, false, &qmin, &qmax);
-    double e = 0.0;
-    for (int i = 0; i < n; i++) {
-        double y = oq_act_value(a, oq_dequantize_value(oq_quantize_value(x[i], s, zp, qmin, qmax), s, zp));
-        double t = oq_act_value(a, x[i]);
-        e += (y - t) * (y - t);
-    }
-    return e / (double)n;
+    return sample_err(x, n, lo, hi, OQ_DTYPE_UINT8, false, a);
 }
 
 /* A pre-activation with a long negative tail (N(0, 2) plus 2 % of values down to -40):

@@ -388,11 +388,9 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
         char check[768] = "";
         if (g->held_out && r->changed)
             snprintf(check, sizeof check, "; %s: %zu held-out sample(s), worst output part %.2f dB with it, %.2f dB "
-                     "without%s%s",
+                     "without%s%s%s",
                      g->kept ? "kept" : "NOT kept", g->held_out, g->db_with, g->db_without,
-                     *g->part_with ? " (" : "", *g->part_with ? g->part_with : "");
-        if (*check && *g->part_with)
-            strncat(check, ")", sizeof check - strlen(check) - 1);
+                     *g->part_with ? " (" : "", g->part_with, *g->part_with ? ")" : "");
         say(a->lg,
                 "onnxq quantize: bias correction: %zu layer(s) on %llu sample(s) in %zu pass(es), %zu changed, %zu "
                 "skipped; largest correction %.3f x the layer's float RMS (%s)%s; %.1f s",

@@ -14,21 +14,18 @@ typedef struct bc_layer {
     oq_tensor *bias;       /* the int32 initializer behind its bias DequantizeLinear */
     int64_t c;             /* output channels (bias length) */
     double *scale;         /* [c] the bias step of each channel */
-    double *fsum, *fsq, *qsum; /* [c] float sums and squares, quantized sums */
-    int64_t fcount, qcount;    /* elements per channel summed */
+    double *fsq;           /* [c] the float output's sums of squares */
+    int64_t fcount, qcount;    /* elements per channel summed, over every sample */
     bool bad;              /* an output that is not float [N, C, ...]: not corrected */
-    /* lockstep pass: per sample k, qs[k * c + ch] and qn[k] (summed in sample order at the
-     * layer's barrier, so the result does not depend on which thread came last) */
-    double *qs;
-    int64_t *qn;
+    /* per sample k: the channel sums of the float output fs[k * c + ch] over fn[k]
+     * elements, of the quantized output qs, qn (summed in sample order where they are
+     * used, so the lockstep result does not depend on which thread came last) */
+    double *fs, *qs;
+    int64_t *fn, *qn;
     bool *qbad;            /* [samples] that sample's output was not float [N, C, ...] */
     float *add;            /* [c] the correction, in output units, added in place */
     int32_t *nb;           /* [c] the corrected int32 bias (written to the model at the end) */
     bool corrected;        /* nb holds a correction */
-    /* per sample k: the float output's channel sums fs[k * c + ch] over fn[k] elements
-     * (the quantized ones are qs, qn), for the shrinkage in decide() */
-    double *fs;
-    int64_t *fn;
 } bc_layer;
 
 typedef struct bc_ctx {
@@ -107,8 +104,7 @@ static void observe(const oq_node *node, size_t out_index, const oq_rt_tensor *t
             if (c->l[j].fv == node->outputs[out_index]) {
                 bc_layer *L = &c->l[j];
                 if (!L->bad)
-                    L->bad = !accumulate(L, t, L->fsum, L->fsq, &L->fcount) ||
-                             !accumulate(L, t, L->fs + c->k * (size_t)L->c, NULL, &L->fn[c->k]);
+                    L->bad = !accumulate(L, t, L->fs + c->k * (size_t)L->c, L->fsq, &L->fn[c->k]);
                 if (++c->seen == c->n) /* every layer measured: the rest of the graph is not needed */
                     oq_plan_stop(c->plan);
             }
@@ -120,8 +116,7 @@ static void observe(const oq_node *node, size_t out_index, const oq_rt_tensor *t
         if (node == c->l[j].node) {
             bc_layer *L = &c->l[j];
             if (!L->bad)
-                L->bad = !accumulate(L, t, L->qsum, NULL, &L->qcount) ||
-                         !accumulate(L, t, L->qs + c->k * (size_t)L->c, NULL, &L->qn[c->k]);
+                L->bad = !accumulate(L, t, L->qs + c->k * (size_t)L->c, NULL, &L->qn[c->k]);
             if (++c->seen == c->w1 - c->w0) /* the rest of the graph is not needed */
                 oq_plan_stop(c->plan);
         }
@@ -159,9 +154,7 @@ static bool alloc_layer(oq_model *fm, oq_node *n, bc_layer *L, oq_tensor *bias)
     L->bias = bias;
     L->c = oq_tensor_numel(bias);
     L->scale = calloc((size_t)L->c, sizeof *L->scale);
-    L->fsum = calloc((size_t)L->c, sizeof *L->fsum);
     L->fsq = calloc((size_t)L->c, sizeof *L->fsq);
-    L->qsum = calloc((size_t)L->c, sizeof *L->qsum);
     return true; /* the caller checks the buffers */
 }
 
@@ -198,7 +191,7 @@ static bool find_layer(oq_model *fm, oq_node *n, bc_layer *L, bool *skip)
         return false;
     if (!alloc_layer(fm, n, L, bq->initializer))
         return false;
-    if (!L->scale || !L->fsum || !L->fsq || !L->qsum)
+    if (!L->scale || !L->fsq)
         return true; /* the caller checks the buffers */
     for (int64_t i = 0; i < c; i++)
         L->scale[i] = sp[ns == 1 ? 0 : i];
@@ -261,13 +254,20 @@ out:
     return anc;
 }
 
+/* Elements summed over the ns samples (per-sample counts n). */
+static int64_t total(const int64_t *n, size_t ns)
+{
+    int64_t t = 0;
+    for (size_t k = 0; k < ns; k++)
+        t += n[k];
+    return t;
+}
+
 static void free_layers(bc_layer *l, size_t n)
 {
     for (size_t j = 0; l && j < n; j++) {
         free(l[j].scale);
-        free(l[j].fsum);
         free(l[j].fsq);
-        free(l[j].qsum);
         free(l[j].qs);
         free(l[j].qn);
         free(l[j].qbad);
@@ -315,12 +315,12 @@ static oq_status compile_q(oq_model *qm, const oq_plan_options *po, const oq_pla
     return OQ_OK;
 }
 
-/* The corrected int32 bias of layer L from its measured sums (float sums fsum/fsq over
- * fcount, quantized sums qsum over qcount) into nb[c], and the statistics into r; *changed: a
- * bias value moved.
+/* The corrected int32 bias of layer L from its measured sums (per sample fs, qs over fn,
+ * qn elements, of ns samples; fsq over fcount) into nb[c], and the statistics into r;
+ * *changed: a bias value moved.
  *
  * Each channel's correction is the mean error d shrunk by (1 - se^2 / d^2)+, se being the
- * standard error of d from the per-sample mean errors (fs, fn, qs, qn over ns samples): a
+ * standard error of d from the per-sample mean errors: a
  * shift that differs much from one input to the next is corrected less, one that is about
  * the same on every input almost fully. Without it the chain of corrections (each layer
  * measured with the upstream ones applied) fits the 16 samples and can hurt the others: on
@@ -336,16 +336,17 @@ static void decide(const bc_layer *L, size_t ns, const int32_t *old, int32_t *nb
         ms += L->fsq[ch] / (double)L->fcount;
     double rms = sqrt(ms / (double)L->c);
     for (int64_t ch = 0; ch < L->c; ch++) {
-        double delta = L->fsum[ch] / (double)L->fcount - L->qsum[ch] / (double)L->qcount, s = L->scale[ch];
-        double m = 0, m2 = 0;
+        double fsum = 0, qsum = 0, m = 0, m2 = 0, s = L->scale[ch];
         size_t n = 0;
-        for (size_t k = 0; k < ns && L->fs && L->qs; k++) {
+        for (size_t k = 0; k < ns; k++) {
+            double f = L->fs[k * (size_t)L->c + (size_t)ch], q = L->qs[k * (size_t)L->c + (size_t)ch];
+            fsum += f, qsum += q;
             if (L->fn[k] <= 0 || L->qn[k] <= 0)
                 continue;
-            double dk = L->fs[k * (size_t)L->c + (size_t)ch] / (double)L->fn[k] -
-                        L->qs[k * (size_t)L->c + (size_t)ch] / (double)L->qn[k];
+            double dk = f / (double)L->fn[k] - q / (double)L->qn[k];
             m += dk, m2 += dk * dk, n++;
         }
+        double delta = fsum / (double)L->fcount - qsum / (double)L->qcount;
         double shrink = 1;
         if (n >= 2) {
             m /= (double)n;
@@ -443,14 +444,9 @@ static void lock_decide(bc_lock *lk, size_t j)
 {
     bc_layer *L = &lk->c->l[j];
     bool bad = L->bad;
-    memset(L->qsum, 0, (size_t)L->c * sizeof *L->qsum);
-    L->qcount = 0;
-    for (size_t k = 0; k < lk->ns; k++) {
+    for (size_t k = 0; k < lk->ns; k++)
         bad |= L->qbad[k];
-        L->qcount += L->qn[k];
-        for (int64_t ch = 0; ch < L->c; ch++)
-            L->qsum[ch] += L->qs[k * (size_t)L->c + (size_t)ch];
-    }
+    L->qcount = total(L->qn, lk->ns);
     L->corrected = false;
     memset(L->add, 0, (size_t)L->c * sizeof *L->add);
     if (bad || L->qcount == 0) {
@@ -701,7 +697,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         bool skip;
         if (find_layer(fm, n, &c.l[c.n], &skip)) {
             bc_layer *L = &c.l[c.n++];
-            if (!L->scale || !L->fsum || !L->fsq || !L->qsum) {
+            if (!L->scale || !L->fsq) {
                 free_layers(c.l, c.n);
                 return oq_diag_error(d, OQ_ERR_NOMEM, "bias correction: out of memory");
             }
@@ -776,11 +772,11 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     c.float_pass = false;
     size_t keep = 0; /* the layers the float pass saw as float [N, C, ...] */
     for (size_t j = 0; j < c.n; j++) {
+        c.l[j].fcount = total(c.l[j].fn, (size_t)ns);
         if (c.l[j].bad || c.l[j].fcount == 0) {
             r->skipped++;
             bc_layer *L = &c.l[j];
-            free(L->scale), free(L->fsum), free(L->fsq), free(L->qsum);
-            free(L->fs), free(L->qs), free(L->fn), free(L->qn);
+            free(L->scale), free(L->fsq), free(L->fs), free(L->qs), free(L->fn), free(L->qn);
             continue;
         }
         c.l[keep++] = c.l[j];
@@ -841,6 +837,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         }
         for (; j < e && st == OQ_OK; j++) {
             bc_layer *L = &c.l[j];
+            L->qcount = total(L->qn, (size_t)ns);
             if (L->bad || L->qcount == 0) {
                 r->skipped++;
                 continue;

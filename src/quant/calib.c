@@ -913,6 +913,13 @@ static bool mul_of(const oq_node *mul, const oq_value *v, const oq_node *g)
     return (a == v && b == go) || (a == go && b == v);
 }
 
+/* The one node that reads n's first output (not a graph output), or NULL. */
+static const oq_node *sole_reader(const oq_node *n)
+{
+    const oq_value *o = n && n->n_outputs >= 1 ? n->outputs[0] : NULL;
+    return o && o->n_uses == 1 && !oq_value_is_graph_output(o) ? o->uses[0].node : NULL;
+}
+
 /* The value of a constant holding one float, or NAN. */
 static double const_scalar(const oq_value *v)
 {
@@ -937,23 +944,17 @@ static double const_scalar(const oq_value *v)
 static bool decomposed_hswish(const oq_value *v, const oq_node *n0, const oq_node *n1, oq_act *r)
 {
     const oq_node *add = act_op(n0, "Add") ? n0 : n1, *mul = add == n0 ? n1 : n0;
-    if (!act_op(add, "Add") || !act_op(mul, "Mul") || add->n_inputs != 2 || mul->n_inputs != 2 ||
-        add->n_outputs < 1 || !add->outputs[0] || add->outputs[0]->n_uses != 1 ||
-        oq_value_is_graph_output(add->outputs[0]))
+    if (!act_op(add, "Add") || add->n_inputs != 2)
         return false;
     double b = const_scalar(add->inputs[0] == v ? add->inputs[1] : add->inputs[0]);
-    const oq_node *clip = add->outputs[0]->uses[0].node;
-    if (!(b > 0) || !act_op(clip, "Clip") || clip->n_outputs < 1 || !clip->outputs[0] ||
-        clip->outputs[0]->n_uses != 1 || oq_value_is_graph_output(clip->outputs[0]) ||
-        clip->outputs[0]->uses[0].node != mul)
+    const oq_node *clip = sole_reader(add);
+    if (!(b > 0) || !act_op(clip, "Clip") || sole_reader(clip) != mul || !mul_of(mul, v, clip))
         return false;
     double lo = clip->n_inputs > 1 && clip->inputs[1] ? const_scalar(clip->inputs[1])
                                                       : oq_node_attr_float(clip, "min", -INFINITY);
     double hi = clip->n_inputs > 2 && clip->inputs[2] ? const_scalar(clip->inputs[2])
                                                       : oq_node_attr_float(clip, "max", INFINITY);
-    const oq_value *c = clip->outputs[0];
-    if (!(lo == 0.0) || !(hi > 0) || !isfinite(hi) ||
-        !((mul->inputs[0] == v && mul->inputs[1] == c) || (mul->inputs[0] == c && mul->inputs[1] == v)))
+    if (!(lo == 0.0) || !(hi > 0) || !isfinite(hi))
         return false;
     r->kind = OQ_ACT_HSWISH;
     r->alpha = 1.0 / hi;
@@ -987,8 +988,7 @@ oq_act oq_calib_act_of(const oq_value *v)
         return r;
     /* x * g(x): g(x)'s output read by that Mul alone */
     const oq_node *g = act_op(n0, "Mul") ? n1 : n0, *mul = g == n0 ? n1 : n0;
-    if (!g || !mul || g->n_outputs < 1 || !g->outputs[0] || g->outputs[0]->n_uses != 1 ||
-        oq_value_is_graph_output(g->outputs[0]) || !mul_of(mul, v, g) || g->n_inputs < 1 || g->inputs[0] != v)
+    if (!g || g->n_inputs < 1 || g->inputs[0] != v || sole_reader(g) != mul || !mul_of(mul, v, g))
         return none;
     if (act_op(g, "Sigmoid"))
         r.kind = OQ_ACT_SILU;
