@@ -1052,6 +1052,100 @@ static void memo_put(const memo_key *k, const void *q, int64_t nb, const float *
     pthread_mutex_unlock(&memo_mu);
 }
 
+/* ---- the float weights kept (oq_pass_float_weights_begin/_end, pass-impl.h): while open,
+ * each int8 weight quantized keeps a copy of its float data under the quantized
+ * initializer's name (the last one quantized under a name wins: the quantize job's final
+ * model comes last), for weight rounding after the pipeline. */
+typedef struct kept_weight {
+    char *name;
+    float *w;
+    int64_t numel;
+} kept_weight;
+
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static int kept_refs;
+static kept_weight *kept_items;
+static size_t kept_n, kept_cap;
+
+void oq_pass_float_weights_begin(void)
+{
+    pthread_mutex_lock(&kept_mu);
+    kept_refs++;
+    pthread_mutex_unlock(&kept_mu);
+}
+
+void oq_pass_float_weights_end(void)
+{
+    pthread_mutex_lock(&kept_mu);
+    if (kept_refs > 0 && --kept_refs == 0) {
+        for (size_t i = 0; i < kept_n; i++) {
+            free(kept_items[i].name);
+            free(kept_items[i].w);
+        }
+        free(kept_items);
+        kept_items = NULL;
+        kept_n = kept_cap = 0;
+    }
+    pthread_mutex_unlock(&kept_mu);
+}
+
+const float *oq_pass_float_weight(const char *qname, int64_t numel)
+{
+    const float *r = NULL;
+    pthread_mutex_lock(&kept_mu);
+    for (size_t i = 0; kept_refs > 0 && i < kept_n && !r; i++)
+        if (kept_items[i].numel == numel && strcmp(kept_items[i].name, qname) == 0)
+            r = kept_items[i].w;
+    pthread_mutex_unlock(&kept_mu);
+    return r;
+}
+
+static bool kept_active(void)
+{
+    pthread_mutex_lock(&kept_mu);
+    bool on = kept_refs > 0;
+    pthread_mutex_unlock(&kept_mu);
+    return on;
+}
+
+/* takes w (malloc'ed) */
+static void kept_put(const char *qname, float *w, int64_t numel)
+{
+    pthread_mutex_lock(&kept_mu);
+    if (kept_refs > 0 && qname && numel > 0) {
+        kept_weight *e = NULL;
+        for (size_t i = 0; i < kept_n && !e; i++)
+            if (strcmp(kept_items[i].name, qname) == 0)
+                e = &kept_items[i];
+        if (!e && kept_n == kept_cap) {
+            size_t cap = kept_cap ? 2 * kept_cap : 64;
+            kept_weight *ni = realloc(kept_items, cap * sizeof *ni);
+            if (ni) {
+                kept_items = ni;
+                kept_cap = cap;
+            }
+        }
+        if (!e && kept_n < kept_cap) {
+            e = &kept_items[kept_n];
+            e->name = strdup(qname);
+            e->w = NULL;
+            e->numel = 0;
+            if (e->name)
+                kept_n++;
+            else
+                e = NULL;
+        }
+        if (e) { /* out of memory: not kept, that weight is not rounded again */
+            free(e->w);
+            e->w = w;
+            e->numel = numel;
+            w = NULL;
+        }
+    }
+    pthread_mutex_unlock(&kept_mu);
+    free(w);
+}
+
 /* Round the int8 weights (q, quantized with scales) so that no same-sign pair exceeds 128
  * steps, choosing each channel's scale as described above. Returns the number of channels
  * whose scale changed (*fixed: pairs put on the limit); -1 out of memory. */
@@ -1260,6 +1354,9 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
        new value "<W>_dequantized" and keeps its float tensor while other readers remain) */
     oq_graph *here = c->g;
     oq_value *dqv = wv;
+    float *keep = NULL; /* the float data, before the initializer goes */
+    if (s.dtype == OQ_DTYPE_INT8 && s.block_size == 0 && kept_active() && (keep = malloc((size_t)numel * sizeof *keep)))
+        memcpy(keep, w, (size_t)numel * sizeof *keep);
     if (outer) {
         c->g = wv->graph;
     } else {
@@ -1269,6 +1366,8 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     oq_value *ws = wq ? add_init(c, base, "_scale", OQ_DTYPE_FLOAT, pdims, prank, scales, np * 4) : NULL;
     oq_value *wz = ws ? zp_init(c, base, s.dtype, zps, np, pdims, prank) : NULL;
     c->g = here;
+    if (keep)
+        kept_put(wq ? wq->name : NULL, keep, numel); /* frees it when not kept */
     if (outer) {
         char *dn = name2(c, base, "_dequantized");
         dqv = dn ? oq_graph_new_value(c->g, dn) : NULL;

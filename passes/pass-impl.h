@@ -58,6 +58,13 @@ int64_t oq_pass_limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t
  * among calibration candidates runs insert-qdq once per candidate on copies of a model. */
 void oq_pass_weight_memo_begin(void);
 void oq_pass_weight_memo_end(void);
+/* While at least one begin is open, insert-qdq keeps a copy of the float data of each int8
+ * weight it quantizes (not blocked), found by the quantized initializer's name and element
+ * count (NULL: not kept); the last end frees them. Thread-safe. For the quantize job's
+ * weight rounding, which needs the float weights behind the model's int8 ones. */
+void oq_pass_float_weights_begin(void);
+void oq_pass_float_weights_end(void);
+const float *oq_pass_float_weight(const char *qname, int64_t numel);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
 

@@ -8,7 +8,7 @@
  *                       [N, n_blocks, blob], scales [N*n_blocks][, zero_points packed
  *                       [N * ceil(n_blocks*bits/8)]], bias) with K, N, bits, block_size,
  *                       accuracy_level (onnxruntime's layout)
- * docs/passes/quantize-weights.md, docs/quantize.md "Weight-only". */
+ * docs/passes/quantize-weights.md, docs/weight-only.md. */
 #include "pass-impl.h"
 
 #include <inttypes.h>

@@ -36,6 +36,7 @@ EXAMPLES = [
     ("docs/quantize.md", "-o r.onnx --calib-random 8 2>&1 | grep warning"),
     ("docs/quantize.md", "--calib models/calib --print-config\n"),
     ("docs/quantize.md", "--calib models/calib 2>&1 | grep bias"),
+    ("docs/quantize.md", "--weight-rounding gptq 2>&1 | grep rounding"),
     ("docs/quantize.md", "--calib models/calib --target-sqnr 60 --quiet"),
     ("docs/quantize.md", "-o nodir/q.onnx"),
     ("docs/quantize.md", "grep -A7 '\"name\": \"insert-qdq\"'"),
@@ -47,9 +48,9 @@ EXAMPLES = [
     ("docs/quantize.md", "--weight-dtype int8 --weight-asymmetric 2>&1 | grep warning"),
     ("docs/quantize.md", "2>&1 | grep saturation"),
     ("docs/quantize.md", "-o q.onnx --calib models/calib 2>&1 | grep \"saturation check\""),
-    ("docs/quantize.md", "-o wo.onnx --mode weight-only\n"),
-    ("docs/quantize.md", "--format matmulnbits --weight-asymmetric\n"),
-    ("docs/quantize.md", "--algo gptq --calib models/calib --quiet"),
+    ("docs/weight-only.md", "-o wo.onnx --mode weight-only\n"),
+    ("docs/weight-only.md", "--format matmulnbits --weight-asymmetric\n"),
+    ("docs/weight-only.md", "--algo gptq --calib models/calib --quiet"),
     ("docs/quantize.md", "--smooth-quant 0.5 2>&1 | grep note: | cut"),
     ("docs/passes/smooth-quant.md", "smooth-quant{alpha=0.5,data=models/calib}"),
     ("docs/quantize.md", "onnxq quantize --mode dynamic models/shapes_cnn.onnx -o shapes_dyn.onnx"),
@@ -60,7 +61,7 @@ MASKS = [
     (re.compile(r"[0-9.]+(e-?[0-9]+)? ?ms\b"), "<ms>"),
     (re.compile(r"[0-9.]+(e-?[0-9]+)?/s\b"), "<rate>"),
     (re.compile(r"[0-9.]+s left"), "<left>"),
-    (re.compile(r"\b[0-9]+\.[0-9] s$", re.M), "<s>"),  # quantize's bias correction line ends in its time
+    (re.compile(r"\b[0-9]+\.[0-9] s$", re.M), "<s>"),  # quantize's bias correction / weight rounding lines end in their time
     (re.compile(r"ETA [0-9.]+s"), "ETA <s>"),
     (re.compile(r'"seconds": [0-9.e+-]+'), '"seconds": <s>'),
 ]

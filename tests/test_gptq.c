@@ -348,3 +348,98 @@ Test(gptq, blocked_factorization_agrees_with_textbook_double_gptq)
     free(zp);
     free(H);
 }
+
+/* Fixed-scale int8 GPTQ (static weight rounding), worked by hand: two inputs that are
+ * always equal (x = [1, 1]), w = [0.6, 0.6], scale 1. Round to nearest gives [1, 1]: both
+ * errors -0.4 add up, output error (-0.8)^2 = 0.64. GPTQ rounds w0 to 1 (error -0.4) and
+ * moves w1 by -0.4 * H10 / (H11 + damp) = -0.4 * 2 / 2.02 to 0.204, which rounds to 0:
+ * [1, 0], output error (-0.4 + 0.6)^2 = 0.04. */
+Test(gptq_fixed, correlated_pair_by_hand)
+{
+    oq_gptq_stats h;
+    cr_assert_eq(oq_gptq_stats_init(&h, 2, NULL), OQ_OK);
+    float x[2] = {1.0f, 1.0f}, w[2] = {0.6f, 0.6f}, sc = 1.0f;
+    cr_assert_eq(oq_gptq_stats_add(&h, x, 1, NULL), OQ_OK);
+    int32_t q[2], rtn[2] = {1, 1};
+    cr_assert_eq(oq_gptq_round_fixed(w, 2, 1, &sc, false, &h, 0.01, q, NULL, NULL), OQ_OK);
+    cr_assert_eq(q[0], 1);
+    cr_assert_eq(q[1], 0);
+    cr_assert_float_eq(oq_gptq_proxy_error(w, 2, 1, &sc, rtn, &h), 0.64, 1e-6);
+    cr_assert_float_eq(oq_gptq_proxy_error(w, 2, 1, &sc, q, &h), 0.04, 1e-6);
+    oq_gptq_stats_free(&h);
+}
+
+/* The pair limit: rows (0, 1) of a column hold 100 and 60 steps of the same sign, 160 >
+ * 128; with inputs that never co-occur (H diagonal) nothing is spread, so the second is
+ * lowered to 128 - 100 = 28; a pair of opposite signs (-100, 60) is left alone. Without
+ * the limit: [100, 60]. */
+Test(gptq_fixed, pair_limit_lowers_the_second_of_a_pair)
+{
+    oq_gptq_stats h;
+    cr_assert_eq(oq_gptq_stats_init(&h, 2, NULL), OQ_OK);
+    float x[4] = {1.0f, 0.0f, 0.0f, 1.0f};
+    cr_assert_eq(oq_gptq_stats_add(&h, x, 2, NULL), OQ_OK);
+    float w[4] = {100.0f, -100.0f, 60.0f, 60.0f}, sc[2] = {1.0f, 1.0f}; /* [K=2, N=2] */
+    int32_t q[4];
+    cr_assert_eq(oq_gptq_round_fixed(w, 2, 2, sc, true, &h, 0.01, q, NULL, NULL), OQ_OK);
+    cr_assert_eq(q[0], 100);
+    cr_assert_eq(q[2], 28);
+    cr_assert_eq(q[1], -100);
+    cr_assert_eq(q[3], 60);
+    cr_assert_eq(oq_gptq_round_fixed(w, 2, 2, sc, false, &h, 0.01, q, NULL, NULL), OQ_OK);
+    cr_assert_eq(q[2], 60);
+    w[0] = 200.0f; /* beyond the range: clamped to 127, the second to 1 */
+    cr_assert_eq(oq_gptq_round_fixed(w, 2, 2, sc, true, &h, 0.01, q, NULL, NULL), OQ_OK);
+    cr_assert_eq(q[0], 127);
+    cr_assert_eq(q[2], 1);
+    oq_gptq_stats_free(&h);
+}
+
+/* Correlated inputs, 64 features, 8 columns at per-column scales: GPTQ's output error is
+ * below round to nearest's on the rows it saw and on rows it did not (same distribution),
+ * every pair within the limit, every value in [-127, 127]. */
+Test(gptq_fixed, beats_round_to_nearest_and_keeps_the_pairs)
+{
+    enum { K = 64, N = 8, R = 512 };
+    float *x = malloc(sizeof(float) * R * K), *y = malloc(sizeof(float) * R * K), w[K * N], sc[N];
+    cr_assert(x && y);
+    for (int r = 0; r < R; r++) { /* x = a shared factor plus noise: strongly correlated */
+        float f = nrand(), g = nrand();
+        for (int k = 0; k < K; k++) {
+            x[r * K + k] = f + 0.3f * nrand();
+            y[r * K + k] = g + 0.3f * nrand();
+        }
+    }
+    for (int n = 0; n < N; n++) {
+        float mx = 0;
+        for (int k = 0; k < K; k++) {
+            w[k * N + n] = nrand() * (float)(n + 1);
+            mx = fabsf(w[k * N + n]) > mx ? fabsf(w[k * N + n]) : mx;
+        }
+        sc[n] = mx / 127.0f * 2.0f; /* coarse: the rounding matters */
+    }
+    oq_gptq_stats h, e;
+    cr_assert_eq(oq_gptq_stats_init(&h, K, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_stats_init(&e, K, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_stats_add(&h, x, R, NULL), OQ_OK);
+    cr_assert_eq(oq_gptq_stats_add(&e, y, R, NULL), OQ_OK);
+    int32_t q[K * N], rtn[K * N];
+    for (int i = 0; i < K * N; i++)
+        rtn[i] = (int32_t)fmaxf(-127.0f, fminf(127.0f, nearbyintf(w[i] / sc[i % N])));
+    cr_assert_eq(oq_gptq_round_fixed(w, K, N, sc, true, &h, 0.01, q, NULL, NULL), OQ_OK);
+    double seen_rtn = oq_gptq_proxy_error(w, K, N, sc, rtn, &h), seen = oq_gptq_proxy_error(w, K, N, sc, q, &h);
+    double other_rtn = oq_gptq_proxy_error(w, K, N, sc, rtn, &e), other = oq_gptq_proxy_error(w, K, N, sc, q, &e);
+    cr_assert_lt(seen, 0.5 * seen_rtn, "seen: %g vs %g", seen, seen_rtn);
+    cr_assert_lt(other, 0.7 * other_rtn, "other rows: %g vs %g", other, other_rtn);
+    for (int i = 0; i < K * N; i++)
+        cr_assert(q[i] >= -127 && q[i] <= 127);
+    for (int k = 0; k + 1 < K; k += 2)
+        for (int n = 0; n < N; n++) {
+            int a = q[k * N + n], b = q[(k + 1) * N + n];
+            cr_assert(!((a > 0 && b > 0) || (a < 0 && b < 0)) || abs(a) + abs(b) <= 128);
+        }
+    oq_gptq_stats_free(&h);
+    oq_gptq_stats_free(&e);
+    free(x);
+    free(y);
+}

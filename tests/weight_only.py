@@ -117,7 +117,7 @@ def storable(s, half):
 
 
 def params(v, dt, sym, half):
-    """The rule of docs/quantize.md "Weight-only": v float64 values of one block."""
+    """The rule of docs/weight-only.md: v float64 values of one block."""
     lo, hi = RANGES[dt]
     mn, mx = float(v.min()), float(v.max())
     if sym:

@@ -14,7 +14,7 @@
  *
  * Block b of output column n holds k in [b*block, min((b+1)*block, K)); its scale and
  * zero point are at index b*N + n (the [ceil(K/block), N] shape of a DequantizeLinear
- * with axis 0 and block_size on W). docs/quantize.md "Weight-only". */
+ * with axis 0 and block_size on W). docs/weight-only.md. */
 #ifndef ONNXQ_GPTQ_H
 #define ONNXQ_GPTQ_H
 
@@ -86,6 +86,20 @@ oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spe
 oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                                    double damp, bool act_order, int32_t *q, float *scales, int32_t *zero_points,
                                    double *damp_used, oq_diag *d);
+
+/* GPTQ for int8 weights with fixed symmetric per-column scales (static quantization: the
+ * scales were chosen by the quantizer, the rounding is what changes): w [K, N], scales
+ * [N] (> 0), q [K*N] in [-127, 127]. pairs: no two same-sign values at rows (2i, 2i+1)
+ * of one column exceed 128 steps together (onnxruntime's AVX2 u8 x s8 kernels add such a
+ * pair into one saturating int16; the rows must be in the kernels' reduction order): the
+ * second of a pair is lowered to fit, and that error spread like any other. Dampening and
+ * its retries as oq_gptq_quantize. docs/quantize.md "Weight rounding". */
+oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float *scales, bool pairs,
+                              const oq_gptq_stats *h, double damp, int32_t *q, double *damp_used, oq_diag *d);
+/* The layer's squared output error over the rows h saw, sum_n e_n^T (sum x^T x) e_n with
+ * e = w - q * scales (the quantity GPTQ lowers); -1 on out of memory. */
+double oq_gptq_proxy_error(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *q,
+                           const oq_gptq_stats *h);
 
 #ifdef __cplusplus
 }

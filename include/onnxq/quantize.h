@@ -81,6 +81,9 @@ typedef struct oq_quantize_options {
     const char *target;            /* "ort-x86" (default) | "ort-x86-vnni" | "generic" | "host" */
     int prepare;                   /* -1: the target's; 0/1 */
     int bias_correction;           /* -1: the target's; 0/1 */
+    const char *weight_rounding;   /* NULL: the target's; "nearest" | "gptq" (static int8 weights:
+                                    * GPTQ with the quantizer's scales, kept when held-out
+                                    * samples agree; docs/quantize.md "Weight rounding") */
     double smooth_quant;           /* SmoothQuant alpha in [0, 1]; OQ_QUANTIZE_SMOOTH_AUTO (the
                                     * default: alpha per input, static mode with calibration
                                     * data; off otherwise); other values < 0: off */
@@ -116,7 +119,8 @@ typedef struct oq_quantize_options {
                                     * (what --print-config prints); nothing is written */
     /* where a choice came from, for the resolved configuration's "sources" (set by
      * oq_quantize_options_load; a caller setting a field itself leaves these alone) */
-    const char *config_act_dtype, *config_weight_dtype, *config_op_types, *config_depthwise;
+    const char *config_act_dtype, *config_weight_dtype, *config_op_types, *config_depthwise,
+        *config_weight_rounding;
     bool config_weight_symmetric, config_prepare, config_bias_correction;
     void *config_doc;              /* the loaded document (strings point into it) */
 } oq_quantize_options;

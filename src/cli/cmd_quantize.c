@@ -102,6 +102,9 @@ static void help(FILE *f)
             "                         targets: faster in onnxruntime, whose integer depthwise kernels\n"
             "                         are slow, and more accurate with bias correction; those onnxruntime\n"
             "                         would quantize per tensor itself are quantized per channel)\n"
+            "  --weight-rounding M    nearest | gptq: int8 weights rounded to nearest, or with GPTQ for\n"
+            "                         the least layer output error on the calibration samples, kept\n"
+            "                         when held-out samples agree (static mode; default: the target's)\n"
             "  --embedding-dtype T    int8 (default) | float: Gathers of large constant tables\n"
             "                         (embeddings) read an int8 table, one scale per row (static and\n"
             "                         dynamic modes; docs/passes/quantize-gather.md); weight-only:\n"
@@ -331,6 +334,7 @@ int cmd_quantize(int argc, char **argv)
         STR("--op-types", op_types)
         STR("--embedding-dtype", embedding_dtype)
         STR("--depthwise", depthwise)
+        STR("--weight-rounding", weight_rounding)
         STR("--include-nodes", include_nodes)
         STR("--exclude-nodes", exclude_nodes)
         STR("--overrides", overrides)

@@ -12,6 +12,7 @@
 #include "onnxq/ir.h"
 #include "onnxq/pass.h"
 #include "onnxq/verify.h"
+#include "onnxq/wround.h"
 
 /* Where the lines the command prints go (oq_quantize_options.log; NULL: nowhere). */
 typedef struct jlog {
@@ -70,11 +71,12 @@ typedef struct oq_job_select_result {
     bool too_big;                                         /* not judged: the model is over OQ_SELECT_WEIGHT_BYTES_MAX */
     double seconds;
 } oq_job_select_result;
+/* The held-out check of a step after quantizing (weight rounding, bias correction). */
 typedef struct oq_job_bc_guard {
     size_t held_out;          /* samples judged (0: not checked: too few samples, or too big) */
     double db_without, db_with; /* worst output part over them, dB */
     char part_without[256], part_with[256];
-    bool kept;                /* the corrections were kept */
+    bool kept;                /* the step's changes were kept */
 } oq_job_bc_guard;
 /* The --json summary of a quantize run (schema version 1, docs/quantize.md). */
 typedef struct oq_job_qreport {
@@ -86,6 +88,10 @@ typedef struct oq_job_qreport {
     oq_biascorr_result bias;
     oq_job_bc_guard bias_check;
     double bias_seconds;
+    bool weight_rounding;     /* weight rounding ran */
+    oq_wround_result wround;
+    oq_job_bc_guard wround_check;
+    double wround_seconds;
     const oq_diag *diag;      /* every note and warning, listed as "diagnostics" */
     char *calibration;        /* the calibrate pass's table (JSON, malloc'ed) or NULL */
     oq_job_select_result select; /* --method select: the candidates and the choice (n 0: none) */
@@ -153,18 +159,19 @@ oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool 
  * with the reference arithmetic and with a->arith (not reference), and warn for every
  * layer losing more than 1 dB (include/onnxq/satcheck.h). *n_warned: layers named. */
 oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_t *n_warned, oq_diag *d);
-/* Bias correction (include/onnxq/biascorr.h) of m against the float model a->in after the
- * passes `prep` (the quantize pipeline's float part, parsed with reg), on at most
- * OQ_BIASCORR_SAMPLES calibration samples; logs a summary line unless quiet. With enough
- * samples (oq_job_held_out gives 2 or more) it fits on samples that are not held out, and
- * keeps the corrections only when the held-out samples' worst output part (oq_job_judge,
- * a->arith) is not worse with them: *g says what was measured and kept. */
+/* After the pipeline, on m (edited in place), each step optional: weight rounding
+ * (include/onnxq/wround.h: GPTQ on the int8 weights, the float weights from insert-qdq's
+ * keeper, oq_pass_float_weights_begin before the pipeline; pair_limit as the target), then
+ * bias correction (include/onnxq/biascorr.h) against the float model a->in after the passes
+ * `prep` (the quantize pipeline's float part, parsed with reg). Both fit on at most
+ * OQ_BIASCORR_SAMPLES calibration samples that are not held out; with enough samples
+ * (oq_job_held_out gives 2 or more) each step is kept only when the held-out samples'
+ * worst output part (oq_job_judge, a->arith) is not worse with it than before it. Fills
+ * rep's wround, wround_check, wround_seconds, bias, bias_check, bias_seconds; logs a line
+ * per step unless quiet. */
 #define OQ_BIASCORR_SAMPLES 16
-oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
-                              oq_model *m, oq_biascorr_result *r, oq_job_bc_guard *g, double *seconds, oq_diag *d);
-/* Dense data of a tensor for display, or NULL (strings, complex and the stats dtypes;
- * errors are not fatal here): onnxq dump's text and JSON. src/job/dump_json.c */
-const void *oq_dump_tensor_peek(oq_tensor *t);
+oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep, bool wround,
+                        bool pair_limit, bool bias, oq_model *m, oq_job_qreport *rep, oq_diag *d);
 /* Dense data of a tensor for display, or NULL (strings, complex and the stats dtypes;
  * errors are not fatal here): onnxq dump's text and JSON. src/job/dump_json.c */
 const void *oq_dump_tensor_peek(oq_tensor *t);

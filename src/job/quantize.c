@@ -55,6 +55,8 @@ typedef struct qconfig {
     const char *src_act_dtype, *src_weight_dtype, *src_weight_symmetric, *src_op_types;
     const char *depthwise, *src_depthwise; /* int8 | float (depthwise Convs left in float) */
     const char *cfg_depthwise;             /* what the config file set, for src_depthwise */
+    const char *weight_rounding, *src_weight_rounding; /* nearest | gptq */
+    const char *cfg_weight_rounding;
     bool weight_symmetric_set;
     int prepare;                /* graph preparation before calibration: 1 --prepare, 0 --no-prepare,
                                    -1 the target's (static mode on the ort-* targets) */
@@ -466,6 +468,9 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "op_types",
                    strcmp(c->src_op_types, "target") && strcmp(c->src_op_types, "mode") ? c->op_types : NULL);
     json_kv_string(w, "depthwise", c->src_depthwise && strcmp(c->src_depthwise, "target") ? c->depthwise : NULL);
+    json_kv_string(w, "weight_rounding",
+                   c->src_weight_rounding && (!strcmp(c->src_weight_rounding, "option") ||
+                                              !strcmp(c->src_weight_rounding, "config")) ? c->weight_rounding : NULL);
     json_kv_string(w, "include_nodes", c->include_nodes);
     json_kv_string(w, "exclude_nodes", c->exclude_nodes);
     json_kv_string(w, "overrides", c->overrides);
@@ -514,6 +519,8 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "op_types", c->op_types);
     if (c->depthwise)
         json_kv_string(w, "depthwise", c->depthwise);
+    if (c->weight_rounding)
+        json_kv_string(w, "weight_rounding", c->weight_rounding);
     json_key(w, "sources");
     json_begin_object(w);
     json_kv_string(w, "act_dtype", c->src_act_dtype);
@@ -524,6 +531,8 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "bias_correction", c->src_bias_correction);
     if (c->src_depthwise)
         json_kv_string(w, "depthwise", c->src_depthwise);
+    if (c->src_weight_rounding)
+        json_kv_string(w, "weight_rounding", c->src_weight_rounding);
     json_end_object(w);
     json_kv_int(w, "opset_in", c->opset_in);
     json_kv_int(w, "opset_out", c->opset_target > c->opset_in ? c->opset_target : c->opset_in);
@@ -689,6 +698,11 @@ static oq_status load_config(oq_quantize_options *c, const cJSON *j, const char 
                 continue;
             sp = &c->depthwise;
         }
+        else if (!strcmp(k, "weight_rounding")) {
+            if (cJSON_IsNull(v)) /* the target's */
+                continue;
+            sp = &c->weight_rounding;
+        }
         else if (!strcmp(k, "include_nodes")) sp = &c->include_nodes;
         else if (!strcmp(k, "exclude_nodes")) sp = &c->exclude_nodes;
         else if (!strcmp(k, "overrides")) sp = &c->overrides;
@@ -747,6 +761,7 @@ static oq_status load_config(oq_quantize_options *c, const cJSON *j, const char 
         c->config_weight_dtype = c->weight_dtype;
         c->config_op_types = c->op_types;
         c->config_depthwise = c->depthwise;
+        c->config_weight_rounding = c->weight_rounding;
     }
     return OQ_OK;
 }
@@ -799,6 +814,9 @@ static oq_status options_load(oq_quantize_options *o, cJSON *j, const char *what
 
 
 /* ------------------------------------------------------------ target */
+
+/* the weight rounding of the onnxruntime targets (static int8) */
+#define WROUND_DEFAULT "nearest"
 
 static const char *source_of(const char *now, const char *after_config)
 {
@@ -853,6 +871,12 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
         c->bias_correction = stat && c->tgt->placement == OQ_PLACE_ORT_CPU && !c->fallback;
         c->src_bias_correction = !stat ? "mode" : c->fallback ? "fallback" : "target";
     }
+    /* weight rounding: see below, once the pair limit is known */
+    c->src_weight_rounding = source_of(c->weight_rounding, c->cfg_weight_rounding);
+    if (c->weight_rounding && strcmp(c->weight_rounding, "nearest") && strcmp(c->weight_rounding, "gptq")) {
+        qerr(d, "--weight-rounding \"%s\": nearest or gptq", c->weight_rounding);
+        return -1;
+    }
     if (strcmp(c->depthwise, "int8") && strcmp(c->depthwise, "float")) {
         qerr(d, "--depthwise \"%s\": int8 or float", c->depthwise);
         return -1;
@@ -861,6 +885,16 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
      * the pairs so that they cannot saturate (insert-qdq pair-limit, docs/quantize.md) */
     c->pair_limit = c->tgt->arith == OQ_ARITH_AVX2 && strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric &&
                     !c->reduce_range;
+    /* weight rounding: GPTQ where it applies (static int8 symmetric weights with
+     * calibration data, on the onnxruntime targets, as bias correction), each model's
+     * result kept only when its held-out samples agree (docs/quantize.md "Weight rounding") */
+    if (!c->weight_rounding) {
+        bool stat = strcmp(c->mode, "static") == 0;
+        bool int8 = strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric && !c->reduce_range;
+        c->weight_rounding = stat && int8 && c->tgt->placement == OQ_PLACE_ORT_CPU && !c->fallback ? WROUND_DEFAULT
+                                                                                                  : "nearest";
+        c->src_weight_rounding = !stat ? "mode" : !int8 ? "weight_dtype" : c->fallback ? "fallback" : "target";
+    }
     return 0;
 }
 
@@ -1038,6 +1072,8 @@ static void config_from_options(qconfig *c, const oq_quantize_options *o)
     c->target = o->target;
     c->depthwise = o->depthwise;
     c->cfg_depthwise = o->config_depthwise;
+    c->weight_rounding = o->weight_rounding;
+    c->cfg_weight_rounding = o->config_weight_rounding;
     c->prepare = o->prepare;
     if (o->prepare >= 0)
         c->src_prepare = o->config_prepare ? "config" : "option";
@@ -1166,6 +1202,27 @@ oq_status oq_quantize_job_new(const oq_quantize_options *o, oq_quantize_job **ou
                 "Conv/Gemm layers against the float model on the calibration data)");
         goto fail;
     }
+    bool wr_asked = !strcmp(c.src_weight_rounding, "option") || !strcmp(c.src_weight_rounding, "config");
+    if (wr_asked && !strcmp(c.weight_rounding, "gptq")) {
+        if (strcmp(c.mode, "static") != 0) {
+            qerr(d, "--weight-rounding gptq is for --mode static (weight-only mode: --algo gptq)");
+            goto fail;
+        }
+        if (strcmp(c.weight_dtype, "int8") != 0 || !c.weight_symmetric || c.reduce_range) {
+            qerr(d, "--weight-rounding gptq needs int8 symmetric weights (--weight-dtype int8, without "
+                    "--weight-asymmetric or --reduce-range)");
+            goto fail;
+        }
+        if (nsrc == 0) {
+            qerr(d, "--weight-rounding gptq needs calibration data: give --calib DIR, --calib-images DIR or "
+                    "--calib-random N");
+            goto fail;
+        }
+    }
+    if (!strcmp(c.weight_rounding, "gptq") && nsrc == 0) {
+        c.weight_rounding = "nearest"; /* --overrides alone: nothing to measure with */
+        c.src_weight_rounding = "data";
+    }
     if (c.bias_correction && nsrc == 0) {
         if (bc_asked) {
             qerr(d, "--bias-correction needs calibration data: give --calib DIR, --calib-images DIR or "
@@ -1240,7 +1297,7 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         res = &rdummy;
     memset(res, 0, sizeof *res);
     oq_job_qreport *report = calloc(1, sizeof *report);
-    bool fallback_met = true, failed_job = false, bad_input = false;
+    bool fallback_met = true, failed_job = false, bad_input = false, wround = false;
     oq_registry *reg = NULL;
     oq_pipeline *pl = NULL, *pl_rest = NULL;
     char *meta = NULL, *head = NULL;
@@ -1338,7 +1395,7 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     if (weight_only(&c) && out) {
         /* new weights go straight to OUT's data file as the pass makes them, and each float
          * weight's pages are given back once it is quantized: memory stays one weight's
-         * working set, whatever the model's size (docs/quantize.md "Weight-only") */
+         * working set, whatever the model's size (docs/weight-only.md) */
         oq_write_options so = {0};
         if ((st = oq_model_stream_begin(m, out, &so, d)) != OQ_OK)
             goto done;
@@ -1346,6 +1403,9 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
     oq_pipeline_run_options ro = {0};
     ro.after_pass = oq_job_qreport_after_pass;
     ro.user = report;
+    wround = !strcmp(c.weight_rounding, "gptq") && !strcmp(c.mode, "static") && has_data(&c);
+    if (wround) /* insert-qdq keeps the float weights for it */
+        oq_pass_float_weights_begin();
     st = oq_pipeline_run(pl, m, &ro, d);
     if (st == OQ_OK && pl_rest) {
         /* every candidate and the final model quantize the same weights: once */
@@ -1418,13 +1478,18 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         }
         oq_diag_free(&cd);
     }
-    if (st == OQ_OK && c.bias_correction) { /* before the saturation check and the fallback measure the model */
+    if (st == OQ_OK && (wround || c.bias_correction)) { /* before the saturation check and the fallback measure the model */
         strb pb = {0};
         prep_passes(&pb, &c);
-        st = pb.p ? oq_job_bias_correct(&j->fb, reg, pb.p, m, &report->bias, &report->bias_check, &report->bias_seconds, d)
+        st = pb.p ? oq_job_refine(&j->fb, reg, pb.p, wround, c.pair_limit, c.bias_correction, m, report, d)
                   : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         free(pb.p);
-        report->bias_correction = st == OQ_OK;
+        report->bias_correction = st == OQ_OK && c.bias_correction;
+        report->weight_rounding = st == OQ_OK && wround;
+    }
+    if (wround) {
+        oq_pass_float_weights_end();
+        wround = false;
     }
     if (st == OQ_OK && c.tgt->arith != OQ_ARITH_REFERENCE && has_data(&c) && !weight_only(&c)) {
         /* the saturation check: what the target's arithmetic loses, per layer */
@@ -1462,6 +1527,8 @@ summary:
     res->config = config_text(&c, 2);
 done:
 #undef c
+    if (wround)
+        oq_pass_float_weights_end();
     res->exit_code = st == OQ_OK ? (fallback_met ? 0 : 1) : failed_job ? 1
                      : bad_input && st != OQ_ERR_NOMEM ? 2 : oq_quantize_exit_code(st);
     if (d)

@@ -137,6 +137,24 @@ void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg)
     free(line);
 }
 
+/* "kept", "held_out_samples", "held_out_worst_db_with", "..._without", "held_out_worst_part" */
+static void write_check(json_writer *w, const oq_job_bc_guard *g)
+{
+    json_kv_bool(w, "kept", g->kept);
+    json_kv_int(w, "held_out_samples", (int64_t)g->held_out); /* 0: not checked */
+    json_key(w, "held_out_worst_db_with");
+    if (g->held_out && isfinite(g->db_with))
+        json_double(w, g->db_with);
+    else
+        json_null(w);
+    json_key(w, "held_out_worst_db_without");
+    if (g->held_out && isfinite(g->db_without))
+        json_double(w, g->db_without);
+    else
+        json_null(w);
+    json_kv_string(w, "held_out_worst_part", g->held_out ? g->part_with : NULL);
+}
+
 static void write_select(json_writer *w, const oq_job_select_result *r)
 {
     json_key(w, "calibration_choice"); /* null: --method select did not run */
@@ -264,21 +282,27 @@ char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *
         json_kv_double(w, "mean_abs_steps", r->bias.mean_abs_steps);
         json_kv_double(w, "max_relative_shift", r->bias.max_rel_shift);
         json_kv_string(w, "max_relative_shift_node", r->bias.max_rel_node);
-        const oq_job_bc_guard *g = &r->bias_check;
-        json_kv_bool(w, "kept", g->kept);
-        json_kv_int(w, "held_out_samples", (int64_t)g->held_out); /* 0: not checked */
-        json_key(w, "held_out_worst_db_with");
-        if (g->held_out && isfinite(g->db_with))
-            json_double(w, g->db_with);
-        else
-            json_null(w);
-        json_key(w, "held_out_worst_db_without");
-        if (g->held_out && isfinite(g->db_without))
-            json_double(w, g->db_without);
-        else
-            json_null(w);
-        json_kv_string(w, "held_out_worst_part", g->held_out ? g->part_with : NULL);
+        write_check(w, &r->bias_check);
         json_kv_double(w, "seconds", r->bias_seconds);
+        json_end_object(w);
+    } else {
+        json_null(w);
+    }
+    json_key(w, "weight_rounding"); /* null: not run */
+    if (r->weight_rounding) {
+        json_begin_object(w);
+        json_kv_string(w, "method", "gptq");
+        json_kv_int(w, "layers", (int64_t)r->wround.layers);
+        json_kv_int(w, "skipped", (int64_t)r->wround.skipped);
+        json_kv_int(w, "weights", r->wround.values);
+        json_kv_int(w, "changed", r->wround.changed);
+        json_kv_int(w, "samples", (int64_t)r->wround.samples);
+        json_kv_int(w, "passes", (int64_t)r->wround.passes);
+        json_kv_double(w, "mean_layer_gain_db", r->wround.mean_gain_db);
+        json_kv_double(w, "least_layer_gain_db", r->wround.worst_gain_db);
+        json_kv_string(w, "least_layer_gain_node", r->wround.worst_node);
+        write_check(w, &r->wround_check);
+        json_kv_double(w, "seconds", r->wround_seconds);
         json_end_object(w);
     } else {
         json_null(w);

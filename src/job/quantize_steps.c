@@ -15,6 +15,7 @@
 #include "onnxq/fallback.h"
 #include "onnxq/satcheck.h"
 #include "onnxq/target.h"
+#include "../../passes/pass-impl.h" /* oq_pass_float_weight */
 
 void say(const jlog *l, const char *fmt, ...)
 {
@@ -233,15 +234,16 @@ double oq_job_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The int32 initializers behind DequantizeLinear nodes (the biases bias correction edits),
- * copied so that they can be put back. */
+/* The initializers of one dtype behind DequantizeLinear nodes (int32: the biases bias
+ * correction edits; int8: the weights weight rounding edits), copied so that they can be
+ * put back. */
 typedef struct bias_copy {
     oq_tensor *t;
     void *data;
     size_t bytes;
 } bias_copy;
 
-static size_t bias_snapshot(oq_model *m, bias_copy **out, oq_diag *d)
+static size_t bias_snapshot(oq_model *m, int32_t dtype, bias_copy **out, oq_diag *d)
 {
     size_t n = 0, cap = 0;
     bias_copy *v = NULL;
@@ -250,7 +252,7 @@ static size_t bias_snapshot(oq_model *m, bias_copy **out, oq_diag *d)
             !q->inputs[0] || q->inputs[0]->kind != OQ_VALUE_INITIALIZER || !q->inputs[0]->initializer)
             continue;
         oq_tensor *t = q->inputs[0]->initializer;
-        if (t->dtype != OQ_DTYPE_INT32)
+        if (t->dtype != dtype)
             continue;
         const void *p = oq_tensor_data(t, d);
         int64_t e = oq_tensor_numel(t);
@@ -264,7 +266,7 @@ static size_t bias_snapshot(oq_model *m, bias_copy **out, oq_diag *d)
             v = g;
         }
         v[n].t = t;
-        v[n].bytes = (size_t)e * sizeof(int32_t);
+        v[n].bytes = (size_t)oq_dtype_nbytes(dtype, e);
         v[n].data = malloc(v[n].bytes ? v[n].bytes : 1);
         if (!v[n].data)
             goto nomem;
@@ -288,16 +290,39 @@ static oq_status bias_restore(oq_model *m, bias_copy *v, size_t n, oq_diag *d)
         const void *p = oq_tensor_data(v[k].t, d);
         if (p && memcmp(p, v[k].data, v[k].bytes) == 0)
             continue;
-        st = oq_tensor_set_data(m, v[k].t, OQ_DTYPE_INT32, v[k].t->dims, v[k].t->rank, v[k].data,
+        st = oq_tensor_set_data(m, v[k].t, v[k].t->dtype, v[k].t->dims, v[k].t->rank, v[k].data,
                                 (int64_t)v[k].bytes);
     }
     return st;
 }
 
-oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
-                              oq_model *m, oq_biascorr_result *r, oq_job_bc_guard *g, double *seconds, oq_diag *d)
+static const float *kept_weight(const char *name, int64_t numel, void *user)
 {
-    double t0 = oq_job_now_s();
+    (void)user;
+    return oq_pass_float_weight(name, numel);
+}
+
+static void free_copies(bias_copy *v, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        free(v[k].data);
+    free(v);
+}
+
+/* The line after a checked step: "; kept: N held-out sample(s), worst output part X dB
+ * with it, Y dB without (part)" or "" when not checked. */
+static void check_text(const oq_job_bc_guard *g, bool changed, char *buf, size_t size)
+{
+    buf[0] = 0;
+    if (g->held_out && changed)
+        snprintf(buf, size, "; %s: %zu held-out sample(s), worst output part %.2f dB with it, %.2f dB without%s%s%s",
+                 g->kept ? "kept" : "NOT kept", g->held_out, g->db_with, g->db_without, *g->part_with ? " (" : "",
+                 g->part_with, *g->part_with ? ")" : "");
+}
+
+oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep, bool wround,
+                        bool pair_limit, bool bias, oq_model *m, oq_job_qreport *rep, oq_diag *d)
+{
     oq_calib_source *src = NULL;
     oq_pipeline *pl = NULL;
     oq_model *fm = NULL;
@@ -305,9 +330,13 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
     bias_copy *saved = NULL;
     size_t n_saved = 0;
     uint64_t held[OQ_SELECT_HELD_OUT_CAP], use[OQ_BIASCORR_SAMPLES];
+    oq_job_bc_guard *wg = &rep->wround_check, *g = &rep->bias_check;
+    oq_biascorr_result *r = &rep->bias;
     memset(r, 0, sizeof *r);
     memset(g, 0, sizeof *g);
-    g->kept = true;
+    memset(&rep->wround, 0, sizeof rep->wround);
+    memset(wg, 0, sizeof *wg);
+    g->kept = wg->kept = true;
     oq_status st = oq_job_open_source(a, false, &src, d);
     if (st != OQ_OK)
         return st;
@@ -321,86 +350,126 @@ oq_status oq_job_bias_correct(const oq_quantize_fallback_args *a, const oq_regis
         st = oq_pipeline_run(pl, fm, &ro, d);
     }
     if (st != OQ_OK) {
-        oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, "bias correction: preparing the float model (%s)", prep);
+        oq_diag_add(d, OQ_SEV_NOTE, st, NULL, NULL, NULL, "after quantizing: preparing the float model (%s)", prep);
         goto done;
     }
-    oq_biascorr_options o = oq_biascorr_options_default();
-    o.threads = (int)a->threads;
-    o.max_samples = OQ_BIASCORR_SAMPLES;
-    /* The check: the corrections are fitted on some samples and kept only when the
-     * held-out ones (those the calibration choice judges with) agree that they help. A
-     * correction is a mean over 16 samples; where the mean error of a layer differs much
-     * from one input to the next, the chain of corrections can fit those samples and hurt
-     * others (YOLOv8n with int16 weights: class scores 8.8 dB without it, 0.3 dB with). */
+    /* The check: each step is fitted on samples that are not held out and kept only if the
+     * held-out ones (those the calibration choice judges with) agree that it helps. A
+     * bias correction is a mean over 16 samples; where the mean error of a layer differs
+     * much from one input to the next, the chain of corrections can fit those samples and
+     * hurt others (YOLOv8n with int16 weights: class scores 8.8 dB without it, 0.3 dB with). */
     uint64_t ns = oq_calib_source_count(src), wb = oq_job_weight_bytes(fm); /* as the calibration choice counts */
     size_t nh = wb <= OQ_SELECT_WEIGHT_BYTES_MAX ? oq_job_held_out(ns, wb, held) : 0, nu = 0;
     for (uint64_t k = 0; k < ns && nu < OQ_BIASCORR_SAMPLES; k++)
         if (!oq_calib_sample_held_out(k))
             use[nu++] = k;
+    bool checked = false;
+    double db_now = 0;
+    char part_now[256] = "";
     if (nh >= 2 && nu >= 2) {
         if (!(fc = oq_verify_float_cache_new())) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
             goto done;
         }
-        n_saved = bias_snapshot(m, &saved, d);
-        if (n_saved == SIZE_MAX) {
-            n_saved = 0;
-            st = oq_diag_error(d, OQ_ERR_NOMEM, "bias correction: out of memory");
-            goto done;
-        }
-        /* a model the check cannot judge is corrected without it, as before the check */
+        /* a model the check cannot judge is changed without it */
         oq_diag jd;
         oq_diag_init(&jd);
-        if (oq_job_judge(fm, m, src, held, nh, fc, a, &g->db_without, g->part_without, sizeof g->part_without,
-                         &jd) == OQ_OK) {
-            g->held_out = nh;
-            o.sample_index = use;
-            o.n_sample_index = nu;
+        if (oq_job_judge(fm, m, src, held, nh, fc, a, &db_now, part_now, sizeof part_now, &jd) == OQ_OK) {
+            checked = true;
         } else if (!a->quiet) {
             char msg[512] = "unknown error";
             const oq_diag_entry *e = oq_diag_first_error(&jd);
             if (e)
                 oq_diag_format(e, msg, sizeof msg);
-            say(a->lg, "onnxq quantize: note: bias correction not checked on held-out samples: %s", msg);
+            say(a->lg, "onnxq quantize: note: %s not checked on held-out samples: %s",
+                wround ? "weight rounding and bias correction" : "bias correction", msg);
         }
         oq_diag_free(&jd);
     }
-    st = oq_bias_correct(fm, m, src, &o, r, d);
-    if (st == OQ_OK && g->held_out) {
-        if (r->changed) {
-            oq_diag jd;
-            oq_diag_init(&jd);
-            bool judged = oq_job_judge(fm, m, src, held, nh, fc, a, &g->db_with, g->part_with, sizeof g->part_with,
-                                       &jd) == OQ_OK;
-            oq_diag_free(&jd);
-            g->kept = !judged || !(g->db_with < g->db_without);
-            if (!judged)
-                g->held_out = 0; /* not checked after all: kept */
-            else if (!g->kept)
-                st = bias_restore(m, saved, n_saved, d);
-        } else {
-            g->db_with = g->db_without;
-            snprintf(g->part_with, sizeof g->part_with, "%s", g->part_without);
+    /* one step: snapshot, run, judge, keep or put back */
+    for (int step = 0; step < 2 && st == OQ_OK; step++) {
+        if ((step == 0 && !wround) || (step == 1 && !bias))
+            continue;
+        double ts = oq_job_now_s();
+        oq_job_bc_guard *gg = step == 0 ? wg : g;
+        if (checked) {
+            n_saved = bias_snapshot(m, step == 0 ? OQ_DTYPE_INT8 : OQ_DTYPE_INT32, &saved, d);
+            if (n_saved == SIZE_MAX) {
+                n_saved = 0;
+                st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+                break;
+            }
         }
-    }
-    *seconds = oq_job_now_s() - t0;
-    if (st == OQ_OK && !a->quiet) {
-        char check[768] = "";
-        if (g->held_out && r->changed)
-            snprintf(check, sizeof check, "; %s: %zu held-out sample(s), worst output part %.2f dB with it, %.2f dB "
-                     "without%s%s%s",
-                     g->kept ? "kept" : "NOT kept", g->held_out, g->db_with, g->db_without,
-                     *g->part_with ? " (" : "", g->part_with, *g->part_with ? ")" : "");
-        say(a->lg,
+        bool changed;
+        if (step == 0) {
+            oq_wround_options o = oq_wround_options_default();
+            o.threads = (int)a->threads;
+            o.pair_limit = pair_limit;
+            o.float_weight = kept_weight;
+            o.sample_index = use;
+            o.n_sample_index = nu;
+            st = oq_weight_round(m, src, &o, &rep->wround, d);
+            changed = rep->wround.changed > 0;
+        } else {
+            oq_biascorr_options o = oq_biascorr_options_default();
+            o.threads = (int)a->threads;
+            o.max_samples = OQ_BIASCORR_SAMPLES;
+            if (checked) {
+                o.sample_index = use;
+                o.n_sample_index = nu;
+            }
+            st = oq_bias_correct(fm, m, src, &o, r, d);
+            changed = r->changed > 0;
+        }
+        if (st == OQ_OK && checked) {
+            gg->held_out = nh;
+            gg->db_without = gg->db_with = db_now;
+            snprintf(gg->part_without, sizeof gg->part_without, "%s", part_now);
+            snprintf(gg->part_with, sizeof gg->part_with, "%s", part_now);
+            if (changed) {
+                oq_diag jd;
+                oq_diag_init(&jd);
+                bool judged = oq_job_judge(fm, m, src, held, nh, fc, a, &gg->db_with, gg->part_with,
+                                           sizeof gg->part_with, &jd) == OQ_OK;
+                oq_diag_free(&jd);
+                gg->kept = !judged || !(gg->db_with < gg->db_without);
+                if (!judged) {
+                    gg->held_out = 0; /* not checked after all: kept, and the next step unchecked */
+                    checked = false;
+                } else if (!gg->kept) {
+                    st = bias_restore(m, saved, n_saved, d);
+                } else {
+                    db_now = gg->db_with;
+                    snprintf(part_now, sizeof part_now, "%s", gg->part_with);
+                }
+            }
+        }
+        free_copies(saved, n_saved);
+        saved = NULL;
+        n_saved = 0;
+        double sec = oq_job_now_s() - ts;
+        *(step == 0 ? &rep->wround_seconds : &rep->bias_seconds) = sec;
+        if (st != OQ_OK || a->quiet)
+            continue;
+        char check[768];
+        check_text(gg, changed, check, sizeof check);
+        if (step == 0) {
+            const oq_wround_result *w = &rep->wround;
+            say(a->lg, "onnxq quantize: weight rounding (gptq): %zu layer(s) on %llu sample(s), %lld of %lld weights "
+                       "rounded differently, each layer's output error %.2f dB lower on average (least %.2f dB: %s), %zu "
+                       "left as they were%s; %.1f s",
+                w->layers, (unsigned long long)w->samples, (long long)w->changed, (long long)w->values,
+                w->mean_gain_db, w->worst_gain_db, *w->worst_node ? w->worst_node : "-", w->skipped, check, sec);
+        } else {
+            say(a->lg,
                 "onnxq quantize: bias correction: %zu layer(s) on %llu sample(s) in %zu pass(es), %zu changed, %zu "
                 "skipped; largest correction %.3f x the layer's float RMS (%s)%s; %.1f s",
                 r->layers, (unsigned long long)r->samples, r->runs, r->changed, r->skipped, r->max_rel_shift,
-                *r->max_rel_node ? r->max_rel_node : "-", check, *seconds);
+                *r->max_rel_node ? r->max_rel_node : "-", check, sec);
+        }
     }
 done:
-    for (size_t k = 0; k < n_saved; k++)
-        free(saved[k].data);
-    free(saved);
+    free_copies(saved, n_saved);
     oq_verify_float_cache_free(fc);
     oq_pipeline_free(pl);
     oq_model_free(fm);

@@ -1,5 +1,5 @@
 /* Weight-only blockwise quantization: round to nearest and GPTQ. include/onnxq/gptq.h,
- * docs/quantize.md "Weight-only". */
+ * docs/weight-only.md. */
 #include "onnxq/gptq.h"
 
 #include <float.h>
@@ -325,6 +325,26 @@ static bool chol_inverse_upper(float *a, float *u, int64_t K, oq_pool *pool)
     return ok;
 }
 
+/* GPTQ's update of the rows k+1 .. i2-1 of W (the rest of the lazy batch) by row k's
+ * scaled errors e[N]: W[j] -= U[k][j] e */
+static void spread_in_batch(float *W, const float *U, const float *e, int64_t K, int64_t N, int64_t k, int64_t i2)
+{
+    for (int64_t j = k + 1; j < i2; j++) {
+        float u = U[k * K + j];
+        if (u != 0.0f)
+            for (int64_t n = 0; n < N; n++)
+                W[j * N + n] -= u * e[n];
+    }
+}
+
+/* ... and of the rows after the batch [i1, i2): W[i2:, :] -= U[i1:i2, i2:]^T E; false out of memory */
+static bool spread_after_batch(oq_pool *pool, float *W, const float *U, const float *E, int64_t K, int64_t N,
+                               int64_t i1, int64_t i2)
+{
+    return i2 >= K || oq_quant_sgemm(pool, true, false, K - i2, N, i2 - i1, -1.0f, U + i1 * K + i2, K, E, N, 1.0f,
+                                     W + i2 * N, N) == OQ_OK;
+}
+
 oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                            double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,
                            oq_diag *d)
@@ -457,16 +477,9 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
                     dq = oq_half_to_float(oq_float_to_half(dq));
                 e[n] = (W[k * N + n] - dq) / dk;
             }
-            for (int64_t j = k + 1; j < i2; j++) {
-                float u = U[k * K + j];
-                if (u != 0.0f)
-                    for (int64_t n = 0; n < N; n++)
-                        W[j * N + n] -= u * e[n];
-            }
+            spread_in_batch(W, U, e, K, N, k, i2);
         }
-        /* the rows after the batch: W[i2:, :] -= U[i1:i2, i2:]^T E */
-        if (i2 < K && oq_quant_sgemm(pool, true, false, K - i2, N, i2 - i1, -1.0f, U + i1 * K + i2, K, E, N, 1.0f, W + i2 * N,
-                            N) != OQ_OK) {
+        if (!spread_after_batch(pool, W, U, E, K, N, i1, i2)) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
             goto done;
         }
@@ -481,4 +494,128 @@ done:
     free(W);
     free(E);
     return st;
+}
+
+/* ------------------------------------------- GPTQ with fixed per-column scales ------- */
+
+/* symmetric int8 in [-127, 127] at scale sc */
+static int32_t round_sym(float v, float sc)
+{
+    return oq_quantize_value(v, sc, 0, -127, 127);
+}
+
+oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float *scales, bool pairs,
+                              const oq_gptq_stats *h, double damp, int32_t *q, double *damp_used, oq_diag *d)
+{
+    if (K <= 0 || N <= 0 || !h || h->K != K || h->rows == 0)
+        return oq_diag_error(d, OQ_ERR_USAGE, "gptq: no input statistics for a reduction size of %" PRId64, K);
+    if (!(damp >= 0.0) || !isfinite(damp))
+        return oq_diag_error(d, OQ_ERR_USAGE, "gptq: dampening %g must be >= 0", damp);
+    for (int64_t n = 0; n < N; n++)
+        if (!(scales[n] > 0.0f) || !isfinite(scales[n]))
+            return oq_diag_error(d, OQ_ERR_INVALID, "gptq: scale %g of column %" PRId64, (double)scales[n], n);
+    for (int64_t i = 0; i < K * N; i++)
+        if (!isfinite(w[i]))
+            return oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: %s at weight element %" PRId64, isnan(w[i]) ? "NaN" : "Inf",
+                                 i);
+    oq_status st = OQ_OK;
+    const int64_t lazy = 128;
+    size_t kk = (size_t)(K * K);
+    float *A = malloc(kk * sizeof(float)), *U = malloc(kk * sizeof(float));
+    float *W = malloc((size_t)(K * N) * sizeof(float)), *E = malloc((size_t)(lazy * N) * sizeof(float));
+    double *diag = malloc((size_t)K * sizeof(double));
+    oq_pool *pool = oq_pool_new(oq_cpu_count());
+    if (!A || !U || !W || !E || !diag || !pool) {
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
+        goto done;
+    }
+    double f = 2.0 / (double)h->rows, mean = 0.0;
+    for (int64_t i = 0; i < K; i++) {
+        diag[i] = f * h->xtx[i * K + i];
+        if (diag[i] == 0.0)
+            diag[i] = 1.0; /* a feature never seen: its own row, nothing to spread */
+        mean += diag[i];
+    }
+    mean /= (double)K;
+    bool ok = false;
+    double fac = damp;
+    for (int attempt = 0; attempt < 3 && !ok; attempt++, fac *= 10.0) {
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = i; j < K; j++)
+                A[i * K + j] = A[j * K + i] = i == j ? (float)(diag[i] + fac * mean) : (float)(f * h->xtx[i * K + j]);
+        ok = chol_inverse_upper(A, U, K, pool);
+        if (ok && damp_used)
+            *damp_used = fac;
+    }
+    if (!ok) {
+        st = oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: the input Hessian is not positive definite even with "
+                                              "dampening %g", fac / 10.0);
+        goto done;
+    }
+    memcpy(W, w, (size_t)(K * N) * sizeof(float));
+    for (int64_t i1 = 0; i1 < K; i1 += lazy) {
+        int64_t i2 = i1 + lazy < K ? i1 + lazy : K;
+        for (int64_t k = i1; k < i2; k++) {
+            float dk = U[k * K + k];
+            float *e = E + (k - i1) * N;
+            bool second = pairs && (k & 1); /* the second of a pair (k - 1, k) in the kernels' order */
+            for (int64_t n = 0; n < N; n++) {
+                float sc = scales[n];
+                int32_t qv = round_sym(W[k * N + n], sc);
+                if (second) {
+                    int32_t a = q[(k - 1) * N + n];
+                    if (((a > 0 && qv > 0) || (a < 0 && qv < 0)) && abs(a) + abs(qv) > 128)
+                        qv = qv > 0 ? 128 - abs(a) : -(128 - abs(a));
+                }
+                q[k * N + n] = qv;
+                e[n] = (W[k * N + n] - (float)qv * sc) / dk;
+            }
+            spread_in_batch(W, U, e, K, N, k, i2);
+        }
+        if (!spread_after_batch(pool, W, U, E, K, N, i1, i2)) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
+            goto done;
+        }
+    }
+done:
+    if (pool)
+        oq_pool_free(pool);
+    free(A);
+    free(U);
+    free(W);
+    free(E);
+    free(diag);
+    return st;
+}
+
+double oq_gptq_proxy_error(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *q,
+                           const oq_gptq_stats *h)
+{
+    /* sum over columns n of e_n^T X^T X e_n, e = w - q * scale: trace(E^T (X^T X) E), the
+     * product as a float32 GEMM, the sum in double */
+    if (!h || h->K != K)
+        return -1.0;
+    size_t kk = (size_t)(K * K), kn = (size_t)(K * N);
+    float *H = malloc(kk * sizeof *H), *E = malloc(kn * sizeof *E), *T = malloc(kn * sizeof *T);
+    oq_pool *pool = oq_pool_new(oq_cpu_count());
+    double tot = -1.0;
+    if (H && E && T && pool) {
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = i; j < K; j++)
+                H[i * K + j] = H[j * K + i] = (float)h->xtx[i * K + j];
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++)
+                E[k * N + n] = (float)((double)w[k * N + n] - (double)q[k * N + n] * scales[n]);
+        if (oq_quant_sgemm(pool, false, false, K, N, K, 1.0f, H, K, E, N, 0.0f, T, N) == OQ_OK) {
+            tot = 0.0;
+            for (size_t i = 0; i < kn; i++)
+                tot += (double)E[i] * T[i];
+        }
+    }
+    if (pool)
+        oq_pool_free(pool);
+    free(H);
+    free(E);
+    free(T);
+    return tot;
 }
