@@ -32,7 +32,6 @@ usage: python3 bias_correction.py ONNXQ_EXE SOURCE_DIR WORKDIR   (exit 77: modul
 onnxruntime-node missing)"""
 import json
 import os
-import subprocess
 import sys
 
 try:
@@ -44,6 +43,8 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 exe, src, work = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.join(src, "tests"))
+import e2e  # noqa: E402
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(5)
 
@@ -94,36 +95,15 @@ evald, eval_batch = samples("eval", 16, 22)
 
 
 def run(args, want=0):
-    p = subprocess.run([exe] + args, capture_output=True, text=True)
-    if p.returncode != want:
-        print("FAIL: onnxq %s -> exit %d, want %d\n%s%s" % (" ".join(args), p.returncode, want, p.stdout, p.stderr))
-        sys.exit(1)
-    return p
+    return e2e.run(exe, args, want)
 
 
 def ort(path, batch, level, outputs=()):
     """Run path in onnxruntime-node on the batch; extra value names become graph outputs."""
-    m = onnx.load(path)
-    for name in outputs:
-        m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    mp = path[:-5] + "_probe.onnx"
-    onnx.save(m, mp)
-    od = mp[:-5] + "_" + level + "_" + os.path.basename(batch)[:-4]
-    env = dict(os.environ, ONNXQ_ORT_OPT=level)
-    p = subprocess.run(["bash", os.path.join(src, "tests/ortnode.bash"), os.path.join(src, "tests/quantize_ort.js"),
-                        mp, od, "x=" + batch], capture_output=True, text=True, env=env)
-    if p.returncode == 77:
-        print(p.stdout.strip())
-        sys.exit(77)
-    if p.returncode != 0:
-        print("FAIL: onnxruntime on %s: %s%s" % (mp, p.stdout, p.stderr))
-        sys.exit(1)
-    return {n: np.load(os.path.join(od, n + ".npy")) for n in ["y"] + list(outputs)}
+    return e2e.ort(src, path, batch, level, outputs)
 
 
-def sqnr(ref, got):
-    ref, got = ref.astype(np.float64), got.astype(np.float64)
-    return 10 * np.log10(np.sum(ref * ref) / max(np.sum((ref - got) ** 2), 1e-300))
+sqnr = e2e.sqnr
 
 
 def layers(path):

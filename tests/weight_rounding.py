@@ -29,7 +29,6 @@ usage: python3 weight_rounding.py ONNXQ_EXE SOURCE_DIR WORKDIR   (exit 77: modul
 onnxruntime-node missing)"""
 import json
 import os
-import subprocess
 import sys
 
 try:
@@ -41,6 +40,8 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 exe, src, work = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.join(src, "tests"))
+import e2e  # noqa: E402
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(11)
 w1 = rng.normal(0, 0.02, (16, 8, 3, 3)).astype(np.float32)
@@ -95,29 +96,14 @@ evald, eval_batch = samples("eval", 16, 32)
 
 
 def run(args, want=0):
-    p = subprocess.run([exe] + args, capture_output=True, text=True)
-    if p.returncode != want:
-        print("FAIL: onnxq %s -> exit %d, want %d\n%s%s" % (" ".join(args), p.returncode, want, p.stdout, p.stderr))
-        sys.exit(1)
-    return p
+    return e2e.run(exe, args, want)
 
 
 def ort(path, batch):
-    od = path[:-5] + "_out"
-    env = dict(os.environ, ONNXQ_ORT_OPT="all")
-    p = subprocess.run(["bash", os.path.join(src, "tests/ortnode.bash"), os.path.join(src, "tests/quantize_ort.js"),
-                        path, od, "x=" + batch], capture_output=True, text=True, env=env)
-    if p.returncode == 77:
-        print(p.stdout.strip())
-        sys.exit(77)
-    if p.returncode != 0:
-        print("FAIL: onnxruntime on %s: %s%s" % (path, p.stdout, p.stderr))
-        sys.exit(1)
-    return np.load(os.path.join(od, "y.npy")).astype(np.float64)
+    return e2e.ort(src, path, batch, "all")["y"].astype(np.float64)
 
 
-def sqnr(ref, got):
-    return 10 * np.log10(np.sum(ref * ref) / max(np.sum((ref - got) ** 2), 1e-300))
+sqnr = e2e.sqnr
 
 
 def graph(path):
