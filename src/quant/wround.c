@@ -119,14 +119,14 @@ static bool find_layer(oq_node *n, const oq_wround_options *o, wr_layer *L, bool
     if (!(conv || gemm || mm) || n->n_inputs < 2 || !producer_dq(n->inputs[0]))
         return false;
     oq_node *dq = producer_dq(n->inputs[1]);
-    if (!dq)
-        return false; /* the weight is not quantized (or not a constant) */
+    if (!dq || dq->inputs[0]->kind != OQ_VALUE_INITIALIZER || dq->inputs[0]->is_graph_input)
+        return false; /* no quantized constant weight (an activation x activation MatMul) */
     *skip = true;
     memset(L, 0, sizeof *L);
     L->node = n;
     const oq_value *wv = n->inputs[1], *qv = dq->inputs[0];
-    if (wv->n_uses != 1 || oq_value_is_graph_output(wv) || qv->kind != OQ_VALUE_INITIALIZER || qv->is_graph_input ||
-        qv->n_uses != 1 || !qv->initializer || qv->initializer->dtype != OQ_DTYPE_INT8 ||
+    if (wv->n_uses != 1 || oq_value_is_graph_output(wv) || qv->n_uses != 1 || !qv->initializer ||
+        qv->initializer->dtype != OQ_DTYPE_INT8 ||
         oq_node_attr_int(dq, "block_size", 0) != 0)
         return false;
     oq_tensor *qt = qv->initializer, *sc = oq_value_const_tensor(dq->inputs[1]);
