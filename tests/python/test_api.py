@@ -119,6 +119,20 @@ def test_options_as_keywords(tmp_path, cli, shapes):
     assert "mode" in onnxq.quantize.__doc__ and "--target-sqnr" in onnxq.quantize.__doc__
 
 
+def test_weight_rounding_from_a_reader(tmp_path, cli, shapes):
+    # GPTQ weight rounding reads the fed samples again (its fit and held-out samples by
+    # index): the same model as the command's from the folder
+    r = run_cli(cli, "quantize", shapes, "-o", tmp_path / "cli.onnx", "--calib", CALIB, "--quiet",
+                "--weight-rounding", "gptq")
+    assert r.returncode == 0, r.stderr
+    reader = ort_reader_class()(str(CALIB), "image")
+    s = onnxq.quantize(str(shapes), str(tmp_path / "py.onnx"), reader, weight_rounding="gptq")
+    wr = s["weight_rounding"]
+    assert wr["layers"] == 3 and wr["samples"] == 16 and wr["held_out_samples"] == 8, wr
+    assert s["config"]["resolved"]["sources"]["weight_rounding"] == "option"
+    same_but_data_source(tmp_path / "py.onnx", tmp_path / "cli.onnx")
+
+
 def test_text_transformer_reader(tmp_path, cli):
     """The bundled encoder (int64 token ids): a reader over models/text_calib."""
     model, calib = ROOT / "models" / "text_transformer.onnx", ROOT / "models" / "text_calib"
