@@ -453,7 +453,12 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
             continue;
         char check[768];
         check_text(gg, changed, check, sizeof check);
-        if (step == 0) {
+        if (step == 0 && rep->wround.layers == 0 && rep->wround.skipped == 0) {
+            say(a->lg, "onnxq quantize: weight rounding (gptq): no quantized Conv, Gemm or MatMul with an int8 weight");
+        } else if (step == 1 && r->layers == 0 && r->skipped == 0) {
+            say(a->lg, "onnxq quantize: bias correction: no quantized Conv, ConvTranspose or Gemm with an int32 bias "
+                       "(the bias Adds after MatMuls are not corrected)");
+        } else if (step == 0) {
             const oq_wround_result *w = &rep->wround;
             say(a->lg, "onnxq quantize: weight rounding (gptq): %zu layer(s) on %llu sample(s), %lld of %lld weights "
                        "rounded differently, each layer's output error %.2f dB lower on average (least %.2f dB: %s), %zu "
