@@ -1053,10 +1053,11 @@ static void memo_put(const memo_key *k, const void *q, int64_t nb, const float *
 }
 
 /* ---- the float weights kept (oq_pass_float_weights_begin/_end, pass-impl.h): while open,
- * each int8 weight quantized keeps a copy of its float data under the quantized
- * initializer's name (the last one quantized under a name wins: the quantize job's final
- * model comes last), for weight rounding after the pipeline. */
+ * each int8 weight quantized keeps a copy of its float data under its model and the
+ * quantized initializer's name, for weight rounding after the pipeline. */
 typedef struct kept_weight {
+    const oq_model *m;      /* the model it was quantized in: two jobs in one process with
+                             * weights of the same name do not take each other's */
     char *name;
     float *w;
     int64_t numel;
@@ -1089,12 +1090,12 @@ void oq_pass_float_weights_end(void)
     pthread_mutex_unlock(&kept_mu);
 }
 
-const float *oq_pass_float_weight(const char *qname, int64_t numel)
+const float *oq_pass_float_weight(const oq_model *m, const char *qname, int64_t numel)
 {
     const float *r = NULL;
     pthread_mutex_lock(&kept_mu);
     for (size_t i = 0; kept_refs > 0 && i < kept_n && !r; i++)
-        if (kept_items[i].numel == numel && strcmp(kept_items[i].name, qname) == 0)
+        if (kept_items[i].m == m && kept_items[i].numel == numel && strcmp(kept_items[i].name, qname) == 0)
             r = kept_items[i].w;
     pthread_mutex_unlock(&kept_mu);
     return r;
@@ -1109,13 +1110,13 @@ static bool kept_active(void)
 }
 
 /* takes w (malloc'ed) */
-static void kept_put(const char *qname, float *w, int64_t numel)
+static void kept_put(const oq_model *m, const char *qname, float *w, int64_t numel)
 {
     pthread_mutex_lock(&kept_mu);
     if (kept_refs > 0 && qname && numel > 0) {
         kept_weight *e = NULL;
         for (size_t i = 0; i < kept_n && !e; i++)
-            if (strcmp(kept_items[i].name, qname) == 0)
+            if (kept_items[i].m == m && strcmp(kept_items[i].name, qname) == 0)
                 e = &kept_items[i];
         if (!e && kept_n == kept_cap) {
             size_t cap = kept_cap ? 2 * kept_cap : 64;
@@ -1127,6 +1128,7 @@ static void kept_put(const char *qname, float *w, int64_t numel)
         }
         if (!e && kept_n < kept_cap) {
             e = &kept_items[kept_n];
+            e->m = m;
             e->name = strdup(qname);
             e->w = NULL;
             e->numel = 0;
@@ -1367,7 +1369,7 @@ static oq_status quantize_weight(qctx *c, oq_node *n, float **wscales, int64_t *
     oq_value *wz = ws ? zp_init(c, base, s.dtype, zps, np, pdims, prank) : NULL;
     c->g = here;
     if (keep)
-        kept_put(wq ? wq->name : NULL, keep, numel); /* frees it when not kept */
+        kept_put(c->m, wq ? wq->name : NULL, keep, numel); /* frees it when not kept */
     if (outer) {
         char *dn = name2(c, base, "_dequantized");
         dqv = dn ? oq_graph_new_value(c->g, dn) : NULL;

@@ -59,12 +59,14 @@ int64_t oq_pass_limit_weight_pairs(const oq_node *n, const int64_t *dims, size_t
 void oq_pass_weight_memo_begin(void);
 void oq_pass_weight_memo_end(void);
 /* While at least one begin is open, insert-qdq keeps a copy of the float data of each int8
- * weight it quantizes (not blocked), found by the quantized initializer's name and element
- * count (NULL: not kept); the last end frees them. Thread-safe. For the quantize job's
- * weight rounding, which needs the float weights behind the model's int8 ones. */
+ * weight it quantizes (not blocked), found by the model it quantized (two jobs in one
+ * process keep theirs apart), the quantized initializer's name and element count (NULL: not
+ * kept); the last end frees them. Thread-safe. For the quantize job's weight rounding, which
+ * needs the float weights behind the model's int8 ones (fold-bias may have raised a
+ * channel's scale since: the rounding uses the scales the model has). */
 void oq_pass_float_weights_begin(void);
 void oq_pass_float_weights_end(void);
-const float *oq_pass_float_weight(const char *qname, int64_t numel);
+const float *oq_pass_float_weight(const oq_model *m, const char *qname, int64_t numel);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
 

@@ -298,8 +298,7 @@ static oq_status bias_restore(oq_model *m, bias_copy *v, size_t n, oq_diag *d)
 
 static const float *kept_weight(const char *name, int64_t numel, void *user)
 {
-    (void)user;
-    return oq_pass_float_weight(name, numel);
+    return oq_pass_float_weight(user, name, numel); /* user: the quantized model */
 }
 
 static void free_copies(bias_copy *v, size_t n)
@@ -406,6 +405,7 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
             o.threads = (int)a->threads;
             o.pair_limit = pair_limit;
             o.float_weight = kept_weight;
+            o.user = m;
             o.sample_index = use;
             o.n_sample_index = nu;
             st = oq_weight_round(m, src, &o, &rep->wround, d);
