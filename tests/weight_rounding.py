@@ -24,7 +24,9 @@ onnxruntime (onnxruntime-node through tests/ortnode.bash) as the judge:
   5. the check: with calibration data whose held-out samples are anti-correlated across
      channels (where the correlation GPTQ uses does not hold), the rounding fitted on the
      others makes them worse; the job says so (kept false) and writes the rounding to
-     nearest.
+     nearest;
+  6. auto_pad SAME_UPPER and SAME_LOWER give the roundings of the pads they stand for
+     written out (the im2col's padding).
 usage: python3 weight_rounding.py ONNXQ_EXE SOURCE_DIR WORKDIR   (exit 77: modules or
 onnxruntime-node missing)"""
 import json
@@ -170,6 +172,30 @@ _, i2g = graph(gptq2)
 if r2["kept"] or not line or "NOT kept" not in line[0] or \
         any(not np.array_equal(i2n[k], i2g[k]) for k in i2n):
     print("FAIL: a rounding that made the held-out samples worse was kept")
+    fails += 1
+# 6. auto_pad: a stride-2 3x3 convolution over 10x10 with SAME_UPPER pads 0 before and 1
+#    after on each axis (ONNX: total (5 - 1) * 2 + 3 - 10 = 1, the odd one at the end): the
+#    same rounding as with those pads written out, and SAME_LOWER as pads 1 before, 0 after
+rw = np.random.default_rng(12).normal(0, 0.2, (8, 8, 3, 3)).astype(np.float32)
+got = {}
+for tag, kw in (("upper", dict(auto_pad="SAME_UPPER")), ("upper_pads", dict(pads=[0, 0, 1, 1])),
+                ("lower", dict(auto_pad="SAME_LOWER")), ("lower_pads", dict(pads=[1, 1, 0, 0]))):
+    n = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=[2, 2], **kw)
+    gg = helper.make_graph([n], "pad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                           [numpy_helper.from_array(rw, "w")])
+    mm = helper.make_model(gg, opset_imports=[helper.make_opsetid("", 13)])
+    mm.ir_version = 7
+    fpath, qpath = (os.path.join(work, "pad_%s%s.onnx" % (tag, sfx)) for sfx in ("", "_q"))
+    onnx.save(mm, fpath)
+    run(["quantize", fpath, "-o", qpath, "--calib", calib, "--weight-rounding", "gptq", "--no-bias-correction",
+         "--quiet"])
+    got[tag] = graph(qpath)[1]["w_quantized"]
+same = np.array_equal(got["upper"], got["upper_pads"]) and np.array_equal(got["lower"], got["lower_pads"])
+print("auto_pad SAME_UPPER / SAME_LOWER against their pads written out: %s; the two differ: %s"
+      % ("same roundings" if same else "DIFFERENT", not np.array_equal(got["upper"], got["lower"])))
+if not same:
+    print("FAIL: auto_pad read differently from the pads it stands for")
     fails += 1
 print("weight_rounding.py: %s" % ("all passed" if fails == 0 else "%d failed" % fails))
 sys.exit(1 if fails else 0)
