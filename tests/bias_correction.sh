@@ -11,17 +11,10 @@ rm -rf "$work"
 mkdir -p "$work"
 fails=0
 model="$src/models/shapes_cnn.onnx"
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+KEY=bias_correction
+. "$src/tests/quantize_option.bash"
 
 # what each target resolves to, and where the choice came from
-cfg() { "$exe" quantize "$model" --calib "$src/models/calib" "$@" --print-config 2>&1; }
-resolved() { /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["bias_correction"], r["resolved"]["bias_correction"], r["resolved"]["sources"]["bias_correction"])'; }
-check() { # args: expected "top resolved source", then quantize options
-  local want=$1
-  shift
-  got=$(cfg "$@" | resolved) || { fail "--print-config $*: not JSON"; return; }
-  [ "$got" = "$want" ] || fail "--print-config $*: bias_correction $got, want $want"
-}
 check "None True target"
 check "None True target" --target ort-x86-vnni
 check "None False target" --target generic
@@ -38,15 +31,6 @@ echo '{"bias_correction": "yes"}' >"$work/bad.json"
 [ $? -eq 2 ] && grep -q bias_correction "$work/err" || fail "config bias_correction \"yes\" accepted"
 
 # refusals: exit 2, one stderr line naming the option, no output file
-refuse() { # args: text the message must contain, then quantize options
-  local text=$1
-  shift
-  "$exe" quantize "$model" -o "$work/r.onnx" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -ne 2 ] || [ "$(wc -l <"$work/err")" -ne 1 ] || ! grep -q -- "$text" "$work/err" || [ -e "$work/r.onnx" ]; then
-    fail "quantize $*: exit $rc, want 2 with one line containing \"$text\":"; cat "$work/err"
-  fi
-}
 echo '{}' >"$work/ov.json"
 refuse "--bias-correction needs calibration data" --overrides "$work/ov.json" --bias-correction
 refuse "--bias-correction is for --mode static" --mode dynamic --bias-correction

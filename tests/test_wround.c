@@ -27,6 +27,16 @@ static const float *float_of(const char *name, int64_t numel, void *user)
     return !strcmp(name, f->name) && numel == f->numel ? f->w : NULL;
 }
 
+/* the defaults, the float weights from kept, the pair limit or not */
+static oq_wround_options options(fw *kept, bool pairs)
+{
+    oq_wround_options o = oq_wround_options_default();
+    o.float_weight = float_of;
+    o.user = kept;
+    o.pair_limit = pairs;
+    return o;
+}
+
 static oq_value *input(oq_model *m, const char *name, const int64_t *dims, size_t rank)
 {
     oq_value *v = oq_graph_new_value(m->graph, name);
@@ -92,9 +102,7 @@ Test(wround, matmul_correlated_inputs_by_hand)
     float xs[6] = {1, 1, 2, 2, 3, 3};
     oq_calib_source *src = feed("x", xs, xd, 2, 3);
     fw kept = {"W_quantized", f, 2};
-    oq_wround_options o = oq_wround_options_default();
-    o.float_weight = float_of;
-    o.user = &kept;
+    oq_wround_options o = options(&kept, false);
     oq_wround_result r;
     oq_diag d;
     oq_diag_init(&d);
@@ -155,10 +163,7 @@ Test(wround, conv_reduction_order_by_the_pair_limit)
         xs[i] = tu_urand(&rng) < 0.5 ? -1.0f : 1.0f;
     oq_calib_source *src = feed("x", xs, xd, 4, NS);
     fw kept = {"W_quantized", f, 4};
-    oq_wround_options o = oq_wround_options_default();
-    o.float_weight = float_of;
-    o.user = &kept;
-    o.pair_limit = true;
+    oq_wround_options o = options(&kept, true);
     oq_wround_result r;
     oq_diag d;
     oq_diag_init(&d);
@@ -289,10 +294,7 @@ Test(wround, strided_padded_conv_as_the_reference_and_better_on_new_samples)
     oq_model *fm = conv3(NULL, w, s), *rtn = conv3(q, NULL, s), *m = conv3(q, NULL, s);
     oq_calib_source *src = feed("x", xs, (const int64_t[]){1, 3, 9, 9}, 4, NF);
     fw kept = {"W_quantized", w, NW};
-    oq_wround_options o = oq_wround_options_default();
-    o.float_weight = float_of;
-    o.user = &kept;
-    o.pair_limit = true;
+    oq_wround_options o = options(&kept, true);
     oq_wround_result r;
     oq_diag d;
     oq_diag_init(&d);

@@ -11,16 +11,9 @@ rm -rf "$work"
 mkdir -p "$work"
 fails=0
 model="$src/models/shapes_cnn.onnx"
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+KEY=weight_rounding
+. "$src/tests/quantize_option.bash"
 
-cfg() { "$exe" quantize "$model" --calib "$src/models/calib" "$@" --print-config 2>&1; }
-resolved() { /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["weight_rounding"], r["resolved"]["weight_rounding"], r["resolved"]["sources"]["weight_rounding"])'; }
-check() { # args: expected "top resolved source", then quantize options
-  local want=$1
-  shift
-  got=$(cfg "$@" | resolved) || { fail "--print-config $*: not JSON"; return; }
-  [ "$got" = "$want" ] || fail "--print-config $*: weight_rounding $got, want $want"
-}
 check "None nearest target"
 check "gptq gptq option" --weight-rounding gptq
 check "None nearest weight_dtype" --weight-dtype uint8 --weight-asymmetric
@@ -30,15 +23,6 @@ cfg --weight-rounding gptq >"$work/cfg.json"
 "$exe" quantize "$model" --config "$work/cfg.json" --print-config >"$work/cfg2.json" 2>&1
 [ "$(resolved <"$work/cfg2.json")" = "gptq gptq config" ] || fail "--config weight_rounding gptq: $(resolved <"$work/cfg2.json")"
 
-refuse() { # args: text the message must contain, then quantize options
-  local text=$1
-  shift
-  "$exe" quantize "$model" -o "$work/r.onnx" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -ne 2 ] || [ "$(wc -l <"$work/err")" -ne 1 ] || ! grep -q -- "$text" "$work/err" || [ -e "$work/r.onnx" ]; then
-    fail "quantize $*: exit $rc, want 2 with one line containing \"$text\":"; cat "$work/err"
-  fi
-}
 echo '{}' >"$work/ov.json"
 refuse '--weight-rounding "best": nearest or gptq' --calib "$src/models/calib" --weight-rounding best
 refuse "--weight-rounding gptq needs calibration data" --overrides "$work/ov.json" --weight-rounding gptq

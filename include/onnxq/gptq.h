@@ -100,6 +100,10 @@ oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float 
  * e = w - q * scales (the quantity GPTQ lowers); -1 on out of memory. */
 double oq_gptq_proxy_error(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *q,
                            const oq_gptq_stats *h);
+/* The same for nq candidate roundings q[0..nq) at once (X^T X expanded once, one GEMM):
+ * err[c]; false on out of memory. */
+bool oq_gptq_proxy_errors(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *const *q,
+                          size_t nq, const oq_gptq_stats *h, double *err);
 
 #ifdef __cplusplus
 }

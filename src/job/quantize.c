@@ -815,9 +815,6 @@ static oq_status options_load(oq_quantize_options *o, cJSON *j, const char *what
 
 /* ------------------------------------------------------------ target */
 
-/* the weight rounding of the onnxruntime targets (static int8) */
-#define WROUND_DEFAULT "nearest"
-
 static const char *source_of(const char *now, const char *after_config)
 {
     return !now ? "target" : now != after_config ? "option" : "config";
@@ -871,7 +868,7 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
         c->bias_correction = stat && c->tgt->placement == OQ_PLACE_ORT_CPU && !c->fallback;
         c->src_bias_correction = !stat ? "mode" : c->fallback ? "fallback" : "target";
     }
-    /* weight rounding: see below, once the pair limit is known */
+    /* weight rounding: see below, once the weight type is known */
     c->src_weight_rounding = source_of(c->weight_rounding, c->cfg_weight_rounding);
     if (c->weight_rounding && strcmp(c->weight_rounding, "nearest") && strcmp(c->weight_rounding, "gptq")) {
         qerr(d, "--weight-rounding \"%s\": nearest or gptq", c->weight_rounding);
@@ -885,15 +882,14 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
      * the pairs so that they cannot saturate (insert-qdq pair-limit, docs/quantize.md) */
     c->pair_limit = c->tgt->arith == OQ_ARITH_AVX2 && strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric &&
                     !c->reduce_range;
-    /* weight rounding: GPTQ where it applies (static int8 symmetric weights with
-     * calibration data, on the onnxruntime targets, as bias correction), each model's
-     * result kept only when its held-out samples agree (docs/quantize.md "Weight rounding") */
+    /* weight rounding: to nearest unless asked (GPTQ gains on some zoo models and loses on
+     * others on data from another source than calibration: docs/quantize.md "Weight
+     * rounding"); the source says what would stand in the way of --weight-rounding gptq */
     if (!c->weight_rounding) {
         bool stat = strcmp(c->mode, "static") == 0;
         bool int8 = strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric && !c->reduce_range;
-        c->weight_rounding = stat && int8 && c->tgt->placement == OQ_PLACE_ORT_CPU && !c->fallback ? WROUND_DEFAULT
-                                                                                                  : "nearest";
-        c->src_weight_rounding = !stat ? "mode" : !int8 ? "weight_dtype" : c->fallback ? "fallback" : "target";
+        c->weight_rounding = "nearest";
+        c->src_weight_rounding = !stat ? "mode" : !int8 ? "weight_dtype" : "target";
     }
     return 0;
 }

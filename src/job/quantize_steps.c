@@ -237,16 +237,16 @@ double oq_job_now_s(void)
 /* The initializers of one dtype behind DequantizeLinear nodes (int32: the biases bias
  * correction edits; int8: the weights weight rounding edits), copied so that they can be
  * put back. */
-typedef struct bias_copy {
+typedef struct init_copy {
     oq_tensor *t;
     void *data;
     size_t bytes;
-} bias_copy;
+} init_copy;
 
-static size_t bias_snapshot(oq_model *m, int32_t dtype, bias_copy **out, oq_diag *d)
+static size_t dq_snapshot(oq_model *m, int32_t dtype, init_copy **out, oq_diag *d)
 {
     size_t n = 0, cap = 0;
-    bias_copy *v = NULL;
+    init_copy *v = NULL;
     for (const oq_node *q = m->graph->first; q; q = q->next) {
         if (strcmp(q->op_type, "DequantizeLinear") || !oq_domain_is_default(q->domain) || q->n_inputs < 1 ||
             !q->inputs[0] || q->inputs[0]->kind != OQ_VALUE_INITIALIZER || !q->inputs[0]->initializer)
@@ -260,7 +260,7 @@ static size_t bias_snapshot(oq_model *m, int32_t dtype, bias_copy **out, oq_diag
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
-            bias_copy *g = realloc(v, cap * sizeof *g);
+            init_copy *g = realloc(v, cap * sizeof *g);
             if (!g)
                 goto nomem;
             v = g;
@@ -283,7 +283,7 @@ nomem:
     return SIZE_MAX;
 }
 
-static oq_status bias_restore(oq_model *m, bias_copy *v, size_t n, oq_diag *d)
+static oq_status dq_restore(oq_model *m, init_copy *v, size_t n, oq_diag *d)
 {
     oq_status st = OQ_OK;
     for (size_t k = 0; k < n && st == OQ_OK; k++) {
@@ -301,7 +301,7 @@ static const float *kept_weight(const char *name, int64_t numel, void *user)
     return oq_pass_float_weight(user, name, numel); /* user: the quantized model */
 }
 
-static void free_copies(bias_copy *v, size_t n)
+static void free_copies(init_copy *v, size_t n)
 {
     for (size_t k = 0; k < n; k++)
         free(v[k].data);
@@ -326,7 +326,7 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
     oq_pipeline *pl = NULL;
     oq_model *fm = NULL;
     oq_verify_float_cache *fc = NULL;
-    bias_copy *saved = NULL;
+    init_copy *saved = NULL;
     size_t n_saved = 0;
     uint64_t held[OQ_SELECT_HELD_OUT_CAP], use[OQ_BIASCORR_SAMPLES];
     oq_job_bc_guard *wg = &rep->wround_check, *g = &rep->bias_check;
@@ -392,7 +392,7 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
         double ts = oq_job_now_s();
         oq_job_bc_guard *gg = step == 0 ? wg : g;
         if (checked) {
-            n_saved = bias_snapshot(m, step == 0 ? OQ_DTYPE_INT8 : OQ_DTYPE_INT32, &saved, d);
+            n_saved = dq_snapshot(m, step == 0 ? OQ_DTYPE_INT8 : OQ_DTYPE_INT32, &saved, d);
             if (n_saved == SIZE_MAX) {
                 n_saved = 0;
                 st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
@@ -437,7 +437,7 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
                     gg->held_out = 0; /* not checked after all: kept, and the next step unchecked */
                     checked = false;
                 } else if (!gg->kept) {
-                    st = bias_restore(m, saved, n_saved, d);
+                    st = dq_restore(m, saved, n_saved, d);
                 } else {
                     db_now = gg->db_with;
                     snprintf(part_now, sizeof part_now, "%s", gg->part_with);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "quant/quant-impl.h"
+
 typedef struct bc_layer {
     oq_node *node;         /* the quantized model's Conv / ConvTranspose / Gemm */
     const oq_value *fv;    /* its output in the float model */
@@ -39,24 +41,13 @@ typedef struct bc_ctx {
     bool float_pass;
 } bc_ctx;
 
-static bool op_is(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
-
-static const oq_node *producer_dq(const oq_value *v)
-{
-    const oq_node *p = v && v->kind == OQ_VALUE_NODE ? v->producer : NULL;
-    return op_is(p, "DequantizeLinear") && p->n_inputs >= 2 && p->inputs[0] && p->inputs[1] ? p : NULL;
-}
-
 /* Bytes of the float weights a quantized run makes: each DequantizeLinear of a constant
  * (an initializer) writes numel floats per run. */
 static double dequantized_weight_bytes(const oq_model *qm)
 {
     double b = 0;
     for (const oq_node *n = qm->graph->first; n; n = n->next) {
-        if (!op_is(n, "DequantizeLinear") || n->n_inputs < 1 || !n->inputs[0])
+        if (!oq_quant_op_is(n, "DequantizeLinear") || n->n_inputs < 1 || !n->inputs[0])
             continue;
         const oq_tensor *t = oq_value_const_tensor(n->inputs[0]);
         int64_t numel = t ? oq_tensor_numel(t) : -1;
@@ -138,7 +129,7 @@ static const oq_value *float_twin(oq_model *fm, const oq_node *n)
     if (hit)
         return hit->n_outputs >= 1 ? hit->outputs[0] : NULL;
     const oq_value *v = oq_graph_find_local(fm->graph, n->outputs[0]->name);
-    return v && v->kind == OQ_VALUE_NODE && op_is(v->producer, n->op_type) ? v : NULL;
+    return v && v->kind == OQ_VALUE_NODE && oq_quant_op_is(v->producer, n->op_type) ? v : NULL;
 }
 
 /* The layer behind quantized node n, or false (with *skip when n is a quantized layer that
@@ -161,14 +152,14 @@ static bool alloc_layer(oq_model *fm, oq_node *n, bc_layer *L, oq_tensor *bias)
 static bool find_layer(oq_model *fm, oq_node *n, bc_layer *L, bool *skip)
 {
     *skip = false;
-    if (!(op_is(n, "Conv") || op_is(n, "ConvTranspose") || op_is(n, "Gemm")) || n->n_inputs < 1 ||
-        !producer_dq(n->inputs[0]))
+    if (!(oq_quant_op_is(n, "Conv") || oq_quant_op_is(n, "ConvTranspose") || oq_quant_op_is(n, "Gemm")) || n->n_inputs < 1 ||
+        !oq_quant_producer_dq(n->inputs[0]))
         return false;
     *skip = true; /* quantized: from here on, a reason not to correct it is a skip */
     if (n->n_inputs < 3 || !n->outputs[0] || n->n_outputs < 1)
         return false;
     const oq_value *b = n->inputs[2];
-    const oq_node *dq = producer_dq(b);
+    const oq_node *dq = oq_quant_producer_dq(b);
     if (!dq || b->n_uses != 1 || oq_value_is_graph_output(b))
         return false;
     oq_value *bq = dq->inputs[0];

@@ -15,6 +15,7 @@
 
 #include "onnxq/tensor_io.h"
 #include "io/json.h"
+#include "quant/quant-impl.h"
 
 /* ------------------------------------------------------------------ sources ---- */
 
@@ -899,15 +900,10 @@ void oq_calib_options_default(oq_calib_options *o)
     o->act_ranges = true;
 }
 
-static bool act_op(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
-
 /* Mul(v, g) or Mul(g, v) where g is n's output: the other input of the Mul is v. */
 static bool mul_of(const oq_node *mul, const oq_value *v, const oq_node *g)
 {
-    if (!act_op(mul, "Mul") || mul->n_inputs != 2 || !g || g->n_outputs < 1)
+    if (!oq_quant_op_is(mul, "Mul") || mul->n_inputs != 2 || !g || g->n_outputs < 1)
         return false;
     const oq_value *a = mul->inputs[0], *b = mul->inputs[1], *go = g->outputs[0];
     return (a == v && b == go) || (a == go && b == v);
@@ -920,22 +916,6 @@ static const oq_node *sole_reader(const oq_node *n)
     return o && o->n_uses == 1 && !oq_value_is_graph_output(o) ? o->uses[0].node : NULL;
 }
 
-/* The value of a constant holding one float, or NAN. */
-static double const_scalar(const oq_value *v)
-{
-    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
-    if (!t || oq_tensor_numel(t) != 1)
-        return NAN;
-    const void *p = oq_tensor_data(t, NULL);
-    if (!p)
-        return NAN;
-    switch (t->dtype) {
-    case OQ_DTYPE_FLOAT: return *(const float *)p;
-    case OQ_DTYPE_DOUBLE: return *(const double *)p;
-    default: return NAN;
-    }
-}
-
 /* HardSwish as exporters write it, x * Clip(x + b, 0, c) (then / c or * 1/c, a constant
  * factor that neither the error ratio nor the range search sees): Add and Mul are x's
  * readers, the Add's other input the constant b > 0, its output read by a Clip to [0, c]
@@ -943,17 +923,26 @@ static double const_scalar(const oq_value *v)
  * b/c. */
 static bool decomposed_hswish(const oq_value *v, const oq_node *n0, const oq_node *n1, oq_act *r)
 {
-    const oq_node *add = act_op(n0, "Add") ? n0 : n1, *mul = add == n0 ? n1 : n0;
-    if (!act_op(add, "Add") || add->n_inputs != 2)
+    const oq_node *add = oq_quant_op_is(n0, "Add") ? n0 : n1, *mul = add == n0 ? n1 : n0;
+    if (!oq_quant_op_is(add, "Add") || add->n_inputs != 2)
         return false;
-    double b = const_scalar(add->inputs[0] == v ? add->inputs[1] : add->inputs[0]);
+    double b = NAN, lo = -INFINITY, hi = INFINITY;
+    oq_quant_const_scalar(add->inputs[0] == v ? add->inputs[1] : add->inputs[0], &b, NULL);
     const oq_node *clip = sole_reader(add);
-    if (!(b > 0) || !act_op(clip, "Clip") || sole_reader(clip) != mul || !mul_of(mul, v, clip))
+    if (!(b > 0) || !oq_quant_op_is(clip, "Clip") || sole_reader(clip) != mul || !mul_of(mul, v, clip))
         return false;
-    double lo = clip->n_inputs > 1 && clip->inputs[1] ? const_scalar(clip->inputs[1])
-                                                      : oq_node_attr_float(clip, "min", -INFINITY);
-    double hi = clip->n_inputs > 2 && clip->inputs[2] ? const_scalar(clip->inputs[2])
-                                                      : oq_node_attr_float(clip, "max", INFINITY);
+    if (clip->n_inputs > 1 && clip->inputs[1]) { /* opset 11+: bounds as inputs, else attributes */
+        lo = NAN;
+        oq_quant_const_scalar(clip->inputs[1], &lo, NULL);
+    } else {
+        lo = oq_node_attr_float(clip, "min", -INFINITY);
+    }
+    if (clip->n_inputs > 2 && clip->inputs[2]) {
+        hi = NAN;
+        oq_quant_const_scalar(clip->inputs[2], &hi, NULL);
+    } else {
+        hi = oq_node_attr_float(clip, "max", INFINITY);
+    }
     if (!(lo == 0.0) || !(hi > 0) || !isfinite(hi))
         return false;
     r->kind = OQ_ACT_HSWISH;
@@ -969,15 +958,15 @@ oq_act oq_calib_act_of(const oq_value *v)
         return none;
     const oq_node *n0 = v->uses[0].node, *n1 = v->n_uses == 2 ? v->uses[1].node : NULL;
     if (v->n_uses == 1) {
-        if (act_op(n0, "Sigmoid"))
+        if (oq_quant_op_is(n0, "Sigmoid"))
             r.kind = OQ_ACT_SIGMOID;
-        else if (act_op(n0, "Tanh"))
+        else if (oq_quant_op_is(n0, "Tanh"))
             r.kind = OQ_ACT_TANH;
-        else if (act_op(n0, "HardSigmoid")) {
+        else if (oq_quant_op_is(n0, "HardSigmoid")) {
             r.kind = OQ_ACT_HSIGMOID;
             r.alpha = oq_node_attr_float(n0, "alpha", 0.2f);
             r.beta = oq_node_attr_float(n0, "beta", 0.5f);
-        } else if (act_op(n0, "HardSwish")) {
+        } else if (oq_quant_op_is(n0, "HardSwish")) {
             r.kind = OQ_ACT_HSWISH;
             r.alpha = 1.0 / 6.0;
             r.beta = 0.5;
@@ -987,12 +976,12 @@ oq_act oq_calib_act_of(const oq_value *v)
     if (decomposed_hswish(v, n0, n1, &r))
         return r;
     /* x * g(x): g(x)'s output read by that Mul alone */
-    const oq_node *g = act_op(n0, "Mul") ? n1 : n0, *mul = g == n0 ? n1 : n0;
+    const oq_node *g = oq_quant_op_is(n0, "Mul") ? n1 : n0, *mul = g == n0 ? n1 : n0;
     if (!g || g->n_inputs < 1 || g->inputs[0] != v || sole_reader(g) != mul || !mul_of(mul, v, g))
         return none;
-    if (act_op(g, "Sigmoid"))
+    if (oq_quant_op_is(g, "Sigmoid"))
         r.kind = OQ_ACT_SILU;
-    else if (act_op(g, "HardSigmoid")) {
+    else if (oq_quant_op_is(g, "HardSigmoid")) {
         r.kind = OQ_ACT_HSWISH;
         r.alpha = oq_node_attr_float(g, "alpha", 0.2f);
         r.beta = oq_node_attr_float(g, "beta", 0.5f);

@@ -12,6 +12,7 @@
 #include "onnxq/verify.h"
 #include "io/json.h"
 #include "ir/text.h"
+#include "quant/quant-impl.h"
 
 oq_fallback_options oq_fallback_options_default(void)
 {
@@ -23,21 +24,16 @@ oq_fallback_options oq_fallback_options_default(void)
     return o;
 }
 
-static bool op_is(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
-
 static oq_node *dq_of(const oq_value *v)
 {
-    return v && v->kind == OQ_VALUE_NODE && op_is(v->producer, "DequantizeLinear") ? v->producer : NULL;
+    return v && v->kind == OQ_VALUE_NODE && oq_quant_op_is(v->producer, "DequantizeLinear") ? v->producer : NULL;
 }
 
 /* the QuantizeLinear feeding a DequantizeLinear, or NULL */
 static oq_node *q_of(const oq_node *dq)
 {
     const oq_value *in = dq->n_inputs ? dq->inputs[0] : NULL;
-    return in && in->kind == OQ_VALUE_NODE && op_is(in->producer, "QuantizeLinear") ? in->producer : NULL;
+    return in && in->kind == OQ_VALUE_NODE && oq_quant_op_is(in->producer, "QuantizeLinear") ? in->producer : NULL;
 }
 
 static oq_value *pass_through_input(const oq_node *n);
@@ -182,13 +178,13 @@ static bool remove_output_pairs(oq_graph *g, oq_value *y)
         again = false;
         for (size_t u = 0; u < y->n_uses && !again; u++) {
             oq_node *q = y->uses[u].node;
-            if (!op_is(q, "QuantizeLinear") || y->uses[u].index != 0 || !q->n_outputs || !q->outputs[0])
+            if (!oq_quant_op_is(q, "QuantizeLinear") || y->uses[u].index != 0 || !q->n_outputs || !q->outputs[0])
                 continue;
             oq_value *yq = q->outputs[0];
             bool ok = !oq_value_is_graph_output(yq) && yq->n_uses > 0;
             for (size_t k = 0; k < yq->n_uses && ok; k++) {
                 oq_node *dq = yq->uses[k].node;
-                ok = op_is(dq, "DequantizeLinear") && dq->n_outputs && dq->outputs[0] &&
+                ok = oq_quant_op_is(dq, "DequantizeLinear") && dq->n_outputs && dq->outputs[0] &&
                      !oq_value_is_graph_output(dq->outputs[0]);
             }
             if (!ok)
@@ -251,7 +247,7 @@ oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool 
          * (insert-qdq quantizes Conv -> Relu after the Relu) */
         for (int hop = 0; hop < 8 && y && y->n_uses == 1 && !oq_value_is_graph_output(y); hop++) {
             oq_node *u = y->uses[0].node;
-            if (op_is(u, "QuantizeLinear") || u->n_outputs != 1 || pass_through_input(u) != y)
+            if (oq_quant_op_is(u, "QuantizeLinear") || u->n_outputs != 1 || pass_through_input(u) != y)
                 break;
             y = u->outputs[0];
         }
@@ -260,11 +256,11 @@ oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool 
                 *changed = true;
             continue;
         }
-        if (!y || y->n_uses != 1 || !op_is(y->uses[0].node, "QuantizeLinear"))
+        if (!y || y->n_uses != 1 || !oq_quant_op_is(y->uses[0].node, "QuantizeLinear"))
             continue;
         oq_node *q = y->uses[0].node;
         oq_value *yq = q->n_outputs ? q->outputs[0] : NULL;
-        if (!yq || yq->n_uses != 1 || !op_is(yq->uses[0].node, "DequantizeLinear"))
+        if (!yq || yq->n_uses != 1 || !oq_quant_op_is(yq->uses[0].node, "DequantizeLinear"))
             continue;
         if (remove_pair(g, q, yq->uses[0].node))
             *changed = true;
@@ -320,7 +316,7 @@ static oq_node *quant_producer(oq_graph *qg, const char *name)
 /* A node with a quantized constant input (a weight or bias DequantizeLinear). */
 static bool is_weighted(const oq_node *n)
 {
-    if (!n || op_is(n, "QuantizeLinear") || op_is(n, "DequantizeLinear"))
+    if (!n || oq_quant_op_is(n, "QuantizeLinear") || oq_quant_op_is(n, "DequantizeLinear"))
         return false;
     for (size_t i = 0; i < n->n_inputs; i++) {
         oq_node *dq = dq_of(n->inputs[i]);
@@ -339,7 +335,7 @@ static oq_value *pass_through_input(const oq_node *n)
     if (!n || is_weighted(n))
         return NULL;
     for (size_t i = 0; i < sizeof compute / sizeof compute[0]; i++)
-        if (op_is(n, compute[i]))
+        if (oq_quant_op_is(n, compute[i]))
             return NULL;
     oq_value *act = NULL;
     for (size_t i = 0; i < n->n_inputs; i++) {
@@ -432,7 +428,7 @@ static double float_region_drop(const oq_verify *v, oq_graph *qg, const oq_verif
         oq_value *x = stack[--sp];
         for (size_t u = 0; u < x->n_uses && seen < REGION_MAX; u++) {
             oq_node *c = x->uses[u].node;
-            if (!c || c->graph != qg || op_is(c, "QuantizeLinear") || op_is(c, "DequantizeLinear") || is_weighted(c))
+            if (!c || c->graph != qg || oq_quant_op_is(c, "QuantizeLinear") || oq_quant_op_is(c, "DequantizeLinear") || is_weighted(c))
                 continue;
             seen++;
             for (size_t o = 0; o < c->n_outputs; o++) {

@@ -345,6 +345,50 @@ static bool spread_after_batch(oq_pool *pool, float *W, const float *U, const fl
                                      W + i2 * N, N) == OQ_OK;
 }
 
+/* H = 2/rows * xtx, full and symmetric (K x K doubles, malloc'ed; NULL out of memory), a
+ * feature never seen (H[k][k] == 0) given 1 on the diagonal: its own row, nothing to
+ * spread; *mean: the mean of the diagonal. */
+static double *full_hessian(const oq_gptq_stats *h, double *mean)
+{
+    int64_t K = h->K;
+    double *H = malloc((size_t)(K * K) * sizeof *H);
+    if (!H)
+        return NULL;
+    double f = 2.0 / (double)h->rows;
+    *mean = 0.0;
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = i; j < K; j++)
+            H[i * K + j] = H[j * K + i] = f * h->xtx[i * K + j];
+    for (int64_t i = 0; i < K; i++) {
+        if (H[i * K + i] == 0.0)
+            H[i * K + i] = 1.0;
+        *mean += H[i * K + i];
+    }
+    *mean /= (double)K;
+    return H;
+}
+
+/* U = the upper Cholesky factor of (H + fac * mean * I)^-1 (A: K x K scratch), fac = damp,
+ * then 10 and 100 times that while not positive definite; false when none is. *used: the
+ * factor that worked (may be NULL). */
+static bool damped_inverse(const double *H, int64_t K, double mean, double damp, float *A, float *U, oq_pool *pool,
+                           double *used)
+{
+    double fac = damp;
+    for (int attempt = 0; attempt < 3; attempt++, fac *= 10.0) {
+        for (size_t i = 0; i < (size_t)(K * K); i++)
+            A[i] = (float)H[i];
+        for (int64_t i = 0; i < K; i++)
+            A[i * K + i] = (float)(H[i * K + i] + fac * mean);
+        if (chol_inverse_upper(A, U, K, pool)) {
+            if (used)
+                *used = fac;
+            return true;
+        }
+    }
+    return false;
+}
+
 oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                            double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,
                            oq_diag *d)
@@ -387,7 +431,8 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
     wq_range(s, &qmin, &qmax);
     int64_t lazy = s->block > 128 ? s->block : 128;
     size_t kk = (size_t)(K * K);
-    double *H = malloc(kk * sizeof(double));
+    double mean = 0.0;
+    double *H = full_hessian(h, &mean);
     float *A = malloc(kk * sizeof(float)), *U = malloc(kk * sizeof(float));
     float *W = malloc((size_t)(K * N) * sizeof(float)), *E = malloc((size_t)(lazy * N) * sizeof(float));
     oq_pool *pool = oq_pool_new(oq_cpu_count());
@@ -395,16 +440,6 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
         st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
         goto done;
     }
-    double f = 2.0 / (double)h->rows, mean = 0.0;
-    for (int64_t i = 0; i < K; i++)
-        for (int64_t j = i; j < K; j++)
-            H[i * K + j] = H[j * K + i] = f * h->xtx[i * K + j];
-    for (int64_t i = 0; i < K; i++) {
-        if (H[i * K + i] == 0.0)
-            H[i * K + i] = 1.0; /* a feature never seen: its own row, nothing to spread */
-        mean += H[i * K + i];
-    }
-    mean /= (double)K;
     if (act_order) { /* H and W in the order of perm; block parameters fixed beforehand
                       * from W's contiguous blocks (static groups: the stored layout) */
         perm = act_order_perm(H, K);
@@ -429,20 +464,9 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
                 oq_wq_group_params(w + k0 * N + n, n0, N, s, &scales[b * N + n], &zero_points[b * N + n]);
         }
     }
-    bool ok = false;
-    double fac = damp;
-    for (int attempt = 0; attempt < 3 && !ok; attempt++, fac *= 10.0) {
-        for (size_t i = 0; i < kk; i++)
-            A[i] = (float)H[i];
-        for (int64_t i = 0; i < K; i++)
-            A[i * K + i] = (float)(H[i * K + i] + fac * mean);
-        ok = chol_inverse_upper(A, U, K, pool);
-        if (ok && damp_used)
-            *damp_used = fac;
-    }
-    if (!ok) {
+    if (!damped_inverse(H, K, mean, damp, A, U, pool, damp_used)) {
         st = oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: the input Hessian is not positive definite even with "
-                                              "dampening %g (give more calibration data or a larger dampening)", fac / 10.0);
+                                              "dampening %g (give more calibration data or a larger dampening)", damp * 100);
         goto done;
     }
     for (int64_t k = 0; k < K; k++)
@@ -521,35 +545,18 @@ oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float 
     oq_status st = OQ_OK;
     const int64_t lazy = 128;
     size_t kk = (size_t)(K * K);
+    double mean = 0.0;
+    double *H = full_hessian(h, &mean);
     float *A = malloc(kk * sizeof(float)), *U = malloc(kk * sizeof(float));
     float *W = malloc((size_t)(K * N) * sizeof(float)), *E = malloc((size_t)(lazy * N) * sizeof(float));
-    double *diag = malloc((size_t)K * sizeof(double));
     oq_pool *pool = oq_pool_new(oq_cpu_count());
-    if (!A || !U || !W || !E || !diag || !pool) {
+    if (!H || !A || !U || !W || !E || !pool) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
         goto done;
     }
-    double f = 2.0 / (double)h->rows, mean = 0.0;
-    for (int64_t i = 0; i < K; i++) {
-        diag[i] = f * h->xtx[i * K + i];
-        if (diag[i] == 0.0)
-            diag[i] = 1.0; /* a feature never seen: its own row, nothing to spread */
-        mean += diag[i];
-    }
-    mean /= (double)K;
-    bool ok = false;
-    double fac = damp;
-    for (int attempt = 0; attempt < 3 && !ok; attempt++, fac *= 10.0) {
-        for (int64_t i = 0; i < K; i++)
-            for (int64_t j = i; j < K; j++)
-                A[i * K + j] = A[j * K + i] = i == j ? (float)(diag[i] + fac * mean) : (float)(f * h->xtx[i * K + j]);
-        ok = chol_inverse_upper(A, U, K, pool);
-        if (ok && damp_used)
-            *damp_used = fac;
-    }
-    if (!ok) {
+    if (!damped_inverse(H, K, mean, damp, A, U, pool, damp_used)) {
         st = oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: the input Hessian is not positive definite even with "
-                                              "dampening %g", fac / 10.0);
+                                              "dampening %g", damp * 100);
         goto done;
     }
     memcpy(W, w, (size_t)(K * N) * sizeof(float));
@@ -580,42 +587,58 @@ oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float 
 done:
     if (pool)
         oq_pool_free(pool);
+    free(H);
     free(A);
     free(U);
     free(W);
     free(E);
-    free(diag);
     return st;
 }
 
-double oq_gptq_proxy_error(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *q,
-                           const oq_gptq_stats *h)
+bool oq_gptq_proxy_errors(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *const *q,
+                          size_t nq, const oq_gptq_stats *h, double *err)
 {
-    /* sum over columns n of e_n^T X^T X e_n, e = w - q * scale: trace(E^T (X^T X) E), the
-     * product as a float32 GEMM, the sum in double */
-    if (!h || h->K != K)
-        return -1.0;
-    size_t kk = (size_t)(K * K), kn = (size_t)(K * N);
+    /* per candidate c, sum over columns n of e_n^T X^T X e_n, e = w - q_c * scale:
+     * trace(E^T (X^T X) E), every candidate's E side by side in one float32 GEMM with X^T X
+     * built once, the sums in double */
+    if (!h || h->K != K || nq == 0)
+        return false;
+    size_t kk = (size_t)(K * K), cn = nq * (size_t)N, kn = (size_t)K * cn;
     float *H = malloc(kk * sizeof *H), *E = malloc(kn * sizeof *E), *T = malloc(kn * sizeof *T);
     oq_pool *pool = oq_pool_new(oq_cpu_count());
-    double tot = -1.0;
-    if (H && E && T && pool) {
+    bool ok = H && E && T && pool;
+    if (ok) {
         for (int64_t i = 0; i < K; i++)
             for (int64_t j = i; j < K; j++)
                 H[i * K + j] = H[j * K + i] = (float)h->xtx[i * K + j];
         for (int64_t k = 0; k < K; k++)
-            for (int64_t n = 0; n < N; n++)
-                E[k * N + n] = (float)((double)w[k * N + n] - (double)q[k * N + n] * scales[n]);
-        if (oq_quant_sgemm(pool, false, false, K, N, K, 1.0f, H, K, E, N, 0.0f, T, N) == OQ_OK) {
-            tot = 0.0;
-            for (size_t i = 0; i < kn; i++)
+            for (size_t c = 0; c < nq; c++)
+                for (int64_t n = 0; n < N; n++)
+                    E[(size_t)k * cn + c * (size_t)N + (size_t)n] =
+                        (float)((double)w[k * N + n] - (double)q[c][k * N + n] * scales[n]);
+        ok = oq_quant_sgemm(pool, false, false, K, (int64_t)cn, K, 1.0f, H, K, E, (int64_t)cn, 0.0f, T,
+                            (int64_t)cn) == OQ_OK;
+    }
+    for (size_t c = 0; ok && c < nq; c++) {
+        double tot = 0.0;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++) {
+                size_t i = (size_t)k * cn + c * (size_t)N + (size_t)n;
                 tot += (double)E[i] * T[i];
-        }
+            }
+        err[c] = tot;
     }
     if (pool)
         oq_pool_free(pool);
     free(H);
     free(E);
     free(T);
-    return tot;
+    return ok;
+}
+
+double oq_gptq_proxy_error(const float *w, int64_t K, int64_t N, const float *scales, const int32_t *q,
+                           const oq_gptq_stats *h)
+{
+    double e;
+    return oq_gptq_proxy_errors(w, K, N, scales, &q, 1, h, &e) ? e : -1.0;
 }

@@ -4,16 +4,12 @@
 #include <string.h>
 
 #include "onnxq/quant.h"
-
-static bool op_is(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
+#include "quant/quant-impl.h"
 
 bool oq_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank,
                      void (*fn)(void *user, int64_t i, int64_t j), void *user)
 {
-    if (op_is(n, "Conv") && rank >= 3) {
+    if (oq_quant_op_is(n, "Conv") && rank >= 3) {
         int64_t M = dims[0], C = dims[1], S = 1;
         for (size_t k = 2; k < rank; k++)
             S *= dims[k];
@@ -29,8 +25,8 @@ bool oq_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank,
         }
         return true;
     }
-    if ((op_is(n, "MatMul") || op_is(n, "Gemm")) && rank >= 2) {
-        bool tb = op_is(n, "Gemm") && oq_node_attr_int(n, "transB", 0);
+    if ((oq_quant_op_is(n, "MatMul") || oq_quant_op_is(n, "Gemm")) && rank >= 2) {
+        bool tb = oq_quant_op_is(n, "Gemm") && oq_node_attr_int(n, "transB", 0);
         int64_t R = dims[rank - 2], Cc = dims[rank - 1], B = 1;
         for (size_t k = 0; k + 2 < rank; k++)
             B *= dims[k];

@@ -8,6 +8,7 @@
 
 #include "ir/grow.h"
 #include "onnxq/stats.h"
+#include "quant/quant-impl.h"
 
 struct oq_satcheck {
     oq_model *qm;
@@ -45,20 +46,6 @@ struct oq_satcheck {
     float *flo, *fhi;
 };
 
-static bool op_is(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
-
-static bool const_scalar(const oq_value *v, double *out)
-{
-    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
-    if (!t || oq_tensor_numel(t) != 1)
-        return false;
-    const void *p = oq_tensor_data(t, NULL);
-    return p && oq_elems_to_double(p, t->dtype, 0, 1, out);
-}
-
 /* The integer type of a DequantizeLinear's data: the constant's, else its zero point's
  * (the same type), else the value's; OQ_DTYPE_UNDEFINED when unknown. */
 static int32_t dq_dtype(const oq_node *dq, const oq_tensor **data)
@@ -75,7 +62,7 @@ static const oq_node *dq_of(const oq_node *n, size_t i)
 {
     const oq_value *v = i < n->n_inputs ? n->inputs[i] : NULL;
     const oq_node *p = v && v->kind == OQ_VALUE_NODE ? v->producer : NULL;
-    return op_is(p, "DequantizeLinear") && p->n_inputs >= 1 && p->inputs[0] ? p : NULL;
+    return oq_quant_op_is(p, "DequantizeLinear") && p->n_inputs >= 1 && p->inputs[0] ? p : NULL;
 }
 
 /* Only the u8 x s8 (and s8 x s8) products of Conv, ConvTranspose, Gemm and MatMul groups
@@ -88,8 +75,8 @@ bool oq_satcheck_can_saturate(const oq_model *m, oq_arith arith)
     if (arith != OQ_ARITH_AVX2 || !m || !m->graph)
         return false;
     for (const oq_node *n = m->graph->first; n; n = n->next) {
-        bool conv = op_is(n, "Conv") || op_is(n, "ConvTranspose");
-        if (!conv && !op_is(n, "Gemm") && !op_is(n, "MatMul"))
+        bool conv = oq_quant_op_is(n, "Conv") || oq_quant_op_is(n, "ConvTranspose");
+        if (!conv && !oq_quant_op_is(n, "Gemm") && !oq_quant_op_is(n, "MatMul"))
             continue;
         const oq_node *da = dq_of(n, 0), *dw = dq_of(n, 1);
         const oq_tensor *wt = NULL, *at = NULL;
@@ -100,7 +87,7 @@ bool oq_satcheck_can_saturate(const oq_model *m, oq_arith arith)
             return true;
         if (tw == OQ_DTYPE_INT8) {
             const int8_t *q = wt ? oq_tensor_data((oq_tensor *)wt, NULL) : NULL;
-            if (!q || op_is(n, "ConvTranspose") || !oq_weight_pairs_fit(n, q, wt->dims, wt->rank))
+            if (!q || oq_quant_op_is(n, "ConvTranspose") || !oq_weight_pairs_fit(n, q, wt->dims, wt->rank))
                 return true;
         } else if (ta == OQ_DTYPE_INT8) {
             return true;
@@ -176,12 +163,12 @@ static void on_iso(const oq_node *node, size_t idx, const oq_rt_tensor *t, void 
  * leaves such outputs float where only float ops read them). */
 static bool float_output_group(const oq_node *n)
 {
-    if (!(op_is(n, "Gemm") || op_is(n, "MatMul")) || !dq_of(n, 0) || !dq_of(n, 1) || n->n_outputs < 1 ||
+    if (!(oq_quant_op_is(n, "Gemm") || oq_quant_op_is(n, "MatMul")) || !dq_of(n, 0) || !dq_of(n, 1) || n->n_outputs < 1 ||
         !n->outputs[0])
         return false;
     const oq_value *o = n->outputs[0];
     for (size_t i = 0; i < o->n_uses; i++)
-        if (op_is(o->uses[i].node, "QuantizeLinear"))
+        if (oq_quant_op_is(o->uses[i].node, "QuantizeLinear"))
             return false;
     return true;
 }
@@ -203,17 +190,17 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
     oq_graph *g = s->qm->graph;
     size_t cap = 0;
     for (oq_node *dq = g->first; dq; dq = dq->next) {
-        if (!op_is(dq, "DequantizeLinear") || dq->n_inputs < 2 || !dq->n_outputs || !dq->outputs[0])
+        if (!oq_quant_op_is(dq, "DequantizeLinear") || dq->n_inputs < 2 || !dq->n_outputs || !dq->outputs[0])
             continue;
         oq_value *qv = dq->inputs[0];
-        if (!qv || qv->kind != OQ_VALUE_NODE || !op_is(qv->producer, "QuantizeLinear") ||
+        if (!qv || qv->kind != OQ_VALUE_NODE || !oq_quant_op_is(qv->producer, "QuantizeLinear") ||
             qv->id >= s->n_ids || s->qlayer[qv->id] >= 0)
             continue;
         oq_node *q = qv->producer;
         oq_value *src = q->n_inputs ? q->inputs[0] : NULL;
         double sc, zp = 0;
-        if (!src || oq_value_const_tensor(src) || !const_scalar(dq->inputs[1], &sc) ||
-            (dq->n_inputs > 2 && dq->inputs[2] && !const_scalar(dq->inputs[2], &zp)))
+        if (!src || oq_value_const_tensor(src) || !oq_quant_const_scalar(dq->inputs[1], &sc, NULL) ||
+            (dq->n_inputs > 2 && dq->inputs[2] && !oq_quant_const_scalar(dq->inputs[2], &zp, NULL)))
             continue;
         oq_satcheck_layer *L = new_layer(s, &cap);
         if (!L)
@@ -231,11 +218,11 @@ static oq_status find_layers(oq_satcheck *s, oq_diag *d)
         L->zero_point = (int32_t)zp;
         const oq_value *pv = src;
         while (pv && pv->kind == OQ_VALUE_NODE && pv->producer &&
-               (op_is(pv->producer, "Relu") || op_is(pv->producer, "Clip")) && pv->producer->n_inputs)
+               (oq_quant_op_is(pv->producer, "Relu") || oq_quant_op_is(pv->producer, "Clip")) && pv->producer->n_inputs)
             pv = pv->producer->inputs[0];
         const oq_node *pn = pv && pv->kind == OQ_VALUE_NODE ? pv->producer : NULL;
-        L->product = op_is(pn, "Conv") || op_is(pn, "ConvTranspose") || op_is(pn, "Gemm") ||
-                     op_is(pn, "MatMul");
+        L->product = oq_quant_op_is(pn, "Conv") || oq_quant_op_is(pn, "ConvTranspose") || oq_quant_op_is(pn, "Gemm") ||
+                     oq_quant_op_is(pn, "MatMul");
         s->qlayer[qv->id] = (int32_t)s->n_layers++;
     }
     size_t n_q = s->n_layers;

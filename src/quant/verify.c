@@ -9,6 +9,7 @@
 #include "onnxq/satcheck.h"
 #include "onnxq/stats.h"
 #include "onnxq/verify.h"
+#include "quant/quant-impl.h"
 
 /* ------------------------------------------------------------ error sums ---- */
 
@@ -258,11 +259,6 @@ static bool is_float_dtype(int32_t dt)
            dt == OQ_DTYPE_BFLOAT16;
 }
 
-static bool op_is(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
-
 static bool same_shape(const oq_rt_tensor *a, const oq_rt_tensor *b)
 {
     if (a->rank != b->rank)
@@ -273,29 +269,15 @@ static bool same_shape(const oq_rt_tensor *a, const oq_rt_tensor *b)
     return true;
 }
 
-/* Scalar constant as double (first element), false when absent / not constant. */
-static bool const_scalar(const oq_value *v, double *out, int32_t *dtype)
-{
-    oq_tensor *t = v ? oq_value_const_tensor(v) : NULL;
-    if (!t || oq_tensor_numel(t) != 1)
-        return false;
-    const void *p = oq_tensor_data(t, NULL);
-    if (!p || !oq_elems_to_double(p, t->dtype, 0, 1, out))
-        return false;
-    if (dtype)
-        *dtype = t->dtype;
-    return true;
-}
-
 /* The quantizer's range for a DequantizeLinear node fed by a QuantizeLinear. */
 static void layer_qparams(oq_verify_layer *L, const oq_node *dq)
 {
     double s, zp = 0;
     int32_t zdt = OQ_DTYPE_UINT8;
     L->quantized = true;
-    if (!const_scalar(dq->n_inputs > 1 ? dq->inputs[1] : NULL, &s, NULL))
+    if (!oq_quant_const_scalar(dq->n_inputs > 1 ? dq->inputs[1] : NULL, &s, NULL))
         return;
-    if (dq->n_inputs > 2 && dq->inputs[2] && !const_scalar(dq->inputs[2], &zp, &zdt))
+    if (dq->n_inputs > 2 && dq->inputs[2] && !oq_quant_const_scalar(dq->inputs[2], &zp, &zdt))
         return;
     int32_t qmin, qmax;
     if (oq_qrange(zdt, false, &qmin, &qmax) != OQ_OK)
@@ -339,11 +321,11 @@ static oq_verify_layer *add_layer(oq_verify *v, size_t *cap, oq_diag *d)
 /* Producer of a quantized value: the DequantizeLinear whose input comes from a Q. */
 static const oq_node *qdq_dequant(const oq_value *qv)
 {
-    if (!qv || qv->kind != OQ_VALUE_NODE || !op_is(qv->producer, "DequantizeLinear"))
+    if (!qv || qv->kind != OQ_VALUE_NODE || !oq_quant_op_is(qv->producer, "DequantizeLinear"))
         return NULL;
     const oq_node *dq = qv->producer;
     const oq_value *in = dq->n_inputs ? dq->inputs[0] : NULL;
-    if (!in || in->kind != OQ_VALUE_NODE || !op_is(in->producer, "QuantizeLinear"))
+    if (!in || in->kind != OQ_VALUE_NODE || !oq_quant_op_is(in->producer, "QuantizeLinear"))
         return NULL;
     return dq;
 }
@@ -443,7 +425,7 @@ static oq_status find_layers(oq_verify *v, oq_diag *d)
      * initializers, BatchNorm folded into W_bnfold), in a copy of it prepared the same way */
     size_t wcap = 0;
     for (oq_node *n = qg->first; n; n = n->next) {
-        if (!op_is(n, "DequantizeLinear") || !n->n_inputs || !n->inputs[0] ||
+        if (!oq_quant_op_is(n, "DequantizeLinear") || !n->n_inputs || !n->inputs[0] ||
             !oq_value_const_tensor(n->inputs[0]) || !n->n_outputs || !n->outputs[0])
             continue;
         oq_value *fv = oq_graph_find_local(fg, n->outputs[0]->name);
@@ -872,7 +854,7 @@ static oq_status setup_arith_loss(oq_verify *v, oq_diag *d)
 static bool op_in(const oq_node *n, const char *const *ops)
 {
     for (size_t i = 0; ops[i]; i++)
-        if (op_is(n, ops[i]))
+        if (oq_quant_op_is(n, ops[i]))
             return true;
     return false;
 }
@@ -892,7 +874,7 @@ static const oq_value *slice_through(const oq_node *n)
 {
     if (!n->n_inputs || !n->inputs[0] || n->n_outputs < 1 || !n->outputs[0])
         return NULL;
-    if (op_is(n, "Transpose") || op_in(n, RESHAPE_OPS))
+    if (oq_quant_op_is(n, "Transpose") || op_in(n, RESHAPE_OPS))
         return n->inputs[0];
     if (op_in(n, UNARY_OPS)) {
         for (size_t i = 1; i < n->n_inputs; i++)
@@ -953,7 +935,7 @@ static oq_status find_slices(oq_verify *v, oq_diag *d)
         while (x && x->kind == OQ_VALUE_NODE && x->producer && x->producer->graph == fg &&
                depth < MAX_DEPTH) {
             const oq_node *p = x->producer;
-            if (op_is(p, "Concat")) {
+            if (oq_quant_op_is(p, "Concat")) {
                 concat = p;
                 break;
             }
@@ -1094,7 +1076,7 @@ static const char *map_slices(const oq_verify *v, size_t oi, const oq_rt_tensor 
             orank = f->rank;
         if (!od || orank == 0 || orank > OQ_RT_MAX_RANK)
             return "a shape between the Concat and the output is unknown";
-        if (op_is(op, "Transpose")) {
+        if (oq_quant_op_is(op, "Transpose")) {
             const int64_t *perm = NULL;
             int64_t np = oq_node_attr_ints(op, "perm", &perm);
             if (orank != cr || (np >= 0 && (size_t)np != cr))
@@ -1464,14 +1446,14 @@ static oq_status build_isolation(oq_verify *v, oq_diag *d)
     /* 2. every other activation input reads the float tensor of the same name */
     for (size_t i = 0; i < n_nodes; i++) {
         oq_node *n = snap[i];
-        if (op_is(n, "DequantizeLinear"))
+        if (oq_quant_op_is(n, "DequantizeLinear"))
             continue;
         for (size_t k = 0; k < n->n_inputs; k++) {
             oq_value *in = n->inputs[k];
             if (!in || in->is_graph_input || in->kind != OQ_VALUE_NODE ||
                 oq_value_const_tensor(in))
                 continue;
-            if (op_is(in->producer, "DequantizeLinear"))
+            if (oq_quant_op_is(in->producer, "DequantizeLinear"))
                 continue;
             oq_value *fi;
             st = iso_input(v, in->name, &fi, d);

@@ -10,9 +10,10 @@
 
 #include "onnxq/exec.h"
 #include "onnxq/gptq.h"
+#include "quant/quant-impl.h"
 
-enum { WR_CONV, WR_KN, WR_NK };
-enum { WR_ROWS_PER_K = 4, WR_ROWS_MIN = 1024 }; /* im2col rows read per sample and layer */ /* Conv; B [K, N] (MatMul, Gemm); B [N, K] (Gemm transB) */
+enum { WR_CONV, WR_KN, WR_NK };                 /* Conv; B [K, N] (MatMul, Gemm); B [N, K] (Gemm transB) */
+enum { WR_ROWS_PER_K = 4, WR_ROWS_MIN = 1024 }; /* im2col rows read per sample and layer */
 
 typedef struct wr_layer {
     oq_node *node;
@@ -47,17 +48,6 @@ typedef struct wr_ctx {
     size_t buf_n;
     oq_diag *d;
 } wr_ctx;
-
-static bool op_is(const oq_node *n, const char *op)
-{
-    return n && oq_domain_is_default(n->domain) && strcmp(n->op_type, op) == 0;
-}
-
-static oq_node *producer_dq(const oq_value *v)
-{
-    oq_node *p = v && v->kind == OQ_VALUE_NODE ? v->producer : NULL;
-    return op_is(p, "DequantizeLinear") && p->n_inputs >= 2 && p->inputs[0] && p->inputs[1] ? p : NULL;
-}
 
 oq_wround_options oq_wround_options_default(void)
 {
@@ -115,10 +105,10 @@ static bool conv_geometry(const oq_node *n, const int64_t *wd, size_t wrank, wr_
 static bool find_layer(oq_node *n, const oq_wround_options *o, wr_layer *L, bool *skip)
 {
     *skip = false;
-    bool conv = op_is(n, "Conv"), gemm = op_is(n, "Gemm"), mm = op_is(n, "MatMul");
-    if (!(conv || gemm || mm) || n->n_inputs < 2 || !producer_dq(n->inputs[0]))
+    bool conv = oq_quant_op_is(n, "Conv"), gemm = oq_quant_op_is(n, "Gemm"), mm = oq_quant_op_is(n, "MatMul");
+    if (!(conv || gemm || mm) || n->n_inputs < 2 || !oq_quant_producer_dq(n->inputs[0]))
         return false;
-    oq_node *dq = producer_dq(n->inputs[1]);
+    const oq_node *dq = oq_quant_producer_dq(n->inputs[1]);
     if (!dq || dq->inputs[0]->kind != OQ_VALUE_INITIALIZER || dq->inputs[0]->is_graph_input)
         return false; /* no quantized constant weight (an activation x activation MatMul) */
     *skip = true;
@@ -293,27 +283,8 @@ static void observe(const oq_node *node, size_t out_index, const oq_rt_tensor *t
     }
 }
 
-/* a layer's weight in the GPTQ layout: w [K, N], k = (kh, kw) * C + cin for a Conv */
-static void to_kn(const wr_layer *L, const float *src, float *w)
-{
-    int64_t K = L->K, N = L->N;
-    if (L->kind == WR_KN) {
-        memcpy(w, src, (size_t)(K * N) * sizeof *w);
-        return;
-    }
-    if (L->kind == WR_NK) {
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t k = 0; k < K; k++)
-                w[k * N + n] = src[n * K + k];
-        return;
-    }
-    int64_t C = L->C, S = K / C;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t ch = 0; ch < C; ch++)
-            for (int64_t s = 0; s < S; s++)
-                w[(s * C + ch) * N + n] = src[(n * C + ch) * S + s];
-}
-
+/* Where feature k (row of the GPTQ layout [K, N]; for a Conv k = (kh, kw) * C + cin, the
+ * reduction order of onnxruntime's kernels) of output n sits in the initializer. */
 static int64_t index_of(const wr_layer *L, int64_t k, int64_t n)
 {
     if (L->kind == WR_KN)
@@ -322,6 +293,13 @@ static int64_t index_of(const wr_layer *L, int64_t k, int64_t n)
         return n * L->K + k;
     int64_t C = L->C, S = L->K / C;
     return (n * C + k % C) * S + k / C;
+}
+
+static void to_kn(const wr_layer *L, const float *src, float *w)
+{
+    for (int64_t k = 0; k < L->K; k++)
+        for (int64_t n = 0; n < L->N; n++)
+            w[k * L->N + n] = src[index_of(L, k, n)];
 }
 
 /* GPTQ for layer L with the statistics h: L->nq, and the gain into r */
@@ -353,7 +331,11 @@ static oq_status round_layer(wr_layer *L, const oq_gptq_stats *h, const oq_wroun
     oq_diag_init(&gd);
     st = oq_gptq_round_fixed(w, K, N, sc, o->pair_limit, h, o->damp, q1, NULL, &gd);
     oq_diag_free(&gd);
-    double before = oq_gptq_proxy_error(w, K, N, sc, q0, h), after = st == OQ_OK ? oq_gptq_proxy_error(w, K, N, sc, q1, h) : -1;
+    const int32_t *cand[2] = {q0, q1};
+    double err[2] = {-1, -1}, before, after;
+    if (st == OQ_OK && !oq_gptq_proxy_errors(w, K, N, sc, cand, 2, h, err))
+        st = OQ_ERR_NOMEM;
+    before = err[0], after = err[1];
     if (st != OQ_OK || !(after >= 0) || !(before >= 0) || after >= before) {
         /* nothing better than what it has (or GPTQ failed on this layer): kept */
         free(L->nq);
