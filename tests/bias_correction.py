@@ -23,7 +23,10 @@ tests/ortnode.bash) as the judge:
      uncorrected model's onnxruntime outputs (first layer: nothing upstream is corrected);
   4. on other samples, in onnxruntime optimized (fused integer kernels), the output SQNR
      against the float model gains at least 6 dB;
-  5. the --json record: 3 layers, 12 fit samples, kept, judged on 4 held-out samples;
+  5. the --json record: 3 layers, 12 fit samples, kept, judged on 4 held-out samples, the
+     held-out difference's standard error equal to a jackknife computed here from
+     onnxruntime's outputs, and kept as the rule says (dropped only when it loses more
+     than 0.1 dB and two standard errors);
   6. the check on held-out samples: with calibration data whose held-out samples have
      inputs near 0 (where conv1 has no shift to correct), the correction fitted on the
      others makes the held-out outputs worse; the job says so (kept false) and writes the
@@ -195,6 +198,32 @@ if (not bc or bc["layers"] != 3 or bc["samples"] != len(FIT) or bc["changed"] < 
         or bc["kept"] is not True or bc["held_out_samples"] != 4
         or not bc["held_out_worst_db_with"] >= bc["held_out_worst_db_without"]):
     print("FAIL: report bias_correction:", bc)
+    fails += 1
+# 5b. the check's noise: the standard error of the held-out difference (with - without), a
+#     jackknife over the held-out samples computed here from onnxruntime's outputs (each
+#     sample left out in turn, both SQNRs over the rest); the step is dropped only when it
+#     loses more than 0.1 dB and more than two standard errors
+HELD = [k for k in range(16) if k % 4 == 3]
+fh = ort(fp, calib_batch, "all")["y"].astype(np.float64)[HELD]
+yw = ort(corr, calib_batch, "all")["y"].astype(np.float64)[HELD]
+yo = ort(plain, calib_batch, "all")["y"].astype(np.float64)[HELD]
+
+
+def db_without(q, skip):
+    keep = [i for i in range(len(HELD)) if i != skip]
+    return 10 * np.log10(np.sum(fh[keep] ** 2) / np.sum((fh[keep] - q[keep]) ** 2))
+
+
+dk = np.array([db_without(yw, k) - db_without(yo, k) for k in range(len(HELD))])
+se = np.sqrt((len(dk) - 1) / len(dk) * np.sum((dk - dk.mean()) ** 2))
+loss = bc["held_out_worst_db_without"] - bc["held_out_worst_db_with"] if bc else 0
+print("held-out difference: %+.3f dB, standard error: job %s dB, by hand %.4f dB" % (
+    -loss, bc and bc.get("held_out_se_db"), se))
+if not bc or bc.get("held_out_se_db") is None or abs(bc["held_out_se_db"] - se) > 0.01 + 0.05 * se:
+    print("FAIL: the job's standard error of the held-out difference is not the jackknife computed here")
+    fails += 1
+if bc and bc["kept"] != (not (loss > 0.1 and loss > 2 * bc["held_out_se_db"])):
+    print("FAIL: kept should be true unless the held-out loss is over 0.1 dB and two standard errors")
     fails += 1
 if json.load(open(os.path.join(work, "corrected.json")))["config"]["resolved"]["bias_correction"] is not True:
     print("FAIL: the report's resolved config does not say bias_correction true")

@@ -43,9 +43,10 @@ void oq_job_report_passes(json_writer *w, const oq_job_pass_log *log);
  * pass left every candidate's ranges in m (calibrate{method=select}); each candidate's
  * ranges from the fit share go through `rest` (the pipeline after calibration) on a copy
  * of m, the copy runs the held-out samples (oq_calib_sample_held_out, at most
- * OQ_SELECT_HELD_OUT_MAX) with a->arith, and the candidate with the best worst output
- * part (oq_verify_worst) wins; a later candidate must beat an earlier one by
- * OQ_SELECT_MARGIN_DB. The winner's ranges over every sample become m's table.
+ * OQ_SELECT_HELD_OUT_MAX) with a->arith, and the candidate with the best judgement
+ * (oq_job_judge: worst output part) wins, if it beats the first candidate by more than
+ * OQ_SELECT_MARGIN_DB and OQ_JUDGE_Z standard errors of the difference (else the first
+ * stays). The winner's ranges over every sample become m's table.
  * Nothing to choose (no candidates in m): r->n == 0. */
 #define OQ_SELECT_HELD_OUT_MAX 8
 /* ... doubled while the model's weights times the factor stay within
@@ -66,6 +67,8 @@ typedef struct oq_job_select_result {
     char names[OQ_CALIB_SELECT_MAX][OQ_CALIB_SELECT_NAME_MAX];
     double worst_db[OQ_CALIB_SELECT_MAX];                 /* held-out worst part, dB */
     char worst_part[OQ_CALIB_SELECT_MAX][256];            /* which output (part) it was */
+    double se_db[OQ_CALIB_SELECT_MAX];                    /* standard error of its difference from the first's */
+    bool clear[OQ_CALIB_SELECT_MAX];                      /* better than the first by more than the noise */
     size_t chosen;
     uint64_t held_out;                                    /* samples judged (0: too few, the first candidate) */
     bool too_big;                                         /* not judged: the model is over OQ_SELECT_WEIGHT_BYTES_MAX */
@@ -74,7 +77,8 @@ typedef struct oq_job_select_result {
 /* The held-out check of a step after quantizing (weight rounding, bias correction). */
 typedef struct oq_job_bc_guard {
     size_t held_out;          /* samples judged (0: not checked: too few samples, or too big) */
-    double db_without, db_with; /* worst output part over them, dB */
+    double db_without, db_with; /* their judgement (oq_job_score.db), dB */
+    double se_db;             /* standard error of their difference (0: not estimated) */
     char part_without[256], part_with[256];
     bool kept;                /* the step's changes were kept */
 } oq_job_bc_guard;
@@ -132,13 +136,34 @@ typedef struct oq_quantize_fallback_args {
     const jlog *lg;
     bool progress;                     /* progress bars on stderr */
 } oq_quantize_fallback_args;
-/* The worst output part (oq_verify_worst) of qm against fm over the samples held[0..nh) of
- * src with a->arith, in this order every time (fc keeps the float outputs by position; may
- * be shared by several qm of one fm); *db -INFINITY when nothing is comparable; part: its
- * label. */
+/* A held-out judgement: for each output part (oq_verify: every output, each input of a
+ * Concat that makes one), the mean over the samples of each sample's SQNR (clamped to
+ * +-150 dB), and the worst part. The mean of per-sample SQNRs, not the SQNR of the pooled
+ * errors: one sample with a large error cannot decide alone. Each part's sums per sample
+ * are kept, so that two judgements of the same samples can be compared with their noise. */
+typedef struct oq_job_score {
+    double db;              /* the worst part's mean SQNR, dB (verify's pooled worst part
+                             * when the parts changed between samples) */
+    char part[256];         /* its label */
+    size_t n_samples, n_parts;
+    double *sums;           /* [(sample * n_parts + part) * 3 + {0: n, 1: sum x^2, 2: sum (x-y)^2}],
+                             * malloc'ed; NULL when the parts changed between samples */
+} oq_job_score;
+void oq_job_score_free(oq_job_score *s);
+/* a->db - b->db; *se (may be NULL): the jackknife standard error of that difference over
+ * the samples (each left out in turn: both scores again, the spread of the differences), 0
+ * when it cannot be estimated (fewer than 3 samples, parts unknown, an infinite score). */
+double oq_job_score_diff(const oq_job_score *a, const oq_job_score *b, double *se);
+/* A held-out difference counts when it is over this many standard errors (and over
+ * OQ_SELECT_MARGIN_DB): a candidate replaces the first only when it is better by that much,
+ * a step after quantizing is dropped only when the model is worse with it by that much. */
+#define OQ_JUDGE_Z 2.0
+/* The judgement (oq_job_score) of qm against fm over the samples held[0..nh) of src with
+ * a->arith, in this order every time (fc keeps the float outputs by position; may be
+ * shared by several qm of one fm); sc->db -INFINITY when nothing is comparable. *sc is
+ * overwritten (free an earlier score first); free it with oq_job_score_free. */
 oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
-                       oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, double *db, char *part,
-                       size_t part_size, oq_diag *d);
+                       oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, oq_job_score *sc, oq_diag *d);
 
 /* Monotonic seconds (CLOCK_MONOTONIC), for the report's timings. */
 double oq_job_now_s(void);
@@ -166,7 +191,8 @@ oq_status oq_job_satcheck(const oq_quantize_fallback_args *a, oq_model *m, size_
  * `prep` (the quantize pipeline's float part, parsed with reg). Both fit on at most
  * OQ_BIASCORR_SAMPLES calibration samples that are not held out; with enough samples
  * (oq_job_held_out gives 2 or more) each step is kept only when the held-out samples'
- * worst output part (oq_job_judge, a->arith) is not worse with it than before it. Fills
+ * worst output part (oq_job_judge, a->arith) is not worse with it than before it by more
+ * than OQ_SELECT_MARGIN_DB and OQ_JUDGE_Z standard errors (oq_job_score_diff). Fills
  * rep's wround, wround_check, wround_seconds, bias, bias_check, bias_seconds; logs a line
  * per step unless quiet. */
 #define OQ_BIASCORR_SAMPLES 16

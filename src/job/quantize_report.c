@@ -124,12 +124,20 @@ void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg)
                 "methods)", r->names[r->chosen], 2 * OQ_CALIB_HOLDOUT_EVERY, r->n);
     } else {
         const char *part = r->worst_part[r->chosen];
-        fprintf(f, "onnxq quantize: calibration: %s, chosen on %llu held-out samples by the worst output part's SQNR "
+        fprintf(f, "onnxq quantize: calibration: %s, chosen on %llu held-out samples by the worst output part's mean SQNR "
                 "(%s",
                 r->names[r->chosen], (unsigned long long)r->held_out, part);
-        for (size_t i = 0; i < r->n; i++)
+        bool higher = false;
+        for (size_t i = 0; i < r->n; i++) {
             fprintf(f, "%s %s %.2f dB", i ? "," : ":", r->names[i], r->worst_db[i]);
-        fprintf(f, "); %.1f s", r->seconds);
+            if (i && r->se_db[i] > 0)
+                fprintf(f, " (+-%.2f)", r->se_db[i]);
+            higher |= i && r->worst_db[i] > r->worst_db[0];
+        }
+        fprintf(f, ")");
+        if (r->chosen == 0 && higher)
+            fprintf(f, "; none better than %s by over %.0f standard errors (+-)", r->names[0], OQ_JUDGE_Z);
+        fprintf(f, "; %.1f s", r->seconds);
     }
     fclose(f);
     if (line)
@@ -137,7 +145,8 @@ void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg)
     free(line);
 }
 
-/* "kept", "held_out_samples", "held_out_worst_db_with", "..._without", "held_out_worst_part" */
+/* "kept", "held_out_samples", "held_out_worst_db_with", "..._without", "held_out_worst_part",
+ * "held_out_se_db" */
 static void write_check(json_writer *w, const oq_job_bc_guard *g)
 {
     json_kv_bool(w, "kept", g->kept);
@@ -153,6 +162,11 @@ static void write_check(json_writer *w, const oq_job_bc_guard *g)
     else
         json_null(w);
     json_kv_string(w, "held_out_worst_part", g->held_out ? g->part_with : NULL);
+    json_key(w, "held_out_se_db"); /* the difference's standard error; null: not estimated */
+    if (g->held_out && g->se_db > 0)
+        json_double(w, g->se_db);
+    else
+        json_null(w);
 }
 
 static void write_select(json_writer *w, const oq_job_select_result *r)
@@ -177,6 +191,14 @@ static void write_select(json_writer *w, const oq_job_select_result *r)
         else
             json_null(w);
         json_kv_string(w, "worst_part", r->held_out ? r->worst_part[i] : NULL);
+        if (i) { /* against the first candidate: the difference's standard error, and whether it is clear */
+            json_key(w, "se_vs_first_db");
+            if (r->held_out && r->se_db[i] > 0)
+                json_double(w, r->se_db[i]);
+            else
+                json_null(w);
+            json_kv_bool(w, "clearly_better", r->clear[i]);
+        }
         json_end_object(w);
     }
     json_end_array(w);

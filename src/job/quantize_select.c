@@ -4,9 +4,11 @@
  * fourth sample apart and left each candidate's ranges twice in the model: from the other
  * samples (the fit share) and from all of them. Here each candidate's fit ranges go through
  * the rest of the pipeline on a copy of the model, the copy runs the held-out samples with
- * the target's arithmetic, and verify's worst output part (an output, or one input of a
- * Concat that makes an output) decides. The winner's ranges over every sample are kept.
- * docs/calibration.md "select". */
+ * the target's arithmetic, and the worst output part (an output, or one input of a Concat
+ * that makes an output; each part's SQNR per sample, averaged over the samples) decides:
+ * another candidate replaces the first only when it is better by more than the noise of
+ * those samples (a jackknife standard error). The winner's ranges over every sample are
+ * kept. docs/calibration.md "select". */
 #include "job/job-impl.h"
 
 #include <math.h>
@@ -35,9 +37,114 @@ uint64_t oq_job_weight_bytes(const oq_model *m)
     return n;
 }
 
+/* The parts verify judges, in order: each output's slices (one, the whole output, without
+ * a Concat). */
+static size_t n_parts(const oq_verify *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *o = oq_verify_output_at(v, i);
+        n += o->n_slices ? o->n_slices : 1;
+    }
+    return n;
+}
+
+/* Each part's running sums (n, sum x^2, sum (x-y)^2) into out[3 * part ...]. */
+static void part_sums(const oq_verify *v, double *out)
+{
+    size_t p = 0;
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *o = oq_verify_output_at(v, i);
+        for (size_t k = 0; k < (o->n_slices ? o->n_slices : 1); k++, p++) {
+            const oq_err_acc *e = o->n_slices ? &o->slices[k].err : &o->err;
+            out[3 * p] = (double)e->n;
+            out[3 * p + 1] = e->sxx;
+            out[3 * p + 2] = e->sdd;
+        }
+    }
+}
+
+void oq_job_score_free(oq_job_score *s)
+{
+    free(s->sums);
+    s->sums = NULL;
+}
+
+/* Each sample's SQNR of a part is clamped to this (identical outputs: +Inf; an all-zero float
+ * part: -Inf), so that one sample cannot take the mean anywhere. */
+#define SAMPLE_DB_CLAMP 150.0
+
+/* The score over every sample but `skip` (SIZE_MAX: none): per part, the mean over the
+ * samples of each sample's SQNR (samples where the part has no elements left out), and the
+ * worst part; *worst_part (may be NULL) its index. INFINITY when no part has elements. */
+static double score_without(const oq_job_score *s, size_t skip, size_t *worst_part)
+{
+    double worst = INFINITY;
+    if (worst_part)
+        *worst_part = SIZE_MAX;
+    for (size_t p = 0; p < s->n_parts; p++) {
+        double sum = 0;
+        size_t m = 0;
+        for (size_t k = 0; k < s->n_samples; k++) {
+            const double *e = s->sums + (k * s->n_parts + p) * 3;
+            if (k == skip || e[0] == 0)
+                continue;
+            double db = e[2] == 0 ? SAMPLE_DB_CLAMP : e[1] == 0 ? -SAMPLE_DB_CLAMP : 10.0 * log10(e[1] / e[2]);
+            sum += fmax(-SAMPLE_DB_CLAMP, fmin(SAMPLE_DB_CLAMP, db));
+            m++;
+        }
+        if (m && sum / (double)m < worst) {
+            worst = sum / (double)m;
+            if (worst_part)
+                *worst_part = p;
+        }
+    }
+    return worst;
+}
+
+/* The label of part p (n_parts order) of v. */
+static void part_label(const oq_verify *v, size_t p, char *buf, size_t size)
+{
+    for (size_t i = 0; i < oq_verify_n_outputs(v); i++) {
+        const oq_verify_output *o = oq_verify_output_at(v, i);
+        size_t n = o->n_slices ? o->n_slices : 1;
+        if (p < n) {
+            oq_verify_slice_label(o, o->n_slices ? p : SIZE_MAX, buf, size);
+            return;
+        }
+        p -= n;
+    }
+}
+
+double oq_job_score_diff(const oq_job_score *a, const oq_job_score *b, double *se)
+{
+    double diff = a->db - b->db;
+    if (se)
+        *se = 0;
+    size_t n = a->n_samples;
+    if (!se || !a->sums || !b->sums || n < 3 || b->n_samples != n || !isfinite(diff))
+        return diff;
+    double *dk = malloc(n * sizeof *dk), mean = 0;
+    if (!dk)
+        return diff;
+    for (size_t k = 0; k < n; k++) {
+        dk[k] = score_without(a, k, NULL) - score_without(b, k, NULL);
+        if (!isfinite(dk[k])) {
+            free(dk);
+            return diff;
+        }
+        mean += dk[k] / (double)n;
+    }
+    double ss = 0;
+    for (size_t k = 0; k < n; k++)
+        ss += (dk[k] - mean) * (dk[k] - mean);
+    free(dk);
+    *se = sqrt((double)(n - 1) / (double)n * ss);
+    return diff;
+}
+
 oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
-                       oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, double *db, char *part,
-                       size_t part_size, oq_diag *d)
+                       oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, oq_job_score *sc, oq_diag *d)
 {
     oq_verify_options vo = oq_verify_options_default();
     vo.threads = (int)a->threads;
@@ -49,16 +156,20 @@ oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const u
     vo.float_cache = fc; /* the float model runs the held-out samples once, for every candidate */
     oq_verify *v = NULL;
     oq_rt_tensor *in = NULL;
+    double *prev = NULL, *now = NULL;
+    memset(sc, 0, sizeof *sc);
+    sc->db = -INFINITY;
     oq_status st = oq_verify_new(fm, qm, &vo, &v, d);
     if (st != OQ_OK)
         return st;
     const oq_plan *fp = oq_verify_float_plan(v);
-    size_t n_in = oq_plan_n_inputs(fp);
+    size_t n_in = oq_plan_n_inputs(fp), np = 0;
     in = calloc(n_in ? n_in : 1, sizeof *in);
     if (!in) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "calibration choice: out of memory");
         goto done;
     }
+    bool per_sample = true; /* each sample's sums, while the parts stay the same */
     for (size_t k = 0; k < nh && st == OQ_OK; k++) {
         char label[512];
         st = oq_calib_source_sample(src, fp, held[k], in, n_in, label, sizeof label, d);
@@ -66,17 +177,50 @@ oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const u
             st = oq_verify_sample(v, in, n_in, label, d);
         for (size_t i = 0; i < n_in; i++)
             oq_rt_tensor_release(&in[i]);
+        if (st != OQ_OK || !per_sample)
+            continue;
+        if (k == 0) {
+            np = n_parts(v);
+            sc->sums = np ? calloc(nh * np * 3, sizeof *sc->sums) : NULL;
+            prev = np ? calloc(np * 3, sizeof *prev) : NULL;
+            now = np ? malloc(np * 3 * sizeof *now) : NULL;
+        }
+        if (!sc->sums || !prev || !now || n_parts(v) != np) {
+            per_sample = false; /* judged all the same, without the noise estimate */
+            continue;
+        }
+        part_sums(v, now);
+        for (size_t j = 0; j < np * 3; j++) {
+            sc->sums[k * np * 3 + j] = now[j] - prev[j];
+            prev[j] = now[j];
+        }
     }
     if (st == OQ_OK) {
         size_t wo, ws;
-        *db = oq_verify_worst(v, &wo, &ws);
-        part[0] = 0;
+        sc->db = oq_verify_worst(v, &wo, &ws);
         if (wo != SIZE_MAX)
-            oq_verify_slice_label(oq_verify_output_at(v, wo), ws, part, part_size);
-        if (isnan(*db))
-            *db = -INFINITY; /* nothing comparable: the worst */
+            oq_verify_slice_label(oq_verify_output_at(v, wo), ws, sc->part, sizeof sc->part);
+        if (isnan(sc->db))
+            sc->db = -INFINITY; /* nothing comparable: the worst */
+        if (per_sample && sc->sums) {
+            /* the judgement: each sample's SQNR per part, averaged, the worst part */
+            sc->n_samples = nh;
+            sc->n_parts = np;
+            size_t wp;
+            double db = score_without(sc, SIZE_MAX, &wp);
+            if (wp != SIZE_MAX) {
+                sc->db = db;
+                part_label(v, wp, sc->part, sizeof sc->part);
+            }
+        }
     }
 done:
+    if (!sc->n_samples) {
+        free(sc->sums);
+        sc->sums = NULL;
+    }
+    free(prev);
+    free(now);
     free(in);
     oq_verify_free(v);
     return st;
@@ -106,9 +250,11 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
     oq_pipeline *pl = NULL;
     oq_model *fm = NULL, *qm = NULL;
     oq_verify_float_cache *fc = NULL;
+    oq_job_score sc[OQ_CALIB_SELECT_MAX];
     uint8_t *buf = NULL;
     size_t len = 0;
     oq_status st = OQ_OK;
+    memset(sc, 0, sizeof sc);
     if (!list)
         return OQ_OK;
     for (char *p = list, *e; *p && r->n < OQ_CALIB_SELECT_MAX; p = e ? e + 1 : p + strlen(p)) {
@@ -161,12 +307,19 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
             oq_pipeline_run_options ro = {0};
             if ((st = oq_pipeline_run(pl, qm, &ro, d)) != OQ_OK)
                 goto done;
-            if ((st = oq_job_judge(fm, qm, src, held, nh, fc, a, &r->worst_db[i], r->worst_part[i],
-                            sizeof r->worst_part[i], d)) != OQ_OK)
+            if ((st = oq_job_judge(fm, qm, src, held, nh, fc, a, &sc[i], d)) != OQ_OK)
                 goto done;
+            r->worst_db[i] = sc[i].db;
+            snprintf(r->worst_part[i], sizeof r->worst_part[i], "%s", sc[i].part);
             oq_model_free(qm);
             qm = NULL;
-            if (i > 0 && r->worst_db[i] > r->worst_db[best] + OQ_SELECT_MARGIN_DB)
+        }
+        /* the first candidate unless another is better on these samples by more than
+         * their noise: OQ_JUDGE_Z standard errors of the difference (and the margin) */
+        for (size_t i = 1; i < r->n; i++) {
+            double gain = oq_job_score_diff(&sc[i], &sc[0], &r->se_db[i]);
+            r->clear[i] = gain > OQ_SELECT_MARGIN_DB && gain > OQ_JUDGE_Z * r->se_db[i];
+            if (r->clear[i] && (best == 0 || r->worst_db[i] > r->worst_db[best]))
                 best = i;
         }
     } else {
@@ -179,6 +332,7 @@ done:
     for (size_t i = 0; i < OQ_CALIB_SELECT_MAX; i++) {
         free(all[i]);
         free(fit[i]);
+        oq_job_score_free(&sc[i]);
     }
     free(list);
     free(buf);

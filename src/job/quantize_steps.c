@@ -308,15 +308,18 @@ static void free_copies(init_copy *v, size_t n)
     free(v);
 }
 
-/* The line after a checked step: "; kept: N held-out sample(s), worst output part X dB
- * with it, Y dB without (part)" or "" when not checked. */
+/* The line after a checked step: "; kept: N held-out sample(s), worst output part's mean SQNR X dB
+ * with it, Y dB without, difference +-SE (part)" or "" when not checked. */
 static void check_text(const oq_job_bc_guard *g, bool changed, char *buf, size_t size)
 {
     buf[0] = 0;
+    char se[64] = "";
+    if (g->se_db > 0)
+        snprintf(se, sizeof se, ", difference +-%.2f", g->se_db);
     if (g->held_out && changed)
-        snprintf(buf, size, "; %s: %zu held-out sample(s), worst output part %.2f dB with it, %.2f dB without%s%s%s",
-                 g->kept ? "kept" : "NOT kept", g->held_out, g->db_with, g->db_without, *g->part_with ? " (" : "",
-                 g->part_with, *g->part_with ? ")" : "");
+        snprintf(buf, size, "; %s: %zu held-out sample(s), worst output part's mean SQNR %.2f dB with it, %.2f dB without%s%s%s%s",
+                 g->kept ? "kept" : "NOT kept", g->held_out, g->db_with, g->db_without, se,
+                 *g->part_with ? " (" : "", g->part_with, *g->part_with ? ")" : "");
 }
 
 oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep, bool wround,
@@ -363,8 +366,9 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
         if (!oq_calib_sample_held_out(k))
             use[nu++] = k;
     bool checked = false;
-    double db_now = 0;
-    char part_now[256] = "";
+    oq_job_score now, with; /* the held-out judgement of the model as it is, and with a step */
+    memset(&now, 0, sizeof now);
+    memset(&with, 0, sizeof with);
     if (nh >= 2 && nu >= 2) {
         if (!(fc = oq_verify_float_cache_new())) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
@@ -373,7 +377,7 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
         /* a model the check cannot judge is changed without it */
         oq_diag jd;
         oq_diag_init(&jd);
-        if (oq_job_judge(fm, m, src, held, nh, fc, a, &db_now, part_now, sizeof part_now, &jd) == OQ_OK) {
+        if (oq_job_judge(fm, m, src, held, nh, fc, a, &now, &jd) == OQ_OK) {
             checked = true;
         } else if (!a->quiet) {
             char msg[512] = "unknown error";
@@ -423,25 +427,32 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
         }
         if (st == OQ_OK && checked) {
             gg->held_out = nh;
-            gg->db_without = gg->db_with = db_now;
-            snprintf(gg->part_without, sizeof gg->part_without, "%s", part_now);
-            snprintf(gg->part_with, sizeof gg->part_with, "%s", part_now);
+            gg->db_without = gg->db_with = now.db;
+            snprintf(gg->part_without, sizeof gg->part_without, "%s", now.part);
+            snprintf(gg->part_with, sizeof gg->part_with, "%s", now.part);
             if (changed) {
                 oq_diag jd;
                 oq_diag_init(&jd);
-                bool judged = oq_job_judge(fm, m, src, held, nh, fc, a, &gg->db_with, gg->part_with,
-                                           sizeof gg->part_with, &jd) == OQ_OK;
+                bool judged = oq_job_judge(fm, m, src, held, nh, fc, a, &with, &jd) == OQ_OK;
                 oq_diag_free(&jd);
-                gg->kept = !judged || !(gg->db_with < gg->db_without);
+                if (judged) {
+                    gg->db_with = with.db;
+                    snprintf(gg->part_with, sizeof gg->part_with, "%s", with.part);
+                    /* dropped only when worse by more than the noise of these samples */
+                    double loss = -oq_job_score_diff(&with, &now, &gg->se_db);
+                    gg->kept = !(loss > OQ_SELECT_MARGIN_DB && loss > OQ_JUDGE_Z * gg->se_db);
+                }
                 if (!judged) {
                     gg->held_out = 0; /* not checked after all: kept, and the next step unchecked */
                     checked = false;
                 } else if (!gg->kept) {
                     st = dq_restore(m, saved, n_saved, d);
                 } else {
-                    db_now = gg->db_with;
-                    snprintf(part_now, sizeof part_now, "%s", gg->part_with);
+                    oq_job_score_free(&now);
+                    now = with; /* the model as it is now */
+                    memset(&with, 0, sizeof with);
                 }
+                oq_job_score_free(&with);
             }
         }
         free_copies(saved, n_saved);
@@ -474,6 +485,8 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
         }
     }
 done:
+    oq_job_score_free(&now);
+    oq_job_score_free(&with);
     free_copies(saved, n_saved);
     oq_verify_float_cache_free(fc);
     oq_pipeline_free(pl);
