@@ -412,7 +412,30 @@ static size_t producer_chain(oq_value *x, oq_node **out, size_t max)
  * L's own, in dB (0 when they do not): the error of L's output amplified where nothing is
  * quantized again, which L's isolated error cannot show (a BN-folded float depthwise
  * convolution after a quantized convolution: PicoDet's stem 39.8 dB at its output, 23.3
- * dB after the depthwise convolution). */
+ * dB after the depthwise convolution). The walk stops at a node that also reads a float
+ * activation from outside (joins_other): a Concat or Add joining another layer's output
+ * mixes that layer's error in (YOLOv8n's box branch and the class logits). */
+/* Node c reads a float value that is neither in the region (region[0..n)) nor a constant:
+ * an activation from elsewhere, whose error c mixes with the region's. */
+static bool joins_other(const oq_node *c, oq_value *const *region, size_t n)
+{
+    for (size_t i = 0; i < c->n_inputs; i++) {
+        const oq_value *in = c->inputs[i];
+        if (!in || in->kind == OQ_VALUE_INITIALIZER)
+            continue;
+        if (in->kind == OQ_VALUE_NODE && in->producer && oq_quant_op_is(in->producer, "Constant"))
+            continue;
+        if (in->type && in->type->has_elem_type && !oq_dtype_is_float(in->type->elem_type))
+            continue; /* a shape, indices: no error of their own */
+        bool mine = false;
+        for (size_t k = 0; k < n && !mine; k++)
+            mine = region[k] == in;
+        if (!mine)
+            return true;
+    }
+    return false;
+}
+
 static double float_region_drop(const oq_verify *v, oq_graph *qg, const oq_verify_layer *L)
 {
     oq_value *y = oq_graph_find_local(qg, L->name);
@@ -421,15 +444,18 @@ static double float_region_drop(const oq_verify *v, oq_graph *qg, const oq_verif
     double acc = oq_err_sqnr_db(&L->acc), lo = acc;
     if (isnan(acc))
         return 0;
-    oq_value *stack[REGION_MAX];
-    size_t sp = 0, seen = 0;
+    oq_value *stack[REGION_MAX], *in_region[REGION_MAX * 4 + 1];
+    size_t sp = 0, seen = 0, nr = 0;
     stack[sp++] = y;
+    in_region[nr++] = y;
     while (sp && seen < REGION_MAX) {
         oq_value *x = stack[--sp];
         for (size_t u = 0; u < x->n_uses && seen < REGION_MAX; u++) {
             oq_node *c = x->uses[u].node;
             if (!c || c->graph != qg || oq_quant_op_is(c, "QuantizeLinear") || oq_quant_op_is(c, "DequantizeLinear") || is_weighted(c))
                 continue;
+            if (joins_other(c, in_region, nr))
+                continue; /* its error is not L's alone (a Concat with other layers' outputs) */
             seen++;
             for (size_t o = 0; o < c->n_outputs; o++) {
                 oq_value *co = c->outputs[o];
@@ -439,6 +465,8 @@ static double float_region_drop(const oq_verify *v, oq_graph *qg, const oq_verif
                     lo = db;
                 if (co && sp < REGION_MAX)
                     stack[sp++] = co;
+                if (co && nr < sizeof in_region / sizeof *in_region)
+                    in_region[nr++] = co;
             }
         }
     }
