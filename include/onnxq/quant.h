@@ -324,6 +324,19 @@ int32_t oq_unpack_int(int32_t dtype, const void *buf, int64_t i);
  * [..., K, N] along K. Returns false (no call) for other ops. */
 bool oq_weight_pairs(const oq_node *n, const int64_t *dims, size_t rank,
                      void (*fn)(void *user, int64_t i, int64_t j), void *user);
+/* true when the int8 weights a and b, adjacent along the reduction, can saturate an int16
+ * sum of two u8 x s8 products: the same sign and |a| + |b| > 128 */
+static inline bool oq_weight_pair_over(int32_t a, int32_t b)
+{
+    return ((a > 0 && b > 0) || (a < 0 && b < 0)) && (a > 0 ? a + b : -(a + b)) > 128;
+}
+/* b lowered, keeping its sign, so that the pair (a, b) is not over the limit */
+static inline int32_t oq_weight_pair_fit_second(int32_t a, int32_t b)
+{
+    if (!oq_weight_pair_over(a, b))
+        return b;
+    return b > 0 ? 128 - a : -(128 + a);
+}
 /* true when n's int8 weight q has no same-sign pair above 128 steps (false for an op
  * oq_weight_pairs does not know) */
 bool oq_weight_pairs_fit(const oq_node *n, const int8_t *q, const int64_t *dims, size_t rank);

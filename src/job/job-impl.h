@@ -158,6 +158,9 @@ double oq_job_score_diff(const oq_job_score *a, const oq_job_score *b, double *s
  * OQ_SELECT_MARGIN_DB): a candidate replaces the first only when it is better by that much,
  * a step after quantizing is dropped only when the model is worse with it by that much. */
 #define OQ_JUDGE_Z 2.0
+/* a is better than b on the same samples by more than OQ_SELECT_MARGIN_DB and OQ_JUDGE_Z
+ * standard errors of the difference; *se (may be NULL) gets that standard error. */
+bool oq_job_clearly_better(const oq_job_score *a, const oq_job_score *b, double *se);
 /* The judgement (oq_job_score) of qm against fm over the samples held[0..nh) of src with
  * a->arith, in this order every time (fc keeps the float outputs by position; may be
  * shared by several qm of one fm); sc->db -INFINITY when nothing is comparable. *sc is

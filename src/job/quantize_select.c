@@ -143,6 +143,14 @@ double oq_job_score_diff(const oq_job_score *a, const oq_job_score *b, double *s
     return diff;
 }
 
+bool oq_job_clearly_better(const oq_job_score *a, const oq_job_score *b, double *se)
+{
+    double e, gain = oq_job_score_diff(a, b, &e);
+    if (se)
+        *se = e;
+    return gain > OQ_SELECT_MARGIN_DB && gain > OQ_JUDGE_Z * e;
+}
+
 oq_status oq_job_judge(oq_model *fm, oq_model *qm, oq_calib_source *src, const uint64_t *held, size_t nh,
                        oq_verify_float_cache *fc, const oq_quantize_fallback_args *a, oq_job_score *sc, oq_diag *d)
 {
@@ -317,8 +325,7 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
         /* the first candidate unless another is better on these samples by more than
          * their noise: OQ_JUDGE_Z standard errors of the difference (and the margin) */
         for (size_t i = 1; i < r->n; i++) {
-            double gain = oq_job_score_diff(&sc[i], &sc[0], &r->se_db[i]);
-            r->clear[i] = gain > OQ_SELECT_MARGIN_DB && gain > OQ_JUDGE_Z * r->se_db[i];
+            r->clear[i] = oq_job_clearly_better(&sc[i], &sc[0], &r->se_db[i]);
             if (r->clear[i] && (best == 0 || r->worst_db[i] > r->worst_db[best]))
                 best = i;
         }

@@ -439,8 +439,7 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
                     gg->db_with = with.db;
                     snprintf(gg->part_with, sizeof gg->part_with, "%s", with.part);
                     /* dropped only when worse by more than the noise of these samples */
-                    double loss = -oq_job_score_diff(&with, &now, &gg->se_db);
-                    gg->kept = !(loss > OQ_SELECT_MARGIN_DB && loss > OQ_JUDGE_Z * gg->se_db);
+                    gg->kept = !oq_job_clearly_better(&now, &with, &gg->se_db);
                 }
                 if (!judged) {
                     gg->held_out = 0; /* not checked after all: kept, and the next step unchecked */

@@ -389,6 +389,70 @@ static bool damped_inverse(const double *H, int64_t K, double mean, double damp,
     return false;
 }
 
+/* The buffers of one GPTQ run: H (from full_hessian) and its diagonal's mean, A and U
+ * (damped_inverse), W (the weights being rounded, K x N), E (a lazy batch of scaled
+ * errors, lazy x N) and the thread pool. */
+typedef struct gptq_work {
+    int64_t K, N, lazy;
+    double *H, mean;
+    float *A, *U, *W, *E;
+    oq_pool *pool;
+} gptq_work;
+
+static void work_free(gptq_work *g)
+{
+    if (g->pool)
+        oq_pool_free(g->pool);
+    free(g->H);
+    free(g->A);
+    free(g->U);
+    free(g->W);
+    free(g->E);
+    memset(g, 0, sizeof *g);
+}
+
+/* false out of memory (nothing left allocated) */
+static bool work_new(gptq_work *g, const oq_gptq_stats *h, int64_t K, int64_t N, int64_t lazy)
+{
+    size_t kk = (size_t)(K * K);
+    memset(g, 0, sizeof *g);
+    g->K = K;
+    g->N = N;
+    g->lazy = lazy;
+    g->H = full_hessian(h, &g->mean);
+    g->A = malloc(kk * sizeof(float));
+    g->U = malloc(kk * sizeof(float));
+    g->W = malloc((size_t)(K * N) * sizeof(float));
+    g->E = malloc((size_t)(lazy * N) * sizeof(float));
+    g->pool = oq_pool_new(oq_cpu_count());
+    if (g->H && g->A && g->U && g->W && g->E && g->pool)
+        return true;
+    work_free(g);
+    return false;
+}
+
+/* Rounds row k of g->W (in the caller's integers) and writes its scaled error
+ * (W[k] - dequantized) / dk into e[N]. */
+typedef void (*gptq_round_row)(void *ctx, const gptq_work *g, int64_t k, float dk, float *e);
+
+/* GPTQ's sweep over the rows of g->W in order: each rounded by round_row, its error spread
+ * over the rows after it (lazily, g->lazy rows at a time). false out of memory. */
+static bool sweep(gptq_work *g, gptq_round_row round_row, void *ctx)
+{
+    int64_t K = g->K, N = g->N;
+    for (int64_t i1 = 0; i1 < K; i1 += g->lazy) {
+        int64_t i2 = i1 + g->lazy < K ? i1 + g->lazy : K;
+        for (int64_t k = i1; k < i2; k++) {
+            float *e = g->E + (k - i1) * N;
+            round_row(ctx, g, k, g->U[k * K + k], e);
+            spread_in_batch(g->W, g->U, e, K, N, k, i2);
+        }
+        if (!spread_after_batch(g->pool, g->W, g->U, g->E, K, N, i1, i2))
+            return false;
+    }
+    return true;
+}
+
 oq_status oq_gptq_quantize(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                            double damp, int32_t *q, float *scales, int32_t *zero_points, double *damp_used,
                            oq_diag *d)
@@ -415,6 +479,47 @@ static int64_t *act_order_perm(const double *H, int64_t K)
     return p;
 }
 
+/* oq_gptq_quantize_ordered's rounding of a row: per-block parameters fitted when a block
+ * starts (not act order: from the rows as the sweep has left them), then round to nearest */
+typedef struct {
+    const oq_wq_spec *s;
+    const int64_t *perm; /* act order: row k is feature perm[k] of w */
+    int32_t qmin, qmax, *q, *zero_points;
+    float *scales;
+} ordered_ctx;
+
+static void ordered_row(void *user, const gptq_work *g, int64_t k, float dk, float *e)
+{
+    const ordered_ctx *c = user;
+    const oq_wq_spec *s = c->s;
+    int64_t K = g->K, N = g->N;
+    const float *W = g->W;
+    int64_t ko = c->perm ? c->perm[k] : k; /* the feature in W's order */
+    int64_t b = ko / s->block;
+    if (!c->perm && k % s->block == 0) {
+        int64_t k1 = k + s->block < K ? k + s->block : K;
+        for (int64_t n = 0; n < N; n++) {
+            float mn = W[k * N + n], mx = mn;
+            for (int64_t j = k + 1; j < k1; j++) {
+                float x = W[j * N + n];
+                mn = x < mn ? x : mn;
+                mx = x > mx ? x : mx;
+            }
+            params_of_range(mn, mx, s, &c->scales[b * N + n], &c->zero_points[b * N + n]);
+        }
+    }
+    for (int64_t n = 0; n < N; n++) {
+        float sc = c->scales[b * N + n];
+        int32_t zp = c->zero_points[b * N + n];
+        int32_t qv = oq_quantize_value(W[k * N + n], sc, zp, c->qmin, c->qmax);
+        c->q[ko * N + n] = qv;
+        float dq = oq_dequantize_value(qv, sc, zp);
+        if (s->half_scales) /* what a DequantizeLinear with float16 scales outputs */
+            dq = oq_half_to_float(oq_float_to_half(dq));
+        e[n] = (W[k * N + n] - dq) / dk;
+    }
+}
+
 oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const oq_wq_spec *s, const oq_gptq_stats *h,
                                    double damp, bool act_order, int32_t *q, float *scales, int32_t *zero_points,
                                    double *damp_used, oq_diag *d)
@@ -427,36 +532,24 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
         return oq_diag_error(d, OQ_ERR_USAGE, "gptq: no input statistics for a reduction size of %" PRId64, K);
     if (!(damp >= 0.0) || !isfinite(damp))
         return oq_diag_error(d, OQ_ERR_USAGE, "gptq: dampening %g must be >= 0", damp);
-    int32_t qmin, qmax;
-    wq_range(s, &qmin, &qmax);
-    int64_t lazy = s->block > 128 ? s->block : 128;
-    size_t kk = (size_t)(K * K);
-    double mean = 0.0;
-    double *H = full_hessian(h, &mean);
-    float *A = malloc(kk * sizeof(float)), *U = malloc(kk * sizeof(float));
-    float *W = malloc((size_t)(K * N) * sizeof(float)), *E = malloc((size_t)(lazy * N) * sizeof(float));
-    oq_pool *pool = oq_pool_new(oq_cpu_count());
-    if (!H || !A || !U || !W || !E || !pool) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
-        goto done;
-    }
+    ordered_ctx c = {s, NULL, 0, 0, q, zero_points, scales};
+    wq_range(s, &c.qmin, &c.qmax);
+    gptq_work g;
+    if (!work_new(&g, h, K, N, s->block > 128 ? s->block : 128))
+        return oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
     if (act_order) { /* H and W in the order of perm; block parameters fixed beforehand
                       * from W's contiguous blocks (static groups: the stored layout) */
-        perm = act_order_perm(H, K);
-        if (!perm) {
-            st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
-            goto done;
-        }
-        double *P = malloc(kk * sizeof(double));
-        if (!P) {
+        size_t kk = (size_t)(K * K);
+        double *P = NULL;
+        if (!(perm = act_order_perm(g.H, K)) || !(P = malloc(kk * sizeof(double)))) {
             st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
             goto done;
         }
         for (int64_t i = 0; i < K; i++)
             for (int64_t j = 0; j < K; j++)
-                P[i * K + j] = H[perm[i] * K + perm[j]];
-        free(H);
-        H = P;
+                P[i * K + j] = g.H[perm[i] * K + perm[j]];
+        free(g.H);
+        g.H = P;
         int64_t nb = oq_wq_n_blocks(K, s->block);
         for (int64_t b = 0; b < nb; b++) {
             int64_t k0 = b * s->block, n0 = s->block < K - k0 ? s->block : K - k0;
@@ -464,59 +557,20 @@ oq_status oq_gptq_quantize_ordered(const float *w, int64_t K, int64_t N, const o
                 oq_wq_group_params(w + k0 * N + n, n0, N, s, &scales[b * N + n], &zero_points[b * N + n]);
         }
     }
-    if (!damped_inverse(H, K, mean, damp, A, U, pool, damp_used)) {
+    c.perm = perm;
+    if (!damped_inverse(g.H, K, g.mean, damp, g.A, g.U, g.pool, damp_used)) {
         st = oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: the input Hessian is not positive definite even with "
                                               "dampening %g (give more calibration data or a larger dampening)", damp * 100);
         goto done;
     }
     for (int64_t k = 0; k < K; k++)
         for (int64_t n = 0; n < N; n++)
-            W[k * N + n] = w[(perm ? perm[k] : k) * N + n];
-    for (int64_t i1 = 0; i1 < K; i1 += lazy) {
-        int64_t i2 = i1 + lazy < K ? i1 + lazy : K;
-        for (int64_t k = i1; k < i2; k++) {
-            int64_t ko = perm ? perm[k] : k; /* the feature in W's order */
-            int64_t b = ko / s->block;
-            if (!perm && k % s->block == 0) {
-                int64_t k1 = k + s->block < K ? k + s->block : K;
-                for (int64_t n = 0; n < N; n++) {
-                    float mn = W[k * N + n], mx = mn;
-                    for (int64_t j = k + 1; j < k1; j++) {
-                        float x = W[j * N + n];
-                        mn = x < mn ? x : mn;
-                        mx = x > mx ? x : mx;
-                    }
-                    params_of_range(mn, mx, s, &scales[b * N + n], &zero_points[b * N + n]);
-                }
-            }
-            float dk = U[k * K + k];
-            float *e = E + (k - i1) * N;
-            for (int64_t n = 0; n < N; n++) {
-                float sc = scales[b * N + n];
-                int32_t zp = zero_points[b * N + n];
-                int32_t qv = oq_quantize_value(W[k * N + n], sc, zp, qmin, qmax);
-                q[ko * N + n] = qv;
-                float dq = oq_dequantize_value(qv, sc, zp);
-                if (s->half_scales) /* what a DequantizeLinear with float16 scales outputs */
-                    dq = oq_half_to_float(oq_float_to_half(dq));
-                e[n] = (W[k * N + n] - dq) / dk;
-            }
-            spread_in_batch(W, U, e, K, N, k, i2);
-        }
-        if (!spread_after_batch(pool, W, U, E, K, N, i1, i2)) {
-            st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
-            goto done;
-        }
-    }
+            g.W[k * N + n] = w[(perm ? perm[k] : k) * N + n];
+    if (!sweep(&g, ordered_row, &c))
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
 done:
-    if (pool)
-        oq_pool_free(pool);
+    work_free(&g);
     free(perm);
-    free(H);
-    free(A);
-    free(U);
-    free(W);
-    free(E);
     return st;
 }
 
@@ -526,6 +580,30 @@ done:
 static int32_t round_sym(float v, float sc)
 {
     return oq_quantize_value(v, sc, 0, -127, 127);
+}
+
+/* oq_gptq_round_fixed's rounding of a row: symmetric int8 at the column's scale, the
+ * second of a pair lowered to fit the pair limit */
+typedef struct {
+    const float *scales;
+    bool pairs;
+    int32_t *q;
+} fixed_ctx;
+
+static void fixed_row(void *user, const gptq_work *g, int64_t k, float dk, float *e)
+{
+    const fixed_ctx *c = user;
+    int64_t N = g->N;
+    const float *W = g->W;
+    bool second = c->pairs && (k & 1); /* the second of a pair (k - 1, k) in the kernels' order */
+    for (int64_t n = 0; n < N; n++) {
+        float sc = c->scales[n];
+        int32_t qv = round_sym(W[k * N + n], sc);
+        if (second)
+            qv = oq_weight_pair_fit_second(c->q[(k - 1) * N + n], qv);
+        c->q[k * N + n] = qv;
+        e[n] = (W[k * N + n] - (float)qv * sc) / dk;
+    }
 }
 
 oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float *scales, bool pairs,
@@ -543,55 +621,19 @@ oq_status oq_gptq_round_fixed(const float *w, int64_t K, int64_t N, const float 
             return oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: %s at weight element %" PRId64, isnan(w[i]) ? "NaN" : "Inf",
                                  i);
     oq_status st = OQ_OK;
-    const int64_t lazy = 128;
-    size_t kk = (size_t)(K * K);
-    double mean = 0.0;
-    double *H = full_hessian(h, &mean);
-    float *A = malloc(kk * sizeof(float)), *U = malloc(kk * sizeof(float));
-    float *W = malloc((size_t)(K * N) * sizeof(float)), *E = malloc((size_t)(lazy * N) * sizeof(float));
-    oq_pool *pool = oq_pool_new(oq_cpu_count());
-    if (!H || !A || !U || !W || !E || !pool) {
-        st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
-        goto done;
-    }
-    if (!damped_inverse(H, K, mean, damp, A, U, pool, damp_used)) {
+    gptq_work g;
+    if (!work_new(&g, h, K, N, 128))
+        return oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
+    fixed_ctx c = {scales, pairs, q};
+    if (!damped_inverse(g.H, K, g.mean, damp, g.A, g.U, g.pool, damp_used))
         st = oq_diag_error(d, OQ_ERR_NUMERIC, "gptq: the input Hessian is not positive definite even with "
                                               "dampening %g", damp * 100);
-        goto done;
-    }
-    memcpy(W, w, (size_t)(K * N) * sizeof(float));
-    for (int64_t i1 = 0; i1 < K; i1 += lazy) {
-        int64_t i2 = i1 + lazy < K ? i1 + lazy : K;
-        for (int64_t k = i1; k < i2; k++) {
-            float dk = U[k * K + k];
-            float *e = E + (k - i1) * N;
-            bool second = pairs && (k & 1); /* the second of a pair (k - 1, k) in the kernels' order */
-            for (int64_t n = 0; n < N; n++) {
-                float sc = scales[n];
-                int32_t qv = round_sym(W[k * N + n], sc);
-                if (second) {
-                    int32_t a = q[(k - 1) * N + n];
-                    if (((a > 0 && qv > 0) || (a < 0 && qv < 0)) && abs(a) + abs(qv) > 128)
-                        qv = qv > 0 ? 128 - abs(a) : -(128 - abs(a));
-                }
-                q[k * N + n] = qv;
-                e[n] = (W[k * N + n] - (float)qv * sc) / dk;
-            }
-            spread_in_batch(W, U, e, K, N, k, i2);
-        }
-        if (!spread_after_batch(pool, W, U, E, K, N, i1, i2)) {
+    else {
+        memcpy(g.W, w, (size_t)(K * N) * sizeof(float));
+        if (!sweep(&g, fixed_row, &c))
             st = oq_diag_error(d, OQ_ERR_NOMEM, "gptq: out of memory");
-            goto done;
-        }
     }
-done:
-    if (pool)
-        oq_pool_free(pool);
-    free(H);
-    free(A);
-    free(U);
-    free(W);
-    free(E);
+    work_free(&g);
     return st;
 }
 

@@ -50,8 +50,7 @@ typedef struct {
 static void check_pair(void *user, int64_t i, int64_t j)
 {
     fit_walk *f = user;
-    int a = f->q[i], b = f->q[j];
-    if (((a > 0 && b > 0) || (a < 0 && b < 0)) && abs(a) + abs(b) > 128)
+    if (oq_weight_pair_over(f->q[i], f->q[j]))
         f->fit = false;
 }
 
