@@ -7,6 +7,7 @@
  * its nodes in float and is named in a warning. */
 #include "pass-impl.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <regex.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "onnxq/calib.h"
+#include "onnxq/exec.h"
 #include "onnxq/target.h"
 #include "io/json.h"
 
@@ -64,6 +66,8 @@ typedef struct qctx {
     float *group_scale;
     int32_t *group_zp;
     oq_node **group_node;     /* the Concat of each group */
+    int64_t *sm_len;          /* by value id of a Softmax output: its reduction length
+                               * (0 unknown), filled before anything is inserted */
 } qctx;
 
 /* float32 by its type, or (type unknown) because calibration observed it as float32 */
@@ -355,6 +359,87 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
  * [0, 1], and spans [0.0006, 0.003] on near-silence, less than one); else the bounds, exact whatever the data. So the step is
  * never more than twice the step of the observed range (one bit), also for graph
  * outputs. docs/passes/insert-qdq.md "Fixed output ranges". */
+/* The reduction length D of Softmax n (its axis; below opset 13 every dim from the axis
+ * on) from its input's dims (< 0: unknown), or 0 when a dim it needs is not known. */
+static int64_t softmax_len_dims(const oq_node *n, size_t rank, const int64_t *dims)
+{
+    int64_t opset = oq_node_opset(n), axis = oq_node_attr_int(n, "axis", opset < 13 ? 1 : -1);
+    int64_t r = (int64_t)rank, D = 1;
+    if (axis < 0)
+        axis += r;
+    if (rank == 0 || rank == OQ_EXEC_UNKNOWN_RANK || axis < 0 || axis >= r)
+        return 0;
+    for (int64_t i = axis; i < (opset < 13 ? r : axis + 1); i++) {
+        if (dims[i] <= 0)
+            return 0;
+        D *= dims[i];
+    }
+    return D;
+}
+
+static void softmax_len_seen(const oq_value *v, int32_t dtype, size_t rank, const int64_t *dims,
+                             const void *data, void *user)
+{
+    (void)dtype;
+    (void)data;
+    qctx *c = user;
+    for (size_t u = 0; u < v->n_uses; u++) {
+        const oq_node *n = v->uses[u].node;
+        if (v->uses[u].index == 0 && oq_pass_is_op(n, "Softmax") && n->n_outputs && n->outputs[0] &&
+            n->outputs[0]->id < c->n_ids)
+            c->sm_len[n->outputs[0]->id] = softmax_len_dims(n, rank, dims);
+    }
+}
+
+/* The main graph's Softmax lengths, from the shapes the executor infers (exporters rarely
+ * write value_info), for softmax_scale_ok; only on the onnxruntime CPU placement. */
+static oq_status softmax_lengths(qctx *c, oq_model *m, oq_diag *d)
+{
+    bool any = false;
+    for (const oq_node *n = m->graph->first; n && !any; n = n->next)
+        any = oq_pass_is_op(n, "Softmax");
+    if (!c->ort_cpu || !any)
+        return OQ_OK;
+    c->sm_len = calloc(c->n_ids, sizeof *c->sm_len);
+    if (!c->sm_len)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    return oq_exec_infer_shapes(m, softmax_len_seen, c, NULL, d);
+}
+
+/* onnxruntime's QLinearSoftmax (what DQ -> Softmax -> Q becomes on its CPU provider)
+ * computes e * floor(1 / y_scale) / sum in float with e up to about FLT_MAX / (D e^5) (its
+ * exp table is shifted up by logf(FLT_MAX / D) - 5, src/exec/kernels/qlinear.c
+ * run_softmax): with 1 / y_scale above D e^5 the product overflows and every output is 0
+ * (a 32-token attention whose calibrated probabilities stayed below 0.04: range
+ * [0, 0.04], 1 / y_scale 6000 > 4749). A narrowed range is kept only while that largest
+ * product stays below 0.9 FLT_MAX (D static; a dynamic D, which can be anything at run
+ * time: never). */
+static bool softmax_scale_ok(const qctx *c, const oq_value *v, float scale)
+{
+    if (!c->ort_cpu || v->kind != OQ_VALUE_NODE || !v->producer || !oq_pass_is_op(v->producer, "Softmax"))
+        return true;
+    int64_t D = c->sm_len && v->id < c->n_ids ? c->sm_len[v->id] : 0;
+    if (D <= 0)
+        return false;
+    float emax = (float)exp((double)logf(FLT_MAX / (float)D) - 5.0);
+    return emax * floorf(1.0f / scale) <= 0.9f * FLT_MAX;
+}
+
+/* The upper bound of a narrowed range [l, h] raised until softmax_scale_ok holds (the
+ * finest grid onnxruntime's QLinearSoftmax computes), or NAN when none does. */
+static float softmax_safe_hi(const qctx *c, const oq_value *v, float l, float h)
+{
+    for (int i = 0; i < 64 && h <= 1.0f; i++, h *= 1.0625f) {
+        float sc;
+        int32_t z;
+        if (oq_qparams_compute(l, h, c->act_dtype, c->act_sym, false, &sc, &z, NULL) != OQ_OK)
+            return NAN;
+        if (softmax_scale_ok(c, v, sc))
+            return h;
+    }
+    return NAN;
+}
+
 static void fixed_range(qctx *c, const oq_value *v, float *lo, float *hi)
 {
     float a = 0.0f, b = 1.0f;
@@ -377,6 +462,12 @@ static void fixed_range(qctx *c, const oq_value *v, float *lo, float *hi)
         oq_qparams_compute(l, h, c->act_dtype, c->act_sym, false, &s_cal, &z, NULL) != OQ_OK ||
         !(s_cal <= 0.5f * s_nat))
         return;
+    if (!softmax_scale_ok(c, v, s_cal)) {
+        h = softmax_safe_hi(c, v, l, h);
+        oq_pass_stat_add(c->res, "softmax_ranges_widened_for_qlinearsoftmax", 1);
+        if (!(h <= 0.5f * b)) /* NAN or no narrower than the bounds' step allows */
+            return;
+    }
     *lo = l;
     *hi = h;
     oq_pass_stat_add(c->res, "fixed_ranges_narrowed", 1);
@@ -1513,6 +1604,7 @@ static void free_ctx(qctx *c)
     free(c->group_scale);
     free(c->group_zp);
     free(c->group_node);
+    free(c->sm_len);
 }
 
 static oq_status parse_types(qctx *c, const char *s)
@@ -2003,6 +2095,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         goto done;
     }
 
+    st = softmax_lengths(&c, m, d);
+    if (st != OQ_OK)
+        goto done;
     st = quantize_graph(&c, c.g, opset, 0);
     if (st != OQ_OK)
         goto done;

@@ -1,6 +1,6 @@
 /* The quantize job (include/onnxq/quantize.h): the options and their defaults, the
  * deployment target's choices, the configuration JSON, the pass pipeline built as text
- *   [upgrade-opset{to=13|21}] constant-to-initializer fold-batchnorm calibrate{[smooth-quant]}
+ *   [upgrade-opset{to=13|21}] constant-to-initializer eliminate-identity fold-batchnorm calibrate{[smooth-quant]}
  *   insert-qdq [fold-bias]
  *   [qdq-cleanup]
  * and the steps after it (bias correction, saturation check, fallback: quantize_steps.c),
@@ -198,7 +198,7 @@ static void source_opts(strb *b, bool *f, const qconfig *c)
         soptf(b, f, "max-samples", "%.0f", (double)c->max_samples);
 }
 
-/* --mode weight-only: [upgrade-opset{to=21}] constant-to-initializer quantize-weights{...} */
+/* --mode weight-only: [upgrade-opset{to=21}] constant-to-initializer eliminate-identity quantize-weights{...} */
 static char *build_wonly_pipeline(qconfig *c, bool progress)
 {
     strb b = {0};
@@ -208,7 +208,7 @@ static char *build_wonly_pipeline(qconfig *c, bool progress)
         snprintf(buf, sizeof buf, "upgrade-opset{to=%lld},", (long long)c->opset_target);
         sadd(&b, buf);
     }
-    sadd(&b, "constant-to-initializer,");
+    sadd(&b, "constant-to-initializer,eliminate-identity,"); /* weights behind an Identity: prep_passes */
     if (strcmp(c->embedding_dtype, "float") != 0) { /* tables and tied heads: passes/quantize_embeddings.c */
         sadd(&b, "quantize-embeddings");
         sopt(&b, &f, "dtype", c->embedding_dtype);
@@ -326,7 +326,11 @@ static void prep_passes(strb *b, const qconfig *c)
         snprintf(buf, sizeof buf, "upgrade-opset{to=%lld},", (long long)c->opset_target);
         sadd(b, buf);
     }
-    sadd(b, "constant-to-initializer,fold-batchnorm");
+    /* eliminate-identity: a weight behind an Identity (the TorchScript exporter writes
+     * Identity(initializer) for parameters it shares, e.g. nn.TransformerEncoder's cloned
+     * layers) is then an initializer that insert-qdq quantizes per channel as a weight,
+     * not an activation quantized per tensor after calibration */
+    sadd(b, "constant-to-initializer,eliminate-identity,fold-batchnorm");
     if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
         sadd(b, ",fuse-activations,fold-linear,eliminate-dead");
 }

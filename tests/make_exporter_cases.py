@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Two small graphs in the shapes exporters write, for tests/placement.sh.
+
+  python3 make_exporter_cases.py OUT_DIR
+
+writes, each with OUT_DIR/<name>_calib/NNN/x.npy (16 samples) and OUT_DIR/<name>_eval/NNN/x.npy
+(16, another seed):
+
+attn_uniform.onnx: x [1, 32, 16] -> MatMul Wq [16, 32] (small weights) -> Softmax over 32
+  -> MatMul Wv [32, 16] -> y. The attention probabilities stay within 0.02 .. 0.05 (nearly
+  uniform, as in a first layer over 32 tokens), so a range calibrated on them, [0, 0.05],
+  has 1 / y_scale above 32 e^5: onnxruntime's QLinearSoftmax (what DQ -> Softmax -> Q
+  becomes) overflows and writes zeros (docs/passes/insert-qdq.md, "Fixed output ranges").
+
+shared_identity.onnx / shared_copy.onnx: x [1, 16, 64] -> MatMul W -> Relu -> MatMul W' -> y,
+  where W' is Identity(W) (the TorchScript exporter's form of a shared parameter, e.g. the
+  cloned layers of nn.TransformerEncoder), or in shared_copy a second initializer holding
+  the same values. Quantized, both must give the same model arithmetic: W' a per-channel
+  int8 weight, not an activation calibrated and quantized per tensor.
+Needs python3-onnx and python3-numpy."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def save(model, path):
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def samples(d, shape, n, seed):
+    r = np.random.default_rng(seed)
+    for i in range(n):
+        os.makedirs(os.path.join(d, "%03d" % i), exist_ok=True)
+        np.save(os.path.join(d, "%03d" % i, "x.npy"), r.standard_normal(shape).astype(np.float32))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    r = np.random.default_rng(7)
+    op13 = [helper.make_opsetid("", 13)]
+
+    wq = (r.standard_normal((16, 32)) * 0.02).astype(np.float32)
+    wv = (r.standard_normal((32, 16)) * 0.5).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "Wq"], ["s"], name="scores"),
+         helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+         helper.make_node("MatMul", ["p", "Wv"], ["y"], name="values")],
+        "attn_uniform", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 16])],
+        [numpy_helper.from_array(wq, "Wq"), numpy_helper.from_array(wv, "Wv")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "attn_uniform.onnx"))
+    samples(os.path.join(out, "attn_uniform_calib"), (1, 32, 16), 16, 1001)
+    samples(os.path.join(out, "attn_uniform_eval"), (1, 32, 16), 16, 2002)
+
+    w = (r.standard_normal((64, 64)) * 0.2).astype(np.float32)
+    for name, ident in (("shared_identity", True), ("shared_copy", False)):
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["a"], name="mm0"),
+                 helper.make_node("Relu", ["a"], ["b"], name="relu")]
+        inits = [numpy_helper.from_array(w, "W")]
+        if ident:
+            nodes.append(helper.make_node("Identity", ["W"], ["W1"], name="shared"))
+        else:
+            inits.append(numpy_helper.from_array(w.copy(), "W1"))
+        nodes.append(helper.make_node("MatMul", ["b", "W1"], ["y"], name="mm1"))
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 64])], inits)
+        save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, name + ".onnx"))
+        samples(os.path.join(out, name + "_calib"), (1, 16, 64), 16, 1001)
+        samples(os.path.join(out, name + "_eval"), (1, 16, 64), 16, 2002)
+    print("%s: attn_uniform.onnx, shared_identity.onnx, shared_copy.onnx with 16 calib and 16 eval samples each" % out)
+
+
+if __name__ == "__main__":
+    main()
