@@ -238,6 +238,9 @@ mkdir -p trunc/s0 wrong/s0 jpg
 head -c 200 "$CALIB/sample_000/image.npy" > trunc/s0/image.npy
 expect 2 "quantize: truncated .npy" "$EXE" quantize "$M" -o q2.onnx --calib trunc --quiet
 last_line "quantize: truncated .npy" "trunc/s0/image.npy"
+mkdir -p notnpy/s0; printf 'garbage, not numpy' > notnpy/s0/image.npy
+expect 2 "quantize: .npy without the magic" "$EXE" quantize "$M" -o q2.onnx --calib notnpy --quiet
+last_line "quantize: .npy without the magic" "notnpy/s0/image.npy: not a .npy file"
 $PY -c 'import numpy as np; np.save("wrong/s0/image.npy", np.zeros((1, 3, 20, 20), np.float32))'
 expect 2 "quantize: wrong shape" "$EXE" quantize "$M" -o q2.onnx --calib wrong --quiet
 last_line "quantize: wrong shape" "got float32\[1,3,20,20\]"

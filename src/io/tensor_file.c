@@ -289,6 +289,12 @@ oq_status oq_tensor_file_read(const char *path, oq_rt_tensor *out, char **name, 
         st = oq_diag_error(d, OQ_ERR_IO, "%s: read error", path);
         goto done;
     }
+    size_t pl = strlen(path);
+    if (pl >= 4 && strcmp(path + pl - 4, ".npy") == 0 && !(sz >= 6 && memcmp(buf, "\x93NUMPY", 6) == 0)) {
+        /* named .npy: not read as a TensorProto, whose parse error would say nothing useful */
+        st = oq_diag_error(d, OQ_ERR_INVALID, "%s: not a .npy file (it does not start with \\x93NUMPY)", path);
+        goto done;
+    }
     st = oq_tensor_buffer_read(buf, (size_t)sz, path, out, name, d);
 done:
     free(buf);
