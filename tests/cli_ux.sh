@@ -248,6 +248,9 @@ last_line "quantize: wrong shape" "got float32\[1,3,20,20\]"
 grep -q 'expects float32\[N,3,24,24\]' "$T/err" || bad "symbolic dim not shown by name: $(cat "$T/err")"
 expect 2 "verify: wrong shape" "$EXE" verify "$M" "$M" --data wrong --quiet
 last_line "verify: wrong shape" "expects float32\[N,3,24,24\]"
+mkdir -p wrong2/s1; cp -r "$CALIB/sample_000" wrong2/s00; cp wrong/s0/image.npy wrong2/s1/
+expect 2 "verify: wrong shape after a good sample" "$EXE" verify "$M" "$M" --data wrong2 --quiet
+one_line "verify: wrong shape after a good sample" "sample .*wrong2/s1: .*expects float32\[N,3,24,24\]"
 cp img/sample_000.png jpg/a.jpg; printf '\377\330\377\340garbage' > jpg/b.jpg
 expect 2 "quantize: corrupt JPEG" "$EXE" quantize "$M" -o q2.onnx --calib-images jpg --quiet
 last_line "quantize: corrupt JPEG" "b.jpg"

@@ -704,8 +704,12 @@ int cmd_verify(int argc, char **argv)
             oq_rt_tensor_release(&in[i]);
         if (st != OQ_OK) {
             oq_calib_progress_clear(&ps);
-            fprintf(stderr, "onnxq verify: sample %s:\n", name);
-            cli_print_diag(&d);
+            /* one line: the sample and the cause */
+            char msg[1024] = "";
+            const oq_diag_entry *e = oq_diag_first_error(&d);
+            if (e)
+                oq_diag_format(e, msg, sizeof msg);
+            fprintf(stderr, "onnxq verify: sample %s: %s\n", name, *msg ? msg : oq_status_name(st));
             rc = cli_exit_code(st);
             goto done;
         }
