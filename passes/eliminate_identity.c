@@ -5,7 +5,10 @@
  * Graph outputs keep their names: when the removed node's output is a graph output,
  * the producer of its input is made to produce that name instead; when that is not
  * possible (the input is a graph input, an initializer, another graph output, or
- * comes from an enclosing scope) the node stays. */
+ * comes from an enclosing scope) the node stays. Option constants-only: only the nodes
+ * whose input is a constant (onnxq quantize: a weight behind an Identity is then the
+ * initializer insert-qdq quantizes as a weight; the activations' Identity nodes stay,
+ * which decide where insert-qdq's pairs go as before). */
 #include "pass-impl.h"
 
 #include <string.h>
@@ -13,6 +16,7 @@
 typedef struct ctx {
     oq_pass_result *res;
     oq_diag *d;
+    bool constants_only; /* only nodes whose input is a constant (an initializer) */
 } ctx;
 
 /* Static dims of v (all known), or -1. */
@@ -124,7 +128,7 @@ static oq_status run_graph(oq_graph *g, void *vc)
     ctx *c = vc;
     for (oq_node *n = g->first; n;) {
         oq_node *next = n->next;
-        if (!is_noop(n, c->d)) {
+        if (!is_noop(n, c->d) || (c->constants_only && !oq_value_const_tensor(n->inputs[0]))) {
             n = next;
             continue;
         }
@@ -159,9 +163,15 @@ static oq_status run_graph(oq_graph *g, void *vc)
 
 static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res, oq_diag *d)
 {
-    ctx c = {res, d};
+    ctx c = {res, d, oq_pass_opt_bool(o, "constants-only", false)};
     return oq_pass_for_each_graph(m, run_graph, &c);
 }
+
+static const oq_pass_option_def options[] = {
+    {"constants-only", OQ_OPT_BOOL, "false",
+     "only nodes that copy a constant (Identity(initializer): how the TorchScript exporter shares a "
+     "weight), activations untouched"},
+};
 
 const oq_pass oq_pass_eliminate_identity = {
     .abi_version = OQ_PASS_ABI_VERSION,
@@ -169,4 +179,6 @@ const oq_pass oq_pass_eliminate_identity = {
     .name = "eliminate-identity",
     .summary = "remove Identity, inference Dropout and no-op Reshape/Transpose/Cast",
     .run = run,
+    .options = options,
+    .n_options = sizeof options / sizeof options[0],
 };
