@@ -197,6 +197,27 @@ Test(eliminate_identity, bypasses_identity_and_keeps_output_names)
     oq_model_free(m);
 }
 
+Test(eliminate_identity, constants_only_keeps_the_activations_copies)
+{
+    oq_model *m = tp_model(13);
+    int64_t d2[2] = {2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, d2, 2);
+    tp_init(m, "W", OQ_DTYPE_FLOAT, d2, 2, (float[]){1, 2, 3, 4});
+    tp_node(m, "Identity", "shared", "W", "W1");   /* a weight shared by the exporter */
+    tp_node(m, "Identity", "act", "x", "a");       /* an activation's copy: stays */
+    tp_node(m, "MatMul", "mm", "a,W1", "out");
+    tp_output(m, "out");
+
+    oq_pass_result r = tp_run(m, "eliminate-identity{constants-only=true}");
+    cr_assert_eq(tp_stat(&r, "nodes_removed"), 1);
+    cr_assert_eq(tp_count_op(m, "Identity"), 1);
+    oq_node *mm = tp_find_op(m, "MatMul");
+    cr_assert_str_eq(mm->inputs[1]->name, "W", "the MatMul reads the initializer itself");
+    cr_assert_not_null(oq_value_const_tensor(mm->inputs[1]));
+    cr_assert_str_eq(mm->inputs[0]->name, "a", "the activation's Identity stays");
+    oq_model_free(m);
+}
+
 Test(eliminate_identity, dropout_only_in_inference)
 {
     oq_model *m = tp_model(13);
