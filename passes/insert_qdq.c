@@ -1791,7 +1791,11 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
      * channel (PaddleOCR cls 32.2 -> 30.0 dB from two such layers), and the layer then
      * runs as an integer kernel anyway. A depthwise Conv left float by depthwise=false is
      * quantized here instead, per channel; any other such node (left float by
-     * --exclude-nodes, --include-nodes or --op-types) gets a warning. */
+     * --exclude-nodes, --include-nodes or --op-types) gets a warning (reading the float
+     * tensor before the QuantizeLinear instead would leave the producer's output with a
+     * float reader beside its QuantizeLinear, which costs the producer its integer kernel).
+     * A ConvTranspose, which the ort-* targets do not quantize (no integer kernel), is
+     * quantized per channel like the depthwise Convs, unless excluded by name. */
     if (c->ort_cpu)
         for (oq_node *n = c->g->first; n; n = n->next) {
             if (n->id >= c->n_ids || c->sel[n->id] || n->n_inputs < 2 || !n->inputs[0] ||
@@ -1815,7 +1819,11 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             }
             if (!to_q)
                 continue;
-            if (!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) {
+            /* a ConvTranspose (not in the ort-* targets' op types: no integer kernel) would
+             * get onnxruntime's per-tensor weight: per channel here, unless excluded by name */
+            bool convt = oq_pass_is_op(n, "ConvTranspose") &&
+                         oq_pass_node_name_selected(n, c->has_inc ? &c->inc : NULL, c->has_exc ? &c->exc : NULL);
+            if ((!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) || convt) {
                 c->sel[n->id] = true;
                 n_sel++;
                 if (n->inputs[0] != in) {
@@ -1827,7 +1835,7 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
                         qp->link = in;
                     }
                 }
-                oq_pass_stat_add(c->res, "depthwise_quantized_for_ort", 1);
+                oq_pass_stat_add(c->res, convt ? "convtranspose_quantized_for_ort" : "depthwise_quantized_for_ort", 1);
                 continue;
             }
             char lb[128];

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two small graphs in the shapes exporters write, for tests/placement.sh.
+"""Small graphs in the shapes exporters write, for tests/placement.sh.
 
   python3 make_exporter_cases.py OUT_DIR
 
@@ -17,6 +17,11 @@ shared_identity.onnx / shared_copy.onnx: x [1, 16, 64] -> MatMul W -> Relu -> Ma
   cloned layers of nn.TransformerEncoder), or in shared_copy a second initializer holding
   the same values. Quantized, both must give the same model arithmetic: W' a per-channel
   int8 weight, not an activation calibrated and quantized per tensor.
+
+upsample.onnx: x [1, 4, 8, 8] -> Conv -> Relu -> ConvTranspose (2x2, stride 2) -> Relu -> Conv
+  -> y [1, 4, 16, 16]: a float ConvTranspose between a DequantizeLinear and a QuantizeLinear,
+  which onnxruntime would give a per-tensor int8 weight of its own (its output channels'
+  weights span 0.2 to 3 times He scale): quantized per channel instead.
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -72,7 +77,27 @@ def main():
         save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, name + ".onnx"))
         samples(os.path.join(out, name + "_calib"), (1, 16, 64), 16, 1001)
         samples(os.path.join(out, name + "_eval"), (1, 16, 64), 16, 2002)
-    print("%s: attn_uniform.onnx, shared_identity.onnx, shared_copy.onnx with 16 calib and 16 eval samples each" % out)
+    # a decoder step: Conv -> Relu -> ConvTranspose (2x up) -> Relu -> Conv
+    def conv(name, x, w, y, **kw):
+        return helper.make_node("Conv", [x, name + ".w"], [y], name=name, **kw), \
+            numpy_helper.from_array(w, name + ".w")
+    he = lambda co, ci, k: (r.standard_normal((co, ci, k, k)) * np.sqrt(2.0 / (ci * k * k))).astype(np.float32)
+    n0, i0 = conv("enc", "x", he(8, 4, 3), "e", pads=[1, 1, 1, 1])
+    wt = (r.standard_normal((8, 8, 2, 2)) * np.sqrt(2.0 / 8) * np.linspace(0.2, 3, 8)[None, :, None, None]).astype(np.float32)
+    n2, i2 = conv("dec", "u", he(4, 8, 3), "y", pads=[1, 1, 1, 1])
+    g = helper.make_graph(
+        [n0, helper.make_node("Relu", ["e"], ["er"], name="enc_relu"),
+         helper.make_node("ConvTranspose", ["er", "up.w"], ["t"], name="up", strides=[2, 2], kernel_shape=[2, 2]),
+         helper.make_node("Relu", ["t"], ["u"], name="up_relu"), n2],
+        "upsample", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+        [i0, numpy_helper.from_array(wt, "up.w"), i2])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "upsample.onnx"))
+    for name in ("upsample",):
+        samples(os.path.join(out, name + "_calib"), (1, 4, 8, 8), 16, 1001)
+        samples(os.path.join(out, name + "_eval"), (1, 4, 8, 8), 16, 2002)
+    print("%s: attn_uniform, shared_identity, shared_copy, upsample (.onnx) with 16 calib and 16 eval samples each"
+          % out)
 
 
 if __name__ == "__main__":

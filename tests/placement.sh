@@ -33,11 +33,14 @@ done
 # exporter forms (tests/make_exporter_cases.py): a nearly uniform Softmax (onnxruntime's
 # QLinearSoftmax overflows to zeros below a y_scale of about 1 / (D e^5); 0.96 dB before the
 # rule), and a weight shared through Identity(initializer) (per tensor and re-quantized as
-# an activation before: 34.6 dB against 36.8 dB for the same weights as two initializers)
+# an activation before: 34.6 dB against 36.8 dB for the same weights as two initializers),
+# and a float ConvTranspose between quantized Convs (a per-tensor weight from onnxruntime and
+# a warning before; per channel now, no warning)
 /usr/bin/python3 "$SRC/tests/make_exporter_cases.py" "$T" || { echo "FAIL: make_exporter_cases.py"; exit 1; }
-for m in attn_uniform shared_identity shared_copy; do
-  "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --quiet --json "$T/$m.json" \
+for m in attn_uniform shared_identity shared_copy upsample; do
+  "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --json "$T/$m.json" 2>"$T/$m.err" \
     || { bad "$m: quantize"; continue; }
+  if grep -q "warning" "$T/$m.err"; then bad "$m: a warning with the defaults: $(grep warning "$T/$m.err")"; fi
   "$py" "$SRC/tests/placement_ort.py" "$T/$m.onnx" "$T/$m.q.onnx" "$T/${m}_eval" --json 2>/dev/null > "$T/$m.ort.json" \
     || bad "$m: onnxruntime"
 done
@@ -78,6 +81,20 @@ for mm in [n for n in m.graph.node if n.op_type == "MatMul"]:
     need(f"shared_identity: {mm.name} reads an int8 weight with 64 scales",
          w is not None and w.dtype == np.int8 and I[dq.input[1]].size == 64,
          None if w is None else (w.dtype, I[dq.input[1]].shape))
+u = json.load(open(f"{t}/upsample.ort.json"))
+need("upsample: >= 30 dB in onnxruntime optimized", u["sqnr_db"]["y"] >= 30, u["sqnr_db"]["y"])
+need("upsample: both Convs integer", u["integer_kernels"].get("QLinearConv") == 2, u["integer_kernels"])
+m = onnx.load(f"{t}/upsample.q.onnx")
+I = inits(m)
+prod = {o: n for n in m.graph.node for o in n.output}
+ct = [n for n in m.graph.node if n.op_type == "ConvTranspose"][0]
+dq = prod.get(ct.input[1])
+need("upsample: the ConvTranspose weight int8 per output channel (axis 1, 8 scales)",
+     dq is not None and dq.op_type == "DequantizeLinear" and I[dq.input[0]].dtype == np.int8
+     and I[dq.input[1]].size == 8 and any(a.name == "axis" and a.i == 1 for a in dq.attribute),
+     None if dq is None else (dq.op_type, I.get(dq.input[1], np.zeros(0)).shape))
+st = [p for p in json.load(open(f"{t}/upsample.json"))["passes"] if p["name"] == "insert-qdq"][0]["stats"]
+need("upsample: stat convtranspose_quantized_for_ort 1", st.get("convtranspose_quantized_for_ort") == 1, st)
 sys.exit(0 if ok else 1)
 PY
 /usr/bin/python3 - "$T" <<'PY' || bad "thresholds"
