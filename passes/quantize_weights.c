@@ -609,6 +609,26 @@ static bool is_signed(int32_t dt)
     return dt == OQ_DTYPE_INT4 || dt == OQ_DTYPE_INT8;
 }
 
+
+/* base + suffix, not the name of a node of g yet (oq_pass_unique_name2 looks at values
+ * only): a weight that several MatMuls read is quantized once for each, and onnxruntime
+ * refuses a model with two nodes of one name */
+static bool node_named(const oq_graph *g, const char *name)
+{
+    for (const oq_node *n = g->first; n; n = n->next)
+        if (n->name && strcmp(n->name, name) == 0)
+            return true;
+    return false;
+}
+
+static char *unique_node_name(oq_graph *g, const char *base, const char *suffix)
+{
+    char buf[600];
+    snprintf(buf, sizeof buf, "%.500s%s", base, suffix);
+    for (unsigned long k = 1; node_named(g, buf); k++)
+        snprintf(buf, sizeof buf, "%.500s%s_%lu", base, suffix, k);
+    return oq_pass_unique_name2(g, buf, "");
+}
 static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t *qbytes, oq_diag *d)
 {
     oq_graph *g = t->node->graph;
@@ -651,7 +671,7 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
         char *nz = oq_pass_unique_name2(g, base, "_wzero_point");
         vz = nz ? oq_graph_add_initializer(g, nz, dt, sdims, 2, zb, zn) : NULL;
     }
-    char *nd = oq_pass_unique_name2(g, base, "_wdequantized"), *ndn = oq_pass_unique_name2(g, base, "_DequantizeLinear");
+    char *nd = oq_pass_unique_name2(g, base, "_wdequantized"), *ndn = unique_node_name(g, base, "_DequantizeLinear");
     oq_value *vd = nd ? oq_graph_new_value(g, nd) : NULL;
     oq_value *in[3] = {vq, vs, vz};
     oq_node *dq = vs && vd && ndn && (vz || !zp_needed) ? oq_node_new(g, "DequantizeLinear", "", ndn, in, vz ? 3 : 2, &vd, 1)
@@ -665,7 +685,7 @@ static oq_status rewrite_qdq(oq_model *m, const wq_cfg *c, wq_target *t, int64_t
     oq_graph_insert_before(g, t->node, dq);
     oq_value *wf = vd;
     if (sdt != t->wdt) { /* DequantizeLinear's output has the scale's type: back to the weight's */
-        char *nc = oq_pass_unique_name2(g, base, "_wfloat"), *ncn = oq_pass_unique_name2(g, base, "_Cast");
+        char *nc = oq_pass_unique_name2(g, base, "_wfloat"), *ncn = unique_node_name(g, base, "_Cast");
         wf = nc ? oq_graph_new_value(g, nc) : NULL;
         oq_node *cast = wf && ncn ? oq_node_new(g, "Cast", "", ncn, &vd, 1, &wf, 1) : NULL;
         if (!cast) {
