@@ -350,15 +350,6 @@ static int override_params(qctx *c, const oq_value *v, float *scale, int32_t *zp
     return 1;
 }
 
-/* The range of an op whose output has natural bounds (Sigmoid, Softmax: [0, 1]; Tanh:
- * [-1, 1]): the extremes calibration observed (min, max; not the percentile-clipped
- * range: the bounds already stop outliers, and clipping a probability loses exactly the
- * rare large values that matter), clamped to the bounds, when their quantization step
- * is at most half the bounds' step (the bounds would spend a bit or more on values never
- * seen: silero VAD's speech probability stays below 0.033 on quiet noise, 8 steps of
- * [0, 1], and spans [0.0006, 0.003] on near-silence, less than one); else the bounds, exact whatever the data. So the step is
- * never more than twice the step of the observed range (one bit), also for graph
- * outputs. docs/passes/insert-qdq.md "Fixed output ranges". */
 /* The reduction length D of Softmax n (its axis; below opset 13 every dim from the axis
  * on) from its input's dims (< 0: unknown), or 0 when a dim it needs is not known. */
 static int64_t softmax_len_dims(const oq_node *n, size_t rank, const int64_t *dims)
@@ -440,6 +431,17 @@ static float softmax_safe_hi(const qctx *c, const oq_value *v, float l, float h)
     return NAN;
 }
 
+/* The range of an op whose output has natural bounds (Sigmoid, Softmax: [0, 1]; Tanh:
+ * [-1, 1]): the extremes calibration observed (min, max; not the percentile-clipped
+ * range: the bounds already stop outliers, and clipping a probability loses exactly the
+ * rare large values that matter), clamped to the bounds, when their quantization step
+ * is at most half the bounds' step (the bounds would spend a bit or more on values never
+ * seen: silero VAD's speech probability stays below 0.033 on quiet noise, 8 steps of
+ * [0, 1], and spans [0.0006, 0.003] on near-silence, less than one); else the bounds, exact whatever the data. So the step is
+ * never more than twice the step of the observed range (one bit), also for graph
+ * outputs. On onnxruntime's CPU provider a narrowed Softmax range is also held to what
+ * its QLinearSoftmax can compute (softmax_scale_ok). docs/passes/insert-qdq.md "Fixed
+ * output ranges". */
 static void fixed_range(qctx *c, const oq_value *v, float *lo, float *hi)
 {
     float a = 0.0f, b = 1.0f;

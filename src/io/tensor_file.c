@@ -248,6 +248,11 @@ done:
     return st;
 }
 
+static bool npy_magic(const uint8_t *b, size_t len)
+{
+    return len >= 6 && memcmp(b, "\x93NUMPY", 6) == 0;
+}
+
 oq_status oq_tensor_buffer_read(const void *data, size_t len, const char *what,
                                 oq_rt_tensor *out, char **name, oq_diag *d)
 {
@@ -257,7 +262,7 @@ oq_status oq_tensor_buffer_read(const void *data, size_t len, const char *what,
     if (!what)
         what = "tensor";
     const uint8_t *b = data;
-    if (len >= 6 && memcmp(b, "\x93NUMPY", 6) == 0)
+    if (npy_magic(b, len))
         return read_npy(b, len, what, out, d);
     return read_pb(b, len, what, out, name, d);
 }
@@ -290,7 +295,7 @@ oq_status oq_tensor_file_read(const char *path, oq_rt_tensor *out, char **name, 
         goto done;
     }
     size_t pl = strlen(path);
-    if (pl >= 4 && strcmp(path + pl - 4, ".npy") == 0 && !(sz >= 6 && memcmp(buf, "\x93NUMPY", 6) == 0)) {
+    if (pl >= 4 && strcmp(path + pl - 4, ".npy") == 0 && !npy_magic(buf, (size_t)sz)) {
         /* named .npy: not read as a TensorProto, whose parse error would say nothing useful */
         st = oq_diag_error(d, OQ_ERR_INVALID, "%s: not a .npy file (it does not start with \\x93NUMPY)", path);
         goto done;

@@ -1882,13 +1882,12 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     /* a convolution other than the 2-D depthwise path copies its image channels-last
      * (xt) into the same scratch, after the workers' rows: no allocation per run (a
      * fresh one of megabytes costs its page faults every run: 5 % of det at 640x640) */
+    int64_t ipix = 1; /* a convolution's input pixels per image */
+    for (size_t i = 0; s->kind == OQ_QG_CONV && i < s->ns; i++)
+        ipix *= x->dims[2 + i];
     size_t rows_bytes = ((size_t)threads * (size_t)kr * sizeof(int16_t) + 63) & ~(size_t)63, xt_bytes = 0;
-    if (s->kind == OQ_QG_CONV && !dw2_path(s)) {
-        int64_t ipix = 1;
-        for (size_t i = 0; i < s->ns; i++)
-            ipix *= x->dims[2 + i];
+    if (s->kind == OQ_QG_CONV && !dw2_path(s))
         xt_bytes = (size_t)(ipix * x->dims[1]) + Q8_SLACK;
-    }
     int16_t *scratch = oq_k_scratch(k, rows_bytes + xt_bytes);
     if (!scratch)
         return OQ_ERR_NOMEM;
@@ -1908,9 +1907,6 @@ static oq_status q_run(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
             j.in[i] = x->dims[2 + i];
             j.opix *= j.out[i];
         }
-        int64_t ipix = 1;
-        for (size_t i = 0; i < s->ns; i++)
-            ipix *= j.in[i];
         if (dw2_path(s)) {
             dwjob d;
             memset(&d, 0, sizeof d);
