@@ -216,20 +216,12 @@ class TransformerEncoderUnshared(TransformerEncoder):
                     nn.init.normal_(p, std=0.02)
 
 
-class GRUNet(nn.Module):
-    def __init__(self):
+class RNNNet(nn.Module):
+    """Two stacked recurrent layers (cell: nn.GRU or nn.LSTM), the last step into a Linear."""
+
+    def __init__(self, cell):
         super().__init__()
-        self.rnn = nn.GRU(20, 64, num_layers=2, batch_first=True)
-        self.fc = nn.Linear(64, 8)
-
-    def forward(self, x):
-        return self.fc(self.rnn(x)[0][:, -1])
-
-
-class LSTMNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.LSTM(20, 64, num_layers=2, batch_first=True)
+        self.rnn = cell(20, 64, num_layers=2, batch_first=True)
         self.fc = nn.Linear(64, 8)
 
     def forward(self, x):
@@ -383,8 +375,8 @@ MODELS = {
     "unet": spec(UNetSmall, IMG(64, "uniform"), ["mask"]),
     "transformer": spec(TransformerEncoder, [("ids", (1, 32), "int1000")], ["logits"], opset=17),
     "transformer_u": spec(TransformerEncoderUnshared, [("ids", (1, 32), "int1000")], ["logits"], opset=17),
-    "gru": spec(GRUNet, [("seq", (1, 24, 20), "normal")], ["out"]),
-    "lstm": spec(LSTMNet, [("seq", (1, 24, 20), "normal")], ["out"]),
+    "gru": spec(lambda: RNNNet(nn.GRU), [("seq", (1, 24, 20), "normal")], ["out"]),
+    "lstm": spec(lambda: RNNNet(nn.LSTM), [("seq", (1, 24, 20), "normal")], ["out"]),
     "audio1d": spec(Audio1D, [("wave", (1, 1, 4000), "normal")], ["logits"]),
     "twoio": spec(TwoInTwoOut, [("img", (1, 3, 32, 32), "normal"), ("vec", (1, 10), "uniform")], ["cls", "reg"]),
     "heads": spec(Heads, IMG(32), ["cls", "obj", "tanh"]),
