@@ -156,9 +156,8 @@ static bool node_selected_but_depthwise(const qctx *c, const oq_node *n);
  * before WeightBiasQuantization looks for DequantizeLinear -> Conv -> QuantizeLinear, so
  * DQ -> Pad -> Conv -> Q is that pattern too (PyTorch exports "same" padding of
  * EfficientNet-Lite's depthwise Convs this way). */
-static oq_value *conv_input_through_pad(const oq_node *n)
+static oq_value *through_zero_pad(oq_value *in)
 {
-    oq_value *in = n->inputs[0];
     const oq_node *p = in && in->kind == OQ_VALUE_NODE ? in->producer : NULL;
     if (!p || !oq_pass_is_op(p, "Pad") || in->n_uses != 1 || oq_value_is_graph_output(in) || p->n_inputs < 1 ||
         strcmp(oq_node_attr_string(p, "mode", "constant"), "constant") != 0)
@@ -174,6 +173,41 @@ static oq_value *conv_input_through_pad(const oq_node *n)
     if (oq_node_attr(p, "value") && oq_node_attr_float(p, "value", 0.0f) != 0.0f) /* opset < 11 */
         return in;
     return p->inputs[0] ? p->inputs[0] : in;
+}
+
+/* The ops onnxruntime's QDQPropagation (optimization level 1, qdq_propagation.cc) carries a
+ * DequantizeLinear forward through: they move values without changing them. */
+static bool dq_propagates_through(const oq_node *p)
+{
+    static const char *const ops[] = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "MaxPool"};
+    if (!p || !oq_domain_is_default(p->domain) || p->n_inputs < 1 || p->n_outputs < 1 || !p->inputs[0])
+        return false;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strcmp(p->op_type, ops[i]) == 0)
+            return strcmp(ops[i], "MaxPool") != 0 || ((p->n_outputs == 1 || !p->outputs[1]) && oq_node_opset(p) >= 12);
+    return false;
+}
+
+/* The value a Conv reads, looking back through a zero constant Pad that only it reads (see
+ * above), and else through ops that QDQPropagation carries a DequantizeLinear through (a
+ * ShuffleNet's channel shuffle Reshape -> Transpose -> Reshape before a depthwise Conv), up
+ * to a value that is quantized (c) and read by the first of them alone: onnxruntime inserts
+ * DQ -> Q -> DQ after each such op (a DequantizeLinear with one reader, its readers after
+ * the first op may be many) and then sees DQ -> Conv too. */
+static vinfo_q *vq(qctx *c, const oq_value *v);
+
+static oq_value *conv_input_through_pad(qctx *c, const oq_node *n)
+{
+    oq_value *in = through_zero_pad(n->inputs[0]), *v = in;
+    for (int hop = 0; hop < 16 && v && v->kind == OQ_VALUE_NODE; hop++) {
+        const vinfo_q *q = vq(c, v);
+        if (q && q->mark)
+            return hop > 0 && v->n_uses != 1 ? in : v;
+        if (!dq_propagates_through(v->producer))
+            break;
+        v = v->producer->inputs[0];
+    }
+    return in;
 }
 
 static bool node_selected(const qctx *c, const oq_node *n)
@@ -1803,7 +1837,7 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             if (n->id >= c->n_ids || c->sel[n->id] || n->n_inputs < 2 || !n->inputs[0] ||
                 !(oq_pass_is_op(n, "Conv") || oq_pass_is_op(n, "ConvTranspose") || oq_pass_is_op(n, "Gemm")))
                 continue;
-            oq_value *in = conv_input_through_pad(n); /* the DequantizeLinear's output */
+            oq_value *in = conv_input_through_pad(c, n); /* the DequantizeLinear's output */
             const vinfo_q *qi = vq(c, in);
             const oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
             if (!qi || !qi->mark || !w || w->dtype != OQ_DTYPE_FLOAT)
@@ -1829,8 +1863,9 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
                 c->sel[n->id] = true;
                 n_sel++;
                 if (n->inputs[0] != in) {
-                    /* the zero Pad between reads and writes the same quantized values (0 is
-                     * exact at any scale): its output shares its input's parameters */
+                    /* the zero Pad or data movement between reads and writes the same
+                     * quantized values (0 is exact at any scale): its output shares its
+                     * input's parameters */
                     vinfo_q *qp = vq(c, n->inputs[0]);
                     if (qp && !qp->mark && float_value_c(c, n->inputs[0]) && !already_quantized(n->inputs[0])) {
                         qp->mark = MK_LINK;

@@ -22,6 +22,12 @@ upsample.onnx: x [1, 4, 8, 8] -> Conv -> Relu -> ConvTranspose (2x2, stride 2) -
   -> y [1, 4, 16, 16]: a float ConvTranspose between a DequantizeLinear and a QuantizeLinear,
   which onnxruntime would give a per-tensor int8 weight of its own (its output channels'
   weights span 0.2 to 3 times He scale): quantized per channel instead.
+
+shuffle.onnx: x [1, 8, 8, 8] -> Conv 1x1 -> Relu -> channel shuffle (Reshape [1, 4, 4, 8, 8] ->
+  Transpose -> Reshape) -> depthwise Conv 3x3 (channels' weights 0.1 to 3 times He scale) ->
+  Relu -> Conv 1x1 -> y: onnxruntime's QDQPropagation carries the first Conv's
+  DequantizeLinear through the shuffle to the depthwise Conv, which it would then give a
+  per-tensor int8 weight of its own: quantized per channel instead.
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -96,8 +102,27 @@ def main():
     for name in ("upsample",):
         samples(os.path.join(out, name + "_calib"), (1, 4, 8, 8), 16, 1001)
         samples(os.path.join(out, name + "_eval"), (1, 4, 8, 8), 16, 2002)
-    print("%s: attn_uniform, shared_identity, shared_copy, upsample (.onnx) with 16 calib and 16 eval samples each"
-          % out)
+    # a ShuffleNet unit: Conv -> Relu -> channel shuffle (Reshape -> Transpose -> Reshape) ->
+    # depthwise Conv -> Relu -> Conv
+    n0, i0 = conv("pw1", "x", he(16, 8, 1), "a")
+    wd = (he(16, 1, 3) * np.linspace(0.1, 3, 16)[:, None, None, None]).astype(np.float32)
+    n2, i2 = conv("dw", "s", wd, "d", pads=[1, 1, 1, 1], group=16)
+    n4, i4 = conv("pw2", "dr", he(8, 16, 1), "y")
+    g = helper.make_graph(
+        [n0, helper.make_node("Relu", ["a"], ["ar"], name="pw1_relu"),
+         helper.make_node("Reshape", ["ar", "shape5"], ["r5"], name="split_groups"),
+         helper.make_node("Transpose", ["r5"], ["t5"], name="shuffle", perm=[0, 2, 1, 3, 4]),
+         helper.make_node("Reshape", ["t5", "shape4"], ["s"], name="merge_groups"),
+         n2, helper.make_node("Relu", ["d"], ["dr"], name="dw_relu"), n4],
+        "shuffle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [i0, numpy_helper.from_array(np.array([1, 4, 4, 8, 8], np.int64), "shape5"),
+         numpy_helper.from_array(np.array([1, 16, 8, 8], np.int64), "shape4"), i2, i4])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "shuffle.onnx"))
+    samples(os.path.join(out, "shuffle_calib"), (1, 8, 8, 8), 16, 1001)
+    samples(os.path.join(out, "shuffle_eval"), (1, 8, 8, 8), 16, 2002)
+    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle (.onnx) with 16 calib and 16 eval samples "
+          "each" % out)
 
 
 if __name__ == "__main__":
