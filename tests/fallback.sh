@@ -162,5 +162,69 @@ PYEOF
 [ $? = 2 ] || bad "--fallback-search fast must exit 2"
 grep -q "fallback-search must be greedy or bisect" "$TMP/outx.txt" || bad "--fallback-search fast: message"
 
+# Integer outputs and nodes without names (bench/arch_sweep: an ArgMax output made every
+# measurement "SQNR nan" and the target unreachable; a node without a name could not be
+# returned to float; a graph output that a returned layer read through its DequantizeLinear
+# kept its pair, and the same node was returned again at every step). intout: Conv -> Relu ->
+# ReduceMean -> feat (a graph output, also read by a Gemm) -> Gemm -> logits -> ArgMax -> idx
+# (int64); intout_anon: the same without node names.
+$PY - "$TMP" <<'PYEOF' || { bad "making the integer-output models"; exit 1; }
+import os, sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as TP
+t = sys.argv[1]
+r = np.random.default_rng(3)
+W = lambda n, *s: nh.from_array((r.standard_normal(s) * 0.3).astype(np.float32), n)
+for name, named in (("intout", True), ("intout_anon", False)):
+    nm = (lambda x: {"name": x}) if named else (lambda x: {})
+    g = h.make_graph([
+        h.make_node("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 1, 1, 1], **nm("conv")),
+        h.make_node("Relu", ["c"], ["r"], **nm("relu")),
+        h.make_node("ReduceMean", ["r"], ["feat"], axes=[2, 3], keepdims=0, **nm("pool")),
+        h.make_node("Gemm", ["feat", "fw", "fb"], ["logits"], **nm("fc")),
+        h.make_node("ArgMax", ["logits"], ["idx"], axis=1, keepdims=0, **nm("argmax"))], name,
+        [h.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+        [h.make_tensor_value_info("feat", TP.FLOAT, [1, 8]), h.make_tensor_value_info("logits", TP.FLOAT, [1, 10]),
+         h.make_tensor_value_info("idx", TP.INT64, [1])],
+        [W("cw", 8, 3, 3, 3), W("cb", 8), W("fw", 8, 10), W("fb", 10)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(t, name + ".onnx"))
+for k in range(8):
+    os.makedirs(os.path.join(t, "intdata", "%02d" % k), exist_ok=True)
+    np.save(os.path.join(t, "intdata", "%02d" % k, "x.npy"), r.standard_normal((1, 3, 8, 8)).astype(np.float32))
+PYEOF
+"$EXE" quantize "$TMP/intout.onnx" -o "$TMP/intout.q.onnx" --calib "$TMP/intdata" --quiet || bad "intout: quantize"
+"$EXE" verify "$TMP/intout.onnx" "$TMP/intout.q.onnx" --data "$TMP/intdata" --min-sqnr 20 > "$TMP/iv.txt" 2>&1
+rc=$?
+grep -q "worst: logits\|worst: feat" "$TMP/iv.txt" && [ $rc = 0 ] \
+  || { cat "$TMP/iv.txt"; bad "intout: verify --min-sqnr 20 must pass on the float outputs (exit $rc) and name one as the worst"; }
+for m in intout intout_anon; do
+  "$EXE" quantize "$TMP/$m.onnx" -o "$TMP/$m.fb.onnx" --calib "$TMP/intdata" --target-sqnr 200 --max-fallback 6 \
+      > "$TMP/$m.fb.txt" 2>&1
+  [ $? = 0 ] || bad "$m: --target-sqnr 200 must be met with every layer in float (exit 0)"
+  grep 'fallback:' "$TMP/$m.fb.txt"
+  ! grep -q "SQNR nan" "$TMP/$m.fb.txt" || bad "$m: a measurement reported SQNR nan"
+done
+$PY - "$TMP" <<'PYEOF' || bad "integer outputs / unnamed nodes: fallback record"
+import sys, json, onnx
+t = sys.argv[1]
+ok = True
+for m, want in (("intout", ["conv", "pool", "fc"]), ("intout_anon", ["Conv:c", "ReduceMean:feat", "Gemm:logits"])):
+    q = onnx.load("%s/%s.fb.onnx" % (t, m))
+    meta = {p.key: p.value for p in q.metadata_props}
+    layers = meta["onnxq.fallback.layers"].split(",")
+    steps = json.loads(meta["onnxq.fallback.steps"])["steps"]
+    prod = {o: n.op_type for n in q.graph.node for o in n.output}
+    print(m, "layers:", layers, "SQNR:", [s["sqnr_db"] for s in steps])
+    if sorted(layers) != sorted(want) or len(set(layers)) != len(layers):
+        print("FAIL: %s: each layer once in float, %s expected" % (m, want)); ok = False
+    if steps[-1]["sqnr_db"] is not None and steps[-1]["sqnr_db"] != "inf" and not steps[-1]["sqnr_db"] > 150:
+        print("FAIL: %s: every layer in float must match the float model" % m); ok = False
+    if prod.get("feat") != "ReduceMean" or any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in q.graph.node):
+        print("FAIL: %s: the graph output feat must come from the ReduceMean, no pair left" % m); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+
 [ $fail = 0 ] && note "ok"
 exit $fail

@@ -146,6 +146,10 @@ typedef struct oq_verify_output {
  * index (SIZE_MAX when nothing was compared), *err (may be NULL) its error sums (the
  * output's when nothing was compared). */
 double oq_verify_output_worst(const oq_verify_output *o, size_t *slice, const oq_err_acc **err);
+/* Whether output o was compared at all: false for outputs that are not float tensors (an
+ * ArgMax or TopK index) and for outputs empty on every sample. oq_verify_worst leaves such
+ * outputs out while another output was compared. */
+bool oq_verify_output_judged(const oq_verify_output *o);
 /* "NAME[AXIS:START..END]" for a slice, "NAME" for the whole output (or SIZE_MAX), into buf
  * (truncated to size); returns buf. */
 char *oq_verify_slice_label(const oq_verify_output *o, size_t slice, char *buf, size_t size);

@@ -169,8 +169,9 @@ static bool remove_pair(oq_graph *g, oq_node *q, oq_node *dq)
 }
 
 /* y is read by QuantizeLinear nodes and others (an earlier fallback rewired a consumer to
- * the float y): every Q(y) -> DQ pair goes, its DQ's readers read y. Returns whether any
- * pair went. */
+ * the float y): every Q(y) -> DQ pair goes, its DQ's readers read y. A DQ output that is a
+ * graph output (the output keeps its name) is taken over by y's producer, once. Returns
+ * whether any pair went. */
 static bool remove_output_pairs(oq_graph *g, oq_value *y)
 {
     bool changed = false, again = true;
@@ -182,20 +183,28 @@ static bool remove_output_pairs(oq_graph *g, oq_value *y)
                 continue;
             oq_value *yq = q->outputs[0];
             bool ok = !oq_value_is_graph_output(yq) && yq->n_uses > 0;
+            size_t outs = 0; /* DQ outputs that are graph outputs */
             for (size_t k = 0; k < yq->n_uses && ok; k++) {
                 oq_node *dq = yq->uses[k].node;
-                ok = oq_quant_op_is(dq, "DequantizeLinear") && dq->n_outputs && dq->outputs[0] &&
-                     !oq_value_is_graph_output(dq->outputs[0]);
+                ok = oq_quant_op_is(dq, "DequantizeLinear") && dq->n_outputs && dq->outputs[0];
+                outs += ok && oq_value_is_graph_output(dq->outputs[0]);
             }
-            if (!ok)
+            if (!ok || outs > 1 || (outs && (oq_value_is_graph_output(y) || y->kind != OQ_VALUE_NODE)))
                 continue;
             while (yq->n_uses) {
                 oq_node *dq = yq->uses[0].node;
-                oq_value *dins[3] = {NULL, NULL, NULL};
+                oq_value *dins[3] = {NULL, NULL, NULL}, *x = dq->outputs[0];
                 for (size_t k = 0; k < dq->n_inputs && k < 3; k++)
                     dins[k] = dq->inputs[k];
-                oq_value_replace_all_uses(dq->outputs[0], y);
-                oq_node_remove(dq);
+                if (oq_value_is_graph_output(x)) { /* y's producer writes the output */
+                    oq_node_remove(dq);
+                    oq_value_replace_all_uses(y, x);
+                    oq_node_set_output(y->producer, y->producer_index, x);
+                    y = x;
+                } else {
+                    oq_value_replace_all_uses(x, y);
+                    oq_node_remove(dq);
+                }
                 drop_unused_inits(g, dins + 1, 2);
             }
             oq_value *qins[3] = {NULL, NULL, NULL};
@@ -269,6 +278,16 @@ oq_status oq_fallback_node(oq_model *m, oq_model *float_model, oq_node *n, bool 
 }
 
 /* ------------------------------------------------------------------ the loop ---- */
+
+/* How the record names node n: its name, or for a node without one "Op:output" (its first
+ * output's name: stable across steps, where a position in the graph is not). */
+static const char *fb_label(const oq_node *n, char *buf, size_t size)
+{
+    if (n->name && *n->name)
+        return n->name;
+    snprintf(buf, size, "%s:%s", n->op_type, n->n_outputs && n->outputs[0] ? n->outputs[0]->name : "?");
+    return buf;
+}
 
 static char *xstrdup(const char *s)
 {
@@ -480,7 +499,9 @@ static double float_region_drop(const oq_verify *v, oq_graph *qg, const oq_verif
 static bool eligible(const oq_verify *v, const oq_verify_layer *L, oq_graph *qg, oq_node **wn, double *db,
                      double *rank_db)
 {
-    if (!L->has_iso || L->iso.n == 0 || L->shape_mismatch || !*L->node)
+    /* graph inputs are not layers (a node without a name is: the quantized node is found
+     * by the tensor it computes) */
+    if (!L->has_iso || L->iso.n == 0 || L->shape_mismatch || strcmp(L->op_type, "input") == 0)
         return false;
     *db = oq_err_sqnr_db(&L->iso);
     if (isnan(*db))
@@ -862,7 +883,7 @@ static char *group_nodes_list(const fb_group *groups, size_t k)
     char lb[128];
     for (size_t g = 0; g < k; g++)
         for (size_t j = 0; j < groups[g].n; j++)
-            oq_sb_printf(&b, "%s%s", b.len ? "," : "", oq_node_label(groups[g].nodes[j], lb, sizeof lb));
+            oq_sb_printf(&b, "%s%s", b.len ? "," : "", fb_label(groups[g].nodes[j], lb, sizeof lb));
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -891,7 +912,7 @@ static oq_status bisect_eval(oq_model *fm, const uint8_t *buf, size_t len, oq_ca
         } else {
             const fb_group *last = &groups[k - 1];
             char lb[128];
-            s->node = xstrdup(oq_node_label(last->nodes[last->n - 1], lb, sizeof lb));
+            s->node = xstrdup(fb_label(last->nodes[last->n - 1], lb, sizeof lb));
             s->op_type = xstrdup(last->nodes[last->n - 1]->op_type);
             s->tensor = xstrdup(last->info.tensor);
             s->layer_iso_db = last->info.layer_iso_db;
@@ -1135,21 +1156,30 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         }
         char lb[128];
         *s = tmp;
-        s->node = xstrdup(oq_node_label(chosen[0], lb, sizeof lb));
-        s->op_type = xstrdup(chosen[0]->op_type);
-        oq_sbuf nb = {0};
-        for (size_t k = 0; k < nc; k++)
-            oq_sb_printf(&nb, "%s%s", k ? "," : "", oq_node_label(chosen[k], lb, sizeof lb));
-        s->nodes = nb.p;
-        if (nb.oom || !s->node || !s->op_type) {
-            st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
-            goto fail;
-        }
+        bool any = false;
         for (size_t k = 0; k < nc; k++) {
             bool changed = false;
             st = oq_fallback_node(qm, fm, chosen[k], &changed, d);
             if (st != OQ_OK)
                 goto fail;
+            any |= changed;
+        }
+        /* named after the change (an output that was quantized has its name back) */
+        s->node = xstrdup(fb_label(chosen[0], lb, sizeof lb));
+        s->op_type = xstrdup(chosen[0]->op_type);
+        oq_sbuf nb = {0};
+        for (size_t k = 0; k < nc; k++)
+            oq_sb_printf(&nb, "%s%s", k ? "," : "", fb_label(chosen[k], lb, sizeof lb));
+        s->nodes = nb.p;
+        if (nb.oom || !s->node || !s->op_type) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "fallback: out of memory");
+            goto fail;
+        }
+        if (!any) { /* measuring again would choose the same nodes */
+            logf_(o, "stopping: %s cannot be returned to float further", s->nodes);
+            free_step_strings(s);
+            res->n_steps--;
+            break;
         }
         oq_diag cd;
         oq_diag_init(&cd);

@@ -1184,12 +1184,34 @@ double oq_verify_output_worst(const oq_verify_output *o, size_t *slice, const oq
     return db;
 }
 
+/* An output with no element compared and none skipped as NaN/Inf: not a float tensor (an
+ * ArgMax or TopK index, a shape), or empty on every sample: SQNR says nothing about it. */
+static bool output_judged(const oq_verify_output *o)
+{
+    if (o->err.n || o->err.nonfinite)
+        return true;
+    for (size_t k = 0; k < o->n_slices; k++)
+        if (o->slices[k].err.n || o->slices[k].err.nonfinite)
+            return true;
+    return false;
+}
+
+bool oq_verify_output_judged(const oq_verify_output *o)
+{
+    return output_judged(o);
+}
+
 double oq_verify_worst(const oq_verify *v, size_t *output, size_t *slice)
 {
     size_t wo = SIZE_MAX, ws = SIZE_MAX;
     double db = INFINITY;
+    size_t judged = 0;
+    for (size_t i = 0; i < v->n_fout; i++)
+        judged += output_judged(&v->outs[i]);
     for (size_t i = 0; i < v->n_fout; i++) {
         size_t k;
+        if (judged && !output_judged(&v->outs[i]))
+            continue; /* integer outputs do not decide while a float one can */
         double s = oq_verify_output_worst(&v->outs[i], &k, NULL);
         if (wo == SIZE_MAX || isnan(s) || s < db) {
             wo = i;
