@@ -110,13 +110,13 @@ sqnr = e2e.sqnr
 
 
 def layers(path):
-    """conv node name -> (its output name, int32 bias initializer name, bias steps[C])."""
+    """quantized conv node name -> (its output name, int32 bias initializer name, bias steps[C])."""
     m = onnx.load(path)
     prod = {o: n for n in m.graph.node for o in n.output}
     init = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     out = {}
     for n in m.graph.node:
-        if n.op_type == "Conv":
+        if n.op_type == "Conv" and n.input[2] in prod:  # a float Conv reads its bias as is
             dq = prod[n.input[2]]
             out[n.name] = (n.output[0], dq.input[0], init[dq.input[1]].astype(np.float64) * np.ones(1), init)
     return out
@@ -248,4 +248,40 @@ for conv in sorted(lg):
     if not np.array_equal(lg[conv][3][lg[conv][1]], lgp[conv][3][lgp[conv][1]]):
         print("FAIL: %s: the dropped correction left a bias different from the uncorrected model's" % conv)
         fails += 1
+# 7. the fallback redoes bias correction after each layer it returns to float: the
+#    corrections after that layer were fitted to the error it had quantized. --target-sqnr
+#    200 --max-fallback 1 --bias-correction returns one Conv; every Conv that still reads a
+#    quantized activation (a Conv after it reads the float tensor, its weights int8: not a
+#    layer bias correction corrects) is then corrected again, so on the fit samples
+#    (onnxruntime, optimizations off) each
+#    channel's mean error left is what shrinkage leaves of a correction from that state:
+#    at most one standard error of the per-sample means (d - shrunk(d) = se^2 / d when
+#    |d| > se, d otherwise) plus half a bias step of rounding.
+fq, fj = os.path.join(work, "fallback.onnx"), os.path.join(work, "fallback.json")
+p = run(["quantize", fp, "-o", fq, "--calib", calib, "--target-sqnr", "200", "--max-fallback", "1",
+         "--bias-correction", "--json", fj], want=1)
+fb = json.load(open(fj))["fallback"]
+back = {x.key: x.value for x in onnx.load(fq).metadata_props}.get("onnxq.fallback.layers", "")
+lf = layers(fq)
+print("fallback: %s back to float, bias correction redone %s time(s)" % (back, fb.get("bias_corrections_again")))
+fmod = onnx.load(fq)
+fprod = {o: n.op_type for n in fmod.graph.node for o in n.output}
+lf = {k: v for k, v in lf.items() if [fprod.get(n.input[0]) for n in fmod.graph.node if n.name == k] == ["DequantizeLinear"]}
+if back not in ("conv1", "conv2", "conv3") or back in lf or not lf or fb.get("bias_corrections_again") != 1:
+    print("FAIL: expected one Conv back in float, one reading a quantized activation, bias correction redone once:",
+          back, sorted(lf), fb)
+    fails += 1
+else:
+    qf = ort(fq, calib_batch, "disabled", [lf[k][0] for k in sorted(lf) if lf[k][0] != "y"])
+    for conv in sorted(lf):
+        e, rms = mean_err(fref, qf, conv, lf)
+        d = e.mean(axis=0)
+        se = np.sqrt(e.var(axis=0, ddof=1) / e.shape[0])
+        s = lf[conv][2]
+        print("%s after the fallback: mean error left up to %.2f bias steps (one standard error: up to %.2f)"
+              % (conv, np.max(np.abs(d) / s), np.max(se / s)))
+        if not np.all(np.abs(d) <= se + 0.5 * s + 1e-5 * rms):
+            print("FAIL: %s: a channel's mean error after the fallback is over one standard error and half a "
+                  "bias step (its correction was not redone)" % conv)
+            fails += 1
 sys.exit(1 if fails else 0)

@@ -69,6 +69,12 @@ typedef struct oq_fallback_options {
      * measurement (e.g. oq_calib_progress_stderr). */
     void (*progress)(uint64_t done, uint64_t total, const char *label, void *user);
     void *progress_user;
+    /* Greedy search: called after each step's nodes are back in float, before the
+     * measurement, to redo what depended on them (the quantize job redoes bias correction:
+     * the corrections after a returned layer were fitted to the errors it had quantized).
+     * May edit quant_model; an error stops the search. NULL: nothing. */
+    oq_status (*after_step)(oq_model *quant_model, void *user, oq_diag *d);
+    void *after_step_user;
 } oq_fallback_options;
 
 oq_fallback_options oq_fallback_options_default(void);

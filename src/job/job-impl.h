@@ -92,6 +92,13 @@ typedef struct oq_job_qreport {
     oq_biascorr_result bias;
     oq_job_bc_guard bias_check;
     double bias_seconds;
+    const char *bias_label;   /* how oq_job_refine's line names bias correction (NULL: "bias correction") */
+    bool bias_need_gain;      /* bias correction kept only when the held-out samples gain (not only
+                               * when they do not clearly lose) */
+    size_t bias_again;        /* times bias correction was redone in the fallback (after each step) */
+    oq_biascorr_result bias2; /* the last of them */
+    oq_job_bc_guard bias2_check;
+    double bias2_seconds;     /* all of them */
     bool weight_rounding;     /* weight rounding ran */
     oq_wround_result wround;
     oq_job_bc_guard wround_check;
@@ -182,7 +189,10 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
 /* One line: the chosen candidate and every candidate's held-out worst part. */
 void oq_job_qreport_print_select(const oq_job_select_result *r, const jlog *lg);
 /* Run the fallback on the quantized model m (edited in place); logs the steps; *met: target reached. */
-oq_status oq_job_fallback(const oq_quantize_fallback_args *a, oq_model *m, bool *met, oq_diag *d);
+/* The fallback search. With rep->bias_correction, bias correction is redone after each step
+ * (pipeline `prep` prepares the float twin, as for oq_job_refine; rep->bias_again, bias2*). */
+oq_status oq_job_fallback(const oq_quantize_fallback_args *a, const oq_registry *reg, const char *prep,
+                          bool pair_limit, oq_job_qreport *rep, oq_model *m, bool *met, oq_diag *d);
 /* The saturation check (docs/quantize.md): run at most 8 calibration samples through m
  * with the reference arithmetic and with a->arith (not reference), and warn for every
  * layer losing more than 1 dB (include/onnxq/satcheck.h). *n_warned: layers named. */

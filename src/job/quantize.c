@@ -1510,8 +1510,13 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         }
         oq_diag_free(&sd);
     }
-    if (st == OQ_OK && fallback)
-        st = oq_job_fallback(&j->fb, m, &fallback_met, d);
+    if (st == OQ_OK && fallback) {
+        strb pb = {0};
+        prep_passes(&pb, &c);
+        st = pb.p ? oq_job_fallback(&j->fb, reg, pb.p, c.pair_limit, report, m, &fallback_met, d)
+                  : oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        free(pb.p);
+    }
     if (st == OQ_OK) {
         meta = config_text(&c, 0);
         if (!meta) {

@@ -169,6 +169,21 @@ static void write_check(json_writer *w, const oq_job_bc_guard *g)
         json_null(w);
 }
 
+static void write_bias(json_writer *w, const oq_biascorr_result *b, const oq_job_bc_guard *g, double seconds)
+{
+    json_begin_object(w);
+    json_kv_int(w, "layers", (int64_t)b->layers);
+    json_kv_int(w, "changed", (int64_t)b->changed);
+    json_kv_int(w, "skipped", (int64_t)b->skipped);
+    json_kv_int(w, "samples", (int64_t)b->samples);
+    json_kv_double(w, "mean_abs_steps", b->mean_abs_steps);
+    json_kv_double(w, "max_relative_shift", b->max_rel_shift);
+    json_kv_string(w, "max_relative_shift_node", b->max_rel_node);
+    write_check(w, g);
+    json_kv_double(w, "seconds", seconds);
+    json_end_object(w);
+}
+
 static void write_select(json_writer *w, const oq_job_select_result *r)
 {
     json_key(w, "calibration_choice"); /* null: --method select did not run */
@@ -295,21 +310,10 @@ char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *
     write_calibration(w, r->calibration);
     write_select(w, &r->select);
     json_key(w, "bias_correction"); /* null: not run */
-    if (r->bias_correction) {
-        json_begin_object(w);
-        json_kv_int(w, "layers", (int64_t)r->bias.layers);
-        json_kv_int(w, "changed", (int64_t)r->bias.changed);
-        json_kv_int(w, "skipped", (int64_t)r->bias.skipped);
-        json_kv_int(w, "samples", (int64_t)r->bias.samples);
-        json_kv_double(w, "mean_abs_steps", r->bias.mean_abs_steps);
-        json_kv_double(w, "max_relative_shift", r->bias.max_rel_shift);
-        json_kv_string(w, "max_relative_shift_node", r->bias.max_rel_node);
-        write_check(w, &r->bias_check);
-        json_kv_double(w, "seconds", r->bias_seconds);
-        json_end_object(w);
-    } else {
+    if (r->bias_correction)
+        write_bias(w, &r->bias, &r->bias_check, r->bias_seconds);
+    else
         json_null(w);
-    }
     json_key(w, "weight_rounding"); /* null: not run */
     if (r->weight_rounding) {
         json_begin_object(w);
@@ -333,6 +337,12 @@ char *oq_job_qreport_write(const oq_job_qreport *r, const char *in, const char *
     if (r->fallback) {
         json_begin_object(w);
         json_kv_bool(w, "target_met", r->fallback_met);
+        json_kv_int(w, "bias_corrections_again", (int64_t)r->bias_again); /* one after each step */
+        json_key(w, "last_bias_correction_again"); /* null: none (no step, or bias correction off) */
+        if (r->bias_again)
+            write_bias(w, &r->bias2, &r->bias2_check, r->bias2_seconds);
+        else
+            json_null(w);
         json_end_object(w);
     } else {
         json_null(w);

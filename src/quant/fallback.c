@@ -1190,6 +1190,8 @@ oq_status oq_fallback_run(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
             goto fail;
         }
         oq_diag_free(&cd);
+        if (o->after_step && (st = o->after_step(qm, o->after_step_user, d)) != OQ_OK)
+            goto fail;
     }
     oq_verify_free(v);
     {
