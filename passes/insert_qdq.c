@@ -605,11 +605,15 @@ static bool node_sel(const qctx *c, const oq_node *n)
     return n->id < c->n_ids && c->sel[n->id];
 }
 
+static bool output_stays_float(const qctx *c, const oq_value *v);
+
 /* Every float, non-constant input and the first output carry a Q/DQ pair (a fused
- * QLinear* group in onnxruntime). */
+ * QLinear* group in onnxruntime), and the output is not a graph output kept in float. */
 static bool group_whole(qctx *c, const oq_node *n)
 {
     if (n->n_outputs < 1 || !is_marked(c, n->outputs[0]))
+        return false;
+    if (output_stays_float(c, n->outputs[0])) /* a graph output: the op's float result is read */
         return false;
     for (size_t i = 0; i < n->n_inputs; i++) {
         const oq_value *v = n->inputs[i];
@@ -839,6 +843,27 @@ static oq_node *new_node(qctx *c, const char *op, const char *base, const char *
     return oq_node_new(c->g, op, "", nm, in, nin, &out, 1);
 }
 
+/* A graph output that nodes also read, made by a node that computes in float anyway (not a
+ * quantized layer, nor the Relu/Clip after one that its integer kernel fuses): the output
+ * keeps the float tensor, only the readers get the Q/DQ (bench/arch_sweep "ranges": a
+ * Concat of parts x100 and x0.01 read by a Conv and returned; the x0.01 part came out as
+ * zeros at the Conv input's scale). After a quantized layer the output stays the DQ's: a
+ * second reader of the layer's float output would cost it its integer kernel. */
+static bool output_stays_float(const qctx *c, const oq_value *v)
+{
+    const oq_node *p = v->producer;
+    if (!oq_value_is_graph_output(v) || v->kind != OQ_VALUE_NODE || !p || p->graph != c->g || !v->n_uses)
+        return false;
+    if (p->id < c->n_ids && c->sel[p->id])
+        return false;
+    if (act_consumer(p) && p->n_inputs && p->inputs[0] && p->inputs[0]->kind == OQ_VALUE_NODE) {
+        const oq_node *pp = p->inputs[0]->producer;
+        if (pp && pp->id < c->n_ids && c->sel[pp->id])
+            return false;
+    }
+    return true;
+}
+
 static oq_status insert_act(qctx *c, oq_value *v)
 {
     vinfo_q *q = vq(c, v);
@@ -853,7 +878,8 @@ static oq_status insert_act(qctx *c, oq_value *v)
     oq_value *qv = qn ? oq_graph_new_value(g, qn) : NULL;
     if (!qv)
         return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
-    if (v->kind == OQ_VALUE_INPUT) {
+    bool keep_out = output_stays_float(c, v);
+    if (v->kind == OQ_VALUE_INPUT || keep_out) {
         char *dn = name2(c, base, "_dequant");
         oq_value *dv = dn ? oq_graph_new_value(g, dn) : NULL;
         if (!dv)
@@ -865,11 +891,15 @@ static oq_status insert_act(qctx *c, oq_value *v)
         oq_node *dn_ = new_node(c, "DequantizeLinear", base, "_DequantizeLinear", di, 3, dv);
         if (!qn_ || !dn_)
             return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
-        if (g->first)
+        if (keep_out)
+            oq_graph_insert_after(g, v->producer, qn_);
+        else if (g->first)
             oq_graph_insert_before(g, g->first, qn_);
         else
             oq_graph_append(g, qn_);
         oq_graph_insert_after(g, qn_, dn_);
+        if (keep_out)
+            oq_pass_stat_add(c->res, "graph_outputs_kept_float", 1);
     } else {
         oq_node *p = v->producer;
         char *orig = oq_model_strdup(c->m, v->name);

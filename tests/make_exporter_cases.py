@@ -28,6 +28,10 @@ shuffle.onnx: x [1, 8, 8, 8] -> Conv 1x1 -> Relu -> channel shuffle (Reshape [1,
   Relu -> Conv 1x1 -> y: onnxruntime's QDQPropagation carries the first Conv's
   DequantizeLinear through the shuffle to the depthwise Conv, which it would then give a
   per-tensor int8 weight of its own: quantized per channel instead.
+concat_out.onnx: x [1, 8, 8, 8] -> Conv -> Relu -> x10 and Conv -> Tanh -> x0.01, Concat of both
+  and x -> cat, a graph output that a Conv also reads -> y. The output cat keeps the float
+  Concat; only the Conv reads a Q/DQ (the x0.01 part came out as zeros at that Conv input's
+  scale).
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -121,8 +125,26 @@ def main():
     save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "shuffle.onnx"))
     samples(os.path.join(out, "shuffle_calib"), (1, 8, 8, 8), 16, 1001)
     samples(os.path.join(out, "shuffle_eval"), (1, 8, 8, 8), 16, 2002)
-    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle (.onnx) with 16 calib and 16 eval samples "
-          "each" % out)
+    # a graph output that a Conv also reads: Concat(Relu(Conv) x 10, Tanh(Conv) x 0.01, x)
+    n0, i0 = conv("wide", "x", he(8, 8, 3), "a", pads=[1, 1, 1, 1])
+    n1, i1 = conv("narrow", "x", he(8, 8, 3), "b", pads=[1, 1, 1, 1])
+    n3, i3 = conv("head", "cat", he(4, 24, 1), "y")
+    g = helper.make_graph(
+        [n0, helper.make_node("Relu", ["a"], ["ar"], name="wide_relu"),
+         helper.make_node("Mul", ["ar", "ten"], ["aw"], name="wide_scale"),
+         n1, helper.make_node("Tanh", ["b"], ["bt"], name="narrow_tanh"),
+         helper.make_node("Mul", ["bt", "hundredth"], ["bn"], name="narrow_scale"),
+         helper.make_node("Concat", ["aw", "bn", "x"], ["cat"], name="concat", axis=1), n3],
+        "concat_out", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8]),
+         helper.make_tensor_value_info("cat", TensorProto.FLOAT, [1, 24, 8, 8])],
+        [i0, i1, i3, numpy_helper.from_array(np.array(10, np.float32), "ten"),
+         numpy_helper.from_array(np.array(0.01, np.float32), "hundredth")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "concat_out.onnx"))
+    samples(os.path.join(out, "concat_out_calib"), (1, 8, 8, 8), 16, 1001)
+    samples(os.path.join(out, "concat_out_eval"), (1, 8, 8, 8), 16, 2002)
+    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out (.onnx) with 16 calib and 16 "
+          "eval samples each" % out)
 
 
 if __name__ == "__main__":

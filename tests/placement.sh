@@ -38,9 +38,10 @@ done
 # a warning before; per channel now, no warning), and a depthwise Conv after a channel
 # shuffle (onnxruntime's QDQPropagation carries the DequantizeLinear to it and then gave it a
 # per-tensor weight: 30.60 dB in onnxruntime against 31.12 dB in onnxq's emulation; per
-# channel now, 31.04 dB in both)
+# channel now, 31.04 dB in both), and a Concat that is a graph output and a Conv's input
+# (the output keeps the float Concat)
 /usr/bin/python3 "$SRC/tests/make_exporter_cases.py" "$T" || { echo "FAIL: make_exporter_cases.py"; exit 1; }
-for m in attn_uniform shared_identity shared_copy upsample shuffle; do
+for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out; do
   "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --json "$T/$m.json" 2>"$T/$m.err" \
     || { bad "$m: quantize"; continue; }
   if grep -q "warning" "$T/$m.err"; then bad "$m: a warning with the defaults: $(grep warning "$T/$m.err")"; fi
@@ -135,6 +136,22 @@ need("shuffle: the depthwise weight int8 per channel (16 scales)",
      None if dq is None else (dq.op_type, I.get(dq.input[1], np.zeros(0)).shape))
 sst = [p for p in json.load(open(f"{t}/shuffle.json"))["passes"] if p["name"] == "insert-qdq"][0]["stats"]
 need("shuffle: stat depthwise_quantized_for_ort 1", sst.get("depthwise_quantized_for_ort") == 1, sst)
+co = json.load(open(f"{t}/concat_out.ort.json"))
+need("concat_out: y >= 25 dB in onnxruntime optimized", co["sqnr_db"]["y"] >= 25, co["sqnr_db"]["y"])
+import glob
+sf = ort.InferenceSession(f"{t}/concat_out.onnx", so, providers=["CPUExecutionProvider"])
+sq = ort.InferenceSession(f"{t}/concat_out.q.onnx", so, providers=["CPUExecutionProvider"])
+num = den = 0.0
+for d in sorted(glob.glob(f"{t}/concat_out_eval/*")):
+    xs = {"x": np.load(f"{d}/x.npy")}
+    a = sf.run(["cat"], xs)[0][:, 8:16].astype(np.float64)
+    b = sq.run(["cat"], xs)[0][:, 8:16].astype(np.float64)
+    num += float((a * a).sum()); den += float(((a - b) ** 2).sum())
+part = 10 * np.log10(num / den) if den > 0 else float("inf")
+need("concat_out: the graph output's x0.01 part >= 30 dB in onnxruntime (0 dB when it read the Conv input's Q/DQ)",
+     part >= 30, round(part, 2))
+cst = [p for p in json.load(open(f"{t}/concat_out.json"))["passes"] if p["name"] == "insert-qdq"][0]["stats"]
+need("concat_out: stat graph_outputs_kept_float 1", cst.get("graph_outputs_kept_float") == 1, cst)
 def stats(m):
     d = json.load(open(f"{t}/{m}.json"))
     return [p for p in d["passes"] if p["name"] == "insert-qdq"][0]["stats"]
