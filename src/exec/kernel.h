@@ -187,7 +187,8 @@ struct oq_kernel {
     X(sample)                 \
     X(control_flow)           \
     X(contrib)                \
-    X(qlinear)
+    X(qlinear)                \
+    X(attention)
 
 #define OQ_X(fam)                                  \
     extern const oq_kernel oq_kernels_##fam[];     \

@@ -173,3 +173,31 @@ for name, attrs, sizes in (('resize_cubic_down', dict(mode='cubic'), [1, 6, 16, 
     save(name, [helper.make_node('Resize', ['x', '', '', 'sizes'], ['y'], **attrs)],
          [vi('x', [1 if name.endswith('down') else 2, 6 if name.endswith('down') else 3, 37, 11])],
          [vi('y', None)], [i64('sizes', sizes)], opset=13)
+# opset 23 transformer operators (torch's dynamo exporter writes Attention from opset 23)
+def save23(name, nodes, inputs, outputs, inits=(), opset=23):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid('', opset)])
+    m.ir_version = 10
+    onnx.save(m, f'{out}/{name}.onnx')
+
+
+# 4-D, grouped-query (4 q heads, 2 kv heads), causal with a past of 3, an additive mask
+# over the total length, all four outputs (qk after the mask)
+save23('attention_gqa_causal_past_23', [helper.make_node(
+    'Attention', ['q', 'k', 'v', 'm', 'pk', 'pv'], ['y', 'present_k', 'present_v', 'qk'],
+    is_causal=1, qk_matmul_output_mode=2)],
+    [vi('q', [2, 4, 5, 8]), vi('k', [2, 2, 5, 8]), vi('v', [2, 2, 5, 6]), vi('m', [5, 8]),
+     vi('pk', [2, 2, 3, 8]), vi('pv', [2, 2, 3, 6])],
+    [vi('y', None), vi('present_k', None), vi('present_v', None), vi('qk', None)])
+# 3-D with head counts, an explicit scale and softcap, a 4-D mask broadcast over heads
+save23('attention_3d_softcap_23', [helper.make_node(
+    'Attention', ['q', 'k', 'v', 'm'], ['y'], q_num_heads=3, kv_num_heads=3, scale=0.2, softcap=2.5)],
+    [vi('q', [2, 4, 12]), vi('k', [2, 7, 12]), vi('v', [2, 7, 9]), vi('m', [2, 1, 4, 7])], [vi('y', None)])
+save23('rmsnorm_axis1_23', [helper.make_node('RMSNormalization', ['x', 's'], ['y'], axis=1, epsilon=1e-3)],
+       [vi('x', [3, 4, 5])], [vi('y', None)], [w('s', [4, 5])])
+# caches [batch, seq, rotary_dim / 2] (no position ids), partial rotation, both layouts
+save23('rotary_interleaved_partial_23', [helper.make_node(
+    'RotaryEmbedding', ['x', 'c', 's'], ['y'], interleaved=1, rotary_embedding_dim=6)],
+    [vi('x', [2, 3, 5, 8]), vi('c', [2, 5, 3]), vi('s', [2, 5, 3])], [vi('y', None)])
+save23('rotary_3d_halves_23', [helper.make_node('RotaryEmbedding', ['x', 'c', 's'], ['y'], num_heads=2)],
+       [vi('x', [1, 4, 16]), vi('c', [1, 4, 4]), vi('s', [1, 4, 4])], [vi('y', None)])
