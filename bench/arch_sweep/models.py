@@ -7,9 +7,11 @@ For each model NAME this writes
     OUT/NAME_calib/NNN/<input>.npy      8 samples, seed 1
     OUT/NAME_eval/NNN/<input>.npy       8 samples, seed 2
 Weights are random (torch.manual_seed(0)), BatchNorm statistics too (so that folding
-them matters); nothing here was trained. Inputs: "normal" N(0,1), "uniform" U(0,1) or
-"intK" token ids in [0, K).
+them matters); nothing here was trained. Inputs: "normal" N(0,1), "uniform" U(0,1),
+"intK" token ids in [0, K) or "mask" (int64 attention mask: 1 for a random prefix, then 0).
+The Hugging Face models (HF_*) need `transformers` (venv.sh installs it); no download.
 """
+import math
 import os
 import shutil
 import sys
@@ -359,6 +361,220 @@ class Misc(nn.Module):
         return self.fc(x.mean(1))
 
 
+# ----------------------------------------------------------------- architectures, second set
+class ConvMix(nn.Module):
+    """Grouped and dilated Conv2d, InstanceNorm2d (affine), one-slope PReLU, ELU, Mish,
+    Hardtanh, AvgPool ceil_mode without the padding counted, AdaptiveAvgPool2d to 3x3."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 32, 3, 1, 1)
+        self.inorm = nn.InstanceNorm2d(32, affine=True)
+        self.a1 = nn.PReLU()
+        self.g = nn.Conv2d(32, 64, 3, 1, 2, dilation=2, groups=4)
+        self.bn = nn.BatchNorm2d(64)
+        self.d = nn.Conv2d(64, 64, 3, 2, 1, groups=8)
+        self.c3 = nn.Conv2d(64, 48, 1)
+        self.fc = nn.Linear(48 * 9, 10)
+
+    def forward(self, x):
+        x = self.a1(self.inorm(self.c1(x)))
+        x = F.elu(self.bn(self.g(x)))
+        x = F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)
+        x = F.mish(self.d(x))
+        x = F.hardtanh(self.c3(x), -2.0, 2.0)
+        return self.fc(F.adaptive_avg_pool2d(x, 3).flatten(1))
+
+
+class Upsample(nn.Module):
+    """ConvTranspose2d with output_padding and groups; Resize bilinear align_corners=True,
+    bicubic to a given size, nearest; a bilinear 0.5 downscale at the end."""
+
+    def __init__(self):
+        super().__init__()
+        self.c0 = nn.Conv2d(3, 16, 3, 2, 1)
+        self.up = nn.ConvTranspose2d(16, 16, 3, 2, 1, output_padding=1, groups=4)
+        self.c1 = nn.Conv2d(16, 8, 3, 1, 1)
+        self.c2 = nn.Conv2d(16 + 8 + 8 + 8, 4, 3, 1, 1)
+
+    def forward(self, x):
+        y = F.relu(self.c0(x))
+        a = F.leaky_relu(self.up(y), 0.2)
+        z = self.c1(y)
+        b = F.interpolate(z, scale_factor=2, mode="bilinear", align_corners=True)
+        c = F.interpolate(z, size=(x.shape[2], x.shape[3]), mode="bicubic", align_corners=False)
+        d = F.interpolate(F.relu(z), scale_factor=2, mode="nearest")
+        y = self.c2(torch.cat([a, b, c, d], 1))
+        return F.interpolate(y, scale_factor=0.5, mode="bilinear", align_corners=False)
+
+
+class MLPNorms(nn.Module):
+    """Linear + BatchNorm1d on 2-D, Linear on a 3-D input, LayerNorm over the last two axes,
+    a hand-written norm over axis 1 (ReduceMean/Sub/Pow/Sqrt/Div), ReLU6, tanh GELU, amax."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.bn1 = nn.Linear(24, 64), nn.BatchNorm1d(64)
+        self.tok = nn.Linear(24, 32)
+        self.ln = nn.LayerNorm([10, 32])
+        self.fc2 = nn.Linear(64 + 32 + 24, 16)
+
+    def forward(self, x):  # (B, 10, 24)
+        g = F.relu6(self.bn1(self.fc1(x.mean(1))))
+        t = F.gelu(self.ln(self.tok(x)), approximate="tanh")
+        m = x - x.mean(1, keepdim=True)
+        n = m / torch.sqrt(m.pow(2).mean(1, keepdim=True) + 1e-5)
+        return self.fc2(torch.cat([g, t.amax(1), n.sum(1)], 1))
+
+
+class Attention(nn.Module):
+    """Hand-written attention: Q K^T (MatMul of two activations), a key-padding mask from an
+    int64 input (masked_fill of -inf: Where), CumSum positions, then causal
+    scaled_dot_product_attention on the same heads."""
+
+    def __init__(self, d=48, h=4):
+        super().__init__()
+        self.h = h
+        self.emb = nn.Linear(16, d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.o2 = nn.Linear(d, d)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x, mask):  # x (B, T, 16), mask (B, T) int64 0/1
+        B, T, _ = x.shape
+        pos = torch.cumsum(mask, 1).float()
+        h = self.emb(x) + 0.05 * pos.unsqueeze(-1)
+        q, k, v = self.qkv(h).reshape(B, T, 3, self.h, -1).permute(2, 0, 3, 1, 4)
+        s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(mask[:, None, None, :] == 0, float("-inf"))
+        y = h + self.o((torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, -1))
+        z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.ln(y + self.o2(z.transpose(1, 2).reshape(B, T, -1)))
+
+
+class Outputs(nn.Module):
+    """Eight outputs: feat (also consumed inside), logits and the same tensor again, its
+    Softmax, TopK values and int64 indices, an int64 ArgMax, and a head on index_select
+    (Gather) + CumSum of the logits. The logits carry a spread-out bias so that the indices
+    do not flip under quantization."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU())
+        self.fc = nn.Linear(32, 20)
+        self.register_buffer("idx", torch.tensor([3, 1, 4, 1, 5, 9, 2, 6]))
+        self.head = nn.Linear(8, 4)
+        with torch.no_grad():
+            self.fc.bias.copy_(torch.linspace(-4, 4, 20)[torch.randperm(20)])
+
+    def forward(self, x):
+        feat = self.c(x).mean([2, 3])
+        logits = self.fc(feat)
+        vals, idx = logits.topk(5, -1)
+        head = self.head(torch.cumsum(logits.index_select(1, self.idx), -1))
+        return feat, logits, logits, torch.softmax(logits, -1), vals, idx, logits.argmax(-1), head
+
+
+class Ranges(nn.Module):
+    """Concat of branches whose ranges differ by ~10^4 (x100, tanh x0.01, the input), then a
+    Conv over it; the Concat is an output too."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, 1, 1)
+        self.c2 = nn.Conv2d(3, 8, 3, 1, 1)
+        self.c3 = nn.Conv2d(19, 8, 3, 1, 1)
+
+    def forward(self, x):
+        y = torch.cat([100 * F.relu(self.c1(x)), 0.01 * torch.tanh(self.c2(x)), x], 1)
+        return self.c3(y), y
+
+
+class TCN(nn.Module):
+    """WaveNet-style stack: causal dilated Conv1d (left Pad), tanh * sigmoid gates,
+    residual and skip sums, 1x1 Conv1d head."""
+
+    def __init__(self, c=32):
+        super().__init__()
+        self.inp = nn.Conv1d(2, c, 1)
+        self.dil = [1, 2, 4, 8]
+        self.f = nn.ModuleList(nn.Conv1d(c, c, 2, dilation=d) for d in self.dil)
+        self.g = nn.ModuleList(nn.Conv1d(c, c, 2, dilation=d) for d in self.dil)
+        self.res = nn.ModuleList(nn.Conv1d(c, c, 1) for _ in self.dil)
+        self.out = nn.Conv1d(c, 4, 1)
+
+    def forward(self, x):
+        x, skip = self.inp(x), 0
+        for d, f, g, r in zip(self.dil, self.f, self.g, self.res):
+            p = F.pad(x, (d, 0))
+            y = torch.tanh(f(p)) * torch.sigmoid(g(p))
+            skip = skip + y
+            x = x + r(y)
+        return self.out(F.relu(skip))
+
+
+class HF(nn.Module):
+    """A Hugging Face transformers model from a small config (random init, no download);
+    returns the named fields of its output. reinit: PyTorch's default initialization for
+    Conv2d, Linear and BatchNorm2d instead of transformers' (normal std 0.02, under which
+    MobileViT's BatchNorm weights shrink every activation to ~0 and its output no longer
+    depends on the input)."""
+
+    def __init__(self, make, keys, reinit=False):
+        super().__init__()
+        import transformers  # only for these models
+        self.m, self.keys = make(transformers), keys
+        for mod in self.m.modules() if reinit else ():
+            if isinstance(mod, (nn.Conv2d, nn.Linear, nn.BatchNorm2d)):
+                mod.reset_parameters()
+
+    def forward(self, *args):
+        o = self.m(*args)
+        return tuple(o[k] for k in self.keys)
+
+
+def hf(make, *keys, reinit=False):
+    return lambda: HF(make, keys, reinit)
+
+
+HF_BERT = hf(lambda T: T.BertModel(T.BertConfig(
+    vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+    max_position_embeddings=64, attn_implementation="eager")), "last_hidden_state", "pooler_output")
+HF_GPT2 = hf(lambda T: T.GPT2LMHeadModel(T.GPT2Config(
+    vocab_size=500, n_embd=64, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0,
+    attn_implementation="eager")), "logits")
+HF_T5 = hf(lambda T: T.T5EncoderModel(T.T5Config(
+    vocab_size=500, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4)), "last_hidden_state")
+HF_DISTILBERT = hf(lambda T: T.DistilBertModel(T.DistilBertConfig(
+    vocab_size=500, dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=64,
+    attn_implementation="eager")),
+    "last_hidden_state")
+HF_WHISPER = hf(lambda T: T.WhisperModel(T.WhisperConfig(
+    vocab_size=500, num_mel_bins=16, d_model=64, encoder_layers=2, encoder_attention_heads=4, decoder_layers=1,
+    decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=50,
+    max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    decoder_start_token_id=1)).get_encoder(), "last_hidden_state")
+HF_WAV2VEC2 = hf(lambda T: T.Wav2Vec2Model(T.Wav2Vec2Config(
+    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, conv_dim=(32, 32, 32),
+    conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+    feat_extract_norm="group")), "last_hidden_state")
+HF_CONVNEXTV2 = hf(lambda T: T.ConvNextV2Model(T.ConvNextV2Config(
+    hidden_sizes=[24, 48], depths=[2, 2], num_stages=2, patch_size=4)), "pooler_output")
+HF_SWIN = hf(lambda T: T.SwinModel(T.SwinConfig(
+    image_size=32, patch_size=2, embed_dim=24, depths=[2, 2], num_heads=[2, 4], window_size=4)), "pooler_output")
+HF_MOBILEVIT = hf(lambda T: T.MobileViTModel(T.MobileViTConfig(
+    image_size=64, hidden_sizes=[32, 48, 64], neck_hidden_sizes=[8, 16, 24, 32, 40, 48, 160])), "pooler_output",
+    reinit=True)
+HF_CLIP_TEXT = hf(lambda T: T.CLIPTextModel(T.CLIPTextConfig(
+    vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    max_position_embeddings=32, pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    "last_hidden_state", "pooler_output")
+HF_CLIP_VISION = hf(lambda T: T.CLIPVisionModel(T.CLIPVisionConfig(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+    patch_size=8)), "pooler_output")
+
+
 # ----------------------------------------------------------------- the list
 def spec(ctor, inputs, outputs, opset=13, exporter="torchscript", dynamic_axes=None, eval_batch=None):
     """inputs: [(name, shape, kind)]; exporter: "torchscript" (dynamo=False) or "dynamo"."""
@@ -392,6 +608,35 @@ MODELS = {
     "mbv3_dyn": spec(MobileNetV3Small, IMG(128), ["logits"], opset=18, exporter="dynamo"),
     "unet_dyn": spec(UNetSmall, IMG(64, "uniform"), ["mask"], opset=18, exporter="dynamo"),
     "vit_dyn": spec(ViTTiny, IMG(64), ["logits"], opset=18, exporter="dynamo"),
+    # second set (bench/arch_sweep/README.md): plain torch operators ...
+    "convmix": spec(ConvMix, IMG(44), ["logits"]),
+    "convmix_dyn": spec(ConvMix, IMG(44), ["logits"], opset=18, exporter="dynamo"),
+    "upsample": spec(Upsample, IMG(32, "uniform"), ["mask"], opset=17),
+    "upsample_dyn": spec(Upsample, IMG(32, "uniform"), ["mask"], opset=20, exporter="dynamo"),
+    "mlpnorms": spec(MLPNorms, [("x", (2, 10, 24), "normal")], ["y"], opset=17),
+    "mlpnorms_op20": spec(MLPNorms, [("x", (2, 10, 24), "normal")], ["y"], opset=20),
+    "attn": spec(Attention, [("x", (1, 16, 16), "normal"), ("mask", (1, 16), "mask")], ["y"], opset=17),
+    "attn_dyn23": spec(Attention, [("x", (1, 16, 16), "normal"), ("mask", (1, 16), "mask")], ["y"], opset=23,
+                       exporter="dynamo"),
+    "outputs": spec(Outputs, IMG(32), ["feat", "logits", "logits2", "probs", "top_v", "top_i", "argmax", "head"]),
+    "ranges": spec(Ranges, IMG(16), ["y", "cat"]),
+    "tcn": spec(TCN, [("x", (1, 2, 256), "normal")], ["y"], opset=20),
+    # ... and Hugging Face transformers models (small random configs)
+    "bert": spec(HF_BERT, [("ids", (1, 16), "int500"), ("mask", (1, 16), "mask")], ["hidden", "pooled"], opset=17),
+    "bert_dyn": spec(HF_BERT, [("ids", (1, 16), "int500"), ("mask", (1, 16), "mask")], ["hidden", "pooled"],
+                     opset=18, exporter="dynamo"),
+    "gpt2": spec(HF_GPT2, [("ids", (1, 16), "int500")], ["logits"], opset=14),
+    "gpt2_dyn": spec(HF_GPT2, [("ids", (1, 16), "int500")], ["logits"], opset=18, exporter="dynamo"),
+    "t5enc": spec(HF_T5, [("ids", (1, 16), "int500")], ["hidden"], opset=17),
+    "distilbert": spec(HF_DISTILBERT, [("ids", (1, 16), "int500"), ("mask", (1, 16), "mask")], ["hidden"]),
+    "whisper_enc": spec(HF_WHISPER, [("feat", (1, 16, 100), "normal")], ["hidden"], opset=17),
+    "wav2vec2": spec(HF_WAV2VEC2, [("wave", (1, 1600), "normal")], ["hidden"], opset=17),
+    "wav2vec2_dyn": spec(HF_WAV2VEC2, [("wave", (1, 1600), "normal")], ["hidden"], opset=18, exporter="dynamo"),
+    "convnextv2": spec(HF_CONVNEXTV2, IMG(32), ["pooled"], opset=17),
+    "swin": spec(HF_SWIN, IMG(32), ["pooled"], opset=17),
+    "mobilevit": spec(HF_MOBILEVIT, IMG(64), ["pooled"]),
+    "clip_text": spec(HF_CLIP_TEXT, [("ids", (1, 16), "int500")], ["hidden", "pooled"], opset=17),
+    "clip_vision": spec(HF_CLIP_VISION, IMG(32), ["pooled"], opset=17),
 }
 
 
@@ -402,6 +647,9 @@ def gen(shape, kind, rng):
         return rng.uniform(0, 1, shape).astype(np.float32)
     if kind.startswith("int"):
         return rng.integers(0, int(kind[3:]), shape).astype(np.int64)
+    if kind == "mask":  # attention mask: each row 1 for a random prefix (at least half), then 0
+        lens = rng.integers(shape[-1] // 2, shape[-1] + 1, shape[:-1])
+        return (np.arange(shape[-1]) < lens[..., None]).astype(np.int64)
     raise ValueError(kind)
 
 

