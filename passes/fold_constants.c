@@ -30,6 +30,7 @@ typedef struct ctx {
     oq_pass_result *res;
     oq_diag *d;
     int64_t max_bytes;
+    bool weights_only;    /* fold only what ends as a layer's weight (below) */
     shape_info *shapes;   /* by value id, main graph only (NULL when not inferred) */
     uint32_t n_shapes;
 } ctx;
@@ -197,12 +198,55 @@ done:
     return st;
 }
 
+/* weights-only: is input slot i of n where a layer reads its weight? (Conv/ConvTranspose
+ * W, MatMul/Gemm B: what insert-qdq and quantize-dynamic quantize per channel when it is an
+ * initializer) */
+static bool weight_slot(const oq_node *n, size_t i)
+{
+    return oq_domain_is_default(n->domain) && i == 1 &&
+           (!strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose") || !strcmp(n->op_type, "MatMul") ||
+            !strcmp(n->op_type, "Gemm"));
+}
+
+/* weights-only: every reader of v reads it as a weight, or is a node with only constant
+ * inputs besides v whose outputs all end as weights (a chain such as Cast -> Transpose ->
+ * MatMul's B, or weight normalization's ReduceL2 / Div / Mul). */
+static bool feeds_weights(const oq_value *v, int depth)
+{
+    if (!v || oq_value_is_graph_output(v) || v->n_uses == 0 || depth > 8)
+        return false;
+    for (size_t u = 0; u < v->n_uses; u++) {
+        const oq_node *n = v->uses[u].node;
+        if (weight_slot(n, v->uses[u].index))
+            continue;
+        if (never_fold(n) || oq_pass_is_op(n, "QuantizeLinear") || oq_pass_is_op(n, "DequantizeLinear"))
+            return false;
+        for (size_t i = 0; i < n->n_inputs; i++)
+            if (n->inputs[i] && n->inputs[i] != v && *n->inputs[i]->name && !const_of(n->inputs[i]))
+                return false;
+        for (size_t o = 0; o < n->n_outputs; o++)
+            if (n->outputs[o] && !feeds_weights(n->outputs[o], depth + 1))
+                return false;
+    }
+    return true;
+}
+
+static bool weight_feeder(const oq_node *n)
+{
+    if (oq_pass_is_op(n, "QuantizeLinear") || oq_pass_is_op(n, "DequantizeLinear") || dims_only_op(n))
+        return false;
+    for (size_t o = 0; o < n->n_outputs; o++)
+        if (!n->outputs[o] || !feeds_weights(n->outputs[o], 0))
+            return false;
+    return n->n_outputs > 0;
+}
+
 static oq_status run_graph(oq_graph *g, void *vc)
 {
     ctx *c = vc;
     for (oq_node *n = g->first; n;) {
         oq_node *next = n->next;
-        if (n->n_inputs == 0 || never_fold(n)) {
+        if (n->n_inputs == 0 || never_fold(n) || (c->weights_only && !weight_feeder(n))) {
             n = next;
             continue;
         }
@@ -228,6 +272,7 @@ static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res,
     c.res = res;
     c.d = d;
     c.max_bytes = oq_pass_opt_int(o, "max-bytes", 1 << 20);
+    c.weights_only = oq_pass_opt_bool(o, "weights-only", false);
     if (c.max_bytes < 0)
         return oq_diag_error(d, OQ_ERR_USAGE, "fold-constants: max-bytes must be >= 0, got %lld",
                              (long long)c.max_bytes);
@@ -241,6 +286,10 @@ static oq_status run(oq_model *m, const oq_pass_options *o, oq_pass_result *res,
 static const oq_pass_option_def options[] = {
     {"max-bytes", OQ_OPT_INT, "1048576",
      "largest tensor (bytes) a folded node may produce; larger results stay computed"},
+    {"weights-only", OQ_OPT_BOOL, "false",
+     "fold only nodes whose outputs all end as a layer's weight (Conv/ConvTranspose W, "
+     "MatMul/Gemm B), through other such nodes: Transpose/Cast/Reshape of a weight, weight "
+     "normalization"},
 };
 
 const oq_pass oq_pass_fold_constants = {

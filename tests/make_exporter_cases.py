@@ -32,6 +32,11 @@ concat_out.onnx: x [1, 8, 8, 8] -> Conv -> Relu -> x10 and Conv -> Tanh -> x0.01
   and x -> cat, a graph output that a Conv also reads -> y. The output cat keeps the float
   Concat; only the Conv reads a Q/DQ (the x0.01 part came out as zeros at that Conv input's
   scale).
+tied.onnx: ids [1, 8] -> Gather(E) -> MatMul -> Relu -> MatMul(h, Transpose(E)) -> logits: a
+  tied LM head as torch's dynamo exporter writes it. cast16.onnx: x -> MatMul(x, Cast(W16))
+  with float16 weights. Both weights are computed from constants: quantized per channel as
+  weights (the head got an activation's per-tensor uint8 pair in static mode and stayed
+  float in dynamic mode).
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -143,8 +148,37 @@ def main():
     save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "concat_out.onnx"))
     samples(os.path.join(out, "concat_out_calib"), (1, 8, 8, 8), 16, 1001)
     samples(os.path.join(out, "concat_out_eval"), (1, 8, 8, 8), 16, 2002)
-    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out (.onnx) with 16 calib and 16 "
-          "eval samples each" % out)
+    # a tied LM head: Gather(E, ids) -> MatMul -> Relu -> MatMul(h, Transpose(E)) (torch's
+    # dynamo export of GPT-2), and float16 weights through Cast
+    E = (r.standard_normal((100, 32)) * 0.5).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["E", "ids"], ["e"], name="embed"),
+         helper.make_node("MatMul", ["e", "w1"], ["m"], name="mm1"),
+         helper.make_node("Relu", ["m"], ["hdn"], name="relu"),
+         helper.make_node("Transpose", ["E"], ["Et"], name="tie", perm=[1, 0]),
+         helper.make_node("MatMul", ["hdn", "Et"], ["logits"], name="head")],
+        "tied", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 8, 100])],
+        [numpy_helper.from_array(E, "E"),
+         numpy_helper.from_array((r.standard_normal((32, 32)) * 0.3).astype(np.float32), "w1")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "tied.onnx"))
+    for name, seed in (("tied_calib", 1001), ("tied_eval", 2002)):
+        rr = np.random.default_rng(seed)
+        for i in range(16):
+            os.makedirs(os.path.join(out, name, "%03d" % i), exist_ok=True)
+            np.save(os.path.join(out, name, "%03d" % i, "ids.npy"), rr.integers(0, 100, (1, 8)).astype(np.int64))
+    w16 = (r.standard_normal((64, 48)) * np.linspace(0.05, 1, 48)[None, :]).astype(np.float16)
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["W16"], ["W"], name="to_float", to=TensorProto.FLOAT),
+         helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
+        "cast16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 48])],
+        [numpy_helper.from_array(w16, "W16")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "cast16.onnx"))
+    samples(os.path.join(out, "cast16_calib"), (1, 16, 64), 16, 1001)
+    samples(os.path.join(out, "cast16_eval"), (1, 16, 64), 16, 2002)
+    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out, tied, cast16 (.onnx) with 16 "
+          "calib and 16 eval samples each" % out)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ done
 # channel now, 31.04 dB in both), and a Concat that is a graph output and a Conv's input
 # (the output keeps the float Concat)
 /usr/bin/python3 "$SRC/tests/make_exporter_cases.py" "$T" || { echo "FAIL: make_exporter_cases.py"; exit 1; }
-for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out; do
+for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out tied cast16; do
   "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --json "$T/$m.json" 2>"$T/$m.err" \
     || { bad "$m: quantize"; continue; }
   if grep -q "warning" "$T/$m.err"; then bad "$m: a warning with the defaults: $(grep warning "$T/$m.err")"; fi
@@ -52,6 +52,7 @@ done
 # same SQNR as onnxruntime's
 "$EXE" verify "$T/shuffle.onnx" "$T/shuffle.q.onnx" --data "$T/shuffle_eval" --target host --no-isolation \
   --json "$T/shuffle.verify.json" >/dev/null 2>&1 || bad "shuffle: verify --target host"
+"$EXE" quantize "$T/tied.onnx" -o "$T/tied_dyn.q.onnx" --mode dynamic --quiet || bad "tied: --mode dynamic"
 # weight-only int4 of the shared weight: two MatMuls read one initializer (after
 # eliminate-identity): two DequantizeLinear nodes of one name before, which onnxruntime refuses
 "$EXE" quantize "$T/shared_identity.onnx" -o "$T/shared_wo.q.onnx" --mode weight-only --weight-dtype int4 --quiet \
@@ -152,6 +153,30 @@ need("concat_out: the graph output's x0.01 part >= 30 dB in onnxruntime (0 dB wh
      part >= 30, round(part, 2))
 cst = [p for p in json.load(open(f"{t}/concat_out.json"))["passes"] if p["name"] == "insert-qdq"][0]["stats"]
 need("concat_out: stat graph_outputs_kept_float 1", cst.get("graph_outputs_kept_float") == 1, cst)
+# weights computed from constants (fold-constants{weights-only}): per-channel int8 weights
+def weight_of(path, node, slot=1):
+    m = onnx.load(path)
+    I = inits(m)
+    prod = {o: n for n in m.graph.node for o in n.output}
+    n = [x for x in m.graph.node if x.name == node]
+    if not n:
+        return None
+    dq = prod.get(n[0].input[slot])
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in I:
+        return None
+    return I[dq.input[0]].dtype, I[dq.input[1]].size
+need("tied: the head's weight Transpose(E) int8, 100 channel scales", weight_of(f"{t}/tied.q.onnx", "head") == (np.int8, 100),
+     weight_of(f"{t}/tied.q.onnx", "head"))
+need("cast16: the weight Cast(W16) int8, 48 channel scales", weight_of(f"{t}/cast16.q.onnx", "mm") == (np.int8, 48),
+     weight_of(f"{t}/cast16.q.onnx", "mm"))
+tq = json.load(open(f"{t}/tied.ort.json"))
+need("tied: >= 30 dB in onnxruntime optimized", tq["sqnr_db"]["logits"] >= 30, tq["sqnr_db"]["logits"])
+cq = json.load(open(f"{t}/cast16.ort.json"))
+need("cast16: >= 30 dB in onnxruntime optimized", cq["sqnr_db"]["y"] >= 30, cq["sqnr_db"]["y"])
+dm = onnx.load(f"{t}/tied_dyn.q.onnx")
+need("tied --mode dynamic: both MatMuls integer (the head was left float)",
+     sum(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in dm.graph.node) == 2,
+     [n.op_type for n in dm.graph.node])
 def stats(m):
     d = json.load(open(f"{t}/{m}.json"))
     return [p for p in d["passes"] if p["name"] == "insert-qdq"][0]["stats"]

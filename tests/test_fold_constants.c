@@ -256,3 +256,36 @@ Test(fold_constants, folds_inside_subgraphs_only_what_reads_constants)
     tu_run(cmd, NULL);
     free(dir);
 }
+
+/* weights-only: a chain of constant nodes that ends as a MatMul's B folds (to the
+ * hand-computed transpose of the scaled table); the same kind of chain that ends in an Add's
+ * input, and a node whose output is read both as a weight and by an Add, stay */
+Test(fold_constants, weights_only_folds_what_ends_as_a_weight)
+{
+    oq_model *m = tp_model(13);
+    int64_t d23[2] = {2, 3}, d32[2] = {3, 2}, d1[2] = {1, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, d1, 2);
+    tp_init_f(m, "E", d23, 2, (float[]){1, 2, 3, 4, 5, 6});
+    tp_init_f(m, "two", NULL, 0, (float[]){2});
+    tp_init_f(m, "F", d32, 2, (float[]){1, 1, 1, 1, 1, 1});
+    tp_node(m, "Mul", "scale", "E,two", "E2");       /* [[2,4,6],[8,10,12]] */
+    oq_node *tr = tp_node(m, "Transpose", "tie", "E2", "Et"); /* [[2,8],[4,10],[6,12]] */
+    (void)tr;
+    tp_node(m, "MatMul", "head", "x,E2", "h");       /* E2 is a weight here ... */
+    tp_node(m, "Neg", "neg", "F", "nF");             /* ... a chain into an Add: stays */
+    tp_node(m, "Add", "bias", "h,two", "hb");
+    tp_node(m, "Transpose", "tf", "nF", "nFt");
+    tp_node(m, "MatMul", "mm", "nFt,Et", "z");       /* A input (not a weight): nFt stays */
+    tp_output(m, "hb");
+    tp_output(m, "z");
+    oq_pass_result r = tp_run(m, "fold-constants{weights-only=true}");
+    /* E2 is read by head (weight) and tie, whose output Et is mm's B: both fold */
+    cr_assert_eq(tp_stat(&r, "nodes_folded"), 2, "folded %lld", (long long)tp_stat(&r, "nodes_folded"));
+    const float *et = tp_floats(oq_graph_find_value(m->graph, "Et"));
+    const float want[6] = {2, 8, 4, 10, 6, 12};
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(et[i], want[i], "Et[%d] = %g", i, et[i]);
+    cr_assert_eq(tp_count_op(m, "Neg"), 1);
+    cr_assert_eq(tp_count_op(m, "Transpose"), 1); /* tf stays: nFt is an A input */
+    oq_model_free(m);
+}

@@ -1,6 +1,7 @@
 /* The quantize job (include/onnxq/quantize.h): the options and their defaults, the
  * deployment target's choices, the configuration JSON, the pass pipeline built as text
- *   [upgrade-opset{to=13|21}] constant-to-initializer eliminate-identity{constants-only} fold-batchnorm
+ *   [upgrade-opset{to=13|21}] constant-to-initializer eliminate-identity{constants-only}
+ *   fold-constants{weights-only} fold-batchnorm
  *   calibrate{[smooth-quant]}
  *   insert-qdq [fold-bias]
  *   [qdq-cleanup]
@@ -334,7 +335,12 @@ static void prep_passes(strb *b, const qconfig *c)
      * not an activation quantized per tensor after calibration. Only those: removing the
      * activations' Identity nodes moves insert-qdq's pairs (PP-OCRv6 det, 147 of them:
      * 2.1 dB lower on the zoo's eval pages) */
-    sadd(b, "constant-to-initializer,eliminate-identity{constants-only=true},fold-batchnorm");
+    /* fold-constants{weights-only}: a weight computed from constants (Transpose of a tied
+     * embedding table before an LM head MatMul, a Cast of float16 weights, weight
+     * normalization) becomes an initializer: quantized per channel as a weight, not as an
+     * activation after calibration (static) or left float (dynamic) */
+    sadd(b, "constant-to-initializer,eliminate-identity{constants-only=true},"
+            "fold-constants{weights-only=true,max-bytes=17179869184},fold-batchnorm");
     if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
         sadd(b, ",fuse-activations,fold-linear,eliminate-dead");
 }
