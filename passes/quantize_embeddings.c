@@ -280,8 +280,15 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
         bool gathered = false;
         for (size_t u = 0; u < v->n_uses; u++)
             gathered |= oq_pass_is_op(v->uses[u].node, "Gather") && v->uses[u].index == 0;
-        if (!gathered || oq_tensor_numel(t) < c.min_elements)
+        if (!gathered)
             continue;
+        if (oq_tensor_numel(t) < c.min_elements) {
+            oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, NULL, NULL,
+                        WHO ": table \"%s\" left in float: %" PRId64 " elements, under min-elements %" PRId64,
+                        v->name, oq_tensor_numel(t), c.min_elements);
+            oq_pass_stat_add(res, "tables_under_min_elements", 1);
+            continue;
+        }
         if (t->dims[1] % c.spec.block != 0) {
             oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, NULL, NULL,
                         WHO ": table \"%s\" left in float: its rows (%" PRId64 ") are not a multiple of block-size %" PRId64,
