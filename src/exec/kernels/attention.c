@@ -224,17 +224,31 @@ static oq_status run_att(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 /* ------------------------------------------------------------ RMSNormalization ---- */
 
-static oq_status infer_rms(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
-                           size_t n_out)
+/* Output 0 like input 0, once `bad` (may be NULL) finds nothing wrong with input 0: it
+ * returns an error message or NULL. */
+static oq_status infer_like_input(oq_kctx *k, const oq_rt_tensor *const *in, oq_rt_tensor *out, size_t n_out,
+                                  const char *(*bad)(const oq_kctx *k, const oq_rt_tensor *x))
 {
-    (void)n_in;
     for (size_t i = 0; i < n_out; i++)
         out[i].dtype = in[0]->dtype;
     if (!oq_k_shapes_known(in, 1))
         return oq_k_defer(k, out, n_out);
-    if (oq_k_axis(oq_node_attr_int(k->node, "axis", -1), in[0]->rank) < 0)
-        return oq_k_error(k, OQ_ERR_INVALID, "axis out of range");
+    const char *why = bad ? bad(k, in[0]) : NULL;
+    if (why)
+        return oq_k_error(k, OQ_ERR_INVALID, "%s", why);
     return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+}
+
+static const char *rms_bad(const oq_kctx *k, const oq_rt_tensor *x)
+{
+    return oq_k_axis(oq_node_attr_int(k->node, "axis", -1), x->rank) < 0 ? "axis out of range" : NULL;
+}
+
+static oq_status infer_rms(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                           size_t n_out)
+{
+    (void)n_in;
+    return infer_like_input(k, in, out, n_out, rms_bad);
 }
 
 static oq_status run_rms(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
@@ -267,17 +281,17 @@ static oq_status run_rms(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 
 /* ------------------------------------------------------------- RotaryEmbedding ---- */
 
+static const char *rope_bad(const oq_kctx *k, const oq_rt_tensor *x)
+{
+    (void)k;
+    return x->rank != 3 && x->rank != 4 ? "input must be 3-D or 4-D" : NULL;
+}
+
 static oq_status infer_rope(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
                             size_t n_out)
 {
     (void)n_in;
-    for (size_t i = 0; i < n_out; i++)
-        out[i].dtype = in[0]->dtype;
-    if (!oq_k_shapes_known(in, 1))
-        return oq_k_defer(k, out, n_out);
-    if (in[0]->rank != 3 && in[0]->rank != 4)
-        return oq_k_error(k, OQ_ERR_INVALID, "input must be 3-D or 4-D");
-    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+    return infer_like_input(k, in, out, n_out, rope_bad);
 }
 
 static oq_status run_rope(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
