@@ -367,14 +367,18 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     int64_t idx[OQ_RT_MAX_RANK] = {0};
     size_t es = oq_k_elsize(x->dtype);
     if (ntap == 1 && !crop && r >= 1 && es > 0 && n > 0) {
-        /* nearest: a gather along the last axis for every row of the others */
-        int64_t ow = out[0].dims[r - 1], rows = n / ow;
+        /* nearest: a gather along the last axis for every row of the others; a row whose
+         * source row is the previous row's (an upsampled height) is a copy of it */
+        int64_t ow = out[0].dims[r - 1], rows = n / ow, prev = -1;
         const int64_t *lt = tidx + base[r - 1];
         for (int64_t row = 0; row < rows; row++) {
             int64_t off = 0;
             for (size_t a = 0; a + 1 < r; a++)
                 off += tidx[base[a] + idx[a]] * cs[a];
-            if (es == 4) {
+            if (off == prev) {
+                char *dst = (char *)out[0].data + (size_t)(row * ow) * es;
+                memcpy(dst, dst - (size_t)ow * es, (size_t)ow * es);
+            } else if (es == 4) {
                 const float *src = (const float *)x->data + off;
                 float *dst = (float *)out[0].data + row * ow;
                 for (int64_t q = 0; q < ow; q++)
@@ -385,6 +389,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                 for (int64_t q = 0; q < ow; q++)
                     memcpy(dst + (size_t)q * es, src + (size_t)lt[q] * es, es);
             }
+            prev = off;
             for (size_t a = r - 1; a-- > 0;) {
                 if (++idx[a] < out[0].dims[a])
                     break;
