@@ -300,5 +300,21 @@ n=$(grep -c 'fold-bias' "$T/err")
 expect 0 "notes --quiet" "$EXE" "${Q[@]}" --quiet
 [ -s "$T/err" ] && bad "quantize --quiet printed: $(head -3 "$T/err")"
 
+# names from the file are printed escaped: a node name with a terminal escape, a newline and
+# a byte that is not UTF-8 gives one line of printable text naming it
+$PY - "$T/badname.onnx" <<'PYEOF'
+import sys
+from onnx import helper, TensorProto
+n = helper.make_node("Conv", ["x", "w"], ["y"], name="bad\x1b[31mnXme\n", kernel_shape=[3, 3])
+g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+b = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+open(sys.argv[1], "wb").write(b.replace(b"nXme", b"n\xffme"))
+PYEOF
+expect 2 "escaped names" "$EXE" check "$T/badname.onnx"
+[ "$(wc -l <"$T/err")" = 1 ] || bad "escaped names: $(wc -l <"$T/err") lines on stderr, expected 1"
+grep -q 'node "bad\\x1B\[31mn\\xFFme\\x0A"' "$T/err" || bad "escaped names: $(cat -A "$T/err")"
+LC_ALL=C grep -q $'\x1b' "$T/err" && bad "escaped names: a raw escape byte reached the terminal"
+
 [ $fail = 0 ] && echo "cli_ux: all ok"
 exit $fail

@@ -177,7 +177,74 @@ bool oq_diag_same_kind(const oq_diag_entry *a, const oq_diag_entry *b)
     return !*x && !*y;
 }
 
+static int diag_format_raw(const oq_diag_entry *e, char *buf, size_t size);
+
+/* Length of the valid UTF-8 sequence at p (n bytes left), 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    size_t len = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+                 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F) ||
+        (p[0] == 0xED && p[1] > 0x9F)) /* overlong, past U+10FFFF, surrogates */
+        return 0;
+    return len;
+}
+
+/* src into buf (size bytes, NUL-terminated) with control characters and bytes that are
+ * not UTF-8 written as \xNN: names come from the model file, and a message stays one
+ * printable line whatever they hold. Returns the length the whole result needs. */
+static int escape_text(const char *src, char *buf, size_t size)
+{
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)src;
+    size_t n = strlen(src);
+    for (size_t i = 0; i < n;) {
+        char tmp[8];
+        size_t tl, adv;
+        size_t u = p[i] >= 0x80 ? utf8_len(p + i, n - i) : 0;
+        if (u) {
+            memcpy(tmp, p + i, u);
+            tl = adv = u;
+        } else if (p[i] < 0x20 || p[i] >= 0x7F) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02X", p[i]);
+            adv = 1;
+        } else {
+            tmp[0] = (char)p[i];
+            tl = adv = 1;
+        }
+        for (size_t k = 0; k < tl; k++, o++)
+            if (o + 1 < size)
+                buf[o] = tmp[k];
+        i += adv;
+    }
+    if (size)
+        buf[o < size ? o : size - 1] = 0;
+    return (int)o;
+}
+
 int oq_diag_format(const oq_diag_entry *e, char *buf, size_t size)
+{
+    char raw[4096];
+    int n = diag_format_raw(e, raw, sizeof raw);
+    if (n < 0)
+        return n;
+    if ((size_t)n < sizeof raw)
+        return escape_text(raw, buf, size);
+    char *big = malloc((size_t)n + 1);
+    if (!big)
+        return escape_text(raw, buf, size);
+    diag_format_raw(e, big, (size_t)n + 1);
+    int r = escape_text(big, buf, size);
+    free(big);
+    return r;
+}
+
+static int diag_format_raw(const oq_diag_entry *e, char *buf, size_t size)
 {
     char node[512] = "";
     if (e->node && e->op)
