@@ -1230,11 +1230,18 @@ static void col2im_channels(void *arg, int64_t b, int64_t e, int w)
                         continue;
                     const float *crow = c + (id * j->in[1] + ih) * j->in[2];
                     float *yrow = ym + (od * j->out[1] + oh) * j->out[2];
-                    for (int64_t iw = 0; iw < j->in[2]; iw++) {
-                        int64_t ow = iw * j->st[2] - j->pb[2] + kw * j->dl[2];
-                        if (ow >= 0 && ow < j->out[2])
-                            yrow[ow] += crow[iw];
-                    }
+                    /* the columns iw in [lo, hi) land inside the output: ow = iw * st + off */
+                    int64_t sw = j->st[2], off = kw * j->dl[2] - j->pb[2];
+                    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                    int64_t hi = j->out[2] - 1 - off < 0 ? 0 : (j->out[2] - 1 - off) / sw + 1;
+                    hi = hi < j->in[2] ? hi : j->in[2];
+                    float *yo = yrow + off;
+                    if (sw == 1)
+                        for (int64_t iw = lo; iw < hi; iw++)
+                            yo[iw] += crow[iw];
+                    else
+                        for (int64_t iw = lo; iw < hi; iw++)
+                            yo[iw * sw] += crow[iw];
                 }
             }
         }
