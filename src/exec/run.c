@@ -146,10 +146,23 @@ static oq_status bind_inputs(oq_plan *p, const oq_rt_tensor *inputs, size_t n_in
     if (n_inputs != p->n_inputs)
         return oq_diag_error(d, OQ_ERR_USAGE, "the model has %zu inputs, %zu given", p->n_inputs,
                              n_inputs);
+    /* a subgraph's inputs come from its kernel (Loop: the iteration number and condition
+     * are scalars), not from the caller: a body that declares them [1] (paddle2onnx's Loop
+     * bodies do; onnxruntime runs them) gets the one element with its declared shape */
+    bool body = p->model && p->graph != p->model->graph;
     for (size_t i = 0; i < n_inputs; i++) {
         slot *s = &p->slots[p->inputs[i]];
+        oq_rt_tensor one;
         const oq_rt_tensor *t = &inputs[i];
         const oq_rt_tensor *c = &s->compiled;
+        if (body && t->dtype == c->dtype && t->rank <= 1 && c->rank != OQ_RT_UNKNOWN_RANK && c->rank <= 1 &&
+            t->rank != c->rank && oq_rt_tensor_numel(t) == 1 && (c->rank == 0 || c->dims[0] == 1 || c->dims[0] < 0)) {
+            one = *t;
+            one.rank = c->rank;
+            if (c->rank)
+                one.dims[0] = 1;
+            t = &one;
+        }
         char a[160], b[160];
         bool ok = t->dtype == c->dtype && t->rank <= OQ_RT_MAX_RANK;
         if (ok && c->rank != OQ_RT_UNKNOWN_RANK) {

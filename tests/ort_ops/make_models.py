@@ -201,3 +201,15 @@ save23('rotary_interleaved_partial_23', [helper.make_node(
     [vi('x', [2, 3, 5, 8]), vi('c', [2, 5, 3]), vi('s', [2, 5, 3])], [vi('y', None)])
 save23('rotary_3d_halves_23', [helper.make_node('RotaryEmbedding', ['x', 'c', 's'], ['y'], num_heads=2)],
        [vi('x', [1, 4, 16]), vi('c', [1, 4, 4]), vi('s', [1, 4, 4])], [vi('y', None)])
+# a Loop body that declares its iteration number and condition [1] (paddle2onnx does; the
+# spec says scalars; onnxruntime runs it)
+_body = helper.make_graph(
+    [helper.make_node('Identity', ['cond_in'], ['cond_out']),
+     helper.make_node('Cast', ['i'], ['fi'], to=TensorProto.FLOAT),
+     helper.make_node('Add', ['acc_in', 'fi'], ['acc_out'])], 'body',
+    [vi('i', [1], TensorProto.INT64), vi('cond_in', [1], TensorProto.BOOL), vi('acc_in', [1, 4])],
+    [vi('cond_out', [1], TensorProto.BOOL), vi('acc_out', [1, 4])])
+save('loop_body_iter_shape1', [helper.make_node('Loop', ['n', 'cond', 'x'], ['y'], body=_body)],
+     [vi('x', [1, 4])], [vi('y', None)],
+     [numpy_helper.from_array(np.array(3, np.int64), 'n'), numpy_helper.from_array(np.array([True]), 'cond')],
+     opset=13)
