@@ -312,8 +312,17 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
             if ((st = oq_model_read_buffer(buf, len, a->in, NULL, &qm, d)) != OQ_OK)
                 goto done;
             oq_model_set_metadata(qm, OQ_CALIB_METADATA_KEY, fit[i]);
+            /* a candidate's notes and warnings are the chosen one's again when the job runs
+             * its pipeline: kept only when it fails */
             oq_pipeline_run_options ro = {0};
-            if ((st = oq_pipeline_run(pl, qm, &ro, d)) != OQ_OK)
+            oq_diag cd;
+            oq_diag_init(&cd);
+            st = oq_pipeline_run(pl, qm, &ro, &cd);
+            for (size_t k = 0; st != OQ_OK && k < cd.count; k++)
+                oq_diag_add(d, cd.entries[k].severity, cd.entries[k].code, cd.entries[k].file, cd.entries[k].node,
+                            cd.entries[k].op, "%s", cd.entries[k].message);
+            oq_diag_free(&cd);
+            if (st != OQ_OK)
                 goto done;
             if ((st = oq_job_judge(fm, qm, src, held, nh, fc, a, &sc[i], d)) != OQ_OK)
                 goto done;
