@@ -37,6 +37,9 @@ tied.onnx: ids [1, 8] -> Gather(E) -> MatMul -> Relu -> MatMul(h, Transpose(E)) 
   with float16 weights. Both weights are computed from constants: quantized per channel as
   weights (the head got an activation's per-tensor uint8 pair in static mode and stayed
   float in dynamic mode).
+logspec.onnx: x [1, 1, 1024] -> two Convs (DFT kernels of a 64-point STFT, hop 32) -> |X|^2 ->
+  Log -> Conv 1x1 -> y, on tones over quiet noise: the STFT Convs stay float (quantized,
+  their output's small values lose all relative precision in the Log).
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -177,8 +180,39 @@ def main():
     save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "cast16.onnx"))
     samples(os.path.join(out, "cast16_calib"), (1, 16, 64), 16, 1001)
     samples(os.path.join(out, "cast16_eval"), (1, 16, 64), 16, 2002)
-    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out, tied, cast16 (.onnx) with 16 "
-          "calib and 16 eval samples each" % out)
+    # a log-power spectrum front end: framed waveform -> Conv (DFT real / imaginary
+    # kernels) -> square, add -> Log -> Conv 1x1 classifier
+    nfft, hop = 64, 32
+    kk = np.arange(nfft)
+    freqs = np.arange(nfft // 2 + 1)[:, None]
+    win = np.hanning(nfft)
+    wre = (np.cos(2 * np.pi * freqs * kk / nfft) * win)[:, None, :].astype(np.float32)
+    wim = (-np.sin(2 * np.pi * freqs * kk / nfft) * win)[:, None, :].astype(np.float32)
+    wcls = (r.standard_normal((4, nfft // 2 + 1, 1)) * 0.2).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "Wre"], ["re"], name="stft_real", strides=[hop]),
+         helper.make_node("Conv", ["x", "Wim"], ["im"], name="stft_imag", strides=[hop]),
+         helper.make_node("Mul", ["re", "re"], ["re2"], name="re_sq"),
+         helper.make_node("Mul", ["im", "im"], ["im2"], name="im_sq"),
+         helper.make_node("Add", ["re2", "im2"], ["pw"], name="power"),
+         helper.make_node("Add", ["pw", "eps"], ["pwe"], name="floor"),
+         helper.make_node("Log", ["pwe"], ["lp"], name="log"),
+         helper.make_node("Conv", ["lp", "Wcls"], ["y"], name="classifier")],
+        "logspec", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 31])],
+        [numpy_helper.from_array(wre, "Wre"), numpy_helper.from_array(wim, "Wim"),
+         numpy_helper.from_array(wcls, "Wcls"), numpy_helper.from_array(np.array(1e-6, np.float32), "eps")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "logspec.onnx"))
+    for name, seed in (("logspec_calib", 1001), ("logspec_eval", 2002)):
+        rr = np.random.default_rng(seed)
+        t = np.arange(1024)
+        for i in range(16):  # tones over quiet noise: most bins far below the peaks
+            x = sum(rr.uniform(0.2, 1) * np.sin(2 * np.pi * rr.uniform(2, 30) / 64 * t + rr.uniform(0, 6))
+                    for _ in range(3)) + rr.standard_normal(1024) * 1e-3
+            os.makedirs(os.path.join(out, name, "%03d" % i), exist_ok=True)
+            np.save(os.path.join(out, name, "%03d" % i, "x.npy"), x.astype(np.float32)[None, None, :])
+    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out, tied, cast16, logspec (.onnx) "
+          "with 16 calib and 16 eval samples each" % out)
 
 
 if __name__ == "__main__":

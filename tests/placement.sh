@@ -41,7 +41,7 @@ done
 # channel now, 31.04 dB in both), and a Concat that is a graph output and a Conv's input
 # (the output keeps the float Concat)
 /usr/bin/python3 "$SRC/tests/make_exporter_cases.py" "$T" || { echo "FAIL: make_exporter_cases.py"; exit 1; }
-for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out tied cast16; do
+for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out tied cast16 logspec; do
   "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --json "$T/$m.json" 2>"$T/$m.err" \
     || { bad "$m: quantize"; continue; }
   if grep -q "warning" "$T/$m.err"; then bad "$m: a warning with the defaults: $(grep warning "$T/$m.err")"; fi
@@ -177,6 +177,18 @@ dm = onnx.load(f"{t}/tied_dyn.q.onnx")
 need("tied --mode dynamic: both MatMuls integer (the head was left float)",
      sum(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in dm.graph.node) == 2,
      [n.op_type for n in dm.graph.node])
+ls = json.load(open(f"{t}/logspec.ort.json"))
+need("logspec: >= 25 dB in onnxruntime optimized (5.1 dB with the STFT Convs quantized)", ls["sqnr_db"]["y"] >= 25,
+     ls["sqnr_db"]["y"])
+need("logspec: the STFT Convs float, the classifier int8",
+     weight_of(f"{t}/logspec.q.onnx", "stft_real") is None and weight_of(f"{t}/logspec.q.onnx", "stft_imag") is None
+     and weight_of(f"{t}/logspec.q.onnx", "classifier") is not None, None)
+lst = [p for p in json.load(open(f"{t}/logspec.json"))["passes"] if p["name"] == "insert-qdq"][0]["stats"]
+need("logspec: stat layers_before_log_kept_float 2", lst.get("layers_before_log_kept_float") == 2, lst)
+# the calibration choice runs the pipeline once per candidate: their notes are not kept (the
+# summary counted 10 of these, 5 runs x 2)
+nlog = sum("reaches a Log" in x["message"] for x in json.load(open(f"{t}/logspec.json"))["diagnostics"])
+need("logspec: one note per Conv kept float", nlog == 2, nlog)
 def stats(m):
     d = json.load(open(f"{t}/{m}.json"))
     return [p for p in d["passes"] if p["name"] == "insert-qdq"][0]["stats"]
