@@ -1799,6 +1799,15 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
     for (oq_node *n = c->g->first; n; n = n->next) {
         if (n->id >= c->n_ids || !node_selected(c, n))
             continue;
+        if (is_weight_op(n) && n->n_inputs > 1 && n->inputs[1] && !is_const(n->inputs[1]) && c->g->owner &&
+            (oq_pass_is_op(c->g->owner, "Loop") || oq_pass_is_op(c->g->owner, "Scan"))) {
+            /* a MatMul in a loop body reading a non-constant B (weights carried as loop
+             * state, as paddle2onnx writes decoders, or attention scores): its Q/DQ pairs
+             * would run every iteration and onnxruntime fuses none of them (SLANet: the
+             * quantized model 1.5x slower than float) */
+            oq_pass_stat_add(c->res, "loop_layers_without_constant_weight_kept_float", 1);
+            continue;
+        }
         if (is_weight_op(n) && n->n_outputs && reaches_log(n->outputs[0], 0)) {
             char lb[128];
             oq_diag_add(c->d, OQ_SEV_NOTE, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,

@@ -40,6 +40,9 @@ tied.onnx: ids [1, 8] -> Gather(E) -> MatMul -> Relu -> MatMul(h, Transpose(E)) 
 logspec.onnx: x [1, 1, 1024] -> two Convs (DFT kernels of a 64-point STFT, hop 32) -> |X|^2 ->
   Log -> Conv 1x1 -> y, on tones over quiet noise: the STFT Convs stay float (quantized,
   their output's small values lose all relative precision in the Log).
+loop_weight.onnx: x -> MatMul -> Loop (5 steps) of h = Tanh(MatMul(h, W)) with W carried as loop
+  state (paddle2onnx's decoders): the body's MatMul stays float (its Q/DQ pairs would run at
+  every step, fused by nothing); the MatMul before the loop is quantized.
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -211,8 +214,32 @@ def main():
                     for _ in range(3)) + rr.standard_normal(1024) * 1e-3
             os.makedirs(os.path.join(out, name, "%03d" % i), exist_ok=True)
             np.save(os.path.join(out, name, "%03d" % i, "x.npy"), x.astype(np.float32)[None, None, :])
-    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out, tied, cast16, logspec (.onnx) "
-          "with 16 calib and 16 eval samples each" % out)
+    # a decoder loop whose MatMul weight is loop-carried state (paddle2onnx's form)
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"], name="keep_going"),
+         helper.make_node("MatMul", ["h_in", "w_in"], ["hm"], name="step_mm"),
+         helper.make_node("Tanh", ["hm"], ["h_out"], name="step_tanh"),
+         helper.make_node("Identity", ["w_in"], ["w_out"], name="carry_w")], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, 16]),
+         helper.make_tensor_value_info("w_in", TensorProto.FLOAT, [16, 16])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, 16]),
+         helper.make_tensor_value_info("w_out", TensorProto.FLOAT, [16, 16])])
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W0"], ["h0"], name="embed"),
+         helper.make_node("Loop", ["n", "cond", "h0", "Wl"], ["y", "w_last"], name="decode", body=body)],
+        "loop_weight", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+        [numpy_helper.from_array((r.standard_normal((16, 16)) * 0.3).astype(np.float32), "W0"),
+         numpy_helper.from_array((r.standard_normal((16, 16)) * 0.3).astype(np.float32), "Wl"),
+         numpy_helper.from_array(np.array(5, np.int64), "n"), numpy_helper.from_array(np.array(True), "cond")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "loop_weight.onnx"))
+    samples(os.path.join(out, "loop_weight_calib"), (1, 16), 16, 1001)
+    samples(os.path.join(out, "loop_weight_eval"), (1, 16), 16, 2002)
+    print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out, tied, cast16, logspec, "
+          "loop_weight (.onnx) with 16 calib and 16 eval samples each" % out)
 
 
 if __name__ == "__main__":

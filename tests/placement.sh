@@ -41,7 +41,7 @@ done
 # channel now, 31.04 dB in both), and a Concat that is a graph output and a Conv's input
 # (the output keeps the float Concat)
 /usr/bin/python3 "$SRC/tests/make_exporter_cases.py" "$T" || { echo "FAIL: make_exporter_cases.py"; exit 1; }
-for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out tied cast16 logspec; do
+for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out tied cast16 logspec loop_weight; do
   "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --json "$T/$m.json" 2>"$T/$m.err" \
     || { bad "$m: quantize"; continue; }
   if grep -q "warning" "$T/$m.err"; then bad "$m: a warning with the defaults: $(grep warning "$T/$m.err")"; fi
@@ -189,6 +189,14 @@ need("logspec: stat layers_before_log_kept_float 2", lst.get("layers_before_log_
 # summary counted 10 of these, 5 runs x 2)
 nlog = sum("reaches a Log" in x["message"] for x in json.load(open(f"{t}/logspec.json"))["diagnostics"])
 need("logspec: one note per Conv kept float", nlog == 2, nlog)
+lw = onnx.load(f"{t}/loop_weight.q.onnx")
+lbody = [a.g for n in lw.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body"][0]
+need("loop_weight: no Q/DQ inside the loop body, the MatMul before it quantized",
+     not any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in lbody.node)
+     and weight_of(f"{t}/loop_weight.q.onnx", "embed") is not None, [n.op_type for n in lbody.node])
+lwst = [p for p in json.load(open(f"{t}/loop_weight.json"))["passes"] if p["name"] == "insert-qdq"][0]["stats"]
+need("loop_weight: stat loop_layers_without_constant_weight_kept_float 1",
+     lwst.get("loop_layers_without_constant_weight_kept_float") == 1, lwst)
 def stats(m):
     d = json.load(open(f"{t}/{m}.json"))
     return [p for p in d["passes"] if p["name"] == "insert-qdq"][0]["stats"]
