@@ -43,6 +43,8 @@ logspec.onnx: x [1, 1, 1024] -> two Convs (DFT kernels of a 64-point STFT, hop 3
 loop_weight.onnx: x -> MatMul -> Loop (5 steps) of h = Tanh(MatMul(h, W)) with W carried as loop
   state (paddle2onnx's decoders): the body's MatMul stays float (its Q/DQ pairs would run at
   every step, fused by nothing); the MatMul before the loop is quantized.
+recip.onnx: x -> Conv -> Abs -> + 0.01 -> Reciprocal -> Conv -> y: 8-bit quantization ruins it;
+  quantize says so in a warning (the held-out samples' worst part below 15 dB).
 Needs python3-onnx and python3-numpy."""
 import os
 import sys
@@ -238,8 +240,22 @@ def main():
     save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "loop_weight.onnx"))
     samples(os.path.join(out, "loop_weight_calib"), (1, 16), 16, 1001)
     samples(os.path.join(out, "loop_weight_eval"), (1, 16), 16, 2002)
+    # a model 8-bit quantization ruins: 1 / (Conv(x) + 0.01), the Conv's small outputs
+    # rounded to a step of its wide range
+    n0, i0 = conv("near_zero", "x", he(8, 8, 3), "a", pads=[1, 1, 1, 1])
+    n1, i1 = conv("out", "ri", he(4, 8, 1), "y")
+    g = helper.make_graph(
+        [n0, helper.make_node("Abs", ["a"], ["aa"], name="abs"),
+         helper.make_node("Add", ["aa", "hundredth"], ["ae"], name="floor"),
+         helper.make_node("Reciprocal", ["ae"], ["ri"], name="recip"), n1],
+        "recip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [i0, i1, numpy_helper.from_array(np.array(0.01, np.float32), "hundredth")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "recip.onnx"))
+    samples(os.path.join(out, "recip_calib"), (1, 8, 8, 8), 16, 1001)
+    samples(os.path.join(out, "recip_eval"), (1, 8, 8, 8), 16, 2002)
     print("%s: attn_uniform, shared_identity, shared_copy, upsample, shuffle, concat_out, tied, cast16, logspec, "
-          "loop_weight (.onnx) with 16 calib and 16 eval samples each" % out)
+          "loop_weight, recip (.onnx) with 16 calib and 16 eval samples each" % out)
 
 
 if __name__ == "__main__":

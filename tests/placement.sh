@@ -48,6 +48,11 @@ for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out ti
   "$py" "$SRC/tests/placement_ort.py" "$T/$m.onnx" "$T/$m.q.onnx" "$T/${m}_eval" --json 2>/dev/null > "$T/$m.ort.json" \
     || bad "$m: onnxruntime"
 done
+# a model 8-bit quantization ruins: quantize says so (one warning, with what to try)
+"$EXE" quantize "$T/recip.onnx" -o "$T/recip.q.onnx" --calib "$T/recip_calib" 2>"$T/recip.err" || bad "recip: quantize"
+n=$(grep -c "warning: quantize: on [0-9]* held-out calibration sample(s) the worst output part (y) is .* dB" "$T/recip.err")
+[ "$n" = 1 ] || bad "recip: $n low held-out warnings, expected 1: $(cat "$T/recip.err")"
+grep -q -- "--act-dtype uint16" "$T/recip.err" || bad "recip: the warning names no way out"
 # the shuffle model as onnxq runs it for this CPU's onnxruntime: the same placement, so the
 # same SQNR as onnxruntime's
 "$EXE" verify "$T/shuffle.onnx" "$T/shuffle.q.onnx" --data "$T/shuffle_eval" --target host --no-isolation \

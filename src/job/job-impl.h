@@ -62,6 +62,8 @@ uint64_t oq_job_weight_bytes(const oq_model *m);
 /* The held-out samples of a source of ns samples judged for a model of weight_bytes:
  * oq_calib_sample_held_out ones, 8, up to 32 for a small model. Returns how many. */
 size_t oq_job_held_out(uint64_t ns, uint64_t weight_bytes, uint64_t held[OQ_SELECT_HELD_OUT_CAP]);
+/* A held-out worst output part below this (dB) is reported as a warning after quantizing. */
+#define OQ_HELD_OUT_LOW_DB 15.0
 typedef struct oq_job_select_result {
     size_t n;                                             /* candidates (0: no choice made) */
     char names[OQ_CALIB_SELECT_MAX][OQ_CALIB_SELECT_NAME_MAX];
