@@ -188,13 +188,14 @@ static bool dq_propagates_through(const oq_node *p)
     return false;
 }
 
+static vinfo_q *vq(qctx *c, const oq_value *v);
+
 /* The value a Conv reads, looking back through a zero constant Pad that only it reads (see
  * above), and else through ops that QDQPropagation carries a DequantizeLinear through (a
  * ShuffleNet's channel shuffle Reshape -> Transpose -> Reshape before a depthwise Conv), up
  * to a value that is quantized (c) and read by the first of them alone: onnxruntime inserts
  * DQ -> Q -> DQ after each such op (a DequantizeLinear with one reader, its readers after
  * the first op may be many) and then sees DQ -> Conv too. */
-static vinfo_q *vq(qctx *c, const oq_value *v);
 
 static oq_value *conv_input_through_pad(qctx *c, const oq_node *n)
 {
@@ -854,14 +855,10 @@ static bool output_stays_float(const qctx *c, const oq_value *v)
     const oq_node *p = v->producer;
     if (!oq_value_is_graph_output(v) || v->kind != OQ_VALUE_NODE || !p || p->graph != c->g || !v->n_uses)
         return false;
-    if (p->id < c->n_ids && c->sel[p->id])
+    if (node_sel(c, p))
         return false;
-    if (act_consumer(p) && p->n_inputs && p->inputs[0] && p->inputs[0]->kind == OQ_VALUE_NODE) {
-        const oq_node *pp = p->inputs[0]->producer;
-        if (pp && pp->id < c->n_ids && c->sel[pp->id])
-            return false;
-    }
-    return true;
+    const oq_value *x = act_consumer(p) && p->n_inputs ? p->inputs[0] : NULL;
+    return !(x && x->kind == OQ_VALUE_NODE && x->producer && node_sel(c, x->producer));
 }
 
 static oq_status insert_act(qctx *c, oq_value *v)
@@ -1759,43 +1756,65 @@ static void graph_label(const oq_graph *g, char *buf, size_t size)
              o && o->op_type ? o->op_type : "?");
 }
 
-/* The rules on c->g: mark, compute parameters, insert activation QDQ, quantize weights
- * (steps 1 to 5 as documented in docs/passes/insert-qdq.md). */
-/* Does value v reach a Log through elementwise and data-movement ops only (no layer with
- * weights in between)? A layer there computes a spectrum or power that the graph then takes
- * the logarithm of: the error of a quantized output is absolute (about a step), and the log
- * turns it into an unbounded relative error on the small values (a spectrum's quiet bins).
- * DNSMOS P.835 (speechmos): its two STFT Convs quantized took the output to 12 dB; left
- * float, 27.4 dB (onnxruntime's quantize_static: 5.8 dB). */
-static bool reaches_log(const oq_value *v, int depth)
+/* Elementwise and data-movement ops: a Log after a chain of them takes the logarithm of
+ * what the layer before the chain computed. */
+static bool log_passthrough(const oq_node *n)
 {
-    static const char *const through[] = {
+    static const char *const ops[] = {
         "Mul", "Add", "Sub", "Div", "Pow", "Sqrt", "Abs", "Max", "Min", "Clip", "Relu", "Neg", "Reciprocal",
         "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split", "Cast", "Identity", "Expand",
         "ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2", "ReduceSumSquare", "Flatten", "Pad"};
-    if (!v || depth > 12)
+    if (!oq_domain_is_default(n->domain))
         return false;
-    for (size_t u = 0; u < v->n_uses; u++) {
-        const oq_node *n = v->uses[u].node;
-        if (!oq_domain_is_default(n->domain))
-            continue;
-        if (!strcmp(n->op_type, "Log"))
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (!strcmp(n->op_type, ops[i]))
             return true;
-        bool pass = false;
-        for (size_t i = 0; i < sizeof through / sizeof *through && !pass; i++)
-            pass = !strcmp(n->op_type, through[i]);
-        for (size_t o = 0; pass && o < n->n_outputs; o++)
-            if (reaches_log(n->outputs[o], depth + 1))
-                return true;
-    }
     return false;
 }
 
+/* By value id of c->g (malloc'ed, NULL out of memory): whether the value reaches a Log of
+ * c->g through such ops only (no layer with weights in between), in one pass from the
+ * last node back. A layer there computes a spectrum or power that the graph then takes
+ * the logarithm of: the error of a quantized output is absolute (about a step), and the
+ * log turns it into an unbounded relative error on the small values (a spectrum's quiet
+ * bins). DNSMOS P.835 (speechmos): its two STFT Convs quantized took the output to 12 dB;
+ * left float, 27.4 dB (onnxruntime's quantize_static: 5.8 dB). */
+static bool *values_reaching_log(const qctx *c)
+{
+    bool *to_log = calloc(c->n_ids ? c->n_ids : 1, sizeof *to_log);
+    if (!to_log)
+        return NULL;
+    for (const oq_node *n = c->g->last; n; n = n->prev)
+        for (size_t o = 0; o < n->n_outputs; o++) {
+            const oq_value *v = n->outputs[o];
+            if (!v || v->id >= c->n_ids)
+                continue;
+            for (size_t u = 0; u < v->n_uses && !to_log[v->id]; u++) {
+                const oq_node *r = v->uses[u].node;
+                if (r->graph != c->g)
+                    continue;
+                if (oq_pass_is_op(r, "Log")) {
+                    to_log[v->id] = true;
+                    break;
+                }
+                for (size_t k = 0; log_passthrough(r) && k < r->n_outputs; k++)
+                    if (r->outputs[k] && r->outputs[k]->id < c->n_ids && to_log[r->outputs[k]->id])
+                        to_log[v->id] = true;
+            }
+        }
+    return to_log;
+}
+
+/* The rules on c->g: mark, compute parameters, insert activation QDQ, quantize weights
+ * (steps 1 to 5 as documented in docs/passes/insert-qdq.md). */
 static oq_status rules_on_graph(qctx *c, int64_t opset)
 {
     oq_status st = OQ_OK;
     /* 1. selected nodes: their activation inputs and outputs */
     size_t n_sel = 0;
+    bool *to_log = values_reaching_log(c);
+    if (!to_log)
+        return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
     for (oq_node *n = c->g->first; n; n = n->next) {
         if (n->id >= c->n_ids || !node_selected(c, n))
             continue;
@@ -1808,7 +1827,8 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
             oq_pass_stat_add(c->res, "loop_layers_without_constant_weight_kept_float", 1);
             continue;
         }
-        if (is_weight_op(n) && n->n_outputs && reaches_log(n->outputs[0], 0)) {
+        if (is_weight_op(n) && n->n_outputs && n->outputs[0] && n->outputs[0]->id < c->n_ids &&
+            to_log[n->outputs[0]->id]) {
             char lb[128];
             oq_diag_add(c->d, OQ_SEV_NOTE, OQ_OK, NULL, oq_node_label(n, lb, sizeof lb), n->op_type,
                         "insert-qdq: left in float: its output reaches a Log through elementwise ops (a "
@@ -1836,6 +1856,7 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
                 mark(c, n->outputs[i]);
         }
     }
+    free(to_log);
     /* 2. the ops around them, in graph (topological) order */
     for (oq_node *n = c->g->first; n; n = n->next) {
         if (c->ort_cpu)

@@ -95,6 +95,9 @@ bool oq_diag_same_kind(const oq_diag_entry *a, const oq_diag_entry *b);
  * Returns the number of characters that would have been written (snprintf rules). */
 int oq_diag_format(const oq_diag_entry *e, char *buf, size_t size);
 
+/* Add every entry of src to d (in order, weights kept). */
+void oq_diag_append(oq_diag *d, const oq_diag *src);
+
 /* The first error entry, or NULL. */
 const oq_diag_entry *oq_diag_first_error(const oq_diag *d);
 

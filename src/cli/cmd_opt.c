@@ -347,9 +347,7 @@ int cmd_opt(int argc, char **argv)
         if (oq_model_check(m, &cd) != OQ_OK) {
             oq_diag_add(&d, OQ_SEV_ERROR, OQ_ERR_INVALID, NULL, NULL, NULL,
                         "the pipeline left an invalid model (--verify-each names the pass):");
-            for (size_t k = 0; k < cd.count; k++)
-                oq_diag_add(&d, cd.entries[k].severity, cd.entries[k].code, cd.entries[k].file,
-                            cd.entries[k].node, cd.entries[k].op, "%s", cd.entries[k].message);
+            oq_diag_append(&d, &cd);
             st = OQ_ERR_INTERNAL;
         }
         oq_diag_free(&cd);

@@ -1,5 +1,6 @@
 #include "onnxq/status.h"
 #include "ir/grow.h"
+#include "ir/text.h"
 
 #include <ctype.h>
 #include <signal.h>
@@ -179,25 +180,11 @@ bool oq_diag_same_kind(const oq_diag_entry *a, const oq_diag_entry *b)
 
 static int diag_format_raw(const oq_diag_entry *e, char *buf, size_t size);
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 when it is not one. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    size_t len = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-                 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-    if (!len || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] > 0x8F) ||
-        (p[0] == 0xED && p[1] > 0x9F)) /* overlong, past U+10FFFF, surrogates */
-        return 0;
-    return len;
-}
-
 /* src into buf (size bytes, NUL-terminated) with control characters and bytes that are
  * not UTF-8 written as \xNN: names come from the model file, and a message stays one
- * printable line whatever they hold. Returns the length the whole result needs. */
+ * printable line whatever they hold. Unlike oq_sb_escaped (dump's), a backslash stays as
+ * it is: messages quote regular expressions and paths. Returns the length the whole
+ * result needs. */
 static int escape_text(const char *src, char *buf, size_t size)
 {
     size_t o = 0;
@@ -206,7 +193,7 @@ static int escape_text(const char *src, char *buf, size_t size)
     for (size_t i = 0; i < n;) {
         char tmp[8];
         size_t tl, adv;
-        size_t u = p[i] >= 0x80 ? utf8_len(p + i, n - i) : 0;
+        size_t u = p[i] >= 0x80 ? oq_utf8_len(p + i, n - i) : 0;
         if (u) {
             memcpy(tmp, p + i, u);
             tl = adv = u;
@@ -259,6 +246,15 @@ static int diag_format_raw(const oq_diag_entry *e, char *buf, size_t size)
     if (e->file)
         return snprintf(buf, size, "%s: %s%s%s", e->file, sev, node, e->message ? e->message : "");
     return snprintf(buf, size, "%s%s%s", sev, node, e->message ? e->message : "");
+}
+
+void oq_diag_append(oq_diag *d, const oq_diag *src)
+{
+    for (size_t k = 0; src && k < src->count; k++) {
+        const oq_diag_entry *e = &src->entries[k];
+        oq_diag_add(d, e->severity, e->code, e->file, e->node, e->op, "%s", e->message);
+        oq_diag_set_weight(d, e->weight);
+    }
 }
 
 const oq_diag_entry *oq_diag_first_error(const oq_diag *d)

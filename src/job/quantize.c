@@ -1482,9 +1482,7 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         oq_diag_init(&cd);
         if (oq_model_check(m, &cd) != OQ_OK) {
             oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_INTERNAL, NULL, NULL, NULL, "the quantized model is invalid:");
-            for (size_t k = 0; k < cd.count; k++)
-                oq_diag_add(d, cd.entries[k].severity, cd.entries[k].code, cd.entries[k].file, cd.entries[k].node,
-                            cd.entries[k].op, "%s", cd.entries[k].message);
+            oq_diag_append(d, &cd);
             st = OQ_ERR_INTERNAL;
         }
         oq_diag_free(&cd);

@@ -318,9 +318,8 @@ oq_status oq_job_select_calibration(const oq_quantize_fallback_args *a, const oq
             oq_diag cd;
             oq_diag_init(&cd);
             st = oq_pipeline_run(pl, qm, &ro, &cd);
-            for (size_t k = 0; st != OQ_OK && k < cd.count; k++)
-                oq_diag_add(d, cd.entries[k].severity, cd.entries[k].code, cd.entries[k].file, cd.entries[k].node,
-                            cd.entries[k].op, "%s", cd.entries[k].message);
+            if (st != OQ_OK)
+                oq_diag_append(d, &cd);
             oq_diag_free(&cd);
             if (st != OQ_OK)
                 goto done;

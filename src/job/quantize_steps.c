@@ -521,8 +521,9 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
             say(a->lg,
                 "onnxq quantize: %s: %zu layer(s) on %llu sample(s) in %zu pass(es), %zu changed, %zu "
                 "skipped; largest correction %.3f x the layer's float RMS (%s)%s; %.1f s",
-                rep->bias_label ? rep->bias_label : "bias correction", r->layers, (unsigned long long)r->samples, r->runs, r->changed, r->skipped, r->max_rel_shift,
-                *r->max_rel_node ? r->max_rel_node : "-", check, sec);
+                rep->bias_label ? rep->bias_label : "bias correction", r->layers, (unsigned long long)r->samples,
+                r->runs, r->changed, r->skipped, r->max_rel_shift, *r->max_rel_node ? r->max_rel_node : "-", check,
+                sec);
         }
     }
 done:

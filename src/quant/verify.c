@@ -1186,7 +1186,7 @@ double oq_verify_output_worst(const oq_verify_output *o, size_t *slice, const oq
 
 /* An output with no element compared and none skipped as NaN/Inf: not a float tensor (an
  * ArgMax or TopK index, a shape), or empty on every sample: SQNR says nothing about it. */
-static bool output_judged(const oq_verify_output *o)
+bool oq_verify_output_judged(const oq_verify_output *o)
 {
     if (o->err.n || o->err.nonfinite)
         return true;
@@ -1196,21 +1196,16 @@ static bool output_judged(const oq_verify_output *o)
     return false;
 }
 
-bool oq_verify_output_judged(const oq_verify_output *o)
-{
-    return output_judged(o);
-}
-
 double oq_verify_worst(const oq_verify *v, size_t *output, size_t *slice)
 {
     size_t wo = SIZE_MAX, ws = SIZE_MAX;
     double db = INFINITY;
     size_t judged = 0;
     for (size_t i = 0; i < v->n_fout; i++)
-        judged += output_judged(&v->outs[i]);
+        judged += oq_verify_output_judged(&v->outs[i]);
     for (size_t i = 0; i < v->n_fout; i++) {
         size_t k;
-        if (judged && !output_judged(&v->outs[i]))
+        if (judged && !oq_verify_output_judged(&v->outs[i]))
             continue; /* integer outputs do not decide while a float one can */
         double s = oq_verify_output_worst(&v->outs[i], &k, NULL);
         if (wo == SIZE_MAX || isnan(s) || s < db) {
