@@ -529,6 +529,15 @@ static void pad_plane(const float *x, int64_t IH, int64_t IW, int64_t ph, int64_
     }
 }
 
+/* The input rows of pad_plane alone, for a plane whose padding is zero already (the
+ * depthwise rows only read it: one zeroing serves every channel of a job) */
+static void pad_plane_rows(const float *x, int64_t IH, int64_t IW, int64_t ph, int64_t pw,
+                           int64_t PH, int64_t PW, float *dst)
+{
+    for (int64_t ih = ph < 0 ? -ph : 0; ih < IH && ih + ph < PH; ih++)
+        memcpy(dst + (ih + ph) * PW + pw, x + ih * IW, (size_t)IW * sizeof(float));
+}
+
 /* One 2-D depthwise channel with AVX2: the channel is first copied into a zero-padded
  * plane (pad), so every output needs no bounds checks and 8 output columns are
  * computed at once with all taps in registers: acc = bias, then acc + w * x for every
@@ -899,7 +908,7 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const dw_job *j, const flo
     const int64_t KH = j->k[1], KW = j->k[2], sh = j->st[1], sw = j->st[2];
     const int64_t dh = j->dl[1], dw = j->dl[2], ph = j->pb[1], pw = j->pb[2];
     const int64_t PW = dw2d_pad_w(j), PH = (OH - 1) * sh + (KH - 1) * dh + 1;
-    pad_plane(x, IH, IW, ph, pw, PH, PW, pad);
+    pad_plane_rows(x, IH, IW, ph, pw, PH, PW, pad); /* dw_items zeroed the padding */
     if (j->ort == DW_M1) { /* onnxruntime's one-row SGEMM (dw_m1_generic) */
         int64_t off[DW_M1_MAX_TAPS], K = KH * KW; /* dw_items checks K */
         for (int64_t kh = 0, q = 0; kh < KH; kh++)
@@ -962,7 +971,8 @@ static void dw_items(void *arg, int64_t b, int64_t e, int wk)
                  j->pb[0] == 0 && (j->st[2] == 1 || j->st[2] == 2) && row == dw_row_avx2 &&
                  j->out[1] > 0 && j->out[2] > 0 &&
                  (j->ort != DW_M1 || j->k[1] * j->k[2] <= DW_M1_MAX_TAPS) && j->ort != DW_M1T;
-    float *pad = two_d ? malloc((size_t)dw2d_pad_size(j) * sizeof(float)) : NULL;
+    /* zeroed once: each channel's rows overwrite the same interior (pad_plane_rows) */
+    float *pad = two_d ? calloc((size_t)dw2d_pad_size(j), sizeof(float)) : NULL;
     if (!pad)
         two_d = false; /* the generic path needs no buffer */
 #endif
