@@ -37,8 +37,11 @@ static bool want_value(const oq_value *v, void *user)
 
 /* The inputs smooth-quant{search=true} chose alpha for were judged with min/max ranges
  * over the calibration samples (its records with "range": "minmax"): give them those
- * ranges, whatever the method. Returns how many entries changed. */
-static int64_t smoothed_minmax(const oq_model *m, oq_calib_table *t, bool symmetric)
+ * ranges, whatever the method (minmax false: only the next rule). An input with channels
+ * split off gets the range of the other channels ("split_min", "split_max"): the layers
+ * read those channels with zero weights, and the whole range would waste the 8 bits on
+ * them. Returns how many entries changed. */
+static int64_t smoothed_minmax(const oq_model *m, oq_calib_table *t, bool symmetric, bool minmax)
 {
     const char *js = oq_model_get_metadata(m, OQ_SMOOTH_METADATA_KEY);
     cJSON *root = NULL;
@@ -48,13 +51,15 @@ static int64_t smoothed_minmax(const oq_model *m, oq_calib_table *t, bool symmet
     const cJSON *layers = oq_json_get(root, "layers"), *l;
     cJSON_ArrayForEach(l, layers) {
         const cJSON *r = oq_json_get(l, "range"), *in = oq_json_get(l, "smoothed_input");
-        if (!cJSON_IsString(r) || strcmp(r->valuestring, "minmax") != 0 || !cJSON_IsString(in))
+        const cJSON *s0 = oq_json_get(l, "split_min"), *s1 = oq_json_get(l, "split_max");
+        bool split = cJSON_IsNumber(s0) && cJSON_IsNumber(s1) && s0->valuedouble <= s1->valuedouble;
+        if (!cJSON_IsString(in) || (!split && (!minmax || !cJSON_IsString(r) || strcmp(r->valuestring, "minmax") != 0)))
             continue;
         for (size_t i = 0; i < t->count; i++) {
             oq_calib_entry *e = &t->items[i];
             if (strcmp(e->name, in->valuestring) != 0 || e->count == 0)
                 continue;
-            float lo = e->min, hi = e->max;
+            float lo = split ? (float)s0->valuedouble : e->min, hi = split ? (float)s1->valuedouble : e->max;
             if (symmetric) {
                 float a = fabsf(lo) > fabsf(hi) ? fabsf(lo) : fabsf(hi);
                 lo = -a;
@@ -162,6 +167,9 @@ static oq_status smooth_params(const oq_pass_options *opts, bool *on, oq_sq_para
         return OQ_OK;
     if (strcmp(v, "search") == 0) {
         p->search = true;
+        p->split_ratio = oq_pass_opt_float(opts, "smooth-split-ratio", 4.0);
+        if (!(p->split_ratio == 0 || p->split_ratio >= 1))
+            return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: smooth-split-ratio %g: 0 or at least 1", p->split_ratio);
         return OQ_OK;
     }
     char *end;
@@ -321,6 +329,10 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
                 oq_pass_stat_add(res, "smooth_layers", sres.stats[i].value);
             else if (!strcmp(sres.stats[i].name, "muls_inserted"))
                 oq_pass_stat_add(res, "smooth_muls_inserted", sres.stats[i].value);
+            else if (!strcmp(sres.stats[i].name, "layers_split"))
+                oq_pass_stat_add(res, "smooth_layers_split", sres.stats[i].value);
+            else if (!strcmp(sres.stats[i].name, "channels_split"))
+                oq_pass_stat_add(res, "smooth_channels_split", sres.stats[i].value);
         }
         if (st == OQ_OK && rerun) { /* X/s's range needs its own statistics */
             for (size_t i = 0; i < nt; i++)
@@ -333,10 +345,11 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     }
     oq_sq_free(sq);
     oq_calib_source_free(src);
-    if (st == OQ_OK && oq_pass_opt_bool(opts, "smoothed-minmax", true)) {
+    if (st == OQ_OK) {
         int64_t n = 0;
+        bool mm = oq_pass_opt_bool(opts, "smoothed-minmax", true);
         for (size_t i = 0; i < nt; i++) { /* every candidate's table the same way: count the first's */
-            int64_t k = smoothed_minmax(m, &t[i], o.range.symmetric);
+            int64_t k = smoothed_minmax(m, &t[i], o.range.symmetric, mm);
             if (i == 0)
                 n = k;
         }
@@ -417,6 +430,8 @@ static const oq_pass_option_def options[] = {
     {"smooth-quant", OQ_OPT_STRING, "off",
      "search or ALPHA: smooth-quant's SmoothQuant in this pass's sample loop (one float pass where the smoothed "
      "ranges follow from per-channel extremes; else calibration runs again after smoothing)"},
+    {"smooth-split-ratio", OQ_OPT_FLOAT, "4",
+     "smooth-quant=search: channels this many times the median peak may be split off into a float MatMul (0: never)"},
     {"smoothed-minmax", OQ_OPT_BOOL, "true",
      "min/max ranges for the inputs smooth-quant's search chose alpha for (the ranges it judged them with)"},
 };

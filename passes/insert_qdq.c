@@ -60,6 +60,7 @@ typedef struct qctx {
     size_t n_op_types;
     regex_t inc, exc;
     bool has_inc, has_exc;
+    cJSON *keep_float;     /* node names to leave float (OQ_KEEP_FLOAT_METADATA_KEY), or NULL */
     int n_groups;
     float *group_lo, *group_hi;
     bool *group_done;
@@ -218,9 +219,26 @@ static bool node_selected(const qctx *c, const oq_node *n)
     return node_selected_but_depthwise(c, n);
 }
 
+/* Named in OQ_KEEP_FLOAT_METADATA_KEY's "nodes" (smooth-quant's split: the Gather of the
+ * outlier channels and their MatMul): not selected, not linked to a quantized input, and
+ * reading the float tensor where its input gets a Q/DQ pair. Its "values" never get one. */
+static bool name_listed(const cJSON *kf, const char *list, const char *name)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, oq_json_get(kf, list))
+        if (cJSON_IsString(e) && name && strcmp(e->valuestring, name) == 0)
+            return true;
+    return false;
+}
+
+static bool keep_float_node(const qctx *c, const oq_node *n)
+{
+    return c->keep_float && name_listed(c->keep_float, "nodes", n->name);
+}
+
 static bool node_selected_but_depthwise(const qctx *c, const oq_node *n)
 {
-    if (!op_selected_type(c, n))
+    if (!op_selected_type(c, n) || keep_float_node(c, n))
         return false;
     return oq_pass_node_name_selected(n, c->has_inc ? &c->inc : NULL, c->has_exc ? &c->exc : NULL);
 }
@@ -234,7 +252,8 @@ static vinfo_q *vq(qctx *c, const oq_value *v)
 static void mark(qctx *c, const oq_value *v)
 {
     vinfo_q *q = vq(c, v);
-    if (!q || q->mark || !float_value_c(c, v) || is_const(v) || already_quantized(v))
+    if (!q || q->mark || !float_value_c(c, v) || is_const(v) || already_quantized(v) ||
+        (c->keep_float && name_listed(c->keep_float, "values", v->name)))
         return;
     q->mark = MK_CALIB;
 }
@@ -861,6 +880,19 @@ static bool output_stays_float(const qctx *c, const oq_value *v)
     return !(x && x->kind == OQ_VALUE_NODE && x->producer && node_sel(c, x->producer));
 }
 
+/* the readers of dq (a DequantizeLinear's output) that keep_float_node names read the
+ * float tensor f instead */
+static void float_readers_back(qctx *c, oq_value *dq, oq_value *f)
+{
+    for (size_t i = 0; i < dq->n_uses;) {
+        oq_node *r = dq->uses[i].node;
+        size_t idx = dq->uses[i].index;
+        if (r->graph == c->g && keep_float_node(c, r) && oq_node_set_input(r, idx, f) == OQ_OK)
+            continue; /* the use left dq's list */
+        i++;
+    }
+}
+
 static oq_status insert_act(qctx *c, oq_value *v)
 {
     vinfo_q *q = vq(c, v);
@@ -897,6 +929,7 @@ static oq_status insert_act(qctx *c, oq_value *v)
         oq_graph_insert_after(g, qn_, dn_);
         if (keep_out)
             oq_pass_stat_add(c->res, "graph_outputs_kept_float", 1);
+        float_readers_back(c, dv, v);
     } else {
         oq_node *p = v->producer;
         char *orig = oq_model_strdup(c->m, v->name);
@@ -917,6 +950,7 @@ static oq_status insert_act(qctx *c, oq_value *v)
             return oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
         oq_graph_insert_after(g, p, qn_);
         oq_graph_insert_after(g, qn_, dn_);
+        float_readers_back(c, nv, v);
     }
     oq_pass_stat_add(c->res, "activations_quantized", 1);
     return OQ_OK;
@@ -1652,6 +1686,7 @@ static void free_ctx(qctx *c)
     free(c->sel);
     oq_calib_table_free(&c->table);
     cJSON_Delete(c->over);
+    cJSON_Delete(c->keep_float);
     if (c->op_types) {
         for (size_t i = 0; i < c->n_op_types; i++)
             free(c->op_types[i]);
@@ -1859,6 +1894,8 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
     free(to_log);
     /* 2. the ops around them, in graph (topological) order */
     for (oq_node *n = c->g->first; n; n = n->next) {
+        if (keep_float_node(c, n))
+            continue;
         if (c->ort_cpu)
             mark_ort_fusable(c, n);
         if (is_value_preserving(n, c->ort_cpu) && n->n_inputs >= 1 && n->n_outputs >= 1 && n->outputs[0]) {
@@ -2221,6 +2258,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
             goto done;
         c.have_table = true;
     }
+    const char *kf = oq_model_get_metadata(m, OQ_KEEP_FLOAT_METADATA_KEY);
+    if (kf && (st = oq_json_parse(kf, strlen(kf), OQ_KEEP_FLOAT_METADATA_KEY, &c.keep_float, d)) != OQ_OK)
+        goto done;
 
     c.n_ids = m->next_id + 1;
     c.vi = calloc(c.n_ids, sizeof(vinfo_q));
@@ -2252,10 +2292,12 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
                 (m->metadata.count - kidx - 1) * sizeof(oq_kv));
         m->metadata.count--;
     }
-    /* calibrate{method=select}'s candidate tables, if no job took them out */
+    /* calibrate{method=select}'s candidate tables, if no job took them out, and the
+       names of the nodes to leave float */
     for (size_t i = 0; i < m->metadata.count && !oq_pass_opt_bool(opts, "keep-calibration", false);) {
         const char *k = m->metadata.items[i].key;
-        if (k && strncmp(k, OQ_CALIB_METADATA_KEY ".", strlen(OQ_CALIB_METADATA_KEY) + 1) == 0) {
+        if (k && (strncmp(k, OQ_CALIB_METADATA_KEY ".", strlen(OQ_CALIB_METADATA_KEY) + 1) == 0 ||
+                  strcmp(k, OQ_KEEP_FLOAT_METADATA_KEY) == 0)) {
             memmove(&m->metadata.items[i], &m->metadata.items[i + 1], (m->metadata.count - i - 1) * sizeof(oq_kv));
             m->metadata.count--;
         } else {

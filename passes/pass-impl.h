@@ -140,6 +140,10 @@ void *oq_pass_scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes
 typedef struct oq_sq_params {
     bool search;               /* alpha per input (else alpha for all) */
     double alpha, outlier_ratio, min_gain_db, min_gain_mul_db;
+    /* search: a channel whose peak is at least split_ratio times the median one may be
+     * split off into a float MatMul of its own (0: never) */
+    double split_ratio;
+    double split_gain_db;      /* split when the held-out error falls by more than this */
 } oq_sq_params;
 void oq_sq_params_default(oq_sq_params *p);
 typedef struct oq_sq_run oq_sq_run;

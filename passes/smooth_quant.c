@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "onnxq/calib.h"
 
 #define SQ_MIN 1e-5
@@ -36,6 +37,7 @@ typedef struct sq_layer {
     oq_node *n;
     bool w_transposed; /* Gemm transB=1: W is [N, K] */
     double w_before;   /* max |W| of this layer in the float model */
+    const char *split_mm; /* the float MatMul of the channels split off (model's string) */
 } sq_layer;
 
 typedef struct sq_group {
@@ -66,6 +68,11 @@ typedef struct sq_group {
     double alpha;         /* chosen (or the fixed alpha); < 0: left alone */
     double ratio;         /* largest / median channel peak */
     double err_off, err_best; /* search: relative output error unsmoothed / chosen */
+    /* search with split-ratio: the outlier channels taken out of the quantized layers
+     * (ascending; n_split 0: none), computed by a float MatMul of their own */
+    int64_t *split;
+    int64_t n_split;
+    double err_nosplit;   /* the error of the best choice without the split */
     char *orig_name;   /* X's name in the float model (a fold renames X) */
     char where[300];   /* where 1/s went (phase 2) */
     const char *now;   /* what the layers read after phase 2 */
@@ -289,7 +296,7 @@ static void observe(sq_ctx *c, const oq_value *v, const oq_rt_tensor *t)
         return;
     c->st = oq_absmax_per_channel_update(g->xmax, t->data, t->dims, t->rank, -1, &g->nonfinite, v->name, c->d);
     g->seen = true;
-    if (c->all_minmax && c->st == OQ_OK)
+    if ((c->all_minmax || c->search) && c->st == OQ_OK) /* search: the split's range */
         minmax_observe(c, g->K, &g->amin, &g->amax, t);
     if (c->search && c->st == OQ_OK)
         search_observe(c, g, t);
@@ -599,7 +606,9 @@ static void eval_layers_free(sq_eval_layer *el, size_t n)
 }
 
 /* The relative output error (mean over the layers of sum (yq - y)^2 / sum y^2) with
- * X/s on 8 bits over the fit range and W*s int8 per column; s NULL: unsmoothed. */
+ * X/s on 8 bits over the fit range and W*s int8 per column; s NULL: unsmoothed. The
+ * channels ex marks (NULL: none) are split off: exact in float, outside the range of
+ * X/s and of the weight columns. */
 /* sum a[j] * b[j]: eight partial sums (fixed order: the same result on every run) */
 static double dot(const float *a, const float *b, int64_t n)
 {
@@ -616,13 +625,14 @@ static double dot(const float *a, const float *b, int64_t n)
     return t;
 }
 
-static double eval_error(const sq_group *g, const sq_eval_layer *el, const double *s, float *xq, float *wq)
+static double eval_error(const sq_group *g, const sq_eval_layer *el, const double *s,
+                         const unsigned char *ex, float *xq, float *wq)
 {
     int64_t K = g->K;
     double lo = 0, hi = 0;
     for (int64_t j = 0; j < K; j++) {
-        if (!(g->fmax[j] >= g->fmin[j]))
-            continue; /* not seen */
+        if (!(g->fmax[j] >= g->fmin[j]) || (ex && ex[j]))
+            continue; /* not seen, or split off */
         double sj = s ? s[j] : 1.0;
         if (g->fmin[j] / sj < lo)
             lo = g->fmin[j] / sj;
@@ -640,21 +650,23 @@ static double eval_error(const sq_group *g, const sq_eval_layer *el, const doubl
             double m = 0;
             const double *wc = l->w + c * K;
             for (int64_t j = 0; j < K; j++) {
-                double a = fabs(wc[j] * (s ? s[j] : 1.0));
+                double a = ex && ex[j] ? 0 : fabs(wc[j] * (s ? s[j] : 1.0));
                 if (a > m)
                     m = a;
             }
             double sw = m > 0 ? m / 127.0 : 1.0;
-            for (int64_t j = 0; j < K; j++)
-                wq[c * K + j] = (float)(nearbyint(wc[j] * (s ? s[j] : 1.0) / sw) * sw);
+            for (int64_t j = 0; j < K; j++) {
+                double v = wc[j] * (s ? s[j] : 1.0);
+                wq[c * K + j] = (float)(ex && ex[j] ? v : nearbyint(v / sw) * sw);
+            }
         }
         double err = 0;
         for (int64_t r = 0; r < g->n_rows; r++) {
             const float *x = g->rows + r * K;
             for (int64_t j = 0; j < K; j++) {
-                double q = nearbyint(x[j] / (s ? s[j] : 1.0) / sx) + zp;
+                double v = x[j] / (s ? s[j] : 1.0), q = nearbyint(v / sx) + zp;
                 q = q < 0 ? 0 : q > 255 ? 255 : q;
-                xq[j] = (float)((q - zp) * sx);
+                xq[j] = (float)(ex && ex[j] ? v : (q - zp) * sx);
             }
             for (int64_t c = 0; c < l->nc; c++) {
                 double e = dot(xq, wq + c * K, K) - l->yref[r * l->nc + c];
@@ -689,7 +701,100 @@ static void scales_for(const float *xm, const double *wmax, int64_t K, double al
 static bool only_layers_use(const sq_group *g);
 static bool can_fold(const oq_value *x, int64_t K, int depth);
 
-static oq_status search_alpha(sq_group *g, double ratio_min, double gain_db, double gain_mul_db, oq_diag *d)
+/* The least eval_error over the candidate alphas (*alpha: its alpha); s is scratch */
+static double best_of_alphas(const sq_group *g, const sq_eval_layer *el, const float *fitpeak, const double *wmax,
+                             double *s, const unsigned char *ex, float *xq, float *wq, double *alpha)
+{
+    double best = INFINITY;
+    *alpha = -1;
+    for (size_t a = 0; a < sizeof search_alphas / sizeof search_alphas[0]; a++) {
+        scales_for(fitpeak, wmax, g->K, search_alphas[a], s);
+        double e = eval_error(g, el, s, ex, xq, wq);
+        if (e < best) {
+            best = e;
+            *alpha = search_alphas[a];
+        }
+    }
+    return best;
+}
+
+/* The outlier channels (ascending in *out, their count returned; 0 when there are none
+ * or no more than half the channels are ordinary): peak >= ratio times the median
+ * nonzero peak, at most K / 32 of them (the largest). */
+static int64_t outlier_channels(const float *peak, int64_t K, double ratio, int64_t **out)
+{
+    *out = NULL;
+    float *v = malloc((size_t)K * sizeof(float));
+    int64_t n = 0, nz = 0;
+    if (!v)
+        return 0;
+    for (int64_t j = 0; j < K; j++)
+        if (peak[j] > 0)
+            v[nz++] = peak[j];
+    if (nz < 2) {
+        free(v);
+        return 0;
+    }
+    qsort(v, (size_t)nz, sizeof(float), cmp_float);
+    double thr = ratio * v[nz / 2];
+    int64_t cap = K / 32 > 0 ? K / 32 : 1;
+    for (int64_t j = nz - 1; j >= 0 && v[j] >= thr; j--)
+        n++;
+    if (n > cap) { /* the cap largest: raise the threshold to the cap-th peak */
+        n = cap;
+        thr = v[nz - cap];
+    }
+    free(v);
+    if (n == 0 || !(*out = malloc((size_t)n * sizeof(int64_t))))
+        return 0;
+    int64_t k = 0;
+    for (int64_t j = 0; j < K && k < n; j++)
+        if (peak[j] > 0 && peak[j] >= thr)
+            (*out)[k++] = j;
+    return k;
+}
+
+/* search, after alpha: split the outlier channels off (into a float MatMul of their
+ * own) when that cuts the held-out error of the choice made without it by gain_db or
+ * more (it adds a Mul, a Gather, a MatMul and an Add at run time); alpha is then the
+ * best one with the split */
+static oq_status search_split(sq_group *g, const sq_eval_layer *el, const float *fitpeak, const double *wmax,
+                              double *s, float *xq, float *wq, double ratio, double gain_db,
+                              double fold_gain_db, oq_diag *d)
+{
+    int64_t K = g->K, *idx = NULL;
+    int64_t n = outlier_channels(fitpeak, K, ratio, &idx);
+    if (n == 0)
+        return OQ_OK;
+    unsigned char *ex = calloc((size_t)K, 1);
+    if (!ex) {
+        free(idx);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t k = 0; k < n; k++)
+        ex[idx[k]] = 1;
+    double best_alpha, best = best_of_alphas(g, el, fitpeak, wmax, s, ex, xq, wq, &best_alpha);
+    /* the split alone (no smoothing) unless smoothing gains as much as it must without
+     * the split (fold_gain_db: min-gain-db where 1/s folds into X's producer, else
+     * min-gain-mul-db) */
+    double e0 = eval_error(g, el, NULL, ex, xq, wq);
+    if (!(best <= pow(10.0, -fold_gain_db / 10.0) * e0)) {
+        best = e0;
+        best_alpha = 0; /* s = 1 */
+    }
+    free(ex);
+    if (best < pow(10.0, -gain_db / 10.0) * g->err_best) {
+        g->err_best = best;
+        g->alpha = best_alpha;
+        g->split = idx;
+        g->n_split = n;
+    } else
+        free(idx);
+    return OQ_OK;
+}
+
+static oq_status search_alpha(sq_group *g, double ratio_min, double gain_db, double gain_mul_db,
+                              double split_ratio, double split_gain_db, oq_diag *d)
 {
     int64_t K = g->K;
     g->alpha = -1;
@@ -756,21 +861,17 @@ static oq_status search_alpha(sq_group *g, double ratio_min, double gain_db, dou
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    g->err_off = g->err_best = eval_error(g, el, NULL, xq, wq);
-    double best = INFINITY, best_alpha = -1;
-    for (size_t a = 0; a < sizeof search_alphas / sizeof search_alphas[0]; a++) {
-        scales_for(fitpeak, wmax, K, search_alphas[a], s);
-        double e = eval_error(g, el, s, xq, wq);
-        if (e < best) {
-            best = e;
-            best_alpha = search_alphas[a];
-        }
-    }
-    double gain = pow(10.0, -(only_layers_use(g) && can_fold(g->x, K, 0) ? gain_db : gain_mul_db) / 10.0);
+    g->err_off = g->err_best = eval_error(g, el, NULL, NULL, xq, wq);
+    double best_alpha, best = best_of_alphas(g, el, fitpeak, wmax, s, NULL, xq, wq, &best_alpha);
+    double need_db = only_layers_use(g) && can_fold(g->x, K, 0) ? gain_db : gain_mul_db;
+    double gain = pow(10.0, -need_db / 10.0);
     if (best <= gain * g->err_off) {
         g->err_best = best;
         g->alpha = best_alpha;
     }
+    g->err_nosplit = g->err_best;
+    if (split_ratio > 0 && (st = search_split(g, el, fitpeak, wmax, s, xq, wq, split_ratio, split_gain_db, need_db, d)) != OQ_OK)
+        goto done;
 done:
     eval_layers_free(el, g->n_layers);
     free(wmax);
@@ -799,8 +900,18 @@ static oq_status compute_scales(sq_group *g, double alpha, oq_diag *d)
     }
     if (st != OQ_OK)
         goto done;
-    scales_for(g->xmax, wmax, K, alpha, g->s);
-    for (int64_t j = 0; j < K; j++) {
+    if (g->n_split > 0 && alpha == 0) /* the split alone: X is not smoothed */
+        for (int64_t j = 0; j < K; j++)
+            g->s[j] = 1.0;
+    else
+        scales_for(g->xmax, wmax, K, alpha, g->s);
+    for (int64_t k = 0; k < g->n_split; k++)
+        g->s[g->split[k]] = 1.0; /* split off: computed in float as they are */
+    for (int64_t j = 0, k = 0; j < K; j++) {
+        if (k < g->n_split && g->split[k] == j) {
+            k++;
+            continue;
+        }
         double xm = g->xmax[j];
         if (xm > g->x_before)
             g->x_before = xm;
@@ -866,8 +977,156 @@ done:
     return st;
 }
 
+/* Phase 2b, for a group with channels split off: their weight rows are zeroed in every
+ * layer (so the layer's 8-bit input may clip them: calibrate gives it the range of the
+ * other channels), and a float MatMul of the split channels (Gather on X's last axis)
+ * times those rows is added to each layer's output, after its bias Add when it has one
+ * (onnxruntime fuses MatMul + bias). The names of the new nodes go to kn, those of the
+ * two values the Add joins to kv: insert-qdq leaves them float. */
+static oq_status apply_split(sq_group *g, oq_model *m, cJSON *kn, cJSON *kv, oq_pass_result *res, oq_diag *d)
+{
+    int64_t K = g->K, n = g->n_split;
+    oq_node *l0 = g->layers[0].n;
+    oq_graph *gr = l0->graph;
+    oq_value *xs = l0->inputs[0];
+    /* read by the layers alone (X, or the smoothing's Mul)? */
+    bool layers_only = !oq_value_is_graph_output(xs);
+    for (size_t u = 0; u < xs->n_uses && layers_only; u++) {
+        bool layer = false;
+        for (size_t k = 0; k < g->n_layers && !layer; k++)
+            layer = xs->uses[u].node == g->layers[k].n && xs->uses[u].index == 0;
+        layers_only = layer;
+    }
+    double *mask = malloc((size_t)K * sizeof(double));
+    oq_status st = OQ_OK;
+    if (!mask)
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < K; j++)
+        mask[j] = 1.0;
+    for (int64_t k = 0; k < n; k++)
+        mask[g->split[k]] = 0.0;
+    char base[300];
+    snprintf(base, sizeof base, "%s_split_index", g->orig_name);
+    char *iname = oq_graph_unique_name(gr, base);
+    oq_value *iv = iname ? oq_graph_new_value(gr, iname) : NULL;
+    oq_tensor *it = iv ? oq_tensor_new(m, iname, OQ_DTYPE_INT64, &n, 1, g->split, n * (int64_t)sizeof(int64_t)) : NULL;
+    snprintf(base, sizeof base, "%s_outliers", g->orig_name);
+    char *oname = oq_graph_unique_name(gr, base);
+    oq_value *xo = oname ? oq_graph_new_value(gr, oname) : NULL;
+    oq_value *gins[2] = {xs, iv};
+    oq_node *gat = it && xo && oq_graph_set_initializer(gr, iv, it) == OQ_OK
+                       ? oq_node_new(gr, "Gather", "", oname, gins, 2, &xo, 1)
+                       : NULL;
+    if (!gat || !oq_node_set_attr_int(gat, "axis", -1)) {
+        free(mask);
+        return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    }
+    if (xs->kind == OQ_VALUE_NODE && xs->producer)
+        oq_graph_insert_after(gr, xs->producer, gat);
+    else
+        oq_graph_insert_before(gr, gr->first, gat);
+    if (!layers_only) {
+        /* X is read by more than the layers (a residual Add: a smoothing there would have
+           inserted a Mul, which only the layers read): their input range must not clip the
+           split channels for the other readers, so the layers read Mul(X, mask) */
+        snprintf(base, sizeof base, "%s_split_mask", g->orig_name);
+        oq_value *mv = oq_pass_new_initializer(gr, base, OQ_DTYPE_FLOAT, &K, 1, mask);
+        snprintf(base, sizeof base, "%s_inliers", g->orig_name);
+        char *mname = oq_graph_unique_name(gr, base);
+        oq_value *xm = mname ? oq_graph_new_value(gr, mname) : NULL;
+        oq_value *mins[2] = {xs, mv};
+        oq_node *mul = mv && xm ? oq_node_new(gr, "Mul", "", mname, mins, 2, &xm, 1) : NULL;
+        if (!mul) {
+            free(mask);
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        oq_graph_insert_after(gr, gat, mul);
+        for (size_t k = 0; k < g->n_layers; k++)
+            oq_node_set_input(g->layers[k].n, 0, xm);
+        g->now = xm->name;
+        oq_pass_stat_add(res, "split_masks_inserted", 1);
+    }
+    for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
+        sq_layer *l = &g->layers[k];
+        int64_t cnt;
+        double *w = const_values(l->n->inputs[1], &cnt, d);
+        if (!w) {
+            st = OQ_ERR_INVALID;
+            break;
+        }
+        int64_t N = cnt / K, dims[2] = {n, N};
+        double ga = oq_pass_is_op(l->n, "Gemm") ? oq_node_attr_float(l->n, "alpha", 1.0f) : 1.0;
+        double *wo = malloc((size_t)(n * N) * sizeof(double));
+        if (!wo) {
+            free(w);
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t col = 0; col < N; col++)
+                wo[r * N + col] = ga * (l->w_transposed ? w[col * K + g->split[r]] : w[g->split[r] * N + col]);
+        free(w);
+        char lb[200];
+        const char *lname = oq_node_label(l->n, lb, sizeof lb);
+        snprintf(base, sizeof base, "%s_outlier_weight", lname);
+        oq_value *wv = oq_pass_new_initializer(gr, base, OQ_DTYPE_FLOAT, dims, 2, wo);
+        free(wo);
+        /* where the product joins: the layer's output, or its bias Add's */
+        oq_node *at = l->n;
+        oq_value *y = l->n->outputs[0];
+        if (y && y->n_uses == 1 && !oq_value_is_graph_output(y) && oq_pass_is_op(y->uses[0].node, "Add") &&
+            y->uses[0].node->n_inputs == 2 && y->uses[0].node->n_outputs == 1 &&
+            oq_value_const_tensor(y->uses[0].node->inputs[1 - y->uses[0].index])) {
+            at = y->uses[0].node;
+            y = at->outputs[0];
+        }
+        snprintf(base, sizeof base, "%s_outliers", lname);
+        char *pname = oq_graph_unique_name(gr, base);
+        oq_value *yo = pname ? oq_graph_new_value(gr, pname) : NULL;
+        snprintf(base, sizeof base, "%s_inliers", y && y->name ? y->name : lname);
+        char *yiname = oq_graph_unique_name(gr, base);
+        oq_value *yi = yiname ? oq_graph_new_value(gr, yiname) : NULL;
+        oq_value *pins[2] = {xo, wv};
+        oq_node *mm = wv && yo ? oq_node_new(gr, "MatMul", "", pname, pins, 2, &yo, 1) : NULL;
+        snprintf(base, sizeof base, "%s_add_outliers", lname);
+        char *aname = oq_graph_unique_name(gr, base);
+        if (!mm || !yi || !y || !aname) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if ((st = oq_node_set_output(at, 0, yi)) != OQ_OK)
+            break;
+        oq_value *ains[2] = {yi, yo};
+        oq_node *add = oq_node_new(gr, "Add", "", aname, ains, 2, &y, 1);
+        if (!add) {
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        oq_graph_insert_after(gr, at, mm);
+        oq_graph_insert_after(gr, mm, add);
+        if ((st = scale_const(l->n, 1, mask, l->w_transposed ? 0 : 1, 0, "split", d)) != OQ_OK)
+            break;
+        /* float: the MatMul, the Gather, and the parts the Add joins (made after
+           calibration's run: no ranges, and nothing gains from a Q/DQ on them) */
+        cJSON_AddItemToArray(kn, cJSON_CreateString(pname));
+        if (k == 0)
+            cJSON_AddItemToArray(kn, cJSON_CreateString(oname));
+        cJSON_AddItemToArray(kv, cJSON_CreateString(yi->name));
+        cJSON_AddItemToArray(kv, cJSON_CreateString(yo->name));
+        l->split_mm = mm->name;
+        oq_pass_stat_add(res, "layers_split", 1);
+    }
+    if (st == OQ_OK)
+        oq_pass_stat_add(res, "channels_split", n);
+    free(mask);
+    return st;
+}
+
 /* Phase 3, after every group is applied (a fold may rescale another group's layer):
  * one note per layer and its JSON record, with the weights as they are now. */
+static bool channel_range(const sq_group *g, const float *lo, const float *hi, bool skip_split, float *mn,
+                          float *mx);
+
 static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag *d)
 {
     double *wm = calloc((size_t)g->K, sizeof(double));
@@ -881,8 +1140,14 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
             break;
         char lbuf[200];
         const char *lb = oq_node_label(l->n, lbuf, sizeof lbuf);
-        char why[160] = "";
-        if (g->err_off > 0) /* chosen by search */
+        char why[300] = "";
+        if (g->err_off > 0 && g->n_split > 0) /* chosen by search, with channels split off */
+            snprintf(why, sizeof why,
+                     "; alpha %.1f and %lld outlier channel(s) split off into the float MatMul \"%s\": held-out "
+                     "output SQNR %.1f -> %.1f dB (%.1f without the split)",
+                     g->alpha, (long long)g->n_split, l->split_mm ? l->split_mm : "", -10 * log10(g->err_off),
+                     -10 * log10(g->err_best), -10 * log10(g->err_nosplit));
+        else if (g->err_off > 0) /* chosen by search */
             snprintf(why, sizeof why, "; alpha %.1f: held-out output SQNR %.1f -> %.1f dB", g->alpha,
                      -10 * log10(g->err_off), -10 * log10(g->err_best));
         oq_diag_add(d, OQ_SEV_NOTE, OQ_OK, NULL, lb, l->n->op_type,
@@ -909,6 +1174,17 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
             json_num(js, "peak_ratio", g->ratio);
             json_num(js, "heldout_sqnr_db_before", -10 * log10(g->err_off));
             json_num(js, "heldout_sqnr_db_after", -10 * log10(g->err_best));
+        }
+        float smin, smax;
+        if (g->n_split > 0 && channel_range(g, g->amin, g->amax, true, &smin, &smax)) {
+            /* the layer's input range without the split channels: calibrate sets it */
+            json_num(js, "split_min", smin);
+            json_num(js, "split_max", smax);
+        }
+        if (g->n_split > 0) {
+            fprintf(js, ",\"split_channels\":%lld,\"split_matmul\":", (long long)g->n_split);
+            json_str(js, l->split_mm ? l->split_mm : "");
+            json_num(js, "heldout_sqnr_db_without_split", -10 * log10(g->err_nosplit));
         }
         fputc('}', js);
     }
@@ -952,6 +1228,8 @@ void oq_sq_params_default(oq_sq_params *p)
     p->outlier_ratio = 1.0;
     p->min_gain_db = 1.0;
     p->min_gain_mul_db = 3.0;
+    p->split_ratio = 4.0;
+    p->split_gain_db = 1.0;
 }
 
 struct oq_sq_run {
@@ -979,6 +1257,7 @@ void oq_sq_free(oq_sq_run *r)
             free(c->groups[i].cmax[k]);
         }
         free(c->groups[i].rows);
+        free(c->groups[i].split);
     }
     free(c->groups);
     free(c->by_id);
@@ -995,6 +1274,8 @@ oq_status oq_sq_begin(oq_model *m, const oq_sq_params *p, bool all_minmax, oq_sq
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: alpha %g is outside [0, 1]", p->alpha);
     if (!(p->outlier_ratio >= 1))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: outlier-ratio %g must be >= 1", p->outlier_ratio);
+    if (!(p->split_ratio == 0 || p->split_ratio >= 1) || !(p->split_gain_db >= 0))
+        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: split-ratio must be 0 or >= 1, split-min-gain-db >= 0");
     if (!(p->min_gain_db >= 0) || !(p->min_gain_mul_db >= 0))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: min-gain-db and min-gain-mul-db must be >= 0");
     if (!m->graph)
@@ -1085,19 +1366,55 @@ oq_status oq_sq_finish(oq_sq_run *r, oq_model *m, uint64_t samples, oq_pass_resu
         else if (!g->seen)
             oq_pass_stat_add(res, "inputs_not_observed", 1);
         else if (c->search &&
-                 (st = search_alpha(g, c->p.outlier_ratio, c->p.min_gain_db, c->p.min_gain_mul_db, d)) != OQ_OK)
+                 (st = search_alpha(g, c->p.outlier_ratio, c->p.min_gain_db, c->p.min_gain_mul_db, c->p.split_ratio,
+                                      c->p.split_gain_db, d)) != OQ_OK)
             break;
         else if (g->alpha < 0)
             oq_pass_stat_add(res, "inputs_left", 1);
         else
             st = compute_scales(g, g->alpha, d);
     }
+    /* what insert-qdq leaves float: {"nodes": [...], "values": [...]}, with what an
+       earlier run put there */
+    cJSON *keep = NULL;
+    const char *old = oq_model_get_metadata(m, OQ_KEEP_FLOAT_METADATA_KEY);
+    if (!old || oq_json_parse(old, strlen(old), OQ_KEEP_FLOAT_METADATA_KEY, &keep, NULL) != OQ_OK ||
+        !cJSON_IsObject(keep)) {
+        cJSON_Delete(keep);
+        keep = cJSON_CreateObject();
+    }
+    cJSON *kn = keep ? cJSON_GetObjectItemCaseSensitive(keep, "nodes") : NULL;
+    cJSON *kv = keep ? cJSON_GetObjectItemCaseSensitive(keep, "values") : NULL;
+    if (keep && !cJSON_IsArray(kn))
+        kn = cJSON_AddArrayToObject(keep, "nodes");
+    if (keep && !cJSON_IsArray(kv))
+        kv = cJSON_AddArrayToObject(keep, "values");
+    if (!keep || !kn || !kv)
+        st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+    int64_t n_split = 0;
     for (size_t i = 0; i < c->n_groups && st == OQ_OK; i++) {
         if (!c->groups[i].seen || c->groups[i].alpha < 0)
             continue;
-        st = apply_scales(&c->groups[i], res, d);
+        if (c->groups[i].n_split > 0 && c->groups[i].alpha == 0) { /* split only: X as it is */
+            snprintf(c->groups[i].where, sizeof c->groups[i].where, "not applied (alpha 0: the split alone)");
+            c->groups[i].now = c->groups[i].x->name;
+        } else
+            st = apply_scales(&c->groups[i], res, d);
+        if (st == OQ_OK && c->groups[i].n_split > 0) {
+            st = apply_split(&c->groups[i], m, kn, kv, res, d);
+            n_split++;
+        }
         changed = true;
     }
+    if (st == OQ_OK && n_split > 0) {
+        char *txt = cJSON_PrintUnformatted(keep);
+        if (txt)
+            oq_model_set_metadata(m, OQ_KEEP_FLOAT_METADATA_KEY, txt);
+        else
+            st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        cJSON_free(txt);
+    }
+    cJSON_Delete(keep);
     for (size_t i = 0; i < c->n_groups && st == OQ_OK; i++)
         if (c->groups[i].seen && c->groups[i].alpha >= 0)
             st = report_group(&c->groups[i], js, &first, d);
@@ -1112,13 +1429,19 @@ oq_status oq_sq_finish(oq_sq_run *r, oq_model *m, uint64_t samples, oq_pass_resu
     return st;
 }
 
-/* [min_j lo_j / s_j, max_j hi_j / s_j] over the channels seen (false: none) */
-static bool channel_range(const sq_group *g, const float *lo, const float *hi, float *mn, float *mx)
+/* [min_j lo_j / s_j, max_j hi_j / s_j] over the channels seen (false: none), but for
+ * the channels split off when skip_split */
+static bool channel_range(const sq_group *g, const float *lo, const float *hi, bool skip_split, float *mn,
+                          float *mx)
 {
     if (!lo || !hi)
         return false;
     double a = INFINITY, b = -INFINITY;
-    for (int64_t j = 0; j < g->K; j++) {
+    for (int64_t j = 0, k = 0; j < g->K; j++) {
+        if (skip_split && k < g->n_split && g->split[k] == j) {
+            k++;
+            continue; /* the layers read it as 0 */
+        }
         if (!(lo[j] <= hi[j]))
             continue; /* never finite */
         double inv = 1.0 / g->s[j];
@@ -1129,6 +1452,10 @@ static bool channel_range(const sq_group *g, const float *lo, const float *hi, f
     }
     if (!(a <= b))
         return false;
+    if (skip_split && g->n_split > 0) { /* the zeros in place of the split channels */
+        a = a < 0 ? a : 0;
+        b = b > 0 ? b : 0;
+    }
     *mn = (float)a;
     *mx = (float)b;
     return true;
@@ -1144,20 +1471,22 @@ bool oq_sq_smoothed(const oq_sq_run *r, size_t i, oq_sq_input *out)
         return false;
     out->orig = g->orig_name;
     out->now = g->now;
-    out->replaced = g->x->name && strcmp(g->x->name, g->orig_name) != 0;
+    bool folded = g->x->name && strcmp(g->x->name, g->orig_name) != 0;
+    /* the split alone, the layers reading X itself: X's own entry gets the new range */
+    out->replaced = folded || (g->now && strcmp(g->now, g->orig_name) == 0);
     out->judged_minmax = g->err_off > 0;
     /* X/s is X per channel times 1/s (s > 0): its extremes are the channels' extremes
      * scaled; so are those of the tensors a fold through Relu/LeakyRelu/Add scaled. */
-    out->derived = channel_range(g, g->amin, g->amax, &out->min, &out->max) && !(out->replaced && g->chain_bad);
+    out->derived = channel_range(g, g->amin, g->amax, true, &out->min, &out->max) && !(folded && g->chain_bad);
     out->n_chain = 0;
-    if (out->replaced) /* folded: the chain was scaled too */
+    if (folded) /* the chain was scaled too */
         for (int k = 0; k < g->n_chain && out->derived; k++) {
             sq_chain_range *cr = &out->chain[out->n_chain++];
             cr->orig = g->chain_orig[k];
             cr->now = g->chain[k]->name;
             if (!g->cmin[k]) /* never observed (e.g. a branch not taken): no range to give */
                 cr->now = NULL;
-            else if (!channel_range(g, g->cmin[k], g->cmax[k], &cr->min, &cr->max))
+            else if (!channel_range(g, g->cmin[k], g->cmax[k], false, &cr->min, &cr->max))
                 cr->now = NULL;
         }
     return true;
@@ -1172,6 +1501,8 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     p.outlier_ratio = oq_pass_opt_float(opts, "outlier-ratio", 1.0);
     p.min_gain_db = oq_pass_opt_float(opts, "min-gain-db", 1.0);
     p.min_gain_mul_db = oq_pass_opt_float(opts, "min-gain-mul-db", 3.0);
+    p.split_ratio = oq_pass_opt_float(opts, "split-ratio", 4.0);
+    p.split_gain_db = oq_pass_opt_float(opts, "split-min-gain-db", 1.0);
     oq_sq_run *r = NULL;
     oq_calib_hooks h;
     oq_status st = oq_sq_begin(m, &p, false, &r, &h, d);
@@ -1205,6 +1536,11 @@ static const oq_pass_option_def options[] = {
     {"min-gain-db", OQ_OPT_FLOAT, "1", "search: smooth only when the held-out output SQNR rises by this much"},
     {"min-gain-mul-db", OQ_OPT_FLOAT, "3",
      "search: the same where 1/s cannot be folded into X's producer and a Mul is inserted"},
+    {"split-ratio", OQ_OPT_FLOAT, "4",
+     "search: channels whose peak is at least this many times the median one (at most K/32) may be split off "
+     "into a float MatMul of their own (0: never)"},
+    {"split-min-gain-db", OQ_OPT_FLOAT, "1",
+     "search: split them off when the held-out output SQNR rises by more than this over the best choice without"},
     OQ_PASS_CALIB_SOURCE_OPTIONS,
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},

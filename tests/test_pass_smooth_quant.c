@@ -18,6 +18,8 @@
 #include "test_pass_prep_util.h"
 #include "testutil.h"
 
+static bool is_op(const oq_node *n, const char *op) { return strcmp(n->op_type, op) == 0; }
+
 #define REL_ULP 1.2e-7 /* 2^-23: one float rounding of the product */
 
 static void assert_close_rel(float got, double want, const char *what, int j)
@@ -555,11 +557,12 @@ Test(smooth_quant, calibrate_in_one_run_equals_two_runs)
         oq_model *two = chain_model(), *one = chain_model();
         char pl[900];
         snprintf(pl, sizeof pl,
-                 "smooth-quant{%s,data=\"%s\",threads=1},calibrate{data=\"%s\",method=percentile,percentile=99,"
-                 "threads=1}", fixed ? "alpha=0.5" : "search=true", dir, dir);
+                 "smooth-quant{%s,split-ratio=0,data=\"%s\",threads=1},calibrate{data=\"%s\",method=percentile,"
+                 "percentile=99,threads=1}", fixed ? "alpha=0.5" : "search=true", dir, dir);
         oq_pass_result r2 = tp_run(two, pl);
-        snprintf(pl, sizeof pl, "calibrate{data=\"%s\",smooth-quant=%s,method=percentile,percentile=99,threads=1}",
-                 dir, fixed ? "0.5" : "search");
+        snprintf(pl, sizeof pl,
+                 "calibrate{data=\"%s\",smooth-quant=%s,smooth-split-ratio=0,method=percentile,percentile=99,"
+                 "threads=1}", dir, fixed ? "0.5" : "search");
         oq_pass_result r1 = tp_run(one, pl);
         cr_assert_eq(tp_stat(&r1, "smooth_layers"), tp_stat(&r2, "layers_smoothed"));
         cr_assert_eq(tp_stat(&r1, "smooth_muls_inserted"), tp_stat(&r2, "muls_inserted"));
@@ -606,5 +609,161 @@ Test(smooth_quant, calibrate_in_one_run_equals_two_runs)
         oq_model_free(one);
         oq_model_free(two);
     }
+    free(dir);
+}
+
+/* ---- split-ratio: outlier channels split off into a float MatMul (LLM.int8()-style) ---- */
+
+/* every weight row of the same size: no channel's contribution is small */
+static void sr_plain_weights(void)
+{
+    for (int i = 0; i < SR_K * SR_N; i++)
+        sr_w[i] = unit((uint32_t)(1000 + i));
+}
+
+/* the smooth-quant search on m with the samples in dir */
+static oq_pass_result sr_search(oq_model *m, const char *dir)
+{
+    char pl[700];
+    snprintf(pl, sizeof pl, "smooth-quant{search=true,data=\"%s\",threads=1}", dir);
+    return tp_run(m, pl);
+}
+
+/* Channel 0 of x 100x the others with ordinary weights: its contribution dominates the
+ * output, so no smoothing makes 8 bits hold it and the rest; the search splits it off:
+ * W's row 0 is zeroed in the layer, a MatMul of x[..., [0]] by W's row 0 (exact, the
+ * weight as it was) is added to its output, the model computes the same function, and
+ * the held-out error falls. */
+Test(smooth_quant, search_splits_a_dominant_channel)
+{
+    sr_plain_weights();
+    oq_model *m = sr_model(sr_w);
+    char *dir = sr_samples(100.0f);
+    oq_model *before = pp_clone(m);
+    oq_pass_result r = sr_search(m, dir);
+    cr_assert_eq(tp_stat(&r, "layers_split"), 1);
+    cr_assert_eq(tp_stat(&r, "channels_split"), 1);
+    oq_node *g = tp_find_op(m, "Gather");
+    cr_assert(g);
+    const int64_t *ix = oq_tensor_data(oq_value_const_tensor(g->inputs[1]), NULL);
+    cr_assert_eq(ix[0], 0, "the outlier channel is 0, not %lld", (long long)ix[0]);
+    oq_node *mm = NULL, *mo = NULL;
+    for (oq_node *n = m->graph->first; n; n = n->next)
+        if (is_op(n, "MatMul"))
+            *(n->inputs[0] == g->outputs[0] ? &mo : &mm) = n;
+    cr_assert(mm && mo);
+    const float *wm = tp_floats(mm->inputs[1]), *wo = tp_floats(mo->inputs[1]);
+    double s0 = 0;
+    for (int c = 0; c < SR_N; c++) {
+        cr_assert_float_eq(wm[c], 0.0f, 0, "row 0 of the quantized layer's weight is zeroed");
+        s0 = fmax(s0, fabs(wo[c]));
+    }
+    /* the split-off row: W's row 0 times the s the layer's other rows got for channel 0
+     * (s_0 = 1: the channel is not smoothed) */
+    for (int c = 0; c < SR_N; c++)
+        assert_close_rel(wo[c], sr_w[c], "outlier weight", c);
+    const char *keep = oq_model_get_metadata(m, OQ_KEEP_FLOAT_METADATA_KEY);
+    cr_assert(keep && strstr(keep, mo->name), "%s", keep ? keep : "(none)");
+    const char *rec = oq_model_get_metadata(m, OQ_SMOOTH_METADATA_KEY);
+    const char *b4 = strstr(rec, "heldout_sqnr_db_before\":"), *af = strstr(rec, "heldout_sqnr_db_after\":"),
+               *ns = strstr(rec, "heldout_sqnr_db_without_split\":");
+    cr_assert(b4 && af && ns && strstr(rec, "\"split_channels\":1"), "%s", rec);
+    cr_assert(atof(af + 23) > atof(ns + 31), "with the split %g dB, without %g dB", atof(af + 23), atof(ns + 31));
+    cr_assert(atof(af + 23) > atof(b4 + 24) + 10, "%s", rec);
+    finish(before, m, (int64_t[]){SR_ROWS, SR_K}, 2, dir);
+}
+
+/* In calibrate's sample loop, the layer's input gets the range of its channels but the
+ * split one (which it reads with zero weights), from their per-channel extremes, the
+ * same as with the smooth-quant pass and calibrate in two runs; insert-qdq (plain
+ * placement: Q/DQ on the layer's output too) leaves the parts the split adds float quantizes the layer and leaves the split-off MatMul in float, and drops the
+ * list of nodes to leave float. */
+Test(smooth_quant, split_ranges_and_placement)
+{
+    sr_plain_weights();
+    char *dir = sr_samples(100.0f);
+    oq_model *one = sr_model(sr_w), *two = sr_model(sr_w);
+    char pl[900];
+    snprintf(pl, sizeof pl, "calibrate{data=\"%s\",smooth-quant=search,method=minmax,threads=1}", dir);
+    oq_pass_result r1 = tp_run(one, pl);
+    cr_assert_eq(tp_stat(&r1, "smooth_layers_split"), 1);
+    cr_assert_eq(tp_stat(&r1, "smooth_recalibrated"), 0, "the split's ranges follow from the first run");
+    snprintf(pl, sizeof pl, "smooth-quant{search=true,data=\"%s\",threads=1},calibrate{data=\"%s\",method=minmax,"
+             "threads=1}", dir, dir);
+    tp_run(two, pl);
+    oq_node *g = tp_find_op(one, "Gather"), *mm = NULL;
+    for (oq_node *n = one->graph->first; n; n = n->next)
+        if (is_op(n, "MatMul") && n->inputs[0] != g->outputs[0])
+            mm = n;
+    cr_assert(g && mm);
+    oq_calib_table t1 = table_of(one), t2 = table_of(two);
+    const char *xn = mm->inputs[0]->name;
+    const oq_calib_entry *a = oq_calib_table_find(&t1, xn), *b = oq_calib_table_find(&t2, xn);
+    cr_assert(a && b, "%s in both tables", xn);
+    double mag = fmax(fabs(b->min), fabs(b->max));
+    cr_assert(fabs(a->lo - b->lo) <= 4 * REL_ULP * mag && fabs(a->hi - b->hi) <= 4 * REL_ULP * mag,
+              "[%.9g, %.9g] in one pass, [%.9g, %.9g] in two", a->lo, a->hi, b->lo, b->hi);
+    cr_assert(b->hi < 1.01f && b->lo > -1.01f && b->max > 50.0f,
+              "channel 0 (up to 100) is out of the range: [%g, %g], min/max [%g, %g]", b->lo, b->hi, b->min, b->max);
+    oq_calib_table_free(&t1);
+    oq_calib_table_free(&t2);
+    tp_run(one, "insert-qdq");
+    cr_assert_null(oq_model_get_metadata(one, OQ_KEEP_FLOAT_METADATA_KEY));
+    int quantized = 0, float_mm = 0;
+    for (oq_node *n = one->graph->first; n; n = n->next)
+        if (is_op(n, "MatMul")) {
+            bool q = n->inputs[0]->producer && is_op(n->inputs[0]->producer, "DequantizeLinear");
+            quantized += q;
+            float_mm += !q && n->inputs[0] == g->outputs[0];
+        }
+    cr_assert_eq(quantized, 1);
+    cr_assert_eq(float_mm, 1, "the split-off MatMul reads the Gather in float");
+    oq_model_free(one);
+    oq_model_free(two);
+    free(dir);
+}
+
+/* x -> Mul(c) -> a -> MatMul(W) -> y, and a -> Relu -> r (the first output): a is read by
+ * more than the layer, so a split without smoothing makes the layer read Mul(a, mask)
+ * (its 8-bit range leaves channel 0 out) and the Relu keeps a as it is: after calibrate
+ * and insert-qdq, r equals the float model's on samples whose channel 0 reaches 100. */
+Test(smooth_quant, split_keeps_other_readers_whole)
+{
+    static const float ones[SR_K] = {1, 1, 1, 1, 1, 1, 1, 1};
+    sr_plain_weights();
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){SR_ROWS, SR_K}, 2);
+    tp_init_f(m, "c", (int64_t[]){SR_K}, 1, ones);
+    tp_init_f(m, "W", (int64_t[]){SR_K, SR_N}, 2, sr_w);
+    tp_node(m, "Mul", "mul", "x,c", "a");
+    tp_node(m, "Relu", "relu", "a", "r");
+    tp_node(m, "MatMul", "mm", "a,W", "y");
+    tp_output(m, "r");
+    tp_output(m, "y");
+    oq_model *before = pp_clone(m);
+    char *dir = sr_samples(100.0f);
+    char pl[900];
+    snprintf(pl, sizeof pl, "calibrate{data=\"%s\",smooth-quant=search,threads=1},insert-qdq", dir);
+    oq_pass_result r = tp_run(m, pl);
+    cr_assert_eq(tp_stat(&r, "smooth_layers_split"), 1);
+    oq_node *mm = NULL;
+    for (oq_node *n = m->graph->first; n; n = n->next)
+        if (!strcmp(n->name, "mm"))
+            mm = n;
+    cr_assert(mm && mm->inputs[0]->producer && is_op(mm->inputs[0]->producer, "DequantizeLinear"));
+    cr_assert(!strcmp(tp_find_op(m, "Relu")->inputs[0]->name, "a"), "the Relu reads %s",
+              tp_find_op(m, "Relu")->inputs[0]->name);
+    static float x[SR_ROWS * SR_K];
+    for (int i = 0; i < SR_ROWS * SR_K; i++)
+        x[i] = unit((uint32_t)i) * (i % SR_K == 0 ? 100.0f : 1.0f);
+    float *a, *b;
+    int64_t na = pp_run(before, x, (int64_t[]){SR_ROWS, SR_K}, 2, &a), nb = pp_run(m, x, (int64_t[]){SR_ROWS, SR_K}, 2, &b);
+    cr_assert_eq(na, nb);
+    for (int64_t i = 0; i < na; i++)
+        cr_assert_float_eq(a[i], b[i], 0, "r[%lld] %g, float %g", (long long)i, b[i], a[i]);
+    free(a);
+    free(b);
+    oq_model_free(before);
+    oq_model_free(m);
     free(dir);
 }

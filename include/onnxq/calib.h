@@ -57,6 +57,9 @@ extern "C" {
 /* The smooth-quant pass's per-layer record (JSON {"alpha":a,"layers":[{...}]}), in
  * metadata_props until a tool takes it out (onnxq quantize: into its --json report). */
 #define OQ_SMOOTH_METADATA_KEY "onnxq.smooth_quant"
+/* {"nodes": [...], "values": [...]}: names of nodes and values insert-qdq leaves in
+ * float (smooth-quant's split-off outlier channels); removed with the calibration table */
+#define OQ_KEEP_FLOAT_METADATA_KEY "onnxq.keep_float"
 
 /* ------------------------------------------------------------------ sources ---- */
 
