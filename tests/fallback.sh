@@ -10,6 +10,7 @@
 #   and no QDQ node reads or writes its tensors;
 # - the result passes onnx.checker full_check and runs in onnxruntime-node, where its
 #   output is within the target of the float model's (computed by onnxruntime too);
+# - a layer with outlier channels split off (smooth-quant) can be returned to float too;
 # - --max-fallback 1 stops after conv2 (target missed: reported, model written, exit 1); a
 #   target the quantized model already meets returns nothing to float; a bad value exits 2;
 # - --fallback-search bisect reaches the target with the same layers in float as greedy
@@ -112,6 +113,22 @@ $PY -c '
 import sys, onnx
 m = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
 sys.exit(0 if m["onnxq.fallback.layers"] == "conv2" else 1)' "$TMP/q1.onnx" || bad "--max-fallback 1: layers != conv2"
+
+# a layer with outlier channels split off (smooth-quant's split forced at any gain: fc's 3
+# channels) is still a layer the search can return to float: it is ranked by its output,
+# which the split's Add now writes (before: "no quantized layer left", target missed)
+ONNXQ_SMOOTH_SPLIT=4,0 "$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/qs.onnx" --calib "$SRC/models/calib" $CAL \
+    --target-sqnr $TARGET > "$TMP/outs.txt" 2>&1 || { cat "$TMP/outs.txt"; bad "split: quantize --target-sqnr exit $?"; }
+grep -q 'outlier channel(s) split off into the float MatMul "fc_outliers"' "$TMP/outs.txt" || bad "split: fc not split"
+grep -q "fallback: target met" "$TMP/outs.txt" || bad "split: target not met"
+$PY -c '
+import sys, onnx
+m = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
+q = onnx.load(sys.argv[1])
+fc = [n for n in q.graph.node if n.name == "fc"][0]
+prod = {o: n.op_type for n in q.graph.node for o in n.output}
+ok = "fc" in m["onnxq.fallback.layers"].split(",") and all(prod.get(i) != "DequantizeLinear" for i in fc.input)
+sys.exit(0 if ok else 1)' "$TMP/qs.onnx" || bad "split: fc not returned to float (layers, or a DequantizeLinear still feeds it)"
 
 # a target already met: nothing in float
 "$EXE" quantize "$SRC/models/shapes_cnn.onnx" -o "$TMP/q0.onnx" --calib "$SRC/models/calib" $CAL --target-sqnr 10 \

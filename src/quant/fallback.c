@@ -317,8 +317,37 @@ static void logf_(const oq_fallback_options *o, const char *fmt, ...)
     o->log(buf, o->log_user);
 }
 
+static bool is_weighted(const oq_node *n);
+
+/* a's producer (NULL when a is not a node's output) */
+static oq_node *prod(const oq_value *a)
+{
+    return a && a->kind == OQ_VALUE_NODE ? a->producer : NULL;
+}
+
+/* n is smooth-quant's split Add (passes/smooth_quant.c: Add(layer [+ bias Add], MatMul of
+ * a Gather of the outlier channels)): the layer, whose output it completes; else NULL */
+static oq_node *split_layer(oq_node *n)
+{
+    if (!n || !oq_quant_op_is(n, "Add") || n->n_inputs != 2)
+        return NULL;
+    for (int i = 0; i < 2; i++) {
+        oq_node *mm = prod(n->inputs[1 - i]), *l = prod(n->inputs[i]);
+        if (!mm || !oq_quant_op_is(mm, "MatMul") || mm->n_inputs < 1 || !oq_quant_op_is(prod(mm->inputs[0]), "Gather"))
+            continue;
+        if (l && oq_quant_op_is(l, "Add") && l->n_inputs == 2) /* the layer's bias Add */
+            for (int k = 0; k < 2; k++)
+                if (is_weighted(prod(l->inputs[k])))
+                    l = prod(l->inputs[k]);
+        if (is_weighted(l))
+            return l;
+    }
+    return NULL;
+}
+
 /* The node of the quantized model that computes tensor `name`: the producer of the
- * float value its QDQ pair quantizes, or its producer. */
+ * float value its QDQ pair quantizes, or its producer; for the output of a layer with
+ * outlier channels split off, the layer. */
 static oq_node *quant_producer(oq_graph *qg, const char *name)
 {
     oq_value *v = oq_graph_find_local(qg, name);
@@ -327,9 +356,12 @@ static oq_node *quant_producer(oq_graph *qg, const char *name)
     oq_node *dq = dq_of(v), *q = dq ? q_of(dq) : NULL;
     if (q) {
         oq_value *xp = q->n_inputs ? q->inputs[0] : NULL;
-        return xp && xp->kind == OQ_VALUE_NODE ? xp->producer : NULL;
+        v = xp && xp->kind == OQ_VALUE_NODE ? xp : NULL;
+        if (!v)
+            return NULL;
     }
-    return v->producer;
+    oq_node *l = split_layer(v->producer);
+    return l ? l : v->producer;
 }
 
 /* A node with a quantized constant input (a weight or bias DequantizeLinear). */
