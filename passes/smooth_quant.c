@@ -1077,7 +1077,19 @@ static oq_status apply_split(sq_group *g, oq_model *m, cJSON *kn, cJSON *kv, oq_
         if (y && y->n_uses == 1 && !oq_value_is_graph_output(y) && oq_pass_is_op(y->uses[0].node, "Add") &&
             y->uses[0].node->n_inputs == 2 && y->uses[0].node->n_outputs == 1 &&
             oq_value_const_tensor(y->uses[0].node->inputs[1 - y->uses[0].index])) {
+            /* the layer's own output holds other numbers now (the inlier part): a new
+               name, so that tools matching tensors by name (verify, the fallback's
+               ranking) leave it out instead of reporting a false error */
             at = y->uses[0].node;
+            size_t ui = y->uses[0].index;
+            snprintf(base, sizeof base, "%s_inliers", y->name ? y->name : lname);
+            char *lyn = oq_graph_unique_name(gr, base);
+            oq_value *ly = lyn ? oq_graph_new_value(gr, lyn) : NULL;
+            if (!ly || oq_node_set_output(l->n, 0, ly) != OQ_OK || oq_node_set_input(at, ui, ly) != OQ_OK) {
+                st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+                break;
+            }
+            cJSON_AddItemToArray(kv, cJSON_CreateString(ly->name));
             y = at->outputs[0];
         }
         snprintf(base, sizeof base, "%s_outliers", lname);

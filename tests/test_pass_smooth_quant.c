@@ -767,3 +767,38 @@ Test(smooth_quant, split_keeps_other_readers_whole)
     oq_model_free(m);
     free(dir);
 }
+
+/* x -> Mul(c) -> a -> MatMul(W) -> t -> Add(bias) -> y: the split's Add comes after the
+ * bias Add (onnxruntime fuses an integer MatMul with its bias Add), and the MatMul's own
+ * output, which now holds the inlier part only, gets a new name (t is gone: tools that
+ * match tensors by name would report a false error for it); the model stays equivalent. */
+Test(smooth_quant, split_after_the_bias_add)
+{
+    static const float ones[SR_K] = {1, 1, 1, 1, 1, 1, 1, 1};
+    static const float bias[SR_N] = {0.5f, -0.25f, 1.0f, 0.0f, -1.0f, 0.125f};
+    sr_plain_weights();
+    oq_model *m = tp_model(13);
+    tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){SR_ROWS, SR_K}, 2);
+    tp_init_f(m, "c", (int64_t[]){SR_K}, 1, ones);
+    tp_init_f(m, "W", (int64_t[]){SR_K, SR_N}, 2, sr_w);
+    tp_init_f(m, "b", (int64_t[]){SR_N}, 1, bias);
+    tp_node(m, "Mul", "mul", "x,c", "a");
+    tp_node(m, "MatMul", "mm", "a,W", "t");
+    tp_node(m, "Add", "bias_add", "t,b", "y");
+    tp_output(m, "y");
+    oq_model *before = pp_clone(m);
+    char *dir = sr_samples(100.0f);
+    oq_pass_result r = sr_search(m, dir);
+    cr_assert_eq(tp_stat(&r, "layers_split"), 1);
+    oq_value *t = oq_graph_find_value(m->graph, "t");
+    cr_assert(!t || (!t->producer && t->n_uses == 0), "the MatMul's output keeps its name");
+    oq_value *y = oq_graph_find_value(m->graph, "y");
+    cr_assert(y && y->producer && is_op(y->producer, "Add") && strcmp(y->producer->name, "bias_add") != 0);
+    oq_node *ba = NULL;
+    for (size_t i = 0; i < y->producer->n_inputs; i++)
+        if (y->producer->inputs[i]->producer && !strcmp(y->producer->inputs[i]->producer->name, "bias_add"))
+            ba = y->producer->inputs[i]->producer;
+    cr_assert(ba, "the split's Add reads the bias Add's output");
+    cr_assert(ba->inputs[0]->producer && !strcmp(ba->inputs[0]->producer->name, "mm"), "the bias Add reads the MatMul");
+    finish(before, m, (int64_t[]){SR_ROWS, SR_K}, 2, dir);
+}
