@@ -60,7 +60,7 @@ typedef struct qctx {
     size_t n_op_types;
     regex_t inc, exc;
     bool has_inc, has_exc;
-    cJSON *keep_float;     /* node names to leave float (OQ_KEEP_FLOAT_METADATA_KEY), or NULL */
+    cJSON *keep_float;     /* {"nodes", "values"} to leave float (OQ_KEEP_FLOAT_METADATA_KEY), or NULL */
     int n_groups;
     float *group_lo, *group_hi;
     bool *group_done;

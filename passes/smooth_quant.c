@@ -504,19 +504,25 @@ static void describe_fold(const oq_value *x, char *buf, size_t size)
     }
 }
 
-/* Does every use of x belong to the group's layers (as their input 0)? */
-static bool only_layers_use(const sq_group *g)
+/* Does every use of v belong to the group's layers (as their input 0)? */
+static bool layers_alone_read(const sq_group *g, const oq_value *v)
 {
-    if (oq_value_is_graph_output(g->x))
+    if (oq_value_is_graph_output(v))
         return false;
-    for (size_t i = 0; i < g->x->n_uses; i++) {
+    for (size_t i = 0; i < v->n_uses; i++) {
         bool found = false;
         for (size_t k = 0; k < g->n_layers && !found; k++)
-            found = g->x->uses[i].node == g->layers[k].n && g->x->uses[i].index == 0;
+            found = v->uses[i].node == g->layers[k].n && v->uses[i].index == 0;
         if (!found)
             return false;
     }
     return true;
+}
+
+/* ... of X itself */
+static bool only_layers_use(const sq_group *g)
+{
+    return layers_alone_read(g, g->x);
 }
 
 /* max |W_j,:| of layer l per input channel j, folded into wmax (max over layers). */
@@ -694,13 +700,6 @@ static void scales_for(const float *xm, const double *wmax, int64_t K, double al
     }
 }
 
-/* search: g->alpha = the candidate with the smallest held-out output error, or -1 (left
- * alone) when X has no outlier channels, there is nothing to judge on, or the best
- * candidate does not cut the error by gain_db (1/s folded into X's producer: free) or
- * gain_mul_db (a Mul would be inserted: one more float op at run time). */
-static bool only_layers_use(const sq_group *g);
-static bool can_fold(const oq_value *x, int64_t K, int depth);
-
 /* The least eval_error over the candidate alphas (*alpha: its alpha); s is scratch */
 static double best_of_alphas(const sq_group *g, const sq_eval_layer *el, const float *fitpeak, const double *wmax,
                              double *s, const unsigned char *ex, float *xq, float *wq, double *alpha)
@@ -755,9 +754,9 @@ static int64_t outlier_channels(const float *peak, int64_t K, double ratio, int6
 }
 
 /* search, after alpha: split the outlier channels off (into a float MatMul of their
- * own) when that cuts the held-out error of the choice made without it by gain_db or
- * more (it adds a Mul, a Gather, a MatMul and an Add at run time); alpha is then the
- * best one with the split */
+ * own) when that cuts the held-out error of the choice made without it by more than
+ * gain_db (it adds a Gather, and per layer a MatMul and an Add, at run time); alpha is
+ * then the best one with the split, or 0 (not smoothed) */
 static oq_status search_split(sq_group *g, const sq_eval_layer *el, const float *fitpeak, const double *wmax,
                               double *s, float *xq, float *wq, double ratio, double gain_db,
                               double fold_gain_db, oq_diag *d)
@@ -793,13 +792,17 @@ static oq_status search_split(sq_group *g, const sq_eval_layer *el, const float 
     return OQ_OK;
 }
 
-static oq_status search_alpha(sq_group *g, double ratio_min, double gain_db, double gain_mul_db,
-                              double split_ratio, double split_gain_db, oq_diag *d)
+/* search: g->alpha = the candidate with the smallest held-out output error, or -1 (left
+ * alone) when X has no outlier channels, there is nothing to judge on, or the best
+ * candidate does not cut the error by min-gain-db (1/s folded into X's producer: free)
+ * or min-gain-mul-db (a Mul would be inserted: one more float op at run time); then the
+ * split (search_split) */
+static oq_status search_alpha(sq_group *g, const oq_sq_params *p, oq_diag *d)
 {
     int64_t K = g->K;
     g->alpha = -1;
     g->ratio = peak_ratio(g->xmax, K);
-    if (!(g->ratio >= ratio_min) || g->n_rows == 0 || !g->fit_seen)
+    if (!(g->ratio >= p->outlier_ratio) || g->n_rows == 0 || !g->fit_seen)
         return OQ_OK;
     oq_status st = OQ_OK;
     sq_eval_layer *el = calloc(g->n_layers, sizeof(*el));
@@ -863,14 +866,15 @@ static oq_status search_alpha(sq_group *g, double ratio_min, double gain_db, dou
     }
     g->err_off = g->err_best = eval_error(g, el, NULL, NULL, xq, wq);
     double best_alpha, best = best_of_alphas(g, el, fitpeak, wmax, s, NULL, xq, wq, &best_alpha);
-    double need_db = only_layers_use(g) && can_fold(g->x, K, 0) ? gain_db : gain_mul_db;
+    double need_db = only_layers_use(g) && can_fold(g->x, K, 0) ? p->min_gain_db : p->min_gain_mul_db;
     double gain = pow(10.0, -need_db / 10.0);
     if (best <= gain * g->err_off) {
         g->err_best = best;
         g->alpha = best_alpha;
     }
     g->err_nosplit = g->err_best;
-    if (split_ratio > 0 && (st = search_split(g, el, fitpeak, wmax, s, xq, wq, split_ratio, split_gain_db, need_db, d)) != OQ_OK)
+    if (p->split_ratio > 0 &&
+        (st = search_split(g, el, fitpeak, wmax, s, xq, wq, p->split_ratio, p->split_gain_db, need_db, d)) != OQ_OK)
         goto done;
 done:
     eval_layers_free(el, g->n_layers);
@@ -989,14 +993,7 @@ static oq_status apply_split(sq_group *g, oq_model *m, cJSON *kn, cJSON *kv, oq_
     oq_node *l0 = g->layers[0].n;
     oq_graph *gr = l0->graph;
     oq_value *xs = l0->inputs[0];
-    /* read by the layers alone (X, or the smoothing's Mul)? */
-    bool layers_only = !oq_value_is_graph_output(xs);
-    for (size_t u = 0; u < xs->n_uses && layers_only; u++) {
-        bool layer = false;
-        for (size_t k = 0; k < g->n_layers && !layer; k++)
-            layer = xs->uses[u].node == g->layers[k].n && xs->uses[u].index == 0;
-        layers_only = layer;
-    }
+    bool layers_only = layers_alone_read(g, xs); /* X, or the smoothing's Mul */
     double *mask = malloc((size_t)K * sizeof(double));
     oq_status st = OQ_OK;
     if (!mask)
@@ -1378,8 +1375,7 @@ oq_status oq_sq_finish(oq_sq_run *r, oq_model *m, uint64_t samples, oq_pass_resu
         else if (!g->seen)
             oq_pass_stat_add(res, "inputs_not_observed", 1);
         else if (c->search &&
-                 (st = search_alpha(g, c->p.outlier_ratio, c->p.min_gain_db, c->p.min_gain_mul_db, c->p.split_ratio,
-                                      c->p.split_gain_db, d)) != OQ_OK)
+                 (st = search_alpha(g, &c->p, d)) != OQ_OK)
             break;
         else if (g->alpha < 0)
             oq_pass_stat_add(res, "inputs_left", 1);

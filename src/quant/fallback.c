@@ -336,9 +336,7 @@ static oq_node *split_layer(oq_node *n)
         if (!mm || !oq_quant_op_is(mm, "MatMul") || mm->n_inputs < 1 || !oq_quant_op_is(prod(mm->inputs[0]), "Gather"))
             continue;
         if (l && oq_quant_op_is(l, "Add") && l->n_inputs == 2) /* the layer's bias Add */
-            for (int k = 0; k < 2; k++)
-                if (is_weighted(prod(l->inputs[k])))
-                    l = prod(l->inputs[k]);
+            l = is_weighted(prod(l->inputs[0])) ? prod(l->inputs[0]) : prod(l->inputs[1]);
         if (is_weighted(l))
             return l;
     }
