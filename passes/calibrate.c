@@ -169,13 +169,15 @@ static oq_status smooth_params(const oq_pass_options *opts, bool *on, oq_sq_para
         p->search = true;
         p->split_ratio = oq_pass_opt_float(opts, "smooth-split-ratio", 4.0);
         p->split_gain_db = oq_pass_opt_float(opts, "smooth-split-min-gain-db", 1.0);
-        /* for comparisons through onnxq quantize: "RATIO,GAIN_DB" */
+        p->split_z = oq_pass_opt_float(opts, "smooth-split-z", 2.0);
+        /* for comparisons through onnxq quantize: "RATIO,GAIN_DB,Z" */
         const char *env = getenv("ONNXQ_SMOOTH_SPLIT");
-        if (env && sscanf(env, "%lf,%lf", &p->split_ratio, &p->split_gain_db) < 1)
-            return oq_diag_error(d, OQ_ERR_USAGE, "ONNXQ_SMOOTH_SPLIT \"%s\": RATIO[,GAIN_DB]", env);
-        if (!(p->split_ratio == 0 || p->split_ratio >= 1) || !(p->split_gain_db >= 0))
+        if (env && sscanf(env, "%lf,%lf,%lf", &p->split_ratio, &p->split_gain_db, &p->split_z) < 1)
+            return oq_diag_error(d, OQ_ERR_USAGE, "ONNXQ_SMOOTH_SPLIT \"%s\": RATIO[,GAIN_DB[,Z]]", env);
+        if (!(p->split_ratio == 0 || p->split_ratio >= 1) || !(p->split_gain_db >= 0) || !(p->split_z >= 0))
             return oq_diag_error(d, OQ_ERR_USAGE, "calibrate: smooth-split-ratio %g (0 or at least 1), "
-                                 "smooth-split-min-gain-db %g (at least 0)", p->split_ratio, p->split_gain_db);
+                                 "smooth-split-min-gain-db %g, smooth-split-z %g (at least 0)", p->split_ratio,
+                                 p->split_gain_db, p->split_z);
         return OQ_OK;
     }
     char *end;
@@ -440,6 +442,9 @@ static const oq_pass_option_def options[] = {
      "smooth-quant=search: channels this many times the median peak may be split off into a float MatMul (0: never)"},
     {"smooth-split-min-gain-db", OQ_OPT_FLOAT, "1",
      "smooth-quant=search: split them off when the held-out output SQNR rises by more than this"},
+    {"smooth-split-z", OQ_OPT_FLOAT, "2",
+     "smooth-quant=search: and when the mean gain per held-out sample exceeds this many standard errors, "
+     "on at least 3 samples (0: no such rule)"},
     {"smoothed-minmax", OQ_OPT_BOOL, "true",
      "min/max ranges for the inputs smooth-quant's search chose alpha for (the ranges it judged them with)"},
 };

@@ -144,6 +144,8 @@ typedef struct oq_sq_params {
      * split off into a float MatMul of its own (0: never) */
     double split_ratio;
     double split_gain_db;      /* split when the held-out error falls by more than this */
+    double split_z;            /* and the mean per-sample gain by more than this many standard
+                                  errors (0: no such rule) */
 } oq_sq_params;
 void oq_sq_params_default(oq_sq_params *p);
 typedef struct oq_sq_run oq_sq_run;

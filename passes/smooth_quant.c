@@ -62,6 +62,7 @@ typedef struct sq_group {
     int n_chain;
     bool chain_bad;       /* a chain tensor without K channels last */
     float *rows;
+    uint32_t *row_sample;  /* the held-out sample each row came from */
     int64_t n_rows, n_cap;
     uint64_t rows_seen, rng;
     bool fit_seen;
@@ -73,6 +74,9 @@ typedef struct sq_group {
     int64_t *split;
     int64_t n_split;
     double err_nosplit;   /* the error of the best choice without the split */
+    double split_gain_mean_db, split_se_db; /* the split's gain per held-out sample: mean,
+                                               standard error of the mean */
+    int n_split_samples;  /* held-out samples the split was judged on */
     char *orig_name;   /* X's name in the float model (a fold renames X) */
     char where[300];   /* where 1/s went (phase 2) */
     const char *now;   /* what the layers read after phase 2 */
@@ -188,7 +192,8 @@ static void search_observe(sq_ctx *c, sq_group *g, const oq_rt_tensor *t)
         g->fmin = malloc((size_t)K * sizeof(float));
         g->fmax = malloc((size_t)K * sizeof(float));
         g->rows = g->n_cap > 0 ? malloc((size_t)(g->n_cap * K) * sizeof(float)) : NULL;
-        if (!g->fmin || !g->fmax || (g->n_cap > 0 && !g->rows)) {
+        g->row_sample = g->n_cap > 0 ? malloc((size_t)g->n_cap * sizeof(uint32_t)) : NULL;
+        if (!g->fmin || !g->fmax || (g->n_cap > 0 && (!g->rows || !g->row_sample))) {
             c->st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
             return;
         }
@@ -220,8 +225,10 @@ static void search_observe(sq_ctx *c, sq_group *g, const oq_rt_tensor *t)
                 slot = (int64_t)k;
         }
         g->rows_seen++;
-        if (slot >= 0)
+        if (slot >= 0) {
             memcpy(g->rows + slot * K, r, (size_t)K * sizeof(float));
+            g->row_sample[slot] = (uint32_t)(c->next_sample - 1);
+        }
     }
 }
 
@@ -599,14 +606,23 @@ typedef struct sq_eval_layer {
     double *w;      /* nc x K: the sampled columns of W (column c: K input channels) */
     double *yref;   /* n_rows x nc: X W in double */
     double sig;     /* sum yref^2 */
+    double *sig_s;  /* the same per held-out sample (sq_samples) */
     int64_t nc;
 } sq_eval_layer;
+
+/* The held-out samples the rows came from, numbered densely: row r is of sample
+ * of[r] (0 <= of[r] < n) */
+typedef struct sq_samples {
+    int *of;
+    int n;
+} sq_samples;
 
 static void eval_layers_free(sq_eval_layer *el, size_t n)
 {
     for (size_t k = 0; el && k < n; k++) {
         free(el[k].w);
         free(el[k].yref);
+        free(el[k].sig_s);
     }
     free(el);
 }
@@ -632,7 +648,7 @@ static double dot(const float *a, const float *b, int64_t n)
 }
 
 static double eval_error(const sq_group *g, const sq_eval_layer *el, const double *s,
-                         const unsigned char *ex, float *xq, float *wq)
+                         const unsigned char *ex, float *xq, float *wq, const sq_samples *ss, double *per)
 {
     int64_t K = g->K;
     double lo = 0, hi = 0;
@@ -666,9 +682,12 @@ static double eval_error(const sq_group *g, const sq_eval_layer *el, const doubl
                 wq[c * K + j] = (float)(ex && ex[j] ? v : nearbyint(v / sw) * sw);
             }
         }
-        double err = 0;
+        double err = 0, *pl = per ? per + k * (size_t)ss->n : NULL;
+        if (pl)
+            memset(pl, 0, (size_t)ss->n * sizeof(double));
         for (int64_t r = 0; r < g->n_rows; r++) {
             const float *x = g->rows + r * K;
+            double er = 0;
             for (int64_t j = 0; j < K; j++) {
                 double v = x[j] / (s ? s[j] : 1.0), q = nearbyint(v / sx) + zp;
                 q = q < 0 ? 0 : q > 255 ? 255 : q;
@@ -676,8 +695,11 @@ static double eval_error(const sq_group *g, const sq_eval_layer *el, const doubl
             }
             for (int64_t c = 0; c < l->nc; c++) {
                 double e = dot(xq, wq + c * K, K) - l->yref[r * l->nc + c];
-                err += e * e;
+                er += e * e;
             }
+            err += er;
+            if (pl)
+                pl[ss->of[r]] += er;
         }
         total += l->sig > 0 ? err / l->sig : 0;
     }
@@ -708,7 +730,7 @@ static double best_of_alphas(const sq_group *g, const sq_eval_layer *el, const f
     *alpha = -1;
     for (size_t a = 0; a < sizeof search_alphas / sizeof search_alphas[0]; a++) {
         scales_for(fitpeak, wmax, g->K, search_alphas[a], s);
-        double e = eval_error(g, el, s, ex, xq, wq);
+        double e = eval_error(g, el, s, ex, xq, wq, NULL, NULL);
         if (e < best) {
             best = e;
             *alpha = search_alphas[a];
@@ -753,16 +775,56 @@ static int64_t outlier_channels(const float *peak, int64_t K, double ratio, int6
     return k;
 }
 
+/* A gain counts when it exceeds split-z (default SQ_SPLIT_Z) standard errors over the
+ * held-out samples (as calibration's choice, OQ_JUDGE_Z in src/job/job-impl.h), judged on
+ * at least SQ_SPLIT_MIN_SAMPLES of them; split-z 0: no such rule */
+#define SQ_SPLIT_Z 2.0
+#define SQ_SPLIT_MIN_SAMPLES 3
+
+/* sample i's relative error (eval_error's figure on its rows alone) from the per-sample
+ * sums per (n_layers x ss->n) */
+static double sample_error(const sq_group *g, const sq_eval_layer *el, const sq_samples *ss, const double *per, int i)
+{
+    double total = 0;
+    for (size_t k = 0; k < g->n_layers; k++)
+        total += el[k].sig_s[i] > 0 ? per[k * (size_t)ss->n + i] / el[k].sig_s[i] : 0;
+    return total / (double)g->n_layers;
+}
+
+/* The mean over the held-out samples of each one's gain of a over b in dB (clamped to
+ * +-150 dB, as verify's scores), and its standard error (*se); per sample, not the
+ * pooled sums, so that one sample with large values cannot decide alone (the rule
+ * calibration's choice follows, docs/calibration.md) */
+static double sample_gain(const sq_group *g, const sq_eval_layer *el, const sq_samples *ss, const double *a,
+                          const double *b, double *se)
+{
+    int n = ss->n;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++) {
+        double ea = sample_error(g, el, ss, a, i), eb = sample_error(g, el, ss, b, i);
+        double gi = ea > 0 && eb > 0 ? 10 * log10(eb / ea) : ea > 0 ? -150 : eb > 0 ? 150 : 0;
+        gi = gi > 150 ? 150 : gi < -150 ? -150 : gi;
+        sum += gi;
+        sq += gi * gi;
+    }
+    double mean = sum / n, var = (sq - n * mean * mean) / (n - 1);
+    *se = sqrt((var > 0 ? var : 0) / n);
+    return mean;
+}
+
 /* search, after alpha: split the outlier channels off (into a float MatMul of their
  * own) when that cuts the held-out error of the choice made without it by more than
- * gain_db (it adds a Gather, and per layer a MatMul and an Add, at run time); alpha is
- * then the best one with the split, or 0 (not smoothed) */
-static oq_status search_split(sq_group *g, const sq_eval_layer *el, const float *fitpeak, const double *wmax,
-                              double *s, float *xq, float *wq, double ratio, double gain_db,
+ * split-min-gain-db and its mean gain per held-out sample is more than split-z standard
+ * errors (it adds a Gather, and per layer a MatMul and an Add, at run time; with 8
+ * calibration samples, 2 held out, 1-7 dB gains on classifier Gemms turned into 0.6-4.5
+ * dB losses on other samples: bench/arch_sweep); alpha is then the best one with the
+ * split, or 0 (not smoothed) */
+static oq_status search_split(sq_group *g, const sq_eval_layer *el, const sq_samples *ss, const float *fitpeak,
+                              const double *wmax, double *s, float *xq, float *wq, const oq_sq_params *p,
                               double fold_gain_db, oq_diag *d)
 {
     int64_t K = g->K, *idx = NULL;
-    int64_t n = outlier_channels(fitpeak, K, ratio, &idx);
+    int64_t n = outlier_channels(fitpeak, K, p->split_ratio, &idx);
     if (n == 0)
         return OQ_OK;
     unsigned char *ex = calloc((size_t)K, 1);
@@ -776,13 +838,38 @@ static oq_status search_split(sq_group *g, const sq_eval_layer *el, const float 
     /* the split alone (no smoothing) unless smoothing gains as much as it must without
      * the split (fold_gain_db: min-gain-db where 1/s folds into X's producer, else
      * min-gain-mul-db) */
-    double e0 = eval_error(g, el, NULL, ex, xq, wq);
+    double e0 = eval_error(g, el, NULL, ex, xq, wq, NULL, NULL);
     if (!(best <= pow(10.0, -fold_gain_db / 10.0) * e0)) {
         best = e0;
         best_alpha = 0; /* s = 1 */
     }
+    bool take = best < pow(10.0, -p->split_gain_db / 10.0) * g->err_best;
+    g->n_split_samples = ss->n;
+    g->split_se_db = INFINITY;
+    g->split_gain_mean_db = 0;
+    if (take && ss->n >= SQ_SPLIT_MIN_SAMPLES) { /* the gain against its noise */
+        double *with = malloc(g->n_layers * (size_t)ss->n * sizeof(double));
+        double *without = malloc(g->n_layers * (size_t)ss->n * sizeof(double));
+        if (!with || !without) {
+            free(with);
+            free(without);
+            free(ex);
+            free(idx);
+            return oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
+        }
+        if (best_alpha > 0)
+            scales_for(fitpeak, wmax, K, best_alpha, s);
+        eval_error(g, el, best_alpha > 0 ? s : NULL, ex, xq, wq, ss, with);
+        if (g->alpha >= 0)
+            scales_for(fitpeak, wmax, K, g->alpha, s);
+        eval_error(g, el, g->alpha >= 0 ? s : NULL, NULL, xq, wq, ss, without);
+        g->split_gain_mean_db = sample_gain(g, el, ss, with, without, &g->split_se_db);
+        free(with);
+        free(without);
+    }
+    take = take && (p->split_z == 0 || g->split_gain_mean_db > p->split_z * g->split_se_db);
     free(ex);
-    if (best < pow(10.0, -gain_db / 10.0) * g->err_best) {
+    if (take) {
         g->err_best = best;
         g->alpha = best_alpha;
         g->split = idx;
@@ -811,13 +898,21 @@ static oq_status search_alpha(sq_group *g, const oq_sq_params *p, oq_diag *d)
     float *xq = malloc((size_t)K * sizeof(float));
     float *fitpeak = malloc((size_t)K * sizeof(float));
     float *wq = NULL;
-    if (!el || !wmax || !s || !xq || !fitpeak) {
+    sq_samples ss = {malloc((size_t)g->n_rows * sizeof(int)), 0};
+    if (!el || !wmax || !s || !xq || !fitpeak || !ss.of) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
     for (int64_t j = 0; j < K; j++) {
         double a = g->fmax[j] >= g->fmin[j] ? fmax(fabs(g->fmin[j]), fabs(g->fmax[j])) : 0;
         fitpeak[j] = (float)a;
+    }
+    /* the samples of the rows, numbered 0.. in order of first appearance */
+    for (int64_t r = 0; r < g->n_rows; r++) {
+        int64_t q = 0;
+        while (q < r && g->row_sample[q] != g->row_sample[r])
+            q++;
+        ss.of[r] = q < r ? ss.of[q] : ss.n++;
     }
     int64_t max_nc = 0;
     for (size_t k = 0; k < g->n_layers && st == OQ_OK; k++) {
@@ -836,7 +931,8 @@ static oq_status search_alpha(sq_group *g, const oq_sq_params *p, oq_diag *d)
         l->nc = nc;
         l->w = malloc((size_t)(K * nc) * sizeof(double));
         l->yref = malloc((size_t)(g->n_rows * nc) * sizeof(double));
-        if (!l->w || !l->yref) {
+        l->sig_s = calloc((size_t)ss.n, sizeof(double));
+        if (!l->w || !l->yref || !l->sig_s) {
             free(w);
             st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
             break;
@@ -854,6 +950,7 @@ static oq_status search_alpha(sq_group *g, const oq_sq_params *p, oq_diag *d)
                     y += (double)g->rows[r * K + j] * l->w[c * K + j];
                 l->yref[r * nc + c] = y;
                 l->sig += y * y;
+                l->sig_s[ss.of[r]] += y * y;
             }
         if (nc > max_nc)
             max_nc = nc;
@@ -864,7 +961,7 @@ static oq_status search_alpha(sq_group *g, const oq_sq_params *p, oq_diag *d)
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    g->err_off = g->err_best = eval_error(g, el, NULL, NULL, xq, wq);
+    g->err_off = g->err_best = eval_error(g, el, NULL, NULL, xq, wq, NULL, NULL);
     double best_alpha, best = best_of_alphas(g, el, fitpeak, wmax, s, NULL, xq, wq, &best_alpha);
     double need_db = only_layers_use(g) && can_fold(g->x, K, 0) ? p->min_gain_db : p->min_gain_mul_db;
     double gain = pow(10.0, -need_db / 10.0);
@@ -874,7 +971,7 @@ static oq_status search_alpha(sq_group *g, const oq_sq_params *p, oq_diag *d)
     }
     g->err_nosplit = g->err_best;
     if (p->split_ratio > 0 &&
-        (st = search_split(g, el, fitpeak, wmax, s, xq, wq, p->split_ratio, p->split_gain_db, need_db, d)) != OQ_OK)
+        (st = search_split(g, el, &ss, fitpeak, wmax, s, xq, wq, p, need_db, d)) != OQ_OK)
         goto done;
 done:
     eval_layers_free(el, g->n_layers);
@@ -883,6 +980,7 @@ done:
     free(xq);
     free(fitpeak);
     free(wq);
+    free(ss.of);
     return st;
 }
 
@@ -1153,9 +1251,10 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
         if (g->err_off > 0 && g->n_split > 0) /* chosen by search, with channels split off */
             snprintf(why, sizeof why,
                      "; alpha %.1f and %lld outlier channel(s) split off into the float MatMul \"%s\": held-out "
-                     "output SQNR %.1f -> %.1f dB (%.1f without the split)",
+                     "output SQNR %.1f -> %.1f dB (%.1f without the split; per sample %+.1f +-%.2f dB, %d samples)",
                      g->alpha, (long long)g->n_split, l->split_mm ? l->split_mm : "", -10 * log10(g->err_off),
-                     -10 * log10(g->err_best), -10 * log10(g->err_nosplit));
+                     -10 * log10(g->err_best), -10 * log10(g->err_nosplit), g->split_gain_mean_db, g->split_se_db,
+                     g->n_split_samples);
         else if (g->err_off > 0) /* chosen by search */
             snprintf(why, sizeof why, "; alpha %.1f: held-out output SQNR %.1f -> %.1f dB", g->alpha,
                      -10 * log10(g->err_off), -10 * log10(g->err_best));
@@ -1194,6 +1293,9 @@ static oq_status report_group(const sq_group *g, FILE *js, bool *first, oq_diag 
             fprintf(js, ",\"split_channels\":%lld,\"split_matmul\":", (long long)g->n_split);
             json_str(js, l->split_mm ? l->split_mm : "");
             json_num(js, "heldout_sqnr_db_without_split", -10 * log10(g->err_nosplit));
+            json_num(js, "split_gain_per_sample_db", g->split_gain_mean_db);
+            json_num(js, "split_gain_se_db", g->split_se_db);
+            fprintf(js, ",\"split_heldout_samples\":%d", g->n_split_samples);
         }
         fputc('}', js);
     }
@@ -1239,6 +1341,7 @@ void oq_sq_params_default(oq_sq_params *p)
     p->min_gain_mul_db = 3.0;
     p->split_ratio = 4.0;
     p->split_gain_db = 1.0;
+    p->split_z = SQ_SPLIT_Z;
 }
 
 struct oq_sq_run {
@@ -1266,6 +1369,7 @@ void oq_sq_free(oq_sq_run *r)
             free(c->groups[i].cmax[k]);
         }
         free(c->groups[i].rows);
+        free(c->groups[i].row_sample);
         free(c->groups[i].split);
     }
     free(c->groups);
@@ -1283,8 +1387,9 @@ oq_status oq_sq_begin(oq_model *m, const oq_sq_params *p, bool all_minmax, oq_sq
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: alpha %g is outside [0, 1]", p->alpha);
     if (!(p->outlier_ratio >= 1))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: outlier-ratio %g must be >= 1", p->outlier_ratio);
-    if (!(p->split_ratio == 0 || p->split_ratio >= 1) || !(p->split_gain_db >= 0))
-        return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: split-ratio must be 0 or >= 1, split-min-gain-db >= 0");
+    if (!(p->split_ratio == 0 || p->split_ratio >= 1) || !(p->split_gain_db >= 0) || !(p->split_z >= 0))
+        return oq_diag_error(d, OQ_ERR_USAGE,
+                             "smooth-quant: split-ratio must be 0 or >= 1, split-min-gain-db and split-z >= 0");
     if (!(p->min_gain_db >= 0) || !(p->min_gain_mul_db >= 0))
         return oq_diag_error(d, OQ_ERR_USAGE, "smooth-quant: min-gain-db and min-gain-mul-db must be >= 0");
     if (!m->graph)
@@ -1511,6 +1616,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     p.min_gain_mul_db = oq_pass_opt_float(opts, "min-gain-mul-db", 3.0);
     p.split_ratio = oq_pass_opt_float(opts, "split-ratio", 4.0);
     p.split_gain_db = oq_pass_opt_float(opts, "split-min-gain-db", 1.0);
+    p.split_z = oq_pass_opt_float(opts, "split-z", SQ_SPLIT_Z);
     oq_sq_run *r = NULL;
     oq_calib_hooks h;
     oq_status st = oq_sq_begin(m, &p, false, &r, &h, d);
@@ -1549,6 +1655,9 @@ static const oq_pass_option_def options[] = {
      "into a float MatMul of their own (0: never)"},
     {"split-min-gain-db", OQ_OPT_FLOAT, "1",
      "search: split them off when the held-out output SQNR rises by more than this over the best choice without"},
+    {"split-z", OQ_OPT_FLOAT, "2",
+     "search: and when the mean gain per held-out sample exceeds this many standard errors of it, on at least 3 "
+     "samples (0: no such rule)"},
     OQ_PASS_CALIB_SOURCE_OPTIONS,
     {"threads", OQ_OPT_INT, "0", "executor threads (0: one per CPU)"},
     {"progress", OQ_OPT_BOOL, "false", "progress on stderr (a bar on a terminal)"},

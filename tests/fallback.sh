@@ -114,10 +114,10 @@ import sys, onnx
 m = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
 sys.exit(0 if m["onnxq.fallback.layers"] == "conv2" else 1)' "$TMP/q1.onnx" || bad "--max-fallback 1: layers != conv2"
 
-# a layer with outlier channels split off (smooth-quant's split forced at any gain: fc's 3
+# a layer with outlier channels split off (smooth-quant's split forced at any gain, no noise rule: fc's 3
 # channels) is still a layer the search can return to float: it is ranked by its output,
 # which the split's Add now writes (before: "no quantized layer left", target missed)
-ONNXQ_SMOOTH_SPLIT=4,0 "$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/qs.onnx" --calib "$SRC/models/calib" $CAL \
+ONNXQ_SMOOTH_SPLIT=4,0,0 "$EXE" quantize "$TMP/outlier.onnx" -o "$TMP/qs.onnx" --calib "$SRC/models/calib" $CAL \
     --target-sqnr $TARGET > "$TMP/outs.txt" 2>&1 || { cat "$TMP/outs.txt"; bad "split: quantize --target-sqnr exit $?"; }
 grep -q 'outlier channel(s) split off into the float MatMul "fc_outliers"' "$TMP/outs.txt" || bad "split: fc not split"
 grep -q "fallback: target met" "$TMP/outs.txt" || bad "split: target not met"

@@ -359,7 +359,7 @@ Test(smooth_quant, absmax_observer)
 #define SR_ROWS 16
 #define SR_K 8
 #define SR_N 6
-#define SR_SAMPLES 8
+#define SR_SAMPLES 16
 
 /* a deterministic value in [-1, 1] */
 static float unit(uint32_t i)
@@ -427,7 +427,7 @@ Test(smooth_quant, search_smooths_an_outlier_channel)
         candidate |= fabs(alpha - a) < 1e-9;
     cr_assert(candidate, "alpha %g", alpha);
     cr_assert(db_after > db_before + 10, "held-out SQNR %g -> %g dB", db_before, db_after);
-    /* s from the formula: channel j's max |x| over the 8 samples, row j's max |W| */
+    /* s from the formula: channel j's max |x| over the samples, row j's max |W| */
     const float *c = tp_floats(tp_find_op(m, "Mul")->inputs[1]);
     for (int j = 0; j < SR_K; j++) {
         double xmax = 0;
@@ -671,6 +671,41 @@ Test(smooth_quant, search_splits_a_dominant_channel)
     cr_assert(atof(af + 23) > atof(ns + 31), "with the split %g dB, without %g dB", atof(af + 23), atof(ns + 31));
     cr_assert(atof(af + 23) > atof(b4 + 24) + 10, "%s", rec);
     finish(before, m, (int64_t[]){SR_ROWS, SR_K}, 2, dir);
+}
+
+/* The split's gain must stand out of its noise over the held-out samples: the same
+ * outlier channel on 8 samples (2 held out: no standard error to judge by) is not split;
+ * on 16 (4 held out) it is, and the record gives the gain's standard error, which the
+ * gain exceeds twice over; split-z=0 (no such rule) splits it on 8. */
+Test(smooth_quant, split_needs_held_out_samples)
+{
+    sr_plain_weights();
+    static float x[SR_SAMPLES * SR_ROWS * SR_K];
+    for (int i = 0; i < SR_SAMPLES * SR_ROWS * SR_K; i++)
+        x[i] = unit((uint32_t)i) * (i % SR_K == 0 ? 100.0f : 1.0f);
+    char *few = write_samples(x, 8, (int64_t[]){SR_ROWS, SR_K}, 2);
+    char *dir = write_samples(x, SR_SAMPLES, (int64_t[]){SR_ROWS, SR_K}, 2);
+    oq_model *m8 = sr_model(sr_w), *m16 = sr_model(sr_w);
+    oq_pass_result r8 = sr_search(m8, few), r16 = sr_search(m16, dir);
+    cr_assert_eq(tp_stat(&r8, "layers_split"), 0);
+    cr_assert_null(tp_find_op(m8, "Gather"));
+    oq_model *m8z = sr_model(sr_w); /* split-z=0: the gain alone decides */
+    char pl[700];
+    snprintf(pl, sizeof pl, "smooth-quant{search=true,split-z=0,data=\"%s\",threads=1}", few);
+    oq_pass_result r8z = tp_run(m8z, pl);
+    cr_assert_eq(tp_stat(&r8z, "layers_split"), 1);
+    oq_model_free(m8z);
+    cr_assert_eq(tp_stat(&r16, "layers_split"), 1);
+    const char *rec = oq_model_get_metadata(m16, OQ_SMOOTH_METADATA_KEY);
+    const char *af = strstr(rec, "heldout_sqnr_db_after\":"), *ns = strstr(rec, "heldout_sqnr_db_without_split\":"),
+               *se = strstr(rec, "split_gain_se_db\":");
+    cr_assert(af && ns && se && strstr(rec, "\"split_heldout_samples\":4"), "%s", rec);
+    double gain = atof(af + 23) - atof(ns + 31), e = atof(se + 18);
+    cr_assert(e > 0 && gain > 2 * e, "gain %g dB, standard error %g dB", gain, e);
+    oq_model_free(m8);
+    oq_model_free(m16);
+    free(few);
+    free(dir);
 }
 
 /* In calibrate's sample loop, the layer's input gets the range of its channels but the
