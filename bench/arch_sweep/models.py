@@ -574,6 +574,30 @@ HF_CLIP_VISION = hf(lambda T: T.CLIPVisionModel(T.CLIPVisionConfig(
     hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
     patch_size=8)), "pooler_output")
 
+# third set: decoders of the LLaMA family (RMSNorm, rotary positions, SwiGLU MLP, grouped
+# KV heads), DeBERTa-v2's disentangled attention, ALBERT's shared layers, SegFormer's
+# Mix Transformer, DINOv2's layer scale
+HF_LLAMA = hf(lambda T: T.LlamaForCausalLM(T.LlamaConfig(
+    vocab_size=500, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, max_position_embeddings=64, attn_implementation="eager")), "logits")
+HF_QWEN2 = hf(lambda T: T.Qwen2ForCausalLM(T.Qwen2Config(
+    vocab_size=500, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, max_position_embeddings=64, attn_implementation="eager")), "logits")
+HF_DEBERTA = hf(lambda T: T.DebertaV2Model(T.DebertaV2Config(
+    vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+    max_position_embeddings=64, relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"])),
+    "last_hidden_state")
+HF_ALBERT = hf(lambda T: T.AlbertModel(T.AlbertConfig(
+    vocab_size=500, embedding_size=32, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+    intermediate_size=128, max_position_embeddings=64, attn_implementation="eager")),
+    "last_hidden_state", "pooler_output")
+HF_SEGFORMER = hf(lambda T: T.SegformerForSemanticSegmentation(T.SegformerConfig(
+    num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[4, 2], hidden_sizes=[16, 32],
+    patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+    decoder_hidden_size=32, num_labels=5)), "logits", reinit=True)
+HF_DINOV2 = hf(lambda T: T.Dinov2Model(T.Dinov2Config(
+    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2, image_size=32, patch_size=8,
+    layerscale_value=0.1)), "pooler_output")
 
 # ----------------------------------------------------------------- the list
 def spec(ctor, inputs, outputs, opset=13, exporter="torchscript", dynamic_axes=None, eval_batch=None):
@@ -637,6 +661,15 @@ MODELS = {
     "mobilevit": spec(HF_MOBILEVIT, IMG(64), ["pooled"]),
     "clip_text": spec(HF_CLIP_TEXT, [("ids", (1, 16), "int500")], ["hidden", "pooled"], opset=17),
     "clip_vision": spec(HF_CLIP_VISION, IMG(32), ["pooled"], opset=17),
+    # third set
+    "llama": spec(HF_LLAMA, [("ids", (1, 16), "int500")], ["logits"], opset=17),
+    "llama_dyn": spec(HF_LLAMA, [("ids", (1, 16), "int500")], ["logits"], opset=18, exporter="dynamo"),
+    "qwen2": spec(HF_QWEN2, [("ids", (1, 16), "int500")], ["logits"], opset=17),
+    "deberta": spec(HF_DEBERTA, [("ids", (1, 16), "int500"), ("mask", (1, 16), "mask")], ["hidden"], opset=17),
+    "albert": spec(HF_ALBERT, [("ids", (1, 16), "int500"), ("mask", (1, 16), "mask")], ["hidden", "pooled"],
+                   opset=17),
+    "segformer": spec(HF_SEGFORMER, IMG(64), ["logits"], opset=17),
+    "dinov2": spec(HF_DINOV2, IMG(32), ["pooled"], opset=17),
 }
 
 
