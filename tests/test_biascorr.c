@@ -251,3 +251,60 @@ Test(biascorr, auto_falls_back_to_waves)
     oq_model_free(qm);
     cleanup(dir);
 }
+
+/* When not every sample's run fits but at least OQ_BIASCORR_MIN_LOCKSTEP do, the automatic
+ * choice takes the lockstep pass on the first samples that fit (one run, not a pass per
+ * wave), with the corrections of the lockstep pass limited to that many samples. The budget
+ * doubles from 1 KiB until a run fits: the first that does holds 4 to 7 of the 8 samples. */
+Test(biascorr, auto_lockstep_on_the_samples_that_fit)
+{
+    char dir[200];
+    snprintf(dir, sizeof dir, "/tmp/onnxq_test_biascorr_fit_%ld", (long)getpid());
+    mkdir(dir, 0755);
+    for (int k = 0; k < 8; k++) {
+        char sd[256], f[300];
+        snprintf(sd, sizeof sd, "%s/s%d", dir, k);
+        mkdir(sd, 0755);
+        snprintf(f, sizeof f, "%s/x.npy", sd);
+        float v[2] = {(float)(2 * k + 1), (float)(3 - k)};
+        int64_t dims[2] = {1, 2};
+        oq_rt_tensor t;
+        cr_assert_eq(oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, 2, v), OQ_OK);
+        cr_assert_eq(oq_tensor_file_write_npy(f, &t, NULL), OQ_OK);
+    }
+    oq_biascorr_result r;
+    int32_t b1[2], b2[1];
+    uint64_t budget = 1024;
+    for (;; budget *= 2) {
+        cr_assert(budget < (1ull << 40), "no budget fits");
+        oq_model *fm = chain(false), *qm = chain(true);
+        oq_calib_source *src = NULL;
+        oq_diag d;
+        oq_diag_init(&d);
+        cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+        oq_biascorr_options o = oq_biascorr_options_default();
+        o.method = OQ_BIASCORR_AUTO;
+        o.max_bytes = budget;
+        cr_assert_eq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+        memcpy(b1, bias_of(qm, "b1_quantized"), sizeof b1);
+        memcpy(b2, bias_of(qm, "b2_quantized"), sizeof b2);
+        oq_diag_free(&d);
+        oq_calib_source_free(src);
+        oq_model_free(fm);
+        oq_model_free(qm);
+        if (r.samples < 8 || r.runs == 1)
+            break;
+        cr_assert_eq(r.runs, 2, "waves on every sample below the budget of 4 runs");
+    }
+    cr_expect(r.samples >= OQ_BIASCORR_MIN_LOCKSTEP && r.samples < 8, "%llu samples at %llu bytes",
+              (unsigned long long)r.samples, (unsigned long long)budget);
+    cr_expect_eq(r.runs, 1);
+    int32_t l1[2], l2[1];
+    oq_biascorr_result rl;
+    run(dir, OQ_BIASCORR_LOCKSTEP, 2, r.samples, l1, l2, &rl);
+    cr_expect_eq(rl.samples, r.samples);
+    cr_expect(b1[0] == l1[0] && b1[1] == l1[1] && b2[0] == l2[0], "auto (%d %d %d) vs lockstep on %llu (%d %d %d)",
+              b1[0], b1[1], b2[0], (unsigned long long)r.samples, l1[0], l1[1], l2[0]);
+    cr_expect(b1[0] != 0 || b2[0] != 0, "some correction");
+    cleanup(dir);
+}

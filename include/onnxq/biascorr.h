@@ -52,8 +52,9 @@
  *   run's buffers.
  * - OQ_BIASCORR_AUTO (default): lockstep when samples x (the float run's peak
  *   intermediate bytes + the float bytes of the quantized model's dequantized weights)
- *   fit in o.max_bytes (default 1 GiB), else waves (what a quantized run holds, measured
- *   within 15 % on four models). The environment
+ *   fit in o.max_bytes (default 1 GiB; what a quantized run holds, measured within 15 % on
+ *   four models); else lockstep on the first samples that fit when they are at least
+ *   OQ_BIASCORR_MIN_LOCKSTEP (4; the result's samples says how many); else waves. The environment
  *   variable ONNXQ_BIASCORR_METHOD=lockstep|waves sets the default (for comparisons).
  * Results do not depend on o.threads. o.progress may be called from a worker thread (one
  * call at a time, in layer order).
@@ -85,6 +86,8 @@ typedef enum oq_biascorr_method {
 
 /* Default of oq_biascorr_options.max_bytes: 1 GiB. */
 #define OQ_BIASCORR_MAX_BYTES (1ull << 30)
+/* AUTO: lockstep on fewer samples when at least this many fit in max_bytes */
+#define OQ_BIASCORR_MIN_LOCKSTEP 4
 
 typedef struct oq_biascorr_options {
     int threads;            /* executor threads (<= 0: one per CPU) */

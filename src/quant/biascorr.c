@@ -780,7 +780,18 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
      * Lite0, YOLOv8n, a ViT-S and a PicoDet (activation-heavy: 45 MB of intermediates, 7 MB
      * of weights; the ViT: 13 and 88). */
     uint64_t budget = o->max_bytes ? o->max_bytes : OQ_BIASCORR_MAX_BYTES;
-    double need = ((double)oq_plan_peak_bytes(fp) + dequantized_weight_bytes(qm)) * (double)ns;
+    double per = (double)oq_plan_peak_bytes(fp) + dequantized_weight_bytes(qm), need = per * (double)ns;
+    /* AUTO, when not every sample's run fits: lockstep on the first samples that do, if
+     * there are at least OQ_BIASCORR_MIN_LOCKSTEP of them; a pass per wave costs a run per
+     * sample and wave (a fingerprint model with 51 waves: 366 s on 16 samples, waves) */
+    uint64_t fit = per > 0 ? (uint64_t)((double)budget / per) : ns;
+    if (c.n && o->method == OQ_BIASCORR_AUTO && need > (double)budget && fit >= OQ_BIASCORR_MIN_LOCKSTEP) {
+        ns = fit;
+        r->samples = ns;
+        for (size_t j = 0; j < c.n; j++) /* the float sums over those samples */
+            c.l[j].fcount = total(c.l[j].fn, (size_t)ns);
+        need = per * (double)ns;
+    }
     if (c.n && (o->method == OQ_BIASCORR_LOCKSTEP || (o->method == OQ_BIASCORR_AUTO && need <= (double)budget))) {
         st = lockstep(qm, &c, fp, cache, nf_in, (size_t)ns, o, r, d);
         goto out;
