@@ -1227,3 +1227,73 @@ Test(exec_fast, sigmoid_and_erf_within_2_ulp_portable_code)
     setenv("ONNXQ_SGEMM_ISA", "generic", 1); /* the scalar rows: expf, erff (read once per process) */
     check_sigmoid_erf();
 }
+
+/* ------------------------------------------------------------------ one-row GEMM ---- */
+
+/* Gemm(x[M, K], W[N, K] constant, transB = 1, bias[N], beta) or MatMul(x, W[K, N]) */
+static oq_model *row_model(bool gemm, int64_t M, int64_t N, int64_t K, const float *w, const float *bias, float beta)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[2] = {M, K}, wd[2] = {gemm ? N : K, gemm ? K : N}, bd[1] = {N};
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 2));
+    oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 2, w, (size_t)(N * K) * sizeof(float));
+    oq_value *bv = bias ? oq_graph_add_initializer(m->graph, "b", OQ_DTYPE_FLOAT, bd, 1, bias, (size_t)N * sizeof(float))
+                        : NULL;
+    oq_value *y = tu_node(m, gemm ? "Gemm" : "MatMul", "g", x, wv, bv, "y");
+    if (gemm) {
+        oq_node_set_attr_int(tu_find_node(m, "g"), "transB", 1);
+        oq_node_set_attr_float(tu_find_node(m, "g"), "beta", beta);
+    }
+    oq_graph_add_output(m->graph, y, NULL);
+    return m;
+}
+
+/* A Gemm or MatMul of one row (M = 1: the row-at-a-time path, B read in place; a constant
+ * B under transB transposed once per plan) gives the bytes row 0 of the same product with
+ * M = 3 gives (the blocked path), for any thread count, and the sums of a direct loop. */
+Test(exec_fast, one_row_gemm_is_bit_identical_to_the_blocked_path)
+{
+    const int64_t sizes[4][2] = {{7, 5}, {40, 33}, {1000, 300}, {1100, 64}}; /* N, K */
+    for (int gemm = 0; gemm < 2; gemm++)
+        for (int si = 0; si < 4; si++)
+            for (int bi = 0; bi < 3; bi++) {
+                int64_t N = sizes[si][0], K = sizes[si][1];
+                float beta = bi == 0 ? 1.0f : bi == 1 ? 0.5f : 0.0f;
+                float *w = frand_array(N * K), *bias = frand_array(N), *x3 = frand_array(3 * K);
+                bool with_bias = gemm && bi < 2;
+                oq_model *m1 = row_model(gemm, 1, N, K, w, with_bias ? bias : NULL, beta);
+                oq_model *m3 = row_model(gemm, 3, N, K, w, with_bias ? bias : NULL, beta);
+                oq_plan_options o = oq_plan_options_default();
+                oq_rt_tensor r1[2], r3;
+                for (int t = 0; t < 2; t++) {
+                    o.threads = t + 1;
+                    r1[t] = run1(m1, &o, OQ_DTYPE_FLOAT, (int64_t[]){1, K}, 2, x3, NULL);
+                }
+                r3 = run1(m3, &o, OQ_DTYPE_FLOAT, (int64_t[]){3, K}, 2, x3, NULL);
+                assert_same_bytes(&r1[0], &r1[1], "one row, 1 and 2 threads");
+                cr_assert(memcmp(r1[0].data, r3.data, (size_t)N * sizeof(float)) == 0,
+                          "%s N %lld K %lld beta %g: one row differs from row 0 of three", gemm ? "Gemm" : "MatMul",
+                          (long long)N, (long long)K, (double)beta);
+                for (int64_t n = 0; n < N; n++) {
+                    double acc = with_bias ? (double)beta * bias[n] : 0, mag = fabs(acc);
+                    for (int64_t k = 0; k < K; k++) {
+                        double p = (double)x3[k] * (gemm ? w[n * K + k] : w[k * N + n]);
+                        acc += p;
+                        mag += fabs(p);
+                    }
+                    float got = ((float *)r1[0].data)[n];
+                    cr_assert(fabs(got - acc) <= 1e-5 * (mag + 1e-3), "y[%lld] %g expected %g", (long long)n,
+                              (double)got, acc);
+                }
+                oq_rt_tensor_release(&r1[0]);
+                oq_rt_tensor_release(&r1[1]);
+                oq_rt_tensor_release(&r3);
+                oq_model_free(m1);
+                oq_model_free(m3);
+                free(w);
+                free(bias);
+                free(x3);
+            }
+}

@@ -342,6 +342,16 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
 size_t oq_k_sgemm_packed_a_floats(int64_t M, int64_t K);
 void oq_k_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *dst);
 
+/* A buffer of `bytes` bytes derived from the constant data src (kind: what make does, the
+ * caller's tag; a, b: its sizes), made by make(src, a, b, dst) once per plan and shared by
+ * every node that asks with the same (src, kind, a, b): the 40 Gemms of an unrolled LSTM
+ * read 4 weights. Call from prepare; valid until the plan is freed. NULL outside a plan,
+ * when out of memory, or when the plan's shared buffers would pass OQ_K_SHARED_MAX_BYTES
+ * (the caller then does the work per run). */
+#define OQ_K_SHARED_MAX_BYTES ((size_t)512 << 20)
+const void *oq_k_shared(oq_kctx *k, const void *src, uint32_t kind, int64_t a, int64_t b, size_t bytes,
+                        void (*make)(const void *src, int64_t a, int64_t b, void *dst));
+
 /* ---- control flow (src/exec/plan.c) ----------------------------------------------- */
 
 /* Compile a subgraph of k's node into a plan that reads the node's implicit inputs

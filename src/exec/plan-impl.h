@@ -38,6 +38,15 @@ typedef struct folded_out {
 
 typedef struct ew_group ew_group; /* fuse.c */
 
+/* A buffer made from a constant once per plan and shared by the nodes that ask for it
+ * (oq_k_shared) */
+typedef struct shared_buf {
+    const void *src;
+    uint32_t kind;
+    int64_t a, b;
+    void *data;
+} shared_buf;
+
 typedef struct step {
     oq_node *node;
     oq_kctx k;
@@ -90,6 +99,9 @@ struct oq_plan {
     int64_t folded_bytes;
     size_t n_folded, cap_folded;
     folded_out *folded;        /* in plan order */
+    size_t n_shared, cap_shared;
+    shared_buf *shared;        /* oq_k_shared */
+    size_t shared_bytes;
 };
 
 /* diagnostic naming the model file, node and op */

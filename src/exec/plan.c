@@ -955,9 +955,38 @@ void oq_plan_free(oq_plan *p)
     free(p->outer_src);
     oq_qgroups_free(p->qgroups);
     free(p->folded);
+    for (size_t i = 0; i < p->n_shared; i++)
+        free(p->shared[i].data);
+    free(p->shared);
     if (p->owns_pool)
         oq_pool_free(p->pool);
     free(p);
+}
+
+const void *oq_k_shared(oq_kctx *k, const void *src, uint32_t kind, int64_t a, int64_t b, size_t bytes,
+                        void (*make)(const void *src, int64_t a, int64_t b, void *dst))
+{
+    oq_plan *p = (oq_plan *)k->plan; /* the cache is the plan's, whatever the caller may change */
+    if (!p || !src)
+        return NULL;
+    for (size_t i = 0; i < p->n_shared; i++) {
+        const shared_buf *s = &p->shared[i];
+        if (s->src == src && s->kind == kind && s->a == a && s->b == b)
+            return s->data;
+    }
+    if (bytes > OQ_K_SHARED_MAX_BYTES - p->shared_bytes)
+        return NULL;
+    shared_buf *g = oq_grow(p->shared, p->n_shared, &p->cap_shared, sizeof *g, 8);
+    if (!g)
+        return NULL;
+    p->shared = g;
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data)
+        return NULL;
+    make(src, a, b, data);
+    p->shared[p->n_shared++] = (shared_buf){src, kind, a, b, data};
+    p->shared_bytes += bytes;
+    return data;
 }
 
 /* ------------------------------------------------------------------ queries ------ */

@@ -557,11 +557,71 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
         post_rows(g, mb, me - mb, post_from, end - post_from);
 }
 
+#ifdef OQ_HAVE_X86_PATHS
+/* One row of A (M = 1: a classifier head, a step of an unrolled RNN, a batch-1 pooled
+ * layer) times a row-major B, GEMV_COLS columns at a time: each element is the sum the FMA
+ * micro-kernels form (0, then a[k] * b[k][n] fused in, k in order), and the epilogue is
+ * out_row_avx2's, so the result is bit-identical to the blocked path; B is read once, in
+ * place, where the blocked path copied it into panels first (half of an unrolled LSTM's
+ * run). */
+typedef struct gemv_job {
+    const oq_sgemm_ex *g;
+    int64_t cols;             /* per block, a multiple of 8, at most GEMV_COLS */
+} gemv_job;
+
+#define GEMV_COLS 512 /* columns per block: their sums stay in L1 while B streams by */
+
+/* columns [s0 * cols, s1 * cols) of C */
+__attribute__((target("avx2,fma"))) static void gemv_avx2(void *arg, int64_t s0, int64_t s1, int worker)
+{
+    (void)worker;
+    const oq_sgemm_ex *g = ((const gemv_job *)arg)->g;
+    int64_t cols = ((const gemv_job *)arg)->cols;
+    const float *a = g->A;
+    float acc[GEMV_COLS] __attribute__((aligned(32)));
+    for (int64_t s = s0; s < s1; s++) {
+        int64_t n0 = s * cols, nv = g->N - n0 < cols ? g->N - n0 : cols, n8 = nv & ~(int64_t)7;
+        memset(acc, 0, (size_t)nv * sizeof(float));
+        const float *b = g->B + n0;
+        for (int64_t kk = 0; kk < g->K; kk++, b += g->ldb) { /* row by row: B read in order */
+            __m256 v = _mm256_broadcast_ss(a + kk);
+            int64_t x = 0;
+            for (; x < n8; x += 8)
+                _mm256_store_ps(acc + x, _mm256_fmadd_ps(v, _mm256_loadu_ps(b + x), _mm256_load_ps(acc + x)));
+            for (; x < nv; x++)
+                acc[x] = fmaf(a[kk], b[x], acc[x]);
+        }
+        float *c = g->C + n0;
+        for (int64_t x = 0; x < nv; x++) /* out_row_avx2's epilogue, element by element */
+            c[x] = g->bias ? g->bias[0] + acc[x]
+                   : g->beta == 1.0f ? c[x] + acc[x]
+                   : g->beta != 0.0f ? g->beta * c[x] + acc[x]
+                                     : acc[x];
+    }
+}
+#endif
+
 oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
 {
     if (g->M <= 0 || g->N <= 0)
         return OQ_OK;
     sgemm_run r = {g, pick_isa(), true, NULL, NULL};
+#ifdef OQ_HAVE_X86_PATHS
+    /* M = 1 with B as it is: the FMA kernels' sums without the panels (gemv_avx2) */
+    if (g->M == 1 && r.isa.mr > 4 && !g->A_packed && !g->pack && !g->b_off && !g->post && g->B) {
+        int threads = k ? oq_k_threads(k) : 1;
+        bool one = !k || threads <= 1 || (double)g->N * (double)(g->K + 1) < 65536.0 * 2;
+        int64_t cols = one ? GEMV_COLS : (g->N + threads - 1) / threads; /* a block per thread at least */
+        cols = cols < 64 ? 64 : cols > GEMV_COLS ? GEMV_COLS : (cols + 7) & ~(int64_t)7;
+        gemv_job j = {g, cols};
+        int64_t strips = (g->N + cols - 1) / cols;
+        if (one)
+            gemv_avx2(&j, 0, strips, 0);
+        else
+            oq_k_parallel_for(k, strips, 1, gemv_avx2, &j);
+        return OQ_OK;
+    }
+#endif
     int64_t panels = panel_count(g);
     int threads = k ? oq_k_threads(k) : 1;
     double work = (double)g->M * (double)g->N * (double)(g->K + 1);
@@ -710,6 +770,41 @@ static void bias_row(const void *st, void *o, const void *const *in, const int64
         y[i] = beta * c[i * inc[0]];
 }
 
+/* A constant B under transB: transposed once per plan (shared by the nodes that read the
+ * same weight) instead of on every run, where it cost more than the product itself when
+ * M is small (a classifier head, the steps of an unrolled LSTM: 283 -> ms a run). The
+ * same numbers reach the same GEMM call. */
+typedef struct gemm_state {
+    const void *src;        /* the weight it was made from, N x K */
+    int64_t N, K;
+    const float *bt;        /* K x N, plan-owned */
+} gemm_state;
+
+enum { GEMM_SHARED_TRANSPOSED = 1 };
+
+static void make_transposed(const void *src, int64_t rows, int64_t cols, void *dst)
+{
+    transpose_scaled(src, cols, rows, cols, 1.0f, dst, rows);
+}
+
+static oq_status prepare_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in)
+{
+    const oq_rt_tensor *b = n_in > 1 ? in[1] : NULL;
+    if (!b || !b->data || b->dtype != OQ_DTYPE_FLOAT || b->rank != 2 || !oq_node_attr_int(k->node, "transB", 0))
+        return OQ_OK;
+    int64_t N = b->dims[0], K = b->dims[1];
+    if (N <= 0 || K <= 0)
+        return OQ_OK;
+    const float *bt = oq_k_shared(k, b->data, GEMM_SHARED_TRANSPOSED, N, K, (size_t)N * (size_t)K * sizeof(float),
+                                  make_transposed);
+    gemm_state *s = bt ? malloc(sizeof *s) : NULL;
+    if (!s)
+        return OQ_OK; /* transposed per run */
+    *s = (gemm_state){b->data, N, K, bt};
+    k->state = s;
+    return OQ_OK;
+}
+
 static oq_status run_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                           oq_rt_tensor *out, size_t n_out)
 {
@@ -723,6 +818,9 @@ static oq_status run_gemm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         oq_k_bcast_apply(k, in + 2, 1, &out[0], bias_row, &beta);
         b2 = 1.0f;
     }
+    const gemm_state *s = k->state;
+    if (tb && s && s->src == in[1]->data && s->N == in[1]->dims[0] && s->K == in[1]->dims[1])
+        return oq_k_sgemm(k, ta, false, M, N, K, alpha, in[0]->data, in[0]->dims[1], s->bt, N, b2, out[0].data, N);
     return oq_k_sgemm(k, ta, tb, M, N, K, alpha, in[0]->data, in[0]->dims[1], in[1]->data,
                       in[1]->dims[1], b2, out[0].data, N);
 }
@@ -1058,7 +1156,7 @@ static bool same_types(const oq_kctx *k, const oq_rt_tensor *const *in, size_t n
 }
 
 const oq_kernel oq_kernels_gemm[] = {
-    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, NULL, infer_gemm, run_gemm, NULL, 2},
+    {"", "Gemm", 1, 0, 0, OQ_T(FLOAT), same_types, prepare_gemm, infer_gemm, run_gemm, free, 2},
     {"", "MatMul", 1, 0, 0, OQ_T(FLOAT) | OQ_T(FLOAT16) | OQ_T(DOUBLE) | OQ_T_INTS, same_types, NULL,
      infer_matmul, run_matmul, NULL, 2},
     {"", "Det", 11, 0, 0, OQ_T_FLOATS, NULL, NULL, infer_det, run_det, NULL, 1},
