@@ -718,7 +718,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     po.user = &c;
     oq_plan *fp = NULL, *qp = NULL;
     oq_rt_tensor *cache = NULL, *in = NULL;
-    uint64_t *anc = NULL;
+    uint64_t *anc = NULL, n_read = 0;
     size_t *map = NULL, nf_in = 0, nq_in = 0;
     for (size_t j = 0; j < c.n; j++) { /* per-sample sums: decide()'s shrinkage */
         bc_layer *L = &c.l[j];
@@ -733,6 +733,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         }
     }
     c.ns = (size_t)ns;
+    n_read = ns; /* the samples cached: the lockstep pass may use fewer */
     c.float_pass = true;
     st = oq_plan_compile(fm, &po, &fp, d);
     if (st != OQ_OK)
@@ -856,7 +857,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     }
     r->mean_abs_steps = steps_n ? steps_sum / (double)steps_n : 0;
 out:
-    for (size_t k = 0; cache && k < (size_t)ns * nf_in; k++)
+    for (size_t k = 0; cache && k < (size_t)n_read * nf_in; k++)
         oq_rt_tensor_release(&cache[k]);
     free(cache);
     free(in);
