@@ -1297,3 +1297,38 @@ Test(exec_fast, one_row_gemm_is_bit_identical_to_the_blocked_path)
                 free(x3);
             }
 }
+
+/* Pow with a scalar exponent 2 or 3 computes what onnxruntime's Pow does (x * x and
+ * (x * x) * x), bit for bit; for 3 that is two roundings, not powf's one, and inputs exist
+ * where the two differ (the test finds one among its inputs, so it would fail on powf). */
+Test(exec_fast, pow_square_and_cube_as_onnxruntime)
+{
+    const int64_t n = 4096;
+    float *x = frand_array(n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= 7.0f;
+    for (int e = 2; e <= 3; e++) {
+        oq_model *m = oq_model_new();
+        oq_model_set_opset(m, "", 13);
+        int64_t xd[1] = {n};
+        oq_value *xv = oq_graph_new_value(m->graph, "x");
+        oq_graph_add_input(m->graph, xv, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 1));
+        oq_value *y = tu_node(m, "Pow", "p", xv, tu_scalar_f(m, "e", (float)e), NULL, "y");
+        oq_graph_add_output(m->graph, y, NULL);
+        oq_plan_options o = oq_plan_options_default();
+        oq_rt_tensor out = run1(m, &o, OQ_DTYPE_FLOAT, xd, 1, x, NULL);
+        const float *got = out.data;
+        int64_t differs_from_powf = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float want = e == 2 ? x[i] * x[i] : x[i] * x[i] * x[i];
+            cr_assert(memcmp(&got[i], &want, sizeof want) == 0, "x^%d of %.9g: %.9g, want %.9g", e, (double)x[i],
+                      (double)got[i], (double)want);
+            differs_from_powf += got[i] != powf(x[i], (float)e);
+        }
+        if (e == 3)
+            cr_assert(differs_from_powf > 0, "no input where (x * x) * x and powf differ");
+        oq_rt_tensor_release(&out);
+        oq_model_free(m);
+    }
+    free(x);
+}

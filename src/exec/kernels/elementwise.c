@@ -655,14 +655,21 @@ GEN_F(DOUBLE, double)
 #define max_FLOAT max_FLOATs
 #define min_FLOAT min_FLOATs
 /* x ^ 2 (LayerNorm's variance) as x * x: powf(x, 2) is x * x correctly rounded, so the
- * same number, NaN, Inf and subnormal cases included, without a powf call per element */
+ * same number, NaN, Inf and subnormal cases included, without a powf call per element.
+ * x ^ 3 (the tanh form of GELU) as (x * x) * x, two roundings: what onnxruntime's Pow
+ * computes for a scalar exponent 3 (math/element_wise_ops.cc), not powf's one. */
 static void pow_FLOAT(const void *st, void *o_, const void *const *in, const int64_t *inc, int64_t n)
 {
-    if (inc[0] && !inc[1] && ((const float *)in[1])[0] == 2.0f) {
+    float e = !inc[1] ? ((const float *)in[1])[0] : 0.0f;
+    if (inc[0] && !inc[1] && (e == 2.0f || e == 3.0f)) {
         const float *a = in[0];
         float *o = o_;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = a[i] * a[i];
+        if (e == 2.0f)
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[i] * a[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[i] * a[i] * a[i];
         return;
     }
     pow_FLOATs(st, o_, in, inc, n);
