@@ -1177,28 +1177,29 @@ static int64_t ulp_steps(float a, float b)
     return oa > ob ? oa - ob : ob - oa;
 }
 
-/* Sigmoid (reference arithmetic) and Erf: the AVX2 rows (exp by Cody-Waite reduction and
- * a polynomial, erf by Juffa's approximation) and the scalar ones (expf, erff) are each
+/* Sigmoid (reference arithmetic), Erf and Tanh: the AVX2 rows (exp by Cody-Waite
+ * reduction and a polynomial, erf by Juffa's approximation, tanh by Cephes' polynomial
+ * below 0.625 and e^-2|x| above) and the scalar ones (expf, erff, tanhf) are each
  * within 2 ulp of the function computed in double and rounded, over 8 blocks of 1003
  * values (vectors of 8 and a tail); NaN stays NaN, the infinities, signed zeros and the
  * ranges the vector code hands to the scalar formula give exactly that formula's value. */
 static void check_sigmoid_erf(void)
 {
-    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 87.0f, -87.0f, 87.5f,
+    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 87.0f, -87.0f, 87.5f, 0.625f, -0.625f, 0.62499994f, 9.0f, -9.0f, 9.5f,
                              -87.5f, 100.0f, -100.0f, 1e-40f, -1e-40f, 0.927734375f, -0.927734375f,
                              0.92773443f, 3.9f, -3.9f, 150.0f, -3.4e38f};
-    const char *ops[2] = {"Sigmoid", "Erf"};
-    for (int op = 0; op < 2; op++) {
+    const char *ops[3] = {"Sigmoid", "Erf", "Tanh"};
+    for (int op = 0; op < 3; op++) {
         int64_t worst = 0;
         for (int round = 0; round < 8; round++) {
             float *x;
-            float scale = round < 4 ? (op ? 8.0f : 40.0f) : (op ? 2.0f : 200.0f);
+            float scale = round < 4 ? (op ? 8.0f : 40.0f) : (op == 2 ? 1.5f : op ? 2.0f : 200.0f);
             oq_rt_tensor out = run_unary_vec(ops[op], 13, special, sizeof special / sizeof *special, scale,
                                              -scale / 2, 1, OQ_ARITH_REFERENCE, &x);
             const int64_t n = oq_rt_tensor_numel(&out);
             for (int64_t i = 0; i < n; i++) {
                 double xd = x[i];
-                float want = op ? (float)erf(xd) : (float)(1.0 / (1.0 + exp(-xd)));
+                float want = op == 2 ? (float)tanh(xd) : op ? (float)erf(xd) : (float)(1.0 / (1.0 + exp(-xd)));
                 float got = ((float *)out.data)[i];
                 if (isnan(x[i])) {
                     cr_assert(isnan(got), "%s(NaN) = %a", ops[op], (double)got);
