@@ -53,8 +53,9 @@
  * - OQ_BIASCORR_AUTO (default): lockstep when samples x (the float run's peak
  *   intermediate bytes + the float bytes of the quantized model's dequantized weights)
  *   fit in o.max_bytes (default 1 GiB; what a quantized run holds, measured within 15 % on
- *   four models); else lockstep on the first samples that fit when they are at least
- *   OQ_BIASCORR_MIN_LOCKSTEP (4; the result's samples says how many); else waves. The environment
+ *   four models); else, when the waves would be more than OQ_BIASCORR_MAX_WAVES (4),
+ *   lockstep on the first samples that fit when they are at least OQ_BIASCORR_MIN_LOCKSTEP
+ *   (4; the result's samples says how many); else waves. The environment
  *   variable ONNXQ_BIASCORR_METHOD=lockstep|waves sets the default (for comparisons).
  * Results do not depend on o.threads. o.progress may be called from a worker thread (one
  * call at a time, in layer order).
@@ -86,8 +87,10 @@ typedef enum oq_biascorr_method {
 
 /* Default of oq_biascorr_options.max_bytes: 1 GiB. */
 #define OQ_BIASCORR_MAX_BYTES (1ull << 30)
-/* AUTO: lockstep on fewer samples when at least this many fit in max_bytes */
+/* AUTO, when the samples' runs do not fit in max_bytes: lockstep on fewer samples when at
+ * least OQ_BIASCORR_MIN_LOCKSTEP fit and the waves would be more than OQ_BIASCORR_MAX_WAVES */
 #define OQ_BIASCORR_MIN_LOCKSTEP 4
+#define OQ_BIASCORR_MAX_WAVES 4
 
 typedef struct oq_biascorr_options {
     int threads;            /* executor threads (<= 0: one per CPU) */

@@ -668,6 +668,24 @@ out:
     return st;
 }
 
+/* The waves the pass per wave would take (its loop below, without the runs) */
+static size_t count_waves(const uint64_t *anc, size_t words, size_t n)
+{
+    size_t waves = 0;
+    for (size_t j = 0; j < n; waves++) {
+        size_t e = j + 1;
+        for (; e < n; e++) {
+            bool dep = false;
+            for (size_t k = j; k < e && !dep; k++)
+                dep = (anc[e * words + k / 64] >> (k % 64)) & 1;
+            if (dep)
+                break;
+        }
+        j = e;
+    }
+    return waves;
+}
+
 oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, const oq_biascorr_options *o,
                           oq_biascorr_result *r, oq_diag *d)
 {
@@ -782,17 +800,6 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
      * of weights; the ViT: 13 and 88). */
     uint64_t budget = o->max_bytes ? o->max_bytes : OQ_BIASCORR_MAX_BYTES;
     double per = (double)oq_plan_peak_bytes(fp) + dequantized_weight_bytes(qm), need = per * (double)ns;
-    /* AUTO, when not every sample's run fits: lockstep on the first samples that do, if
-     * there are at least OQ_BIASCORR_MIN_LOCKSTEP of them; a pass per wave costs a run per
-     * sample and wave (a fingerprint model with 51 waves: 366 s on 16 samples, waves) */
-    uint64_t fit = per > 0 ? (uint64_t)((double)budget / per) : ns;
-    if (c.n && o->method == OQ_BIASCORR_AUTO && need > (double)budget && fit >= OQ_BIASCORR_MIN_LOCKSTEP) {
-        ns = fit;
-        r->samples = ns;
-        for (size_t j = 0; j < c.n; j++) /* the float sums over those samples */
-            c.l[j].fcount = total(c.l[j].fn, (size_t)ns);
-        need = per * (double)ns;
-    }
     if (c.n && (o->method == OQ_BIASCORR_LOCKSTEP || (o->method == OQ_BIASCORR_AUTO && need <= (double)budget))) {
         st = lockstep(qm, &c, fp, cache, nf_in, (size_t)ns, o, r, d);
         goto out;
@@ -801,6 +808,21 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     anc = c.n ? ancestors(qm, c.l, c.n, &words) : NULL;
     if (c.n && !anc) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "bias correction: out of memory");
+        goto out;
+    }
+    /* AUTO, when not every sample's run fits and the waves are more than
+     * OQ_BIASCORR_MAX_WAVES (a pass per wave costs a run per sample and wave: a fingerprint
+     * model with 51 waves took 366 s on 16 samples): lockstep on the first samples that
+     * fit, if there are at least OQ_BIASCORR_MIN_LOCKSTEP of them. With few waves, every
+     * sample at about the lockstep pass's cost. */
+    uint64_t fit = per > 0 ? (uint64_t)((double)budget / per) : ns;
+    if (c.n && o->method == OQ_BIASCORR_AUTO && fit >= OQ_BIASCORR_MIN_LOCKSTEP &&
+        count_waves(anc, words, c.n) > OQ_BIASCORR_MAX_WAVES) {
+        ns = fit;
+        r->samples = ns;
+        for (size_t j = 0; j < c.n; j++) /* the float sums over those samples */
+            c.l[j].fcount = total(c.l[j].fn, (size_t)ns);
+        st = lockstep(qm, &c, fp, cache, nf_in, (size_t)ns, o, r, d);
         goto out;
     }
     double steps_sum = 0;
