@@ -64,25 +64,27 @@ static oq_model *chain(bool quant)
     return m;
 }
 
+/* Sample k of the folder dir: x = (x0, x1) in dir/sk/x.npy */
+static void write_sample(const char *dir, int k, float x0, float x1)
+{
+    char sd[256], f[300];
+    snprintf(sd, sizeof sd, "%s/s%d", dir, k);
+    mkdir(sd, 0755);
+    snprintf(f, sizeof f, "%s/x.npy", sd);
+    float v[2] = {x0, x1};
+    int64_t dims[2] = {1, 2};
+    oq_rt_tensor t;
+    cr_assert_eq(oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, 2, v), OQ_OK);
+    cr_assert_eq(oq_tensor_file_write_npy(f, &t, NULL), OQ_OK);
+}
+
 /* Samples x = (1, 2), (3, 4), (5, 6), (7, 8) in a folder; returns the folder. */
 static const char *samples(char *dir, size_t size)
 {
     snprintf(dir, size, "/tmp/onnxq_test_biascorr_%ld", (long)getpid());
     mkdir(dir, 0755);
-    for (int k = 0; k < 4; k++) {
-        char sd[256], f[300];
-        snprintf(sd, sizeof sd, "%s/s%d", dir, k);
-        mkdir(sd, 0755);
-        snprintf(f, sizeof f, "%s/x.npy", sd);
-        float v[2] = {(float)(2 * k + 1), (float)(2 * k + 2)};
-        int64_t dims[2] = {1, 2};
-        oq_rt_tensor t;
-        cr_assert_eq(oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, 2, v), OQ_OK);
-        oq_diag d;
-        oq_diag_init(&d);
-        cr_assert_eq(oq_tensor_file_write_npy(f, &t, &d), OQ_OK);
-        oq_diag_free(&d);
-    }
+    for (int k = 0; k < 4; k++)
+        write_sample(dir, k, (float)(2 * k + 1), (float)(2 * k + 2));
     return dir;
 }
 
@@ -101,31 +103,37 @@ static const int32_t *bias_of(oq_model *m, const char *name)
     return oq_tensor_data(v->initializer, NULL);
 }
 
+/* Bias correction of qm against fm on the samples in dir (must succeed) */
+static void correct(oq_model *fm, oq_model *qm, const char *dir, const oq_biascorr_options *o, oq_biascorr_result *r)
+{
+    oq_calib_source *src = NULL;
+    oq_diag d;
+    oq_diag_init(&d);
+    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
+    oq_status st = oq_bias_correct(fm, qm, src, o, r, &d);
+    if (st != OQ_OK)
+        for (size_t i = 0; i < d.count; i++)
+            fprintf(stderr, "%s\n", d.entries[i].message);
+    cr_assert_eq(st, OQ_OK);
+    oq_diag_free(&d);
+    oq_calib_source_free(src);
+}
+
 /* Run bias correction on a fresh quantized chain (on the samples idx[0..nidx) when idx is not
  * NULL); b1[2], b2[1] receive the biases. */
 static void run_on(const char *dir, oq_biascorr_method method, int threads, uint64_t max_samples, const uint64_t *idx,
                    size_t nidx, int32_t *b1, int32_t *b2, oq_biascorr_result *r)
 {
     oq_model *fm = chain(false), *qm = chain(true);
-    oq_calib_source *src = NULL;
-    oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
     oq_biascorr_options o = oq_biascorr_options_default();
     o.method = method;
     o.threads = threads;
     o.max_samples = max_samples;
     o.sample_index = idx;
     o.n_sample_index = nidx;
-    oq_status st = oq_bias_correct(fm, qm, src, &o, r, &d);
-    if (st != OQ_OK)
-        for (size_t i = 0; i < d.count; i++)
-            fprintf(stderr, "%s\n", d.entries[i].message);
-    cr_assert_eq(st, OQ_OK);
+    correct(fm, qm, dir, &o, r);
     memcpy(b1, bias_of(qm, "b1_quantized"), 2 * sizeof *b1);
     memcpy(b2, bias_of(qm, "b2_quantized"), sizeof *b2);
-    oq_diag_free(&d);
-    oq_calib_source_free(src);
     oq_model_free(fm);
     oq_model_free(qm);
 }
@@ -234,19 +242,13 @@ Test(biascorr, auto_falls_back_to_waves)
     char dir[200];
     samples(dir, sizeof dir);
     oq_model *fm = chain(false), *qm = chain(true);
-    oq_calib_source *src = NULL;
-    oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
     oq_biascorr_options o = oq_biascorr_options_default();
     o.method = OQ_BIASCORR_AUTO;
     o.max_bytes = 1; /* nothing fits */
     oq_biascorr_result r;
-    cr_assert_eq(oq_bias_correct(fm, qm, src, &o, &r, &d), OQ_OK);
+    correct(fm, qm, dir, &o, &r);
     cr_expect_eq(r.runs, 2);
     cr_expect_eq(bias_of(qm, "b2_quantized")[0], 2);
-    oq_diag_free(&d);
-    oq_calib_source_free(src);
     oq_model_free(fm);
     oq_model_free(qm);
     cleanup(dir);
@@ -290,22 +292,16 @@ static void deep_run(const char *dir, int L, oq_biascorr_method method, uint64_t
                      int32_t *biases, oq_biascorr_result *r)
 {
     oq_model *fm = deep_chain(false, L), *qm = deep_chain(true, L);
-    oq_calib_source *src = NULL;
-    oq_diag d;
-    oq_diag_init(&d);
-    cr_assert_eq(oq_calib_source_dir(dir, &src, &d), OQ_OK);
     oq_biascorr_options o = oq_biascorr_options_default();
     o.method = method;
     o.max_bytes = budget;
     o.max_samples = max_samples;
-    cr_assert_eq(oq_bias_correct(fm, qm, src, &o, r, &d), OQ_OK);
+    correct(fm, qm, dir, &o, r);
     for (int l = 0; l < L; l++) {
         char b[40];
         snprintf(b, sizeof b, "b%d_quantized", l);
         memcpy(biases + 2 * l, bias_of(qm, b), 2 * sizeof *biases);
     }
-    oq_diag_free(&d);
-    oq_calib_source_free(src);
     oq_model_free(fm);
     oq_model_free(qm);
 }
@@ -320,17 +316,8 @@ Test(biascorr, auto_lockstep_on_the_samples_that_fit)
     char dir[200];
     snprintf(dir, sizeof dir, "/tmp/onnxq_test_biascorr_fit_%ld", (long)getpid());
     mkdir(dir, 0755);
-    for (int k = 0; k < 8; k++) {
-        char sd[256], f[300];
-        snprintf(sd, sizeof sd, "%s/s%d", dir, k);
-        mkdir(sd, 0755);
-        snprintf(f, sizeof f, "%s/x.npy", sd);
-        float v[2] = {(float)(2 * k + 1), (float)(3 - k)};
-        int64_t dims[2] = {1, 2};
-        oq_rt_tensor t;
-        cr_assert_eq(oq_rt_tensor_borrow(&t, OQ_DTYPE_FLOAT, dims, 2, v), OQ_OK);
-        cr_assert_eq(oq_tensor_file_write_npy(f, &t, NULL), OQ_OK);
-    }
+    for (int k = 0; k < 8; k++)
+        write_sample(dir, k, (float)(2 * k + 1), (float)(3 - k));
     enum { L = 6 };
     oq_biascorr_result r;
     int32_t b[2 * L], l[2 * L];

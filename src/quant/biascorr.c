@@ -668,21 +668,25 @@ out:
     return st;
 }
 
-/* The waves the pass per wave would take (its loop below, without the runs) */
+/* The end of the wave that starts at layer j: j and the layers after it that none of the
+ * wave's layers feeds, so that one run measures them all with every correction they
+ * depend on applied (anc: ancestors(), words per row) */
+static size_t wave_end(const uint64_t *anc, size_t words, size_t n, size_t j)
+{
+    size_t e = j + 1;
+    for (; e < n; e++)
+        for (size_t k = j; k < e; k++)
+            if ((anc[e * words + k / 64] >> (k % 64)) & 1)
+                return e;
+    return e;
+}
+
+/* how many waves the pass per wave would take */
 static size_t count_waves(const uint64_t *anc, size_t words, size_t n)
 {
     size_t waves = 0;
-    for (size_t j = 0; j < n; waves++) {
-        size_t e = j + 1;
-        for (; e < n; e++) {
-            bool dep = false;
-            for (size_t k = j; k < e && !dep; k++)
-                dep = (anc[e * words + k / 64] >> (k % 64)) & 1;
-            if (dep)
-                break;
-        }
-        j = e;
-    }
+    for (size_t j = 0; j < n; j = wave_end(anc, words, n, j))
+        waves++;
     return waves;
 }
 
@@ -736,7 +740,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     po.user = &c;
     oq_plan *fp = NULL, *qp = NULL;
     oq_rt_tensor *cache = NULL, *in = NULL;
-    uint64_t *anc = NULL, n_read = 0;
+    uint64_t *anc = NULL;
     size_t *map = NULL, nf_in = 0, nq_in = 0;
     for (size_t j = 0; j < c.n; j++) { /* per-sample sums: decide()'s shrinkage */
         bc_layer *L = &c.l[j];
@@ -751,7 +755,6 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
         }
     }
     c.ns = (size_t)ns;
-    n_read = ns; /* the samples cached: the lockstep pass may use fewer */
     c.float_pass = true;
     st = oq_plan_compile(fm, &po, &fp, d);
     if (st != OQ_OK)
@@ -818,26 +821,16 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     uint64_t fit = per > 0 ? (uint64_t)((double)budget / per) : ns;
     if (c.n && o->method == OQ_BIASCORR_AUTO && fit >= OQ_BIASCORR_MIN_LOCKSTEP &&
         count_waves(anc, words, c.n) > OQ_BIASCORR_MAX_WAVES) {
-        ns = fit;
-        r->samples = ns;
+        r->samples = fit;
         for (size_t j = 0; j < c.n; j++) /* the float sums over those samples */
-            c.l[j].fcount = total(c.l[j].fn, (size_t)ns);
-        st = lockstep(qm, &c, fp, cache, nf_in, (size_t)ns, o, r, d);
+            c.l[j].fcount = total(c.l[j].fn, (size_t)fit);
+        st = lockstep(qm, &c, fp, cache, nf_in, (size_t)fit, o, r, d);
         goto out;
     }
     double steps_sum = 0;
     size_t steps_n = 0;
     for (size_t j = 0; j < c.n && st == OQ_OK;) {
-        /* a wave: j and the layers after it that none of the wave's layers feeds, so that
-         * one run measures them all with every correction they depend on applied */
-        size_t e = j + 1;
-        for (; e < c.n; e++) {
-            bool dep = false;
-            for (size_t k = j; k < e && !dep; k++)
-                dep = (anc[e * words + k / 64] >> (k % 64)) & 1;
-            if (dep)
-                break;
-        }
+        size_t e = wave_end(anc, words, c.n, j); /* a wave: layers j .. e - 1 */
         if (!qp) {
             st = compile_q(qm, &po, fp, &qp, map, d);
             if (st != OQ_OK)
@@ -879,7 +872,7 @@ oq_status oq_bias_correct(oq_model *fm, oq_model *qm, oq_calib_source *src, cons
     }
     r->mean_abs_steps = steps_n ? steps_sum / (double)steps_n : 0;
 out:
-    for (size_t k = 0; cache && k < (size_t)n_read * nf_in; k++)
+    for (size_t k = 0; cache && k < (size_t)ns * nf_in; k++)
         oq_rt_tensor_release(&cache[k]);
     free(cache);
     free(in);

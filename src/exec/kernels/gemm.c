@@ -772,8 +772,8 @@ static void bias_row(const void *st, void *o, const void *const *in, const int64
 
 /* A constant B under transB: transposed once per plan (shared by the nodes that read the
  * same weight) instead of on every run, where it cost more than the product itself when
- * M is small (a classifier head, the steps of an unrolled LSTM: 283 -> ms a run). The
- * same numbers reach the same GEMM call. */
+ * M is small (a classifier head, the steps of an unrolled LSTM). The same numbers reach
+ * the same GEMM call. */
 typedef struct gemm_state {
     const void *src;        /* the weight it was made from, N x K */
     int64_t N, K;
