@@ -200,12 +200,18 @@ done:
 
 /* weights-only: is input slot i of n where a layer reads its weight? (Conv/ConvTranspose
  * W, MatMul/Gemm B: what insert-qdq and quantize-dynamic quantize per channel when it is an
- * initializer) */
+ * initializer) Or a Pad's pads, constant_value or axes: a zero Pad with constant pads
+ * folds into the Conv after it (fold-pad), where a computed one stays a float Pad between
+ * a DequantizeLinear and a QuantizeLinear in onnxruntime (PyTorch exports "same" padding
+ * as a chain of Shape-free ops ending in a Cast) */
 static bool weight_slot(const oq_node *n, size_t i)
 {
-    return oq_domain_is_default(n->domain) && i == 1 &&
-           (!strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose") || !strcmp(n->op_type, "MatMul") ||
-            !strcmp(n->op_type, "Gemm"));
+    if (!oq_domain_is_default(n->domain))
+        return false;
+    if (!strcmp(n->op_type, "Pad"))
+        return i >= 1;
+    return i == 1 && (!strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose") ||
+                      !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm"));
 }
 
 /* weights-only: every reader of v reads it as a weight, or is a node with only constant
@@ -288,8 +294,8 @@ static const oq_pass_option_def options[] = {
      "largest tensor (bytes) a folded node may produce; larger results stay computed"},
     {"weights-only", OQ_OPT_BOOL, "false",
      "fold only nodes whose outputs all end as a layer's weight (Conv/ConvTranspose W, "
-     "MatMul/Gemm B), through other such nodes: Transpose/Cast/Reshape of a weight, weight "
-     "normalization"},
+     "MatMul/Gemm B) or a Pad's pads, through other such nodes: Transpose/Cast/Reshape of a weight, "
+     "weight normalization, computed \"same\" padding"},
 };
 
 const oq_pass oq_pass_fold_constants = {

@@ -18,6 +18,7 @@
     X(dedupe_initializers)          \
     X(fold_constants)               \
     X(fold_batchnorm)               \
+    X(fold_pad)                     \
     X(fold_linear)                  \
     X(fuse_activations)             \
     X(fold_bias)                    \

@@ -38,7 +38,7 @@ Test(registry, has_every_builtin_pass)
     oq_registry *reg = NULL;
     cr_assert_eq(oq_registry_new(&reg, NULL), OQ_OK);
     const char *names[] = {"constant-to-initializer", "eliminate-dead", "eliminate-identity",
-                           "dedupe-initializers", "fold-constants", "fold-batchnorm",
+                           "dedupe-initializers", "fold-constants", "fold-batchnorm", "fold-pad",
                            "fold-linear", "fuse-activations", "fold-bias",
                            "infer-shapes", "qdq-cleanup", "upgrade-opset", "smooth-quant", "calibrate",
                            "insert-qdq", "quantize-weights", "quantize-embeddings", "quantize-dynamic",
