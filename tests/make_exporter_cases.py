@@ -8,9 +8,12 @@ writes, each with OUT_DIR/<name>_calib/NNN/x.npy (16 samples) and OUT_DIR/<name>
 
 attn_uniform.onnx: x [1, 32, 16] -> MatMul Wq [16, 32] (small weights) -> Softmax over 32
   -> MatMul Wv [32, 16] -> y. The attention probabilities stay within 0.02 .. 0.05 (nearly
-  uniform, as in a first layer over 32 tokens), so a range calibrated on them, [0, 0.05],
-  has 1 / y_scale above 32 e^5: onnxruntime's QLinearSoftmax (what DQ -> Softmax -> Q
-  becomes) overflows and writes zeros (docs/passes/insert-qdq.md, "Fixed output ranges").
+  uniform, as in a first layer over 32 tokens). The scores MatMul writes float
+  (MatMulIntegerToFloat) and the Softmax runs in float (docs/passes/insert-qdq.md).
+attn_add.onnx: the same with scores = MatMul(x, Wq) + MatMul(x, Wk): the Add of two quantized
+  tensors runs as QLinearAdd, so DQ -> Softmax -> Q becomes onnxruntime's QLinearSoftmax, and
+  a range calibrated on the probabilities, [0, 0.05], has 1 / y_scale above 32 e^5: that
+  kernel overflows and writes zeros unless the range is widened ("Fixed output ranges").
 
 shared_identity.onnx / shared_copy.onnx: x [1, 16, 64] -> MatMul W -> Relu -> MatMul W' -> y,
   where W' is Identity(W) (the TorchScript exporter's form of a shared parameter, e.g. the
@@ -84,6 +87,20 @@ def main():
     save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "attn_uniform.onnx"))
     samples(os.path.join(out, "attn_uniform_calib"), (1, 32, 16), 16, 1001)
     samples(os.path.join(out, "attn_uniform_eval"), (1, 32, 16), 16, 2002)
+    wk = (r.standard_normal((16, 32)) * 0.02).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "Wq"], ["s1"], name="q_scores"),
+         helper.make_node("MatMul", ["x", "Wk"], ["s2"], name="k_scores"),
+         helper.make_node("Add", ["s1", "s2"], ["s"], name="scores"),
+         helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+         helper.make_node("MatMul", ["p", "Wv"], ["y"], name="values")],
+        "attn_add", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 16])],
+        [numpy_helper.from_array(wq, "Wq"), numpy_helper.from_array(wk, "Wk"),
+         numpy_helper.from_array(wv, "Wv")])
+    save(helper.make_model(g, opset_imports=op13, ir_version=8), os.path.join(out, "attn_add.onnx"))
+    samples(os.path.join(out, "attn_add_calib"), (1, 32, 16), 16, 1001)
+    samples(os.path.join(out, "attn_add_eval"), (1, 32, 16), 16, 2002)
 
     w = (r.standard_normal((64, 64)) * 0.2).astype(np.float32)
     for name, ident in (("shared_identity", True), ("shared_copy", False)):

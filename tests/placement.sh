@@ -30,9 +30,9 @@ for m in yolo_head neck; do
   "$py" "$SRC/tests/placement_ort.py" "$T/$m.onnx" "$T/$m.q.onnx" "$T/eval" --json 2>/dev/null > "$T/$m.ort.json" \
     || bad "$m: onnxruntime"
 done
-# exporter forms (tests/make_exporter_cases.py): a nearly uniform Softmax (onnxruntime's
-# QLinearSoftmax overflows to zeros below a y_scale of about 1 / (D e^5); 0.96 dB before the
-# rule), and a weight shared through Identity(initializer) (per tensor and re-quantized as
+# exporter forms (tests/make_exporter_cases.py): a nearly uniform Softmax, after a MatMul
+# (float scores, float Softmax) and after a QLinearAdd (onnxruntime's QLinearSoftmax
+# overflows to zeros below a y_scale of about 1 / (D e^5); 0.96 dB before the rule), and a weight shared through Identity(initializer) (per tensor and re-quantized as
 # an activation before: 34.6 dB against 36.8 dB for the same weights as two initializers),
 # and a float ConvTranspose between quantized Convs (a per-tensor weight from onnxruntime and
 # a warning before; per channel now, no warning), and a depthwise Conv after a channel
@@ -41,7 +41,7 @@ done
 # channel now, 31.04 dB in both), and a Concat that is a graph output and a Conv's input
 # (the output keeps the float Concat)
 /usr/bin/python3 "$SRC/tests/make_exporter_cases.py" "$T" || { echo "FAIL: make_exporter_cases.py"; exit 1; }
-for m in attn_uniform shared_identity shared_copy upsample shuffle concat_out tied cast16 logspec loop_weight; do
+for m in attn_uniform attn_add shared_identity shared_copy upsample shuffle concat_out tied cast16 logspec loop_weight; do
   "$EXE" quantize "$T/$m.onnx" -o "$T/$m.q.onnx" --calib "$T/${m}_calib" --json "$T/$m.json" 2>"$T/$m.err" \
     || { bad "$m: quantize"; continue; }
   if grep -q "warning" "$T/$m.err"; then bad "$m: a warning with the defaults: $(grep warning "$T/$m.err")"; fi
@@ -77,16 +77,21 @@ def inits(m):
     return {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
 a = json.load(open(f"{t}/attn_uniform.ort.json"))
 need("attn_uniform: >= 30 dB in onnxruntime optimized", a["sqnr_db"]["y"] >= 30, a["sqnr_db"]["y"])
-need("attn_uniform: QLinearSoftmax", a["integer_kernels"].get("QLinearSoftmax") == 1, a["integer_kernels"])
-m = onnx.load(f"{t}/attn_uniform.q.onnx")
+need("attn_uniform: float scores into a float Softmax",
+     "QLinearSoftmax" not in a["integer_kernels"] and a["integer_kernels"].get("MatMulIntegerToFloat") == 2,
+     a["integer_kernels"])
+a = json.load(open(f"{t}/attn_add.ort.json"))
+need("attn_add: >= 30 dB in onnxruntime optimized", a["sqnr_db"]["y"] >= 30, a["sqnr_db"]["y"])
+need("attn_add: QLinearSoftmax", a["integer_kernels"].get("QLinearSoftmax") == 1, a["integer_kernels"])
+m = onnx.load(f"{t}/attn_add.q.onnx")
 I = inits(m)
 q = [n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0].startswith("p")][0]
 s = np.float32(I[q.input[1]])
 # onnxruntime's largest product: exp(logf(FLT_MAX / D) - 5) * floor(1 / y_scale), D = 32
 emax = np.float32(np.exp(np.float64(np.log(np.float32(np.finfo(np.float32).max / np.float32(32)))) - 5))
 prod = float(emax) * float(np.floor(np.float32(1) / s))
-need("attn_uniform: the Softmax's y_scale keeps QLinearSoftmax finite", prod < float(np.finfo(np.float32).max), (float(s), prod))
-need("attn_uniform: narrower than [0, 1] still", float(s) < 0.5 / 255, float(s))
+need("attn_add: the Softmax's y_scale keeps QLinearSoftmax finite", prod < float(np.finfo(np.float32).max), (float(s), prod))
+need("attn_add: narrower than [0, 1] still", float(s) < 0.5 / 255, float(s))
 i = json.load(open(f"{t}/shared_identity.ort.json"))["sqnr_db"]["y"]
 c = json.load(open(f"{t}/shared_copy.ort.json"))["sqnr_db"]["y"]
 need("shared_identity: the same SQNR as shared_copy", abs(i - c) < 0.01, (i, c))
