@@ -1333,3 +1333,72 @@ Test(exec_fast, pow_square_and_cube_as_onnxruntime)
     }
     free(x);
 }
+
+/* x [2, 3, 4, 5] -> op(axes) with keepdims 0 (opset 11: axes an attribute for all four) */
+static oq_model *reduce_model(const char *op, const int64_t *axes, size_t na)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 11);
+    int64_t xd[4] = {2, 3, 4, 5};
+    oq_value *x = oq_graph_new_value(m->graph, "x");
+    oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
+    oq_value *y = tu_node(m, op, "r", x, NULL, NULL, "y");
+    oq_node_set_attr_ints(tu_find_node(m, "r"), "axes", axes, na);
+    oq_node_set_attr_int(tu_find_node(m, "r"), "keepdims", 0);
+    oq_graph_add_output(m->graph, y, NULL);
+    return m;
+}
+
+/* Sum, Mean, Max, Min over axes that are not all trailing (the input read in memory order)
+ * give exactly the float of a direct double loop over the reduced axes in row-major order,
+ * a NaN included (Max and Min keep it) */
+Test(exec_fast, reductions_over_inner_axes_match_a_direct_loop_exactly)
+{
+    const char *ops[4] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
+    const int64_t axes_sets[4][3] = {{1, 2, -1}, {0, 2, -1}, {0, 3, -1}, {1, -1, -1}};
+    const size_t n_axes[4] = {2, 2, 2, 1};
+    const int64_t dims[4] = {2, 3, 4, 5};
+    float *x = frand_array(120);
+    for (int i = 0; i < 120; i++)
+        x[i] *= 1000.0f; /* sums that round differently in another order */
+    x[37] = NAN;
+    for (int oi = 0; oi < 4; oi++)
+        for (int ai = 0; ai < 4; ai++) {
+            oq_model *m = reduce_model(ops[oi], axes_sets[ai], n_axes[ai]);
+            oq_plan_options o = oq_plan_options_default();
+            oq_rt_tensor r = run1(m, &o, OQ_DTYPE_FLOAT, dims, 4, x, NULL);
+            bool red[4] = {false};
+            for (size_t k = 0; k < n_axes[ai]; k++)
+                red[axes_sets[ai][k]] = true;
+            /* the output in row-major order over the kept axes, each a loop over the reduced ones */
+            int64_t o_i = 0;
+            for (int a = 0; a < (red[0] ? 1 : 2); a++)
+                for (int b = 0; b < (red[1] ? 1 : 3); b++)
+                    for (int c = 0; c < (red[2] ? 1 : 4); c++)
+                        for (int d = 0; d < (red[3] ? 1 : 5); d++, o_i++) {
+                            double acc = oi == 2 ? -INFINITY : oi == 3 ? INFINITY : 0;
+                            int64_t cnt = 0;
+                            for (int a2 = 0; a2 < (red[0] ? 2 : 1); a2++)
+                                for (int b2 = 0; b2 < (red[1] ? 3 : 1); b2++)
+                                    for (int c2 = 0; c2 < (red[2] ? 4 : 1); c2++)
+                                        for (int d2 = 0; d2 < (red[3] ? 5 : 1); d2++, cnt++) {
+                                            int64_t i = (((int64_t)(a + a2) * 3 + (b + b2)) * 4 + (c + c2)) * 5 + (d + d2);
+                                            double v = x[i];
+                                            if (oi == 2)
+                                                acc = v > acc || v != v ? v : acc;
+                                            else if (oi == 3)
+                                                acc = v < acc || v != v ? v : acc;
+                                            else
+                                                acc += v;
+                                        }
+                            float want = (float)(oi == 1 ? acc / (double)cnt : acc), got = ((float *)r.data)[o_i];
+                            cr_assert((isnan(want) && isnan(got)) || memcmp(&want, &got, sizeof got) == 0,
+                                      "%s axes set %d, output %lld: %.9g, want %.9g", ops[oi], ai, (long long)o_i,
+                                      (double)got, (double)want);
+                        }
+            cr_assert_eq(o_i, oq_rt_tensor_numel(&r));
+            oq_rt_tensor_release(&r);
+            oq_model_free(m);
+        }
+    free(x);
+}

@@ -2,6 +2,7 @@
  * attribute or, from opset 13 for ReduceSum and 18 for the others, as input), ArgMax
  * ArgMin. Accumulation in double. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernel.h"
@@ -99,6 +100,50 @@ static oq_status infer_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
     return oq_k_set_out(k, &out[0], out[0].dtype, d, r);
 }
 
+/* float32 Sum / Mean / Max / Min over axes that are not all trailing (a ReduceMean over H and
+ * W of an NHWC tensor): x is read once in memory order into one double per output, so each
+ * output meets its values in the order of run_reduce's loop (row-major over the reduced
+ * axes) and gets the same number, without that loop's strided reads through a getter per
+ * element. acc: nout doubles. */
+static void reduce_f32_in_order(const oq_rt_tensor *x, const bool *red, red_kind kd, double *acc, int64_t nout)
+{
+    size_t r = x->rank;
+    int64_t ostr[OQ_RT_MAX_RANK], os = 1;
+    for (size_t i = r; i-- > 0;) {
+        ostr[i] = red[i] ? 0 : os;
+        os *= red[i] ? 1 : x->dims[i];
+    }
+    double init = kd == R_MAX ? -INFINITY : kd == R_MIN ? INFINITY : 0.0;
+    for (int64_t o = 0; o < nout; o++)
+        acc[o] = init;
+    int64_t n = oq_rt_tensor_numel(x), len = r ? x->dims[r - 1] : 1, step = r ? ostr[r - 1] : 0;
+    if (n <= 0 || len <= 0)
+        return;
+    const float *xf = x->data;
+    int64_t idx[OQ_RT_MAX_RANK] = {0}, ob = 0;
+    for (int64_t row = 0; row < n / len; row++, xf += len) {
+        double *a = acc + ob;
+        for (int64_t j = 0; j < len; j++) {
+            double v = xf[j], *d = a + j * step;
+            if (kd == R_MAX) {
+                if (v > *d || v != v)
+                    *d = v;
+            } else if (kd == R_MIN) {
+                if (v < *d || v != v)
+                    *d = v;
+            } else
+                *d += v;
+        }
+        for (size_t i = r - 1; i-- > 0;) { /* next row: the odometer over the outer axes */
+            ob += ostr[i];
+            if (++idx[i] < x->dims[i])
+                break;
+            ob -= ostr[i] * idx[i];
+            idx[i] = 0;
+        }
+    }
+}
+
 static oq_status run_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                             oq_rt_tensor *out, size_t n_out)
 {
@@ -139,6 +184,16 @@ static oq_status run_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     for (size_t i = 0; i < r; i++)
         trailing = trailing && red[i] == (i >= r - nr);
     const float *xf = x->dtype == OQ_DTYPE_FLOAT && trailing && (kd == R_SUM || kd == R_MEAN) ? x->data : NULL;
+    if (x->dtype == OQ_DTYPE_FLOAT && !xf && nr > 0 && (kd == R_SUM || kd == R_MEAN || kd == R_MAX || kd == R_MIN)) {
+        double *acc = malloc((size_t)(nout > 0 ? nout : 1) * sizeof(double));
+        if (!acc)
+            return OQ_ERR_NOMEM;
+        reduce_f32_in_order(x, red, kd, acc, nout);
+        for (int64_t o = 0; o < nout; o++)
+            oq_k_set_f64(&out[0], o, kd == R_MEAN ? acc[o] / (double)rcount : acc[o]);
+        free(acc);
+        return OQ_OK;
+    }
     for (int64_t o = 0; o < nout; o++) {
         int64_t base = 0;
         for (size_t i = 0; i < nk; i++)
