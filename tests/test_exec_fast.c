@@ -1402,3 +1402,61 @@ Test(exec_fast, reductions_over_inner_axes_match_a_direct_loop_exactly)
         }
     free(x);
 }
+
+/* Transpose and Slice large enough to be split over threads: the bytes of an index-by-index
+ * reference, with 1, 2 and 3 threads */
+Test(exec_fast, transpose_and_slice_split_over_threads_match_direct_indexing)
+{
+    const int64_t d[4] = {2, 64, 48, 40}, n = 2 * 64 * 48 * 40;
+    float *x = frand_array(n);
+    for (int op = 0; op < 2; op++) {
+        oq_model *m = oq_model_new();
+        oq_model_set_opset(m, "", 13);
+        oq_value *xv = oq_graph_new_value(m->graph, "x");
+        oq_graph_add_input(m->graph, xv, oq_type_tensor(m, OQ_DTYPE_FLOAT, d, NULL, 4));
+        oq_value *y;
+        if (op == 0) {
+            y = tu_node(m, "Transpose", "t", xv, NULL, NULL, "y");
+            oq_node_set_attr_ints(tu_find_node(m, "t"), "perm", (const int64_t[]){0, 2, 3, 1}, 4);
+        } else { /* x[:, 1:63:2, 3:, ::-1] */
+            int64_t st[4] = {1, 3, -1, 0}, en[4] = {63, 48, INT64_MIN, 2}, ax[4] = {1, 2, 3, 0}, sp[4] = {2, 1, -1, 1};
+            oq_value *a = oq_graph_add_initializer(m->graph, "s", OQ_DTYPE_INT64, (int64_t[]){4}, 1, st, sizeof st);
+            oq_value *b = oq_graph_add_initializer(m->graph, "e", OQ_DTYPE_INT64, (int64_t[]){4}, 1, en, sizeof en);
+            oq_value *c = oq_graph_add_initializer(m->graph, "a", OQ_DTYPE_INT64, (int64_t[]){4}, 1, ax, sizeof ax);
+            oq_value *s4 = oq_graph_add_initializer(m->graph, "p", OQ_DTYPE_INT64, (int64_t[]){4}, 1, sp, sizeof sp);
+            oq_value *ins[5] = {xv, a, b, c, s4};
+            y = oq_graph_new_value(m->graph, "y");
+            oq_node *sl = oq_node_new(m->graph, "Slice", "", "sl", ins, 5, &y, 1);
+            oq_graph_append(m->graph, sl);
+        }
+        oq_graph_add_output(m->graph, y, NULL);
+        oq_rt_tensor r[3];
+        for (int t = 0; t < 3; t++) {
+            oq_plan_options o = oq_plan_options_default();
+            o.threads = t + 1;
+            r[t] = run1(m, &o, OQ_DTYPE_FLOAT, d, 4, x, NULL);
+        }
+        assert_same_bytes(&r[0], &r[1], "1 and 2 threads");
+        assert_same_bytes(&r[0], &r[2], "1 and 3 threads");
+        const float *g = r[1].data;
+        int64_t k = 0;
+        if (op == 0) {
+            for (int64_t a = 0; a < 2; a++)
+                for (int64_t h = 0; h < 48; h++)
+                    for (int64_t w = 0; w < 40; w++)
+                        for (int64_t c = 0; c < 64; c++, k++)
+                            cr_assert(g[k] == x[((a * 64 + c) * 48 + h) * 40 + w], "transpose [%lld]", (long long)k);
+        } else {
+            for (int64_t a = 0; a < 2; a++)
+                for (int64_t c = 1; c < 63; c += 2)
+                    for (int64_t h = 3; h < 48; h++)
+                        for (int64_t w = 39; w >= 0; w--, k++)
+                            cr_assert(g[k] == x[((a * 64 + c) * 48 + h) * 40 + w], "slice [%lld]", (long long)k);
+        }
+        cr_assert_eq(k, oq_rt_tensor_numel(&r[1]));
+        for (int t = 0; t < 3; t++)
+            oq_rt_tensor_release(&r[t]);
+        oq_model_free(m);
+    }
+    free(x);
+}

@@ -299,27 +299,38 @@ static oq_status infer_transpose(oq_kctx *k, const oq_rt_tensor *const *in, size
 }
 
 /* Copy src (dims sdims, rank r) into dst where dst index i maps to source strides
- * `sstr` (element strides in the source for each dst axis). */
-static void strided_copy(char *dst, const char *src, const int64_t *odims, const int64_t *sstr,
-                         size_t r, size_t es)
+ * `sstr` (element strides in the source for each dst axis): rows [b, e) of dst's innermost
+ * axis. */
+typedef struct strided_job {
+    char *dst;
+    const char *src;
+    const int64_t *odims, *sstr;
+    size_t r, es;
+} strided_job;
+
+static void strided_rows(void *arg, int64_t b, int64_t e, int worker)
 {
-    int64_t n = oq_dims_numel(odims, r);
-    int64_t idx[OQ_RT_MAX_RANK] = {0};
-    int64_t off = 0;
-    if (r == 0) {
-        memcpy(dst, src, es);
-        return;
-    }
+    (void)worker;
+    const strided_job *j = arg;
+    const int64_t *odims = j->odims, *sstr = j->sstr;
+    size_t r = j->r, es = j->es;
     int64_t inner = odims[r - 1], is = sstr[r - 1];
-    for (int64_t o = 0; o < n; o += inner) {
+    int64_t idx[OQ_RT_MAX_RANK] = {0}, off = 0, rest = b;
+    for (size_t a = r - 1; a-- > 0;) { /* row b's index on the outer axes */
+        idx[a] = rest % odims[a];
+        rest /= odims[a];
+        off += idx[a] * sstr[a];
+    }
+    for (int64_t row = b; row < e; row++) {
+        int64_t o = row * inner;
         if (es == 4) {
-            const uint32_t *s = (const uint32_t *)(const void *)src;
-            uint32_t *dd = (uint32_t *)(void *)dst + o;
-            for (int64_t j = 0; j < inner; j++)
-                dd[j] = s[off + j * is];
+            const uint32_t *s = (const uint32_t *)(const void *)j->src;
+            uint32_t *dd = (uint32_t *)(void *)j->dst + o;
+            for (int64_t t = 0; t < inner; t++)
+                dd[t] = s[off + t * is];
         } else {
-            for (int64_t j = 0; j < inner; j++)
-                memcpy(dst + (size_t)(o + j) * es, src + (size_t)(off + j * is) * es, es);
+            for (int64_t t = 0; t < inner; t++)
+                memcpy(j->dst + (size_t)(o + t) * es, j->src + (size_t)(off + t * is) * es, es);
         }
         for (size_t a = r - 1; a-- > 0;) {
             idx[a]++;
@@ -330,6 +341,26 @@ static void strided_copy(char *dst, const char *src, const int64_t *odims, const
             idx[a] = 0;
         }
     }
+}
+
+/* ... all of dst; rows split over the threads when there are over 256 KiB to copy (a copy,
+ * so the bytes are the same for any split) */
+static void strided_copy(const oq_kctx *k, char *dst, const char *src, const int64_t *odims, const int64_t *sstr,
+                         size_t r, size_t es)
+{
+    if (r == 0) {
+        memcpy(dst, src, es);
+        return;
+    }
+    int64_t n = oq_dims_numel(odims, r), inner = odims[r - 1];
+    if (n <= 0 || inner <= 0)
+        return;
+    strided_job j = {dst, src, odims, sstr, r, es};
+    int64_t rows = n / inner;
+    if (k && oq_k_threads(k) > 1 && (double)n * (double)es > 262144.0 && rows > 1)
+        oq_k_parallel_for(k, rows, (rows + 4 * oq_k_threads(k) - 1) / (4 * oq_k_threads(k)), strided_rows, &j);
+    else
+        strided_rows(&j, 0, rows, 0);
 }
 
 static void contiguous_strides(const int64_t *dims, size_t r, int64_t *st)
@@ -351,7 +382,7 @@ static oq_status run_transpose(oq_kctx *k, const oq_rt_tensor *const *in, size_t
     for (size_t i = 0; i < r; i++)
         sstr[i] = st[perm[i]];
     if (numel(in[0]) > 0)
-        strided_copy(out[0].data, in[0]->data, out[0].dims, sstr, r, oq_k_elsize(in[0]->dtype));
+        strided_copy(k, out[0].data, in[0]->data, out[0].dims, sstr, r, oq_k_elsize(in[0]->dtype));
     return OQ_OK;
 }
 
@@ -619,8 +650,7 @@ static oq_status run_slice(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
         sstr[i] = cs[i] * sp.step[i];
         off += cs[i] * sp.start[i];
     }
-    strided_copy(out[0].data, (const char *)in[0]->data + (size_t)off * es, out[0].dims, sstr, r,
-                 es);
+    strided_copy(k, out[0].data, (const char *)in[0]->data + (size_t)off * es, out[0].dims, sstr, r, es);
     return OQ_OK;
 }
 
