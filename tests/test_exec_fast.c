@@ -1349,21 +1349,21 @@ static oq_model *reduce_model(const char *op, const int64_t *axes, size_t na)
     return m;
 }
 
-/* Sum, Mean, Max, Min over axes that are not all trailing (the input read in memory order)
- * give exactly the float of a direct double loop over the reduced axes in row-major order,
- * a NaN included (Max and Min keep it) */
+/* Sum, Mean, Max, Min over inner and trailing axes (the input read in memory order) give
+ * exactly the float of a direct double loop over the reduced axes in row-major order, a NaN
+ * included (Max and Min keep it) */
 Test(exec_fast, reductions_over_inner_axes_match_a_direct_loop_exactly)
 {
     const char *ops[4] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
-    const int64_t axes_sets[4][3] = {{1, 2, -1}, {0, 2, -1}, {0, 3, -1}, {1, -1, -1}};
-    const size_t n_axes[4] = {2, 2, 2, 1};
+    const int64_t axes_sets[5][3] = {{1, 2, -1}, {0, 2, -1}, {0, 3, -1}, {1, -1, -1}, {2, 3, -1}};
+    const size_t n_axes[5] = {2, 2, 2, 1, 2};
     const int64_t dims[4] = {2, 3, 4, 5};
     float *x = frand_array(120);
     for (int i = 0; i < 120; i++)
         x[i] *= 1000.0f; /* sums that round differently in another order */
     x[37] = NAN;
     for (int oi = 0; oi < 4; oi++)
-        for (int ai = 0; ai < 4; ai++) {
+        for (int ai = 0; ai < 5; ai++) {
             oq_model *m = reduce_model(ops[oi], axes_sets[ai], n_axes[ai]);
             oq_plan_options o = oq_plan_options_default();
             oq_rt_tensor r = run1(m, &o, OQ_DTYPE_FLOAT, dims, 4, x, NULL);

@@ -250,6 +250,20 @@ void oq_k_set_f64(oq_rt_tensor *t, int64_t i, double v);
 /* Byte size of one element (0 for 4-bit and string types). */
 size_t oq_k_elsize(int32_t dtype);
 
+/* Step the row-major index idx over dims[0..n) (last axis fastest) to the next one, keeping
+ * *off = sum idx[i] * str[i]; after the last index it is back to all zeros. */
+static inline void oq_k_index_next(int64_t *idx, const int64_t *dims, const int64_t *str, size_t n, int64_t *off)
+{
+    for (size_t a = n; a-- > 0;) {
+        idx[a]++;
+        *off += str[a];
+        if (idx[a] < dims[a])
+            return;
+        *off -= str[a] * idx[a];
+        idx[a] = 0;
+    }
+}
+
 /* Temporary memory for the current run call (grows as needed, kept by the plan). */
 void *oq_k_scratch(oq_kctx *k, size_t bytes);
 

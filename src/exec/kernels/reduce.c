@@ -2,7 +2,6 @@
  * attribute or, from opset 13 for ReduceSum and 18 for the others, as input), ArgMax
  * ArgMin. Accumulation in double. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernel.h"
@@ -100,11 +99,11 @@ static oq_status infer_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
     return oq_k_set_out(k, &out[0], out[0].dtype, d, r);
 }
 
-/* float32 Sum / Mean / Max / Min over axes that are not all trailing (a ReduceMean over H and
- * W of an NHWC tensor): x is read once in memory order into one double per output, so each
- * output meets its values in the order of run_reduce's loop (row-major over the reduced
- * axes) and gets the same number, without that loop's strided reads through a getter per
- * element. acc: nout doubles. */
+/* float32 Sum / Mean / Max / Min over any axes (a ReduceMean over H and W of an NHWC
+ * tensor, LayerNorm's over the last): x is read once in memory order into one double per
+ * output, so each output meets its values row-major over the reduced axes, as run_reduce's
+ * general loop visits them, without that loop's strided reads through a getter per element.
+ * acc: nout doubles. */
 static void reduce_f32_in_order(const oq_rt_tensor *x, const bool *red, red_kind kd, double *acc, int64_t nout)
 {
     size_t r = x->rank;
@@ -134,13 +133,7 @@ static void reduce_f32_in_order(const oq_rt_tensor *x, const bool *red, red_kind
             } else
                 *d += v;
         }
-        for (size_t i = r - 1; i-- > 0;) { /* next row: the odometer over the outer axes */
-            ob += ostr[i];
-            if (++idx[i] < x->dims[i])
-                break;
-            ob -= ostr[i] * idx[i];
-            idx[i] = 0;
-        }
+        oq_k_index_next(idx, x->dims, ostr, r - 1, &ob); /* the next row's outputs */
     }
 }
 
@@ -178,20 +171,13 @@ static oq_status run_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     int64_t nout = oq_rt_tensor_numel(&out[0]);
     int64_t kidx[OQ_RT_MAX_RANK] = {0};
     bool exact_int = x->dtype == OQ_DTYPE_INT64 || x->dtype == OQ_DTYPE_INT32;
-    /* float32 sum or mean over the trailing axes (LayerNorm's ReduceMean): the same
-     * additions in the same order into the double, over a contiguous run */
-    bool trailing = nr > 0;
-    for (size_t i = 0; i < r; i++)
-        trailing = trailing && red[i] == (i >= r - nr);
-    const float *xf = x->dtype == OQ_DTYPE_FLOAT && trailing && (kd == R_SUM || kd == R_MEAN) ? x->data : NULL;
-    if (x->dtype == OQ_DTYPE_FLOAT && !xf && nr > 0 && (kd == R_SUM || kd == R_MEAN || kd == R_MAX || kd == R_MIN)) {
-        double *acc = malloc((size_t)(nout > 0 ? nout : 1) * sizeof(double));
+    if (x->dtype == OQ_DTYPE_FLOAT && nr > 0 && (kd == R_SUM || kd == R_MEAN || kd == R_MAX || kd == R_MIN)) {
+        double *acc = oq_k_scratch(k, (size_t)(nout > 0 ? nout : 1) * sizeof(double));
         if (!acc)
             return OQ_ERR_NOMEM;
         reduce_f32_in_order(x, red, kd, acc, nout);
         for (int64_t o = 0; o < nout; o++)
             oq_k_set_f64(&out[0], o, kd == R_MEAN ? acc[o] / (double)rcount : acc[o]);
-        free(acc);
         return OQ_OK;
     }
     for (int64_t o = 0; o < nout; o++) {
@@ -208,10 +194,7 @@ static oq_status run_reduce(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         }
         int64_t best = 0;
         int64_t ridx[OQ_RT_MAX_RANK] = {0};
-        if (xf)
-            for (int64_t t = 0; t < rcount; t++)
-                acc += (double)xf[base + t];
-        for (int64_t t = 0; !xf && t < rcount; t++) {
+        for (int64_t t = 0; t < rcount; t++) {
             int64_t off = base;
             for (size_t i = 0; i < nr; i++)
                 off += ridx[i] * rd_str[i];

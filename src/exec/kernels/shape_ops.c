@@ -332,14 +332,7 @@ static void strided_rows(void *arg, int64_t b, int64_t e, int worker)
             for (int64_t t = 0; t < inner; t++)
                 memcpy(j->dst + (size_t)(o + t) * es, j->src + (size_t)(off + t * is) * es, es);
         }
-        for (size_t a = r - 1; a-- > 0;) {
-            idx[a]++;
-            off += sstr[a];
-            if (idx[a] < odims[a])
-                break;
-            off -= sstr[a] * idx[a];
-            idx[a] = 0;
-        }
+        oq_k_index_next(idx, odims, sstr, r - 1, &off);
     }
 }
 
