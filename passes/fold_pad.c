@@ -26,29 +26,18 @@ typedef struct ctx {
  * constant zero Pad this pass folds). */
 static bool zero_pad_amounts(const oq_node *p, int64_t r, int64_t *begin, int64_t *end, oq_diag *d)
 {
-    if (strcmp(oq_node_attr_string(p, "mode", "constant"), "constant") != 0 || r < 3 || r > PAD_MAX_RANK)
+    if (!oq_pass_is_zero_pad(p) || r < 3 || r > PAD_MAX_RANK)
         return false;
     int64_t pads[2 * PAD_MAX_RANK], n;
     if (oq_node_opset(p) < 11) {
         const int64_t *v;
         n = oq_node_attr_ints(p, "pads", &v);
-        if (n != 2 * r || oq_node_attr_float(p, "value", 0.0f) != 0.0f)
+        if (n != 2 * r)
             return false;
         memcpy(pads, v, (size_t)n * sizeof(int64_t));
     } else {
         if (p->n_inputs < 2 || !p->inputs[1])
             return false;
-        if (p->n_inputs >= 3 && p->inputs[2] && *p->inputs[2]->name) { /* constant_value */
-            oq_tensor *cv = oq_value_const_tensor(p->inputs[2]);
-            double *val = NULL;
-            int64_t cnt = 0;
-            if (!cv || oq_tensor_numel(cv) != 1 || oq_pass_tensor_to_double(cv, &val, &cnt, d) != OQ_OK)
-                return false;
-            bool zero = cnt == 1 && val[0] == 0.0;
-            free(val);
-            if (!zero)
-                return false;
-        }
         n = oq_pass_const_ints(p->inputs[1], pads, 2 * PAD_MAX_RANK, d);
         if (n < 0)
             return false;

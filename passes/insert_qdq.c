@@ -160,18 +160,7 @@ static bool node_selected_but_depthwise(const qctx *c, const oq_node *n);
 static oq_value *through_zero_pad(oq_value *in)
 {
     const oq_node *p = in && in->kind == OQ_VALUE_NODE ? in->producer : NULL;
-    if (!p || !oq_pass_is_op(p, "Pad") || in->n_uses != 1 || oq_value_is_graph_output(in) || p->n_inputs < 1 ||
-        strcmp(oq_node_attr_string(p, "mode", "constant"), "constant") != 0)
-        return in;
-    if (p->n_inputs >= 3 && p->inputs[2]) { /* constant_value: a constant zero */
-        const oq_tensor *cv = oq_value_const_tensor(p->inputs[2]);
-        if (!cv || cv->dtype != OQ_DTYPE_FLOAT || oq_tensor_numel(cv) != 1)
-            return in;
-        const float *v = oq_tensor_data((oq_tensor *)cv, NULL);
-        if (!v || v[0] != 0.0f)
-            return in;
-    }
-    if (oq_node_attr(p, "value") && oq_node_attr_float(p, "value", 0.0f) != 0.0f) /* opset < 11 */
+    if (!p || in->n_uses != 1 || oq_value_is_graph_output(in) || p->n_inputs < 1 || !oq_pass_is_zero_pad(p))
         return in;
     return p->inputs[0] ? p->inputs[0] : in;
 }

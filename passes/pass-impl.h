@@ -69,6 +69,10 @@ void oq_pass_float_weights_end(void);
 const float *oq_pass_float_weight(const oq_model *m, const char *qname, int64_t numel);
 /* Remove v's producer (a Constant) or initializer when nothing uses v any more. */
 void oq_pass_drop_if_unused(oq_value *v);
+/* A Pad that adds zeros: mode "constant" and value 0 (Pad-2's `value` attribute, or
+ * Pad-11+'s constant_value input absent or a one-element constant 0). Its pads are not
+ * looked at; nothing is reported (a constant it cannot read is not a zero). */
+bool oq_pass_is_zero_pad(const oq_node *p);
 
 /* ---- small shared helpers (passes/util.c) */
 /* Is name one of the comma- (or space-) separated items of list? */

@@ -396,3 +396,21 @@ void *oq_pass_scale_bytes(const float *s, int64_t n, int32_t dt, int64_t *nbytes
     }
     return b;
 }
+
+bool oq_pass_is_zero_pad(const oq_node *p)
+{
+    if (!oq_pass_is_op(p, "Pad") || strcmp(oq_node_attr_string(p, "mode", "constant"), "constant") != 0)
+        return false;
+    if (oq_node_opset(p) < 11)
+        return oq_node_attr_float(p, "value", 0.0f) == 0.0f;
+    if (p->n_inputs < 3 || !p->inputs[2] || !*p->inputs[2]->name)
+        return true;
+    oq_tensor *cv = oq_value_const_tensor(p->inputs[2]);
+    double *val = NULL;
+    int64_t cnt = 0;
+    if (!cv || oq_tensor_numel(cv) != 1 || oq_pass_tensor_to_double(cv, &val, &cnt, NULL) != OQ_OK)
+        return false;
+    bool zero = cnt == 1 && val[0] == 0.0;
+    free(val);
+    return zero;
+}
