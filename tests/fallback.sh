@@ -212,13 +212,13 @@ for k in range(8):
     os.makedirs(os.path.join(t, "intdata", "%02d" % k), exist_ok=True)
     np.save(os.path.join(t, "intdata", "%02d" % k, "x.npy"), r.standard_normal((1, 3, 8, 8)).astype(np.float32))
 PYEOF
-"$EXE" quantize "$TMP/intout.onnx" -o "$TMP/intout.q.onnx" --calib "$TMP/intdata" --quiet || bad "intout: quantize"
+"$EXE" quantize "$TMP/intout.onnx" -o "$TMP/intout.q.onnx" --calib "$TMP/intdata" --min-intensity 0 --quiet || bad "intout: quantize"
 "$EXE" verify "$TMP/intout.onnx" "$TMP/intout.q.onnx" --data "$TMP/intdata" --min-sqnr 20 > "$TMP/iv.txt" 2>&1
 rc=$?
 grep -q "worst: logits\|worst: feat" "$TMP/iv.txt" && [ $rc = 0 ] \
   || { cat "$TMP/iv.txt"; bad "intout: verify --min-sqnr 20 must pass on the float outputs (exit $rc) and name one as the worst"; }
 for m in intout intout_anon; do
-  "$EXE" quantize "$TMP/$m.onnx" -o "$TMP/$m.fb.onnx" --calib "$TMP/intdata" --target-sqnr 200 --max-fallback 6 \
+  "$EXE" quantize "$TMP/$m.onnx" -o "$TMP/$m.fb.onnx" --calib "$TMP/intdata" --target-sqnr 200 --max-fallback 6 --min-intensity 0 \
       > "$TMP/$m.fb.txt" 2>&1
   [ $? = 0 ] || bad "$m: --target-sqnr 200 must be met with every layer in float (exit 0)"
   grep 'fallback:' "$TMP/$m.fb.txt"

@@ -397,3 +397,118 @@ Test(placement, zero_pad_before_float_depthwise_gets_it_quantized_per_channel)
     cr_assert_eq(tp_stat(&r, "depthwise_quantized_for_ort"), 0);
     oq_model_free(m);
 }
+
+/* min-intensity (placement=ort-cpu): a Conv stays float when it does fewer multiply-adds
+ * per output pixel (Cout x Cin/group x kernel) than T times the elements per output pixel
+ * that leaving it float keeps from crossing between float and 8 bits: its input (Cin x
+ * stride) counts +1 when a float op or the graph input feeds it, -1 when an op on quantized
+ * data does; its output (Cout) +1 when only float ops read it, -1 when only quantized ones
+ * do, 0 when both. Here:
+ *   x -> stem (3 -> 64, 3x3) -> a -> HardSwish -> h -> conv_a (1x1, 64 -> 64) -> b -> Relu
+ *     -> r -> conv_b (1x1, 64 -> 64) -> c -> HardSwish -> y
+ * stem: 64 x 27 = 1728 multiply-adds against 3 (graph input) + 64 (HardSwish), 25.8 per
+ * element; conv_a: +64 (HardSwish) - 64 (conv_b, quantized) = 0; conv_b: -64 + 64 = 0. */
+static oq_model *intensity_model(void)
+{
+    oq_model *m = tp_model(14);
+    int64_t xd[4] = {1, 3, 8, 8};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    int64_t wd[4] = {64, 3, 3, 3};
+    float w[64 * 27];
+    for (int i = 0; i < 64 * 27; i++)
+        w[i] = 0.1f * (float)(i % 7 - 3);
+    tp_init_f(m, "stem_w", wd, 4, w);
+    oq_node *st = tp_node(m, "Conv", "stem", "x,stem_w", "a");
+    int64_t pads[4] = {1, 1, 1, 1};
+    oq_node_set_attr_ints(st, "pads", pads, 4);
+    tp_node(m, "HardSwish", "hs1", "a", "h");
+    conv1x1(m, "conv_a", "h", "b", 64, 64, 0.05f);
+    tp_node(m, "Relu", "relu", "b", "r");
+    conv1x1(m, "conv_b", "r", "c", 64, 64, 0.05f);
+    tp_node(m, "HardSwish", "hs2", "c", "y");
+    tp_output(m, "y");
+    static const char *const names[] = {"x", "a", "h", "b", "r", "c", "y"};
+    static const float ranges[][2] = {{-1, 1}, {-8, 8}, {-0.4f, 8}, {-5, 5}, {0, 5}, {-4, 4}, {-0.4f, 4}};
+    tp_set_calib_table(m, names, ranges, 7);
+    return m;
+}
+
+/* x -> c1 (1x1, 8 -> 8) -> b1 -> HardSwish -> y1, and b1 -> Relu -> r -> c2 (1x1, 8 -> 8)
+ * -> b2 -> HardSwish -> y2. c1: 64 multiply-adds against 8 (graph input) + 0 (read by a
+ * float op and a quantized one); c2: -8 (c1 quantized) + 8 = 0, but once c1 is float,
+ * 8 + 8 = 16. */
+static oq_model *cascade_model(void)
+{
+    oq_model *m = tp_model(14);
+    int64_t xd[4] = {1, 8, 4, 4};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "c1", "x", "b1", 8, 8, 0.25f);
+    tp_node(m, "HardSwish", "hs1", "b1", "y1");
+    tp_node(m, "Relu", "relu", "b1", "r");
+    conv1x1(m, "c2", "r", "b2", 8, 8, 0.25f);
+    tp_node(m, "HardSwish", "hs2", "b2", "y2");
+    tp_output(m, "y1");
+    tp_output(m, "y2");
+    static const char *const names[] = {"x", "b1", "y1", "r", "b2", "y2"};
+    static const float ranges[][2] = {{-1, 1}, {-4, 4}, {-0.4f, 4}, {0, 4}, {-4, 4}, {-0.4f, 4}};
+    tp_set_calib_table(m, names, ranges, 6);
+    return m;
+}
+
+static bool weight_quantized(oq_model *m, const char *conv)
+{
+    const oq_node *n = tu_find_node(m, conv);
+    cr_assert(n, "no node %s", conv);
+    return n->inputs[1]->producer && !strcmp(n->inputs[1]->producer->op_type, "DequantizeLinear");
+}
+
+Test(placement, min_intensity_leaves_convs_with_few_multiply_adds_per_crossing_element_float)
+{
+    /* off (the default of the pass): all three quantized */
+    oq_model *m = intensity_model();
+    oq_pass_result r = tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv\"}");
+    cr_assert(weight_quantized(m, "stem") && weight_quantized(m, "conv_a") && weight_quantized(m, "conv_b"));
+    cr_assert(has_qdq(m, "x"));
+    cr_assert_eq(tp_stat(&r, "convs_float_low_intensity"), 0);
+    oq_model_free(m);
+
+    /* 25 and 26 on either side of the stem's 25.8: float at 26, with no Q/DQ on the graph
+     * input it alone reads; conv_a and conv_b stay quantized at any threshold (0 elements
+     * spared: a float one would move the conversion from one side to the other) */
+    static const char *const opt[] = {"insert-qdq{placement=ort-cpu,op-types=\"Conv\",min-intensity=25}",
+                                      "insert-qdq{placement=ort-cpu,op-types=\"Conv\",min-intensity=26}",
+                                      "insert-qdq{placement=ort-cpu,op-types=\"Conv\",min-intensity=1e6}"};
+    for (int k = 0; k < 3; k++) {
+        m = intensity_model();
+        r = tp_run(m, opt[k]);
+        cr_assert_eq(weight_quantized(m, "stem"), k == 0, "%s", opt[k]);
+        cr_assert_eq(has_qdq(m, "x"), k == 0, "%s", opt[k]);
+        cr_assert(weight_quantized(m, "conv_a") && weight_quantized(m, "conv_b"), "%s", opt[k]);
+        cr_assert(has_qdq(m, "h") && has_qdq(m, "r"));
+        cr_assert_eq(tp_stat(&r, "convs_float_low_intensity"), k > 0, "%s", opt[k]);
+        oq_model_free(m);
+    }
+
+    /* plain placement: not applied */
+    m = intensity_model();
+    r = tp_run(m, "insert-qdq{op-types=\"Conv\",min-intensity=1e6}");
+    cr_assert(weight_quantized(m, "stem") && weight_quantized(m, "conv_a") && weight_quantized(m, "conv_b"));
+    oq_model_free(m);
+}
+
+Test(placement, min_intensity_repeats_until_nothing_changes)
+{
+    /* 8: c1 at 64 / 8 = 8 is not below; c2 spares nothing while c1 is quantized */
+    oq_model *m = cascade_model();
+    oq_pass_result r = tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv\",min-intensity=8}");
+    cr_assert(weight_quantized(m, "c1") && weight_quantized(m, "c2"));
+    cr_assert_eq(tp_stat(&r, "convs_float_low_intensity"), 0);
+    oq_model_free(m);
+    /* 9: c1 float; then c2 reads a float Relu: 64 / 16 = 4 < 9, float too */
+    m = cascade_model();
+    r = tp_run(m, "insert-qdq{placement=ort-cpu,op-types=\"Conv\",min-intensity=9}");
+    cr_assert_not(weight_quantized(m, "c1") || weight_quantized(m, "c2"));
+    cr_assert_not(has_qdq(m, "x") || has_qdq(m, "r"));
+    cr_assert_eq(tp_stat(&r, "convs_float_low_intensity"), 2);
+    oq_model_free(m);
+}

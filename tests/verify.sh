@@ -195,7 +195,7 @@ for i in range(4):
     os.makedirs(os.path.join(sys.argv[2], "s%d" % i), exist_ok=True)
     np.save(os.path.join(sys.argv[2], "s%d" % i, "x.npy"), rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32))
 PYEOF
-"$EXE" quantize "$TMP/bn.onnx" -o "$TMP/bnq.onnx" --calib "$TMP/bncal" --quiet || bad "quantize Conv+BN"
+"$EXE" quantize "$TMP/bn.onnx" -o "$TMP/bnq.onnx" --calib "$TMP/bncal" --min-intensity 0 --quiet || bad "quantize Conv+BN"
 "$EXE" opt "$TMP/bn.onnx" -o "$TMP/bnf.onnx" --passes constant-to-initializer,fold-batchnorm || bad "opt fold-batchnorm"
 "$EXE" verify "$TMP/bn.onnx" "$TMP/bnq.onnx" --data "$TMP/bncal" --json "$TMP/bn.json" --quiet || bad "verify Conv+BN"
 $PY - "$TMP/bn.json" "$TMP/bnf.onnx" "$TMP/bnq.onnx" <<'PYEOF' || bad "folded weight SQNR"

@@ -74,6 +74,10 @@ typedef struct oq_quantize_options {
     bool reduce_range;
     const char *op_types;          /* NULL: the target's */
     const char *depthwise;         /* NULL: the target's; "int8" | "float" */
+    double min_intensity;          /* < 0: the target's (64 on ort-x86 with AVX2 arithmetic,
+                                    * static mode; 0 elsewhere); 0: off; T: a Conv doing fewer
+                                    * than T multiply-adds per element it exchanges with float
+                                    * ops stays float (docs/quantize.md) */
     const char *embedding_dtype;   /* "int8" (default) | "float" */
     const char *include_nodes, *exclude_nodes; /* POSIX extended regex, "" none */
     const char *overrides;         /* JSON file {tensor: {scale, zero_point, ...}}, "" none */
@@ -121,7 +125,7 @@ typedef struct oq_quantize_options {
      * oq_quantize_options_load; a caller setting a field itself leaves these alone) */
     const char *config_act_dtype, *config_weight_dtype, *config_op_types, *config_depthwise,
         *config_weight_rounding;
-    bool config_weight_symmetric, config_prepare, config_bias_correction;
+    bool config_weight_symmetric, config_prepare, config_bias_correction, config_min_intensity;
     void *config_doc;              /* the loaded document (strings point into it) */
 } oq_quantize_options;
 

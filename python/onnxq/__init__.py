@@ -260,6 +260,7 @@ QUANTIZE_OPTIONS = {
     "reduce_range": ("--reduce-range", "7-bit weights"),
     "op_types": ("--op-types", "\"A,B,...\" op types to quantize (default: the target's)"),
     "depthwise": ("--depthwise", "int8 | float (default: the target's)"),
+    "min_intensity": ("--min-intensity", "a Conv with fewer multiply-adds per float-boundary element stays float (default: the target's)"),
     "weight_rounding": ("--weight-rounding", "nearest | gptq (default: the target's)"),
     "embedding_dtype": ("--embedding-dtype", "int8 (default) | float"),
     "include_nodes": ("--include-nodes", "only nodes whose name matches (regex)"),

@@ -102,6 +102,10 @@ static void help(FILE *f)
             "                         targets: faster in onnxruntime, whose integer depthwise kernels\n"
             "                         are slow, and more accurate with bias correction; those onnxruntime\n"
             "                         would quantize per tensor itself are quantized per channel)\n"
+            "  --min-intensity T      a Conv doing fewer than T multiply-adds per element it reads from or\n"
+            "                         writes to float ops stays float (0: off; default 64 on ort-x86 with\n"
+            "                         AVX2 arithmetic, where onnxruntime's integer convolution gains less\n"
+            "                         than the Q/DQ and layout changes around it cost; 0 elsewhere)\n"
             "  --weight-rounding M    nearest | gptq: int8 weights rounded to nearest, or with GPTQ for\n"
             "                         the least layer output error on the calibration samples, kept\n"
             "                         when held-out samples agree (static mode; default: the target's)\n"
@@ -286,6 +290,16 @@ int cmd_quantize(int argc, char **argv)
             i++;
             if (!bad && !(c.percentile > 0 && c.percentile <= 100)) {
                 cli_error("quantize", "--percentile %s: must be in (0, 100]", v);
+                rc = CLI_BAD;
+                goto done;
+            }
+        }
+        else if (strcmp(a, "--min-intensity") == 0 && has) {
+            bad = parse_f64(v, &c.min_intensity);
+            c.config_min_intensity = false;
+            i++;
+            if (!bad && !(c.min_intensity >= 0)) {
+                cli_error("quantize", "--min-intensity %s: must be >= 0 (0: off)", v);
                 rc = CLI_BAD;
                 goto done;
             }

@@ -58,6 +58,8 @@ typedef struct qconfig {
     const char *src_act_dtype, *src_weight_dtype, *src_weight_symmetric, *src_op_types;
     const char *depthwise, *src_depthwise; /* int8 | float (depthwise Convs left in float) */
     const char *cfg_depthwise;             /* what the config file set, for src_depthwise */
+    double min_intensity;                  /* insert-qdq min-intensity (0 off; < 0 the target's) */
+    const char *src_min_intensity;
     const char *weight_rounding, *src_weight_rounding; /* nearest | gptq */
     const char *cfg_weight_rounding;
     bool weight_symmetric_set;
@@ -416,6 +418,8 @@ static char *build_pipeline(qconfig *c, bool progress)
         soptb(&b, &f, "pair-limit", true);
     if (c->depthwise && strcmp(c->depthwise, "float") == 0)
         soptb(&b, &f, "depthwise", false);
+    if (c->min_intensity > 0)
+        soptf(&b, &f, "min-intensity", "%.17g", c->min_intensity);
     sopt(&b, &f, "placement", c->placement);
     sopt(&b, &f, "op-types", c->op_types);
     sopt(&b, &f, "include-nodes", c->include_nodes);
@@ -486,6 +490,11 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "op_types",
                    strcmp(c->src_op_types, "target") && strcmp(c->src_op_types, "mode") ? c->op_types : NULL);
     json_kv_string(w, "depthwise", c->src_depthwise && strcmp(c->src_depthwise, "target") ? c->depthwise : NULL);
+    json_key(w, "min_intensity"); /* null: the target's */
+    if (c->src_min_intensity && strcmp(c->src_min_intensity, "target"))
+        json_double(w, c->min_intensity);
+    else
+        json_null(w);
     json_kv_string(w, "weight_rounding",
                    c->src_weight_rounding && (!strcmp(c->src_weight_rounding, "option") ||
                                               !strcmp(c->src_weight_rounding, "config")) ? c->weight_rounding : NULL);
@@ -537,6 +546,7 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "op_types", c->op_types);
     if (c->depthwise)
         json_kv_string(w, "depthwise", c->depthwise);
+    json_kv_double(w, "min_intensity", c->min_intensity > 0 ? c->min_intensity : 0);
     if (c->weight_rounding)
         json_kv_string(w, "weight_rounding", c->weight_rounding);
     json_key(w, "sources");
@@ -549,6 +559,8 @@ static void write_config(json_writer *w, const qconfig *c)
     json_kv_string(w, "bias_correction", c->src_bias_correction);
     if (c->src_depthwise)
         json_kv_string(w, "depthwise", c->src_depthwise);
+    if (c->src_min_intensity)
+        json_kv_string(w, "min_intensity", c->src_min_intensity);
     if (c->src_weight_rounding)
         json_kv_string(w, "weight_rounding", c->src_weight_rounding);
     json_end_object(w);
@@ -586,6 +598,7 @@ void oq_quantize_options_default(oq_quantize_options *c)
     c->target = "ort-x86";
     c->prepare = -1;
     c->bias_correction = -1;
+    c->min_intensity = -1;
     c->smooth_quant = SMOOTH_AUTO; /* static mode with calibration data; off otherwise */
     c->include_nodes = "";
     c->exclude_nodes = "";
@@ -720,6 +733,15 @@ static oq_status load_config(oq_quantize_options *c, const cJSON *j, const char 
             if (cJSON_IsNull(v)) /* the target's */
                 continue;
             sp = &c->weight_rounding;
+        }
+        else if (!strcmp(k, "min_intensity")) {
+            if (cJSON_IsNull(v)) /* the target's */
+                continue;
+            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0))
+                return qerr(d, "%s: key \"%s\" must be null or a number >= 0", path, k);
+            c->min_intensity = v->valuedouble;
+            c->config_min_intensity = as_config;
+            continue;
         }
         else if (!strcmp(k, "include_nodes")) sp = &c->include_nodes;
         else if (!strcmp(k, "exclude_nodes")) sp = &c->exclude_nodes;
@@ -900,6 +922,19 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
      * the pairs so that they cannot saturate (insert-qdq pair-limit, docs/quantize.md) */
     c->pair_limit = c->tgt->arith == OQ_ARITH_AVX2 && strcmp(c->weight_dtype, "int8") == 0 && c->weight_symmetric &&
                     !c->reduce_range;
+    /* Convs with few multiply-adds per element they exchange with float ops: float on
+     * onnxruntime with AVX2 arithmetic, where its integer convolution gains too little over
+     * the float one to pay for the Q/DQ and layout Transposes around it (insert-qdq
+     * min-intensity, docs/quantize.md); 8-bit activations, static mode */
+    if (c->min_intensity < 0) {
+        int32_t adt = oq_dtype_from_name(c->act_dtype);
+        c->min_intensity = strcmp(c->mode, "static") == 0 && c->tgt->placement == OQ_PLACE_ORT_CPU &&
+                                   c->tgt->arith == OQ_ARITH_AVX2 &&
+                                   (adt == OQ_DTYPE_UINT8 || adt == OQ_DTYPE_INT8)
+                               ? 64
+                               : 0;
+        c->src_min_intensity = "target";
+    }
     /* weight rounding: to nearest unless asked (GPTQ gains on some zoo models and loses on
      * others on data from another source than calibration: docs/quantize.md "Weight
      * rounding"); the source says what would stand in the way of --weight-rounding gptq */
@@ -916,7 +951,7 @@ static int resolve_target(qconfig *c, const char *cfg_act, const char *cfg_wdt, 
 /* insert-qdq's counts (pass statistics), to refuse a run that quantized nothing */
 typedef struct qdq_counts {
     bool seen;
-    int64_t selected, not_calibrated;
+    int64_t selected, not_calibrated, low_intensity;
 } qdq_counts;
 
 static qdq_counts qdq_counts_of(const oq_job_pass_log *log)
@@ -933,6 +968,8 @@ static qdq_counts qdq_counts_of(const oq_job_pass_log *log)
                 q.selected = r->stats[i].value;
             else if (strcmp(r->stats[i].name, "nodes_not_calibrated") == 0)
                 q.not_calibrated = r->stats[i].value;
+            else if (strcmp(r->stats[i].name, "convs_float_low_intensity") == 0)
+                q.low_intensity = r->stats[i].value;
         }
     }
     return q;
@@ -1086,6 +1123,9 @@ static void config_from_options(qconfig *c, const oq_quantize_options *o)
     c->target = o->target;
     c->depthwise = o->depthwise;
     c->cfg_depthwise = o->config_depthwise;
+    c->min_intensity = o->min_intensity;
+    if (o->min_intensity >= 0)
+        c->src_min_intensity = o->config_min_intensity ? "config" : "option";
     c->weight_rounding = o->weight_rounding;
     c->cfg_weight_rounding = o->config_weight_rounding;
     c->prepare = o->prepare;
@@ -1466,6 +1506,13 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
                         "no node quantized: no node of the op types %s%s with a constant float weight (--mode dynamic "
                         "quantizes weights held in initializers; `onnxq dump` lists the model's op types)",
                         c.op_types, filt);
+        else if (qc.low_intensity > 0)
+            oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
+                        "no node quantized: the %lld Conv node%s of the model %s too few multiply-adds per element "
+                        "to run faster quantized in onnxruntime on this target (--min-intensity %g; "
+                        "--min-intensity 0 quantizes %s)",
+                        (long long)qc.low_intensity, qc.low_intensity == 1 ? "" : "s",
+                        qc.low_intensity == 1 ? "does" : "do", c.min_intensity, qc.low_intensity == 1 ? "it" : "them");
         else if (qc.not_calibrated > 0)
             oq_diag_add(d, OQ_SEV_ERROR, OQ_ERR_UNSUPPORTED, NULL, NULL, NULL,
                         "no node quantized: the %lld node%s of the requested op types %s%s %s inside subgraphs "
