@@ -303,6 +303,27 @@ expect 0 "notes --quiet" "$EXE" "${Q[@]}" --quiet
 # left float by --min-intensity: nothing quantized, exit 1, and the error says why
 expect 1 "all convs below --min-intensity" "$EXE" quantize "$T/zb.onnx" -o zb.q.onnx --calib-random 2 --min-intensity 64
 last_line "all convs below --min-intensity" 'no node quantized: the 1 Conv node of the model does too few multiply-adds.*--min-intensity 0 quantizes it'
+# a stem (3 -> 256, 3x3: 6912 multiply-adds against 3 + 256 elements crossing) left float, a
+# 1x1 256 -> 256 after the HardSwish (65536 against 512) quantized: one line says so
+$PY - "$T/mi.onnx" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as TP
+r = np.random.default_rng(0)
+w1 = (0.1 * r.standard_normal((256, 3, 3, 3))).astype(np.float32)
+w2 = (0.05 * r.standard_normal((256, 256, 1, 1))).astype(np.float32)
+g = h.make_graph([h.make_node("Conv", ["x", "w1"], ["a"], name="stem", pads=[1, 1, 1, 1]),
+                  h.make_node("HardSwish", ["a"], ["b"], name="hs"),
+                  h.make_node("Conv", ["b", "w2"], ["y"], name="pw")], "mi",
+                 [h.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+                 [h.make_tensor_value_info("y", TP.FLOAT, [1, 256, 8, 8])],
+                 [nh.from_array(w1, "w1"), nh.from_array(w2, "w2")])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
+PY
+expect 0 "one Conv below --min-intensity" "$EXE" quantize "$T/mi.onnx" -o mi.q.onnx --calib-random 2 --min-intensity 64
+grep -q 'placement: 1 Conv node left float, too few multiply-adds.*--min-intensity 64; 0 quantizes them' "$T/err" ||
+    bad "min-intensity: no placement line: $(cat "$T/err")"
+expect 0 "one Conv below --min-intensity, --quiet" "$EXE" quantize "$T/mi.onnx" -o mi.q.onnx --calib-random 2 --min-intensity 64 --quiet
+[ -s "$T/err" ] && bad "quantize --quiet printed: $(head -3 "$T/err")"
 
 # names from the file are printed escaped: a node name with a terminal escape, a newline and
 # a byte that is not UTF-8 gives one line of printable text naming it

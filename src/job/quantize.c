@@ -1527,6 +1527,13 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         failed_job = true;
         goto done;
     }
+    if (st == OQ_OK && qc.low_intensity > 0 && !quiet)
+        say(lg,
+            "onnxq quantize: placement: %lld Conv node%s left float, too few multiply-adds per element crossing "
+            "between float and 8 bits to run faster quantized in onnxruntime with %s arithmetic (--min-intensity %g; "
+            "0 quantizes them)",
+            (long long)qc.low_intensity, qc.low_intensity == 1 ? "" : "s", oq_arith_name(c.tgt->arith),
+            c.min_intensity);
     if (st == OQ_OK) {
         oq_diag cd;
         oq_diag_init(&cd);
