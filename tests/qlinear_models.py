@@ -477,6 +477,33 @@ def gen_float_dw(outdir, name, C, H, W, k, strides, pads, act=None, dil=1):
     return name
 
 
+def gen_float_conv(outdir, name, C, M, H, W, k, strides, pads, act=None, dil=1, bias=True):
+    """DQ(x) -> float Conv with one group [-> HardSwish] -> y in float: a layer that onnxq
+    quantize --min-intensity leaves float between 8-bit neighbours. onnxruntime 1.30 runs it
+    with its NCHWc kernels (C below the channel block: the NCHW-input kernel of a stem; a
+    1x1 kernel without padding: the pointwise kernel, in batches of 128 input channels; else
+    per block of input channels); onnxq's integer targets emulate the AVX2 block of 8 only,
+    so these cases are compared under qemu Haswell (tests/qlinear_ort.sh)."""
+    c = Case(name)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    xs, xzp = F32(0.0371), 119
+    c.qdq_in(TensorProto.UINT8, xs, xzp)
+    c.init('w', (rng.standard_normal((M, C, k, k)) * (0.8 / np.sqrt(C * k * k))).astype(F32))
+    ins = ['xd', 'w']
+    if bias:
+        c.init('b', (rng.standard_normal(M) * 0.3).astype(F32))
+        ins.append('b')
+    c.nodes.append(helper.make_node('Conv', ins, ['y' if act is None else 'cv'], kernel_shape=[k, k],
+                                    strides=list(strides), pads=list(pads), dilations=[dil, dil]))
+    if act == 'hardswish':
+        c.nodes.append(helper.make_node('HardSwish', ['cv'], ['y']))
+    x = (rng.integers(0, 256, (1, C, H, W)) - xzp).astype(F32) * xs
+    OH = (H + pads[0] + pads[2] - dil * (k - 1) - 1) // strides[0] + 1
+    OW = (W + pads[1] + pads[3] - dil * (k - 1) - 1) // strides[1] + 1
+    c.save(outdir, [1, C, H, W], [1, M, OH, OW], x, None, None, opset=14)
+    return name
+
+
 def gen_float_gap(outdir, name, C, H, W, form='dq'):
     """GlobalAveragePool -> y in float (a squeeze-excitation block's pooling) of DQ(x)
     ('dq'), of the graph input ('input') or of a float depthwise Conv + HardSwish of DQ(x)
@@ -855,7 +882,18 @@ def main():
         f.write('\n'.join(fdw) + '\n')
     with open(os.path.join(outdir, 'fdw_avx2_cases.txt'), 'w') as f:
         f.write('\n'.join(fdw + [gen_float_dw(outdir, 'fdw24', 24, 9, 29, 3, (1, 1),
-                                               (1, 1, 1, 1), 'hardswish')]) + '\n')
+                                               (1, 1, 1, 1), 'hardswish'),
+                                  gen_float_conv(outdir, 'fconv_stem', 3, 16, 23, 31, 3, (2, 2), (1, 1, 1, 1),
+                                                 'hardswish'),
+                                  gen_float_conv(outdir, 'fconv_pw64', 64, 32, 9, 13, 1, (1, 1), (0, 0, 0, 0),
+                                                 'hardswish'),
+                                  gen_float_conv(outdir, 'fconv_pw264', 264, 16, 5, 7, 1, (1, 1), (0, 0, 0, 0)),
+                                  gen_float_conv(outdir, 'fconv_pw_s2', 32, 24, 9, 13, 1, (2, 2), (0, 0, 0, 0)),
+                                  gen_float_conv(outdir, 'fconv3x3', 16, 32, 9, 17, 3, (1, 1), (1, 1, 1, 1),
+                                                 'hardswish'),
+                                  gen_float_conv(outdir, 'fconv5x5_s2', 24, 20, 11, 15, 5, (2, 1), (2, 2, 2, 2)),
+                                  gen_float_conv(outdir, 'fconv3x3_dil2_nobias', 16, 16, 10, 12, 3, (1, 1),
+                                                 (2, 2, 2, 2), dil=2, bias=False)]) + '\n')
 
 
 if __name__ == '__main__':

@@ -13,7 +13,9 @@
 #     runs as NCHWc and others that go to its Conv kernel), and on Sigmoid (float output,
 #     x * Sigmoid(x), a DQ -> Sigmoid -> Q table) every integer target equals onnxruntime
 #     natively and under qemu Haswell, bit for bit (its NCHWc arithmetic, its one-row
-#     SGEMM, MLAS logistic); DQ(a), DQ(b) -> Add | Mul -> Q (QLinearAdd / QLinearMul:
+#     SGEMM, MLAS logistic); and under qemu Haswell only (AVX2's NCHWc block of 8, the one
+#     emulated), on float Convs with one group (a 3-channel stem, 1x1 layers with 64 and
+#     264 input channels, stride 2, 3x3, 5x5, dilation 2 without bias); DQ(a), DQ(b) -> Add | Mul -> Q (QLinearAdd / QLinearMul:
 #     same shapes, either operand broadcast, a constant operand, int8) is in step 1-3;
 #  4. a DQ -> elementwise chain -> Q run as a table, DQ(a), float b -> Mul -> Q in
 #     one pass, and the float islands of a squeeze-excitation block (a DQ -> chain -> float

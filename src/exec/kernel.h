@@ -123,6 +123,12 @@ typedef struct oq_kctx {
                                  * OQ_K_ORT_GAP_NCHWC (an input onnxruntime keeps NCHWc)
                                  * and C a multiple of the block, one sum in order; pool.c */
 #define OQ_K_ORT_GAP_NCHWC 16u
+#define OQ_K_ORT_CONV_NCHWC 32u  /* Conv with one group, 2-D: onnxruntime's NCHWc kernel
+                                 * (block 8, AVX2 with FMA): per output a sum of partial
+                                 * sums, each from +0 by fused multiply-adds (one per input
+                                 * channel below a block; per 128 channels for a 1x1 kernel
+                                 * without padding; else per block of channels, over
+                                 * (kh, kw, c)), then + bias; conv.c conv_ort_nchwc */
 #define OQ_K_ORT_LOGISTIC 2u    /* Sigmoid (float): onnxruntime's MLAS logistic (its FMA3 /
                                  * AVX-512 kernels): a rational function of x clamped to
                                  * [-18, 18], oq_k_ort_logistic */

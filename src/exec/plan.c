@@ -305,7 +305,8 @@ done:
  * pads the channels up to whole blocks (measured with AVX-512 and under qemu Haswell: 4,
  * 12, 20, 24, 88 channels run NCHWc, 2, 5, 6, 30 do not). (A weight from a Constant node, which
  * onnxruntime also folds into an initializer, is not recognised: onnxq's quantized models
- * keep weights as initializers.) Sigmoid is MLAS' logistic approximation.
+ * keep weights as initializers.) A float Conv with one group runs MLAS' NCHWc kernels too
+ * (ort_conv_nchwc). Sigmoid is MLAS' logistic approximation.
  * Only these are emulated; every other float op keeps onnxq's own rounding
  * (docs/run.md). */
 static const oq_tensor *float_initializer(const oq_value *v, size_t rank)
@@ -316,21 +317,40 @@ static const oq_tensor *float_initializer(const oq_value *v, size_t rank)
     return t->dtype == OQ_DTYPE_FLOAT && t->rank == rank ? t : NULL;
 }
 
-static bool ort_dw_nchwc(const oq_node *n, int block)
+/* A Conv onnxruntime's NchwcTransformer takes as a float NCHWc convolution: a 4-D float
+ * initializer weight and a bias absent or a float initializer per output channel; the
+ * weight, or NULL. */
+static const oq_tensor *nchwc_float_conv_weight(const oq_node *n, int block)
 {
     if (block <= 0 || !n || strcmp(n->op_type, "Conv") != 0 || !oq_domain_is_default(n->domain) ||
         n->n_inputs < 2 || n->n_outputs < 1 || !n->inputs[0])
-        return false;
+        return NULL;
     const oq_tensor *w = float_initializer(n->inputs[1], 4);
-    int64_t group = oq_node_attr_int(n, "group", 1);
-    if (!w || group <= 1 || w->dims[1] != 1 || w->dims[0] != group || w->dims[0] % 4)
-        return false;
+    if (!w)
+        return NULL;
     if (n->n_inputs > 2 && n->inputs[2]) {
         const oq_tensor *b = float_initializer(n->inputs[2], 1);
         if (!b || b->dims[0] != w->dims[0])
-            return false;
+            return NULL;
     }
-    return true;
+    return w;
+}
+
+static bool ort_dw_nchwc(const oq_node *n, int block)
+{
+    const oq_tensor *w = nchwc_float_conv_weight(n, block);
+    int64_t group = w ? oq_node_attr_int(n, "group", 1) : 0;
+    return w && group > 1 && w->dims[1] == 1 && w->dims[0] == group && w->dims[0] % 4 == 0;
+}
+
+/* A float Conv with one group that onnxruntime rewrites to NCHWc (fewer input channels than
+ * a block or a multiple of it, output channels a multiple of 4): its sums are emulated only
+ * for the AVX2 block of 8, where they were measured (conv.c conv_ort_nchwc). */
+static bool ort_conv_nchwc(const oq_node *n, int block)
+{
+    const oq_tensor *w = block == 8 ? nchwc_float_conv_weight(n, block) : NULL;
+    return w && oq_node_attr_int(n, "group", 1) == 1 && w->dims[0] % 4 == 0 &&
+           (w->dims[1] < block || w->dims[1] % block == 0);
 }
 
 /* A GlobalAveragePool whose input onnxruntime has in NCHWc layout: a graph input, or a
@@ -380,6 +400,8 @@ uint32_t oq_k_ort_hints(oq_arith arith, const oq_node *n)
     int block = oq_k_ort_nchwc_block();
     if (ort_dw_nchwc(n, block))
         return OQ_K_ORT_DW_NCHWC;
+    if (ort_conv_nchwc(n, block))
+        return OQ_K_ORT_CONV_NCHWC;
     /* any other grouped float Conv runs onnxruntime's Conv kernel; conv.c emulates its
        depthwise sums (MLAS' one-row SGEMM, x86 with AVX) */
     if (oq_k_ort_sgemm_m1() && strcmp(n->op_type, "Conv") == 0 && oq_domain_is_default(n->domain) &&
