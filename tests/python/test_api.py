@@ -119,6 +119,33 @@ def test_options_as_keywords(tmp_path, cli, shapes):
     assert "mode" in onnxq.quantize.__doc__ and "--target-sqnr" in onnxq.quantize.__doc__
 
 
+def test_min_intensity_keyword(tmp_path, cli):
+    """min_intensity: a 3-channel stem before a HardSwish (6912 multiply-adds per output pixel
+    against 3 + 256 elements crossing to float) stays float at 64 and is quantized at 0; the
+    summary counts it and says where the value came from."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper as h, numpy_helper as nh, TensorProto as TP
+    r = np.random.default_rng(0)
+    g = h.make_graph([h.make_node("Conv", ["x", "w1"], ["a"], name="stem", pads=[1, 1, 1, 1]),
+                      h.make_node("HardSwish", ["a"], ["b"], name="hs"),
+                      h.make_node("Conv", ["b", "w2"], ["y"], name="pw")], "mi",
+                     [h.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [1, 256, 8, 8])],
+                     [nh.from_array((0.1 * r.standard_normal((256, 3, 3, 3))).astype(np.float32), "w1"),
+                      nh.from_array((0.05 * r.standard_normal((256, 256, 1, 1))).astype(np.float32), "w2")])
+    model = tmp_path / "mi.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), model)
+    samples = [{"x": r.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
+    for t, floats in ((64, 1), (0, 0)):
+        s = onnxq.quantize(model, tmp_path / f"py{t}.onnx", samples, min_intensity=t)
+        stats = {k: v for p in s["passes"] if p["name"] == "insert-qdq" for k, v in p.get("stats", {}).items()}
+        assert stats.get("convs_float_low_intensity", 0) == floats
+        assert s["config"]["resolved"]["min_intensity"] == t and s["config"]["resolved"]["sources"]["min_intensity"] == "option"
+        q = onnx.load(tmp_path / f"py{t}.onnx").graph
+        stem_w = [n.input[1] for n in q.node if n.name == "stem"][0]
+        assert (stem_w in {i.name for i in q.initializer}) == (floats == 1)  # float: the weight itself
+
+
 def test_weight_rounding_from_a_reader(tmp_path, cli, shapes):
     # GPTQ weight rounding reads the fed samples again (its fit and held-out samples by
     # index): the same model as the command's from the folder
