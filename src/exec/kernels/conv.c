@@ -1249,6 +1249,33 @@ __attribute__((target("avx2,fma"))) static void ort_conv_tile_avx2(const ort_con
 }
 #endif
 
+#ifdef OQ_HAVE_DW_AVX2
+/* One output column ow of row oh for the eight channels at once (lanes: channels), taps
+ * outside the input skipped: the edge columns the tiles above do not cover. */
+__attribute__((target("avx2,fma"))) static void ort_conv_pixel_avx2(const ort_conv_job *j, const float *x,
+                                                                    const float *wp, int64_t m0, int nm, int64_t oh,
+                                                                    int64_t ow, float *y)
+{
+    const int64_t KK = j->KH * j->KW, plane = j->IH * j->IW;
+    __m256 out = _mm256_setzero_ps();
+    for (int64_t c0 = 0; c0 < j->C; c0 += j->per_part) {
+        int64_t c1 = c0 + j->per_part < j->C ? c0 + j->per_part : j->C;
+        __m256 acc = _mm256_setzero_ps();
+        ORT_CONV_FOR_TAPS(j, c0, c1, {
+            int64_t ih = oh * j->sh - j->ph + kh * j->dh, iw = ow * j->sw - j->pw + kw * j->dw;
+            if (ih >= 0 && ih < j->IH && iw >= 0 && iw < j->IW)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(x[c * plane + ih * j->IW + iw]),
+                                      _mm256_loadu_ps(wp + (c * KK + kh * j->KW + kw) * ORT_CONV_MB), acc);
+        });
+        out = c0 == 0 ? acc : _mm256_add_ps(out, acc);
+    }
+    float v[ORT_CONV_MB];
+    _mm256_storeu_ps(v, out);
+    for (int mo = 0; mo < nm; mo++)
+        y[(m0 + mo) * j->OH * j->OW + oh * j->OW + ow] = j->bias ? v[mo] + j->bias[m0 + mo] : v[mo];
+}
+#endif
+
 static void ort_conv_items(void *arg, int64_t b, int64_t e, int wk)
 {
     const ort_conv_job *j = arg;
@@ -1275,13 +1302,16 @@ static void ort_conv_items(void *arg, int64_t b, int64_t e, int wk)
             int64_t ow = 0;
 #ifdef OQ_HAVE_DW_AVX2
             if (wp) {
-                if (lo > 0)
-                    ort_conv_tile_scalar(j, x, m0, nm, oh, 0, lo, y);
-                for (ow = lo; ow + ORT_CONV_TW <= hi; ow += ORT_CONV_TW)
+                for (; ow < lo && ow < j->OW; ow++)
+                    ort_conv_pixel_avx2(j, x, wp, m0, nm, oh, ow, y);
+                for (; ow + ORT_CONV_TW <= hi; ow += ORT_CONV_TW)
                     ort_conv_tile_avx2(j, x, wp, m0, nm, oh, ow, y);
+                for (; ow < j->OW; ow++)
+                    ort_conv_pixel_avx2(j, x, wp, m0, nm, oh, ow, y);
             }
 #endif
-            ort_conv_tile_scalar(j, x, m0, nm, oh, ow, j->OW, y);
+            if (ow < j->OW)
+                ort_conv_tile_scalar(j, x, m0, nm, oh, ow, j->OW, y);
         }
     }
     free(wp);
