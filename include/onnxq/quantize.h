@@ -74,7 +74,7 @@ typedef struct oq_quantize_options {
     bool reduce_range;
     const char *op_types;          /* NULL: the target's */
     const char *depthwise;         /* NULL: the target's; "int8" | "float" */
-    double min_intensity;          /* < 0: the target's (64 on ort-x86 with AVX2 arithmetic,
+    double min_intensity;          /* < 0: the target's (64 with AVX2 arithmetic: ort-x86,
                                     * static mode; 0 elsewhere); 0: off; T: a Conv doing fewer
                                     * than T multiply-adds per element it exchanges with float
                                     * ops stays float (docs/quantize.md) */
