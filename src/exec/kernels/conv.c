@@ -1045,8 +1045,13 @@ typedef struct conv_packed {
     const void *src;        /* the weight data it was packed from */
     int64_t group, Mg, K;
     size_t per;             /* floats per group */
+    bool ort_nchwc;         /* laid out for conv_ort_nchwc (ort_conv_pack), not for the GEMM */
     float data[];
 } conv_packed;
+
+#define ORT_CONV_MB 8 /* conv_ort_nchwc: output channels per item: the weights of one tap for
+                         all of them are applied to one load of the input */
+static void ort_conv_pack(const float *w, int64_t M, int64_t CKK, float *wp);
 
 /* weights above this stay unpacked (packing per call): a second copy of a huge model's
  * weights is not worth a few per cent */
@@ -1065,7 +1070,8 @@ static oq_status prepare_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
         K *= w->dims[i];
     if (Mg <= 0 || K <= 0 || (w->dims[1] == 1 && Mg == 1))
         return OQ_OK; /* empty, or depthwise (no GEMM) */
-    size_t per = oq_k_sgemm_packed_a_floats(Mg, K);
+    bool ort = (k->ort & OQ_K_ORT_CONV_NCHWC) && group == 1 && w->rank == 4;
+    size_t per = ort ? (size_t)((Mg + ORT_CONV_MB - 1) / ORT_CONV_MB * ORT_CONV_MB) * (size_t)K : oq_k_sgemm_packed_a_floats(Mg, K);
     if (per > CONV_PACK_MAX_BYTES / sizeof(float) / (size_t)group)
         return OQ_OK;
     conv_packed *cp = malloc(sizeof *cp + per * (size_t)group * sizeof(float));
@@ -1076,8 +1082,12 @@ static oq_status prepare_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
     cp->Mg = Mg;
     cp->K = K;
     cp->per = per;
-    for (int64_t gr = 0; gr < group; gr++)
-        oq_k_sgemm_pack_a(Mg, K, (const float *)w->data + gr * Mg * K, K, cp->data + gr * per);
+    cp->ort_nchwc = ort;
+    if (ort)
+        ort_conv_pack(w->data, Mg, K, cp->data);
+    else
+        for (int64_t gr = 0; gr < group; gr++)
+            oq_k_sgemm_pack_a(Mg, K, (const float *)w->data + gr * Mg * K, K, cp->data + gr * per);
     k->state = cp;
     return OQ_OK;
 }
@@ -1122,11 +1132,18 @@ typedef struct ort_conv_job {
     int64_t C, M, IH, IW, KH, KW, OH, OW, sh, sw, dh, dw, ph, pw;
     int64_t per_part;    /* input channels per partial */
     bool chan_inner;     /* within a partial: (kh, kw, c) (NCHWc) rather than (c, kh, kw) */
-    bool avx2;
+    const float *wpack;  /* ort_conv_pack's layout, or NULL: one element at a time */
 } ort_conv_job;
 
-#define ORT_CONV_MB 8 /* output channels per item: the weights of one tap for all of them
-                         are applied to one load of the input */
+/* w [M, CKK] as blocks of ORT_CONV_MB output channels, each wp[(b CKK + r) 8 + mo] (the
+ * last block's missing channels repeat its first: computed, not stored) */
+static void ort_conv_pack(const float *w, int64_t M, int64_t CKK, float *wp)
+{
+    for (int64_t m0 = 0; m0 < M; m0 += ORT_CONV_MB)
+        for (int64_t r = 0; r < CKK; r++)
+            for (int mo = 0; mo < ORT_CONV_MB; mo++)
+                *wp++ = w[(m0 + (m0 + mo < M ? mo : 0)) * CKK + r];
+}
 #define ORT_CONV_TW 8 /* output columns per tile (one vector) */
 
 /* The reduction of partial [c0, c1) in its order, as (c, kh, kw) triples: calls body. */
@@ -1203,12 +1220,8 @@ __attribute__((target("avx2,fma"))) static void ort_conv_tile_avx2(const ort_con
             int64_t ih = oh * j->sh - j->ph;
             if (ih >= 0 && ih < j->IH) {
                 const float *xr = xb + ih * j->IW + c0 * plane;
-                const float *wt = wp + c0 * ORT_CONV_MB;
-                for (int64_t c = c0; c < c1; c++, xr += plane, wt += ORT_CONV_MB) {
-                    __m256 xv = _mm256_loadu_ps(xr);
-                    _Pragma("GCC unroll 8") for (int mo = 0; mo < ORT_CONV_MB; mo++) acc[mo] =
-                        _mm256_fmadd_ps(xv, _mm256_broadcast_ss(wt + mo), acc[mo]);
-                }
+                for (int64_t c = c0; c < c1; c++, xr += plane)
+                    ORT_CONV_FMA8(_mm256_loadu_ps(xr), c);
             }
         } else if (j->chan_inner) {
             for (int64_t kh = 0; kh < j->KH; kh++) {
@@ -1287,21 +1300,16 @@ static void ort_conv_items(void *arg, int64_t b, int64_t e, int wk)
         lo++;
     while (hi > lo && (hi - 1) * j->sw - j->pw + (j->KW - 1) * j->dw >= j->IW)
         hi--;
-    int64_t CKK = j->C * j->KH * j->KW;
-    float *wp = j->avx2 ? malloc((size_t)CKK * ORT_CONV_MB * sizeof(float)) : NULL;
     for (int64_t it = b; it < e; it++) {
         int64_t n = it / nmb, m0 = (it % nmb) * ORT_CONV_MB;
         int nm = (int)(j->M - m0 < ORT_CONV_MB ? j->M - m0 : ORT_CONV_MB);
         const float *x = j->x + n * j->C * j->IH * j->IW;
         float *y = j->y + n * j->M * j->OH * j->OW;
-        if (wp) /* a missing channel repeats channel m0 (computed, not stored) */
-            for (int64_t r = 0; r < CKK; r++)
-                for (int mo = 0; mo < ORT_CONV_MB; mo++)
-                    wp[r * ORT_CONV_MB + mo] = j->w[(m0 + (mo < nm ? mo : 0)) * CKK + r];
         for (int64_t oh = 0; oh < j->OH; oh++) {
             int64_t ow = 0;
 #ifdef OQ_HAVE_DW_AVX2
-            if (wp) {
+            if (j->wpack) {
+                const float *wp = j->wpack + (it % nmb) * j->C * j->KH * j->KW * ORT_CONV_MB;
                 for (; ow < lo && ow < j->OW; ow++)
                     ort_conv_pixel_avx2(j, x, wp, m0, nm, oh, ow, y);
                 for (; ow + ORT_CONV_TW <= hi; ow += ORT_CONV_TW)
@@ -1314,7 +1322,6 @@ static void ort_conv_items(void *arg, int64_t b, int64_t e, int wk)
                 ort_conv_tile_scalar(j, x, m0, nm, oh, ow, j->OW, y);
         }
     }
-    free(wp);
 }
 
 static void conv_ort_nchwc(oq_kctx *k, const conv_geo *g, const float *x, const float *w, const float *bias,
@@ -1323,9 +1330,25 @@ static void conv_ort_nchwc(oq_kctx *k, const conv_geo *g, const float *x, const 
 {
     int block = oq_k_ort_nchwc_block();
     ort_conv_job j = {x, w, bias, y, g->C, g->M, i3[1], i3[2], k3[1], k3[2], o3[1], o3[2],
-                      s3[1], s3[2], d3[1], d3[2], p3[1], p3[2], 1, false, oq_k_cpu_avx2()};
-    bool pointwise = k3[1] == 1 && k3[2] == 1 && p3[1] == 0 && p3[2] == 0 && g->pe[g->ns - 1] == 0 &&
-                     (g->ns < 2 || g->pe[g->ns - 2] == 0);
+                      s3[1], s3[2], d3[1], d3[2], p3[1], p3[2], 1, false, NULL};
+    /* the weights as the vector tiles read them: packed once in prepare, else for this run */
+    int64_t CKK = g->C * k3[1] * k3[2];
+    const conv_packed *cp = k->state;
+    float *own = NULL;
+#ifdef OQ_HAVE_DW_AVX2
+    if (oq_k_cpu_avx2()) {
+        if (cp && cp->ort_nchwc && cp->src == w && cp->Mg == g->M && cp->K == CKK)
+            j.wpack = cp->data;
+        else if ((own = malloc((size_t)((g->M + ORT_CONV_MB - 1) / ORT_CONV_MB * ORT_CONV_MB) * (size_t)CKK *
+                               sizeof(float))) != NULL) {
+            ort_conv_pack(w, g->M, CKK, own);
+            j.wpack = own;
+        }
+    }
+#else
+    (void)cp;
+#endif
+    bool pointwise = k3[1] == 1 && k3[2] == 1 && p3[1] == 0 && p3[2] == 0 && g->pe[0] == 0 && g->pe[1] == 0;
     if (g->C < block)
         j.per_part = 1; /* NCHW algorithm */
     else if (pointwise)
@@ -1337,6 +1360,7 @@ static void conv_ort_nchwc(oq_kctx *k, const conv_geo *g, const float *x, const 
     int64_t per = ORT_CONV_MB * g->C * k3[1] * k3[2] * o3[1] * o3[2];
     oq_k_parallel_for(k, g->N * ((g->M + ORT_CONV_MB - 1) / ORT_CONV_MB),
                       per >= 32768 ? 1 : 32768 / (per > 0 ? per : 1), ort_conv_items, &j);
+    free(own);
 }
 
 static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
@@ -1380,7 +1404,7 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         return OQ_OK;
     }
     const conv_packed *cp = k->state;
-    if (cp && (cp->src != in[1]->data || cp->group != g.group || cp->Mg != Mg ||
+    if (cp && (cp->ort_nchwc || cp->src != in[1]->data || cp->group != g.group || cp->Mg != Mg ||
                cp->K != Cg * ksz))
         cp = NULL;
     /* a 1x1, stride-1, unpadded convolution is a plain GEMM on the input */
