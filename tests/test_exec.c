@@ -431,6 +431,58 @@ Test(tensor_io, pb_and_npy_round_trip_and_errors)
     free(dir);
 }
 
+/* np.save of a transposed array writes fortran_order True: the first index varies
+ * fastest in the file. Read as numpy reads it: a[i,j,k] = file[i + 2j + 6k] for shape
+ * (2, 3, 2); a[i,j] = file[i + 3j] for (3, 2) int64 (np.arange(6).reshape(2, 3).T). */
+static void write_npy_raw(const char *path, const char *dict, const void *data, size_t nb)
+{
+    char buf[512];
+    size_t hlen = strlen(dict) + 1; /* the trailing newline */
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)(hlen & 0xff);
+    buf[9] = (char)(hlen >> 8);
+    memcpy(buf + 10, dict, hlen - 1);
+    buf[10 + hlen - 1] = '\n';
+    memcpy(buf + 10 + hlen, data, nb);
+    tu_write_file(path, buf, 10 + hlen + nb);
+}
+
+Test(tensor_io, npy_fortran_order_reads_as_numpy_does)
+{
+    char *dir = tu_tmpdir();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/f.npy", dir);
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_rt_tensor r;
+    float f[12];
+    for (int i = 0; i < 12; i++)
+        f[i] = (float)i;
+    write_npy_raw(path, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 2), }", f, sizeof f);
+    cr_assert_eq(oq_tensor_file_read(path, &r, NULL, &d), OQ_OK);
+    cr_assert_eq(r.rank, 3);
+    int n = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 2; k++, n++)
+                cr_assert_eq(((float *)r.data)[n], (float)(i + 2 * j + 6 * k), "element %d", n);
+    oq_rt_tensor_release(&r);
+    int64_t e[6] = {0, 1, 2, 3, 4, 5};
+    write_npy_raw(path, "{'descr': '<i8', 'fortran_order': True, 'shape': (3, 2), }", e, sizeof e);
+    cr_assert_eq(oq_tensor_file_read(path, &r, NULL, &d), OQ_OK);
+    const int64_t want[6] = {0, 3, 1, 4, 2, 5};
+    cr_assert_arr_eq(r.data, want, sizeof want);
+    oq_rt_tensor_release(&r);
+    /* a header without the key is refused, naming the file */
+    write_npy_raw(path, "{'descr': '<i8', 'shape': (3, 2), }", e, sizeof e);
+    cr_assert_eq(oq_tensor_file_read(path, &r, NULL, &d), OQ_ERR_PARSE);
+    char msg[512];
+    oq_diag_format(oq_diag_first_error(&d), msg, sizeof msg);
+    cr_assert(strstr(msg, "f.npy") && strstr(msg, "fortran_order"), "%s", msg);
+    oq_diag_free(&d);
+    free(dir);
+}
+
 /* Found by fuzz_tensor: a bool TensorProto holding 80 in int32_data read as the byte 80.
  * numpy_helper.to_array gives True for any non-zero int32 (256 too, whose low byte is 0),
  * and raw_data bytes other than 0/1 read as 1, as .npy bools do. */

@@ -3,6 +3,7 @@
 #include "onnxq/tensor_io.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,33 @@ static const char *dict_value(const char *h, const char *key)
     while (*p == ' ')
         p++;
     return p;
+}
+
+/* numpy's fortran_order (what np.save writes for a transposed array, a.T): the first
+ * index varies fastest. Copy into C order, walking the C-order index as an odometer and
+ * keeping the Fortran offset up to date. */
+static void npy_from_fortran(uint8_t *dst, const uint8_t *src, const int64_t *dims, size_t rank,
+                             size_t esize)
+{
+    int64_t fstride[OQ_RT_MAX_RANK], idx[OQ_RT_MAX_RANK] = {0};
+    int64_t s = 1, numel = 1;
+    for (size_t k = 0; k < rank; k++) {
+        fstride[k] = s;
+        s *= dims[k];
+        numel *= dims[k];
+    }
+    int64_t off = 0;
+    for (int64_t i = 0; i < numel; i++) {
+        memcpy(dst + (size_t)i * esize, src + (size_t)off * esize, esize);
+        for (size_t k = rank; k-- > 0;) {
+            if (++idx[k] < dims[k]) {
+                off += fstride[k];
+                break;
+            }
+            off -= fstride[k] * (dims[k] - 1);
+            idx[k] = 0;
+        }
+    }
 }
 
 static oq_status read_npy(const uint8_t *b, size_t len, const char *what, oq_rt_tensor *out,
@@ -88,10 +116,9 @@ static oq_status read_npy(const uint8_t *b, size_t len, const char *what, oq_rt_
         goto done;
     }
     v = dict_value(h, "fortran_order");
-    if (!v || strncmp(v, "False", 5) != 0) {
-        st = oq_diag_error(d, OQ_ERR_UNSUPPORTED,
-                           "%s: .npy data in Fortran order is not supported (save a C-order "
-                           "array)", what);
+    bool fortran = v && strncmp(v, "True", 4) == 0;
+    if (!v || (!fortran && strncmp(v, "False", 5) != 0)) {
+        st = oq_diag_error(d, OQ_ERR_PARSE, "%s: .npy header has no 'fortran_order'", what);
         goto done;
     }
     v = dict_value(h, "shape");
@@ -143,7 +170,9 @@ static oq_status read_npy(const uint8_t *b, size_t len, const char *what, oq_rt_
         st = oq_diag_error(d, st, "%s: cannot allocate %lld bytes", what, (long long)nb);
         goto done;
     }
-    if (nb)
+    if (nb && fortran && rank > 1)
+        npy_from_fortran(out->data, b + hoff + hlen, dims, rank, (size_t)(nb / numel));
+    else if (nb)
         memcpy(out->data, b + hoff + hlen, (size_t)nb);
     if (dtype == OQ_DTYPE_BOOL)
         for (int64_t i = 0; i < numel; i++)
