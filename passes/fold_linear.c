@@ -354,6 +354,52 @@ static void splice_out_after(oq_node *n, oq_node *p, int xi)
     z->producer = NULL;
 }
 
+/* A Squeeze between a Conv / ConvTranspose and the element-wise op that drops only
+ * spatial axes (>= 2) keeps the channels on axis 1: what TensorFlow's Conv1D exports
+ * (Conv on [N, C, 1, W], Squeeze axis 2, Add of a [1, C, 1] bias). Returns the Squeeze
+ * and sets *rank to its output's rank; NULL when z is not such a Squeeze's output. */
+static oq_node *channel_squeeze(const oq_value *z, oq_node **conv,
+                                int64_t *rank)
+{
+    oq_node *sq = z->producer;
+    if (!sq || !oq_pass_is_op(sq, "Squeeze") || sq->n_inputs < 1 || sq->n_outputs != 1 || !sq->inputs[0])
+        return NULL;
+    const oq_value *x = sq->inputs[0];
+    if (x->kind != OQ_VALUE_NODE || !x->producer || x->producer->graph != sq->graph || x->producer_index != 0 ||
+        x->n_uses != 1 || oq_value_is_graph_output(x))
+        return NULL;
+    oq_node *p = x->producer;
+    if (!oq_pass_is_op(p, "Conv") && !oq_pass_is_op(p, "ConvTranspose"))
+        return NULL;
+    oq_tensor *w = p->n_inputs >= 2 && p->inputs[1] ? oq_value_const_tensor(p->inputs[1]) : NULL;
+    if (!w || w->rank < 3)
+        return NULL;
+    int64_t R = (int64_t)w->rank, na;
+    const int64_t *axes = NULL;
+    int64_t tmp[8];
+    if (sq->n_inputs >= 2 && sq->inputs[1]) {
+        oq_tensor *a = oq_value_const_tensor(sq->inputs[1]);
+        const int64_t *av = a && a->dtype == OQ_DTYPE_INT64 ? oq_tensor_data(a, NULL) : NULL;
+        na = a ? oq_tensor_numel(a) : 0;
+        if (!av || na < 1 || na > 8)
+            return NULL;
+        memcpy(tmp, av, (size_t)na * sizeof *tmp);
+        axes = tmp;
+    } else {
+        na = oq_node_attr_ints(sq, "axes", &axes);
+        if (na < 1 || !axes)
+            return NULL; /* every 1-sized axis: the batch axis could be one of them */
+    }
+    for (int64_t i = 0; i < na; i++) {
+        int64_t ax = axes[i] < 0 ? axes[i] + R : axes[i];
+        if (ax < 2 || ax >= R)
+            return NULL;
+    }
+    *conv = p;
+    *rank = R - na;
+    return sq;
+}
+
 /* 1 folded, 0 not applicable, <0 error */
 static int fold_after(ctx *c, oq_node *n)
 {
@@ -369,10 +415,17 @@ static int fold_after(ctx *c, oq_node *n)
     if (z->kind != OQ_VALUE_NODE || !z->producer || z->producer->graph != n->graph ||
         z->producer_index != 0 || z->n_uses != 1 || oq_value_is_graph_output(z))
         return 0;
-    oq_node *p = z->producer;
+    oq_node *p = z->producer, *sq = NULL;
     producer pi;
-    if (!producer_info(p, &pi))
-        return 0;
+    int64_t sq_rank = 0;
+    if (!producer_info(p, &pi)) {
+        oq_node *conv = NULL;
+        sq = channel_squeeze(z, &conv, &sq_rank);
+        if (!sq || !producer_info(conv, &pi))
+            return 0;
+        p = conv;
+        pi.rank = sq_rank; /* the element-wise op sees the squeezed tensor, channels on axis 1 */
+    }
     if (!float_type(k->dtype) || k->dtype != pi.w->dtype) {
         c->skipped_dtype++;
         return 0;
@@ -404,8 +457,8 @@ static int fold_after(ctx *c, oq_node *n)
         rc = -1;
         goto done;
     }
-    splice_out_after(n, p, xi);
-    oq_pass_stat_add(c->res, "folded_after", 1);
+    splice_out_after(n, sq ? sq : p, xi);
+    oq_pass_stat_add(c->res, sq ? "folded_after_squeeze" : "folded_after", 1);
     rc = 1;
 done:
     free(kv);

@@ -425,3 +425,44 @@ Test(fold_linear, scalar_only_leaves_per_channel_constants)
     oq_model_free(before);
     oq_model_free(m);
 }
+
+/* TensorFlow's Conv1D: Conv on [N, C, 1, W], Squeeze of the spatial axis 2, then Add of
+ * a [1, C, 1] bias: the channels stay on axis 1, so the Add folds into the Conv's bias
+ * and the Squeeze writes its output. A Squeeze of the batch axis (channels move to axis
+ * 0) and one without axes (which might drop the batch axis) are left alone. */
+Test(fold_linear, across_a_squeeze_of_spatial_axes)
+{
+    const float k[3] = {0.5f, -1.25f, 2.0f};
+    for (int variant = 0; variant < 3; variant++) {
+        oq_model *m = tp_model(13);
+        tp_input(m, "x", OQ_DTYPE_FLOAT, (int64_t[]){1, 2, 1, 3}, 4);
+        tp_init_f(m, "W", (int64_t[]){3, 2, 1, 1}, 4, w6);
+        tp_node(m, "Conv", "conv", "x,W", "z");
+        if (variant == 0)
+            tp_init(m, "axes", OQ_DTYPE_INT64, (int64_t[]){1}, 1, (const int64_t[]){-2});
+        else if (variant == 1)
+            tp_init(m, "axes", OQ_DTYPE_INT64, (int64_t[]){1}, 1, (const int64_t[]){0});
+        tp_node(m, "Squeeze", "sq", variant == 2 ? "z" : "z,axes", "s");
+        tp_init_f(m, "k", variant == 1 ? (int64_t[]){3, 1, 1} : (int64_t[]){1, 3, 1}, 3, k);
+        tp_node(m, "Add", "add", "s,k", "y");
+        tp_output(m, "y");
+        oq_model *before = pp_clone(m);
+        oq_pass_result r = tp_run(m, "fold-linear");
+        if (variant == 0) {
+            cr_assert_eq(tp_stat(&r, "folded_after_squeeze"), 1);
+            cr_assert_eq(m->graph->n_nodes, 2, "Conv -> Squeeze");
+            oq_node *conv = m->graph->first;
+            cr_assert_eq(conv->n_inputs, 3, "the Add became the Conv's bias");
+            const float *nb = tp_floats(conv->inputs[2]);
+            for (int c = 0; c < 3; c++)
+                cr_assert_float_eq(nb[c], k[c], 0);
+            cr_assert_str_eq(m->graph->last->outputs[0]->name, "y", "the Squeeze writes y");
+            assert_same_outputs(before, m, (int64_t[]){1, 2, 1, 3}, 4, "conv1d bias");
+        } else {
+            cr_assert_eq(tp_stat(&r, "folded_after_squeeze"), 0, "variant %d", variant);
+            cr_assert_eq(m->graph->n_nodes, 3, "variant %d", variant);
+        }
+        oq_model_free(before);
+        oq_model_free(m);
+    }
+}
