@@ -341,5 +341,25 @@ expect 2 "escaped names" "$EXE" check "$T/badname.onnx"
 grep -q 'node "bad\\x1B\[31mn\\xFFme\\x0A"' "$T/err" || bad "escaped names: $(cat -A "$T/err")"
 LC_ALL=C grep -q $'\x1b' "$T/err" && bad "escaped names: a raw escape byte reached the terminal"
 
+# a Conv without a bias of its own: bias correction says in one line that it corrected nothing
+# and why (it printed "0 layer(s) on 0 sample(s) ... largest correction 0.000 x ... (-)")
+$PY - "$T/nobias.onnx" "$T/nobias_calib" <<'PYEOF'
+import os, sys
+import numpy as np
+from onnx import helper, numpy_helper, TensorProto
+rng = np.random.default_rng(0)
+w = numpy_helper.from_array(rng.normal(0, 0.3, (16, 8, 3, 3)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+open(sys.argv[1], "wb").write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+for k in range(8):
+    os.makedirs(f"{sys.argv[2]}/{k:03d}", exist_ok=True)
+    np.save(f"{sys.argv[2]}/{k:03d}/x.npy", rng.normal(0, 1, (1, 8, 16, 16)).astype(np.float32))
+PYEOF
+expect 0 "bias correction, no bias" "$EXE" quantize "$T/nobias.onnx" -o "$T/nobias_q.onnx" --calib "$T/nobias_calib" --min-intensity 0
+grep -q "bias correction: nothing corrected: 1 quantized layer(s) skipped" "$T/err" ||
+    bad "bias correction, no bias: $(grep 'bias correction' "$T/err")"
+
 [ $fail = 0 ] && echo "cli_ux: all ok"
 exit $fail

@@ -510,6 +510,9 @@ oq_status oq_job_refine(const oq_quantize_fallback_args *a, const oq_registry *r
         } else if (step == 1 && r->layers == 0 && r->skipped == 0) {
             say(a->lg, "onnxq quantize: bias correction: no quantized Conv, ConvTranspose or Gemm with an int32 bias "
                        "(the bias Adds after MatMuls are not corrected)");
+        } else if (step == 1 && r->layers == 0) {
+            say(a->lg, "onnxq quantize: bias correction: nothing corrected: %zu quantized layer(s) skipped (no int32 "
+                       "bias of their own, or not a float [N, C, ...] output)", r->skipped);
         } else if (step == 0) {
             const oq_wround_result *w = &rep->wround;
             say(a->lg, "onnxq quantize: weight rounding (gptq): %zu layer(s) on %llu sample(s), %lld of %lld weights "
