@@ -213,3 +213,22 @@ save('loop_body_iter_shape1', [helper.make_node('Loop', ['n', 'cond', 'x'], ['y'
      [vi('x', [1, 4])], [vi('y', None)],
      [numpy_helper.from_array(np.array(3, np.int64), 'n'), numpy_helper.from_array(np.array([True]), 'cond')],
      opset=13)
+# recurrent operators: weights that differ per unit (the backend data's GRUs have equal
+# weights or saturated gates), GRU in both reset orders, both directions, sequence_lens,
+# initial states, LSTM peepholes (onnxruntime has no layout 1)
+def _i32(name, vals):
+    return numpy_helper.from_array(np.array(vals, np.int32), name)
+
+
+for _lbr in (0, 1):
+    save(f'gru_bidir_lbr{_lbr}', [helper.make_node('GRU', ['x', 'W', 'R', 'B', 'sl', 'h0'], ['y', 'yh'], hidden_size=6,
+         direction='bidirectional', linear_before_reset=_lbr)],
+         [vi('x', [5, 3, 4]), vi('h0', [2, 3, 6])], [vi('y', None), vi('yh', None)],
+         [w('W', [2, 18, 4]), w('R', [2, 18, 6]), w('B', [2, 36]), _i32('sl', [5, 2, 4])], opset=14)
+save('lstm_peephole_reverse', [helper.make_node('LSTM', ['x', 'W', 'R', 'B', '', 'h0', 'c0', 'P'], ['y', 'yh', 'yc'],
+     hidden_size=5, direction='reverse')],
+     [vi('x', [4, 2, 3]), vi('h0', [1, 2, 5]), vi('c0', [1, 2, 5])], [vi('y', None), vi('yh', None), vi('yc', None)],
+     [w('W', [1, 20, 3]), w('R', [1, 20, 5]), w('B', [1, 40]), w('P', [1, 15])], opset=14)
+save('rnn_bidir_seqlens', [helper.make_node('RNN', ['x', 'W', 'R', 'B', 'sl'], ['y', 'yh'], hidden_size=7,
+     direction='bidirectional')], [vi('x', [6, 2, 5])], [vi('y', None), vi('yh', None)],
+     [w('W', [2, 7, 5]), w('R', [2, 7, 7]), w('B', [2, 14]), _i32('sl', [6, 3])], opset=14)
