@@ -430,6 +430,60 @@ static bool table_range(qctx *c, const oq_value *v, float *lo, float *hi)
     return true;
 }
 
+/* ------------------------------------------------------------ logits of probability outputs
+ * A tensor that reaches, through ops that only move values (Reshape, Transpose, Flatten,
+ * Squeeze, Unsqueeze, Concat, Split, Slice, Identity), a Sigmoid whose output reaches a graph
+ * output the same way: the logit of a probability the model outputs (a detection head's class
+ * scores; not SiLU's x * sigmoid(x), whose Sigmoid feeds a Mul). Its calibrated range says
+ * only what the calibration samples' logits were: on photos without the detector's objects
+ * YOLOv8n's class logits never passed 0, so [-14.19, 0] capped every score at 0.5 on photos
+ * with them. Such a range is widened to hold [-L, L], L = ln(511) (sigmoid(L) is within half a
+ * uint8 step of 1): it keeps the probabilities that calibration never produced, at the cost of
+ * at most one bit on the rest. docs/passes/insert-qdq.md "Logits of probability outputs". */
+#define LOGIT_L 6.2363 /* ln(511) */
+
+static bool moves_values(const oq_node *n)
+{
+    static const char *const ops[] = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze",
+                                      "Concat", "Split", "Slice", "Identity"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (oq_pass_is_op(n, ops[i]))
+            return true;
+    return false;
+}
+
+/* Does v reach a graph output (want_sigmoid false) or a probability Sigmoid (true) through
+ * ops that only move values? Bounded depth; in the graph v belongs to. */
+static bool reaches(const oq_value *v, bool want_sigmoid, int depth)
+{
+    if (!v || depth > 12)
+        return false;
+    if (!want_sigmoid && oq_value_is_graph_output(v))
+        return true;
+    for (size_t i = 0; i < v->n_uses; i++) {
+        const oq_node *n = v->uses[i].node;
+        if (n->graph != v->graph)
+            continue;
+        if (want_sigmoid && oq_pass_is_op(n, "Sigmoid") && n->n_outputs >= 1 && reaches(n->outputs[0], false, 0))
+            return true;
+        if (!moves_values(n) || (!oq_pass_is_op(n, "Concat") && v->uses[i].index != 0))
+            continue;
+        for (size_t o = 0; o < n->n_outputs; o++)
+            if (reaches(n->outputs[o], want_sigmoid, depth + 1))
+                return true;
+    }
+    return false;
+}
+
+static void widen_logit(qctx *c, const oq_value *v, float *lo, float *hi)
+{
+    if ((*lo <= -LOGIT_L && *hi >= LOGIT_L) || !reaches(v, true, 0))
+        return;
+    *lo = fminf(*lo, (float)-LOGIT_L);
+    *hi = fmaxf(*hi, (float)LOGIT_L);
+    oq_pass_stat_add(c->res, "logit_ranges_widened", 1);
+}
+
 /* nan-policy quantized: a tensor that had NaN/Inf on the calibration samples is not
  * quantized (its range says nothing about those values): the error names it. */
 static oq_status check_finite(qctx *c, const oq_value *v)
@@ -701,6 +755,7 @@ static oq_status compute(qctx *c, const oq_value *v)
                 return oq_diag_error(c->d, OQ_ERR_USAGE,
                                      "tensor \"%s\": no calibration range (run the calibrate pass first, or give it in the overrides file)",
                                      v->name);
+            widen_logit(c, v, &lo, &hi);
             oq_status st = params_from_range(c, lo, hi, &q->scale, &q->zp, v->name);
             if (st != OQ_OK)
                 return st;

@@ -282,6 +282,45 @@ Test(placement, detection_head_concat_into_split_keeps_float)
     oq_model_free(m);
 }
 
+/* The logit of a probability output: a class Conv whose calibrated range never passed 0
+ * (no object in the calibration samples) would cap every score at sigmoid(0) = 0.5. Its
+ * range is widened to hold [-ln 511, ln 511]; a SiLU's Sigmoid (read by a Mul) is not a
+ * probability output and leaves its input's range alone. */
+Test(placement, logit_of_a_probability_output_holds_the_decision_range)
+{
+    const float L = 6.2363f;
+    oq_model *m = tp_model(13);
+    int64_t xd[4] = {1, 4, 2, 2};
+    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
+    conv1x1(m, "stem", "x", "f", 4, 4, 0.5f);
+    tp_node(m, "Sigmoid", "silu_sig", "f", "fs");
+    tp_node(m, "Mul", "silu_mul", "f,fs", "fr");
+    conv1x1(m, "box", "fr", "bx", 4, 4, 4.0f);
+    conv1x1(m, "cls", "fr", "cl", 2, 4, 0.3f);
+    oq_node *cc = tp_node(m, "Concat", "cat", "bx,cl", "cat");
+    oq_node_set_attr_int(cc, "axis", 1);
+    shape_init(m, "shp", 1, 6, 4);
+    tp_node(m, "Reshape", "reshape", "cat,shp", "rs");
+    int64_t sd[1] = {2}, split[2] = {4, 2};
+    tp_init(m, "split", OQ_DTYPE_INT64, sd, 1, split);
+    oq_node *sp = tp_node(m, "Split", "split", "rs,split", "boxes,logits");
+    oq_node_set_attr_int(sp, "axis", 1);
+    tp_node(m, "Sigmoid", "sigmoid", "logits", "scores");
+    tp_output(m, "boxes");
+    tp_output(m, "scores");
+    static const char *const names[] = {"x", "f", "fs", "fr", "bx", "cl", "cat", "rs", "boxes", "logits", "scores"};
+    static const float ranges[][2] = {{-1, 1},      {-3, 3},      {0.05f, 0.95f}, {-0.3f, 3},    {-100, 100}, {-9, 0},
+                                      {-100, 100}, {-100, 100}, {-100, 100},  {-9, 0}, {0, 0.5f}};
+    tp_set_calib_table(m, names, ranges, 11);
+    oq_pass_result r = tp_run(m, ORT);
+    cr_assert(has_qdq(m, "cl"));
+    cr_assert_float_eq(scale_of(m, "cl"), (9.0f + L) / 255.0f, 1e-6f, "the class logits hold [-9, ln 511]");
+    cr_assert_float_eq(scale_of(m, "bx"), 200.0f / 255.0f, 1e-5f, "a range that holds [-L, L] already is kept");
+    cr_assert_float_eq(scale_of(m, "f"), 6.0f / 255.0f, 1e-6f, "a SiLU's input is not a logit");
+    cr_assert_eq(tp_stat(&r, "logit_ranges_widened"), 1);
+    oq_model_free(m);
+}
+
 /* Fixed point: Conv outputs -> Add (QLinearAdd candidate) -> Sigmoid -> Mul -> graph
  * output. Dropping the Mul's pair makes the Mul float, then the Sigmoid's and the Add's
  * pairs have no integer reader either. The Conv outputs keep theirs. */
