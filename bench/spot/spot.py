@@ -3,9 +3,10 @@
 quantize_static on the same calibration samples, judged in onnxruntime on data from
 another source (bench/spot/README.md).
 
-usage: VENV/bin/python bench/spot/spot.py --onnxq build/onnxq [--models leader,captcha]
+usage: VENV/bin/python bench/spot/spot.py --onnxq build/onnxq [--models leader,captcha,deepcut,khmer,lac,spindles]
 
-VENV: bench/zoo/venv.sh's, plus `captcha` (the calibration renderer of the captcha model);
+VENV: bench/zoo/venv.sh's, plus `captcha` (the calibration renderer of the captcha model); the text
+samples come from Debian packages' translations (apt-get download, DEBS);
 the packages are downloaded with that venv's pip into $ONNXQ_CACHE/spot.
 """
 import argparse
