@@ -232,3 +232,16 @@ save('lstm_peephole_reverse', [helper.make_node('LSTM', ['x', 'W', 'R', 'B', '',
 save('rnn_bidir_seqlens', [helper.make_node('RNN', ['x', 'W', 'R', 'B', 'sl'], ['y', 'yh'], hidden_size=7,
      direction='bidirectional')], [vi('x', [6, 2, 5])], [vi('y', None), vi('yh', None)],
      [w('W', [2, 7, 5]), w('R', [2, 7, 7]), w('B', [2, 14]), _i32('sl', [6, 3])], opset=14)
+# Resize antialias (opset 18): the kernel stretched by 1 / scale on shrinking axes (onnxq
+# ignored the attribute before); half_pixel_symmetric's adjustment by the rounded output
+# length (onnxq used the unrounded one). onnxruntime agrees with the ONNX reference on
+# half_pixel here; on align_corners and pytorch_half_pixel its antialias differs from it.
+for _mode, _sc, _ex in (('linear', [1, 1, 0.75, 0.4], 0), ('cubic', [1, 1, 0.5, 0.3], 1), ('cubic', [1, 1, 0.6, 1.5], 0)):
+    save(f'resize_{_mode}_antialias_{"excl" if _ex else "down"}{"_up" if _sc[3] > 1 else ""}',
+         [helper.make_node('Resize', ['x', '', 'scales'], ['y'], mode=_mode, antialias=1,
+                           **({'exclude_outside': 1} if _ex else {}))],
+         [vi('x', [1, 2, 13, 17])], [vi('y', None)],
+         [numpy_helper.from_array(np.array(_sc, np.float32), 'scales')], opset=19)
+save('resize_linear_half_pixel_symmetric', [helper.make_node('Resize', ['x', '', 'scales'], ['y'], mode='linear',
+     coordinate_transformation_mode='half_pixel_symmetric')], [vi('x', [1, 2, 9, 7])], [vi('y', None)],
+     [numpy_helper.from_array(np.array([1, 1, 0.75, 1.5], np.float32), 'scales')], opset=19)

@@ -3,6 +3,7 @@
  * padding; align_corners) with PyTorch's grid_sample semantics, as the ONNX spec
  * defines. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/kernel.h"
@@ -219,7 +220,10 @@ static oq_status infer_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t 
 /* Input coordinate of output coordinate o along an axis, computed in float32 as the
  * ONNX reference (NumPy float32 scales) and onnxruntime do: 3 / 0.6f is 5 in float32
  * but 4.9999998 in double, which changes nearest-neighbour picks. */
-static double src_coord(const char *ctm, double o_, double scale_, int64_t in_, double out_,
+/* out_: the output length in * scale, not rounded (what the reference uses for
+ * align_corners and tf_crop_and_resize); out_int: the output's actual length (for
+ * half_pixel_symmetric's adjustment, out_int / (in * scale)) */
+static double src_coord(const char *ctm, double o_, double scale_, int64_t in_, double out_, int64_t out_int,
                         const rs_params *p, size_t axis, size_t rank)
 {
     float o = (float)o_, scale = (float)scale_, in = (float)in_, out = (float)out_;
@@ -236,7 +240,7 @@ static double src_coord(const char *ctm, double o_, double scale_, int64_t in_, 
         float s = p->has_roi ? (float)p->roi[axis] : 0, e = p->has_roi ? (float)p->roi[axis + rank] : 1;
         r = out > 1 ? s * (in - 1) + o * (e - s) * (in - 1) / (out - 1) : 0.5f * (s + e) * (in - 1);
     } else if (strcmp(ctm, "half_pixel_symmetric") == 0) {
-        float adj = out / (scale * in);
+        float adj = (float)out_int / (scale * in);
         float c = in / 2.0f, off = c * (1 - adj);
         r = off + (o + 0.5f) / scale - 0.5f;
     } else {
@@ -297,13 +301,26 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
     double cubic_a = oq_node_attr_float(k->node, "cubic_coeff_a", -0.75f);
     double extrap = oq_node_attr_float(k->node, "extrapolation_value", 0.0f);
     bool crop = strcmp(ctm, "tf_crop_and_resize") == 0;
+    /* antialias (opset 18): linear and cubic stretch their kernel by 1 / scale on the axes
+     * that shrink, over as many taps as it then covers (nearest ignores it) */
+    bool aa = !old && k->opset >= 18 && oq_node_attr_int(k->node, "antialias", 0) != 0 && (linear || cubic);
     int64_t cs[OQ_RT_MAX_RANK], s = 1;
     for (size_t i = r; i-- > 0;) {
         cs[i] = s;
         s *= x->dims[i];
     }
-    /* per-axis tables: up to 4 taps (source index, weight) per output coordinate */
+    /* per-axis tables: ntap taps (source index, weight) per output coordinate: 4 for cubic,
+     * 2 for linear, 1 for nearest; with antialias, 2 - 2 * floor(-w / scale) - 2 on a
+     * shrinking axis (w = 1 linear, 2 cubic: the ONNX reference's footprint) */
     int ntap = cubic ? 4 : linear ? 2 : 1;
+    if (aa)
+        for (size_t a = 0; a < r; a++)
+            if (p.scale[a] < 1 && p.scale[a] > 0) {
+                double n = -2 * floor(-(cubic ? 2.0 : 1.0) / p.scale[a]);
+                if (n > 4096)
+                    return oq_k_error(k, OQ_ERR_UNSUPPORTED, "antialias with a scale of %g", p.scale[a]);
+                ntap = (int)n > ntap ? (int)n : ntap;
+            }
     int64_t total = 0;
     for (size_t a = 0; a < r; a++)
         total += out[0].dims[a];
@@ -321,7 +338,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         for (int64_t o = 0; o < out[0].dims[a]; o++, pos++) {
             /* the length the reference uses: in * scale, not rounded */
             double olen = (double)id * p.scale[a];
-            double c = src_coord(ctm, (double)o, p.scale[a], id, olen, &p, a, r);
+            double c = src_coord(ctm, (double)o, p.scale[a], id, olen, out[0].dims[a], &p, a, r);
             int64_t *ti = tidx + pos * ntap;
             double *tw = twt + pos * ntap;
             outside[pos] = crop && (c < 0 || c > (double)(id - 1));
@@ -329,7 +346,36 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                 ti[t] = 0;
                 tw[t] = 0;
             }
-            if (cubic) {
+            if (aa && p.scale[a] < 1) {
+                /* the ONNX reference: taps b - n/2 + 1 + t around b = ceil(c) - 1 (the pixel
+                 * left of c, c itself when c is whole), weights kernel(scale * (t + 1 - n/2 -
+                 * ratio)) normalized, edge padding (or excluded, then renormalized) */
+                double sc = p.scale[a], w = cubic ? 2.0 : 1.0, ratio = c - floor(c);
+                if (ratio == 0)
+                    ratio = 1;
+                int n = (int)(-2 * floor(-w / sc));
+                int64_t b = (int64_t)ceil(c) - 1;
+                double sum = 0;
+                for (int t = 0; t < n; t++) {
+                    double d = sc * ((double)t + 1 - n / 2 - ratio);
+                    double cf = cubic ? cubic_w(d, cubic_a) : fmax(0.0, 1 - fabs(d));
+                    int64_t src = b - n / 2 + 1 + t;
+                    tw[t] = cf;
+                    sum += cf;
+                    ti[t] = src < 0 ? 0 : src >= id ? id - 1 : src;
+                }
+                double kept = 0;
+                for (int t = 0; t < n; t++) {
+                    tw[t] /= sum;
+                    int64_t src = b - n / 2 + 1 + t;
+                    if (excl && (src < 0 || src >= id))
+                        tw[t] = 0;
+                    kept += tw[t];
+                }
+                if (excl && kept != 0)
+                    for (int t = 0; t < n; t++)
+                        tw[t] /= kept;
+            } else if (cubic) {
                 if (c == floor(c)) {
                     int64_t n = (int64_t)c;
                     ti[0] = n < 0 ? 0 : n >= id ? id - 1 : n;
@@ -398,6 +444,9 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
         }
         return OQ_OK;
     }
+    int64_t *qs_heap = ntap > 4 ? malloc((size_t)r * (size_t)ntap * sizeof *qs_heap) : NULL;
+    if (ntap > 4 && !qs_heap)
+        return OQ_ERR_NOMEM;
     for (int64_t o = 0; o < n; o++) {
         bool out_side = false;
         for (size_t a = 0; a < r; a++)
@@ -414,7 +463,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
             /* only the taps with a nonzero weight on each axis (one on an axis that is not
              * resized), combined axis 0 fastest */
             int nt[OQ_RT_MAX_RANK], ti[OQ_RT_MAX_RANK];
-            int64_t qs[OQ_RT_MAX_RANK][4];
+            int64_t qsb[OQ_RT_MAX_RANK * 4], *qs = ntap <= 4 ? qsb : qs_heap;
             bool any = true;
             for (size_t a = 0; a < r; a++) {
                 nt[a] = 0;
@@ -422,7 +471,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                 for (int t = 0; t < ntap; t++) {
                     int64_t q = (base[a] + idx[a]) * ntap + t;
                     if (twt[q] != 0)
-                        qs[a][nt[a]++] = q;
+                        qs[a * ntap + nt[a]++] = q;
                 }
                 any &= nt[a] > 0;
             }
@@ -431,7 +480,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
                 double w = 1;
                 int64_t off = 0;
                 for (size_t a = 0; a < r; a++) {
-                    int64_t q = qs[a][ti[a]];
+                    int64_t q = qs[a * ntap + ti[a]];
                     w *= twt[q];
                     off += tidx[q] * cs[a];
                 }
@@ -453,6 +502,7 @@ static oq_status run_resize(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
             idx[a] = 0;
         }
     }
+    free(qs_heap);
     return OQ_OK;
 }
 
