@@ -1,0 +1,20 @@
+#!/bin/bash
+# Randomized single-operator models, onnxq against onnxruntime and, where they differ, the
+# ONNX reference implementation (tests/ops_random.py): 4 fixed seeds x 300 cases.
+# Needs the venv of .ci/venv.sh (onnxruntime, onnx >= 1.16 with onnx.reference).
+# usage: bash ops_random.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
+set -u
+EXE=$1 SRC=$2 BIN=$3
+py="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/venv/bin/python"
+if [ ! -x "$py" ]; then
+    if [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then echo "FAIL: no venv at $py (bash .ci/venv.sh creates it)"; exit 1; fi
+    echo "SKIP: no venv at $py (bash .ci/venv.sh creates it)"; exit 77
+fi
+T="$BIN/ops_random.tmp.d"
+rm -rf "$T"
+fail=0
+for seed in 1 2 3 4; do
+    "$py" "$SRC/tests/ops_random.py" "$EXE" "$T/$seed" 300 "$seed" || fail=1
+done
+[ $fail = 0 ] && echo "ops_random: all ok"
+exit $fail
