@@ -173,6 +173,143 @@ def case():
     if k == "roialign":
         x = f32(1, 2, 8, 8); rois = np.array([[0.5, 0.7, 5.2, 6.1], [1.0, 1.5, 7.9, 7.2]], np.float32); bi = np.array([0, 0], np.int64)
         return "RoiAlign", ["x", "r", "b"], {"x": x}, [numpy_helper.from_array(rois, "r"), numpy_helper.from_array(bi, "b")], dict(mode=R.choice(["avg", "max"]), output_height=R.randint(1, 4), output_width=R.randint(1, 4), sampling_ratio=R.randint(0, 2), spatial_scale=R.choice([1.0, 0.5]), coordinate_transformation_mode=R.choice(["half_pixel", "output_half_pixel"])), 16
+def elementwise_case():
+    """Broadcasting arithmetic, activations, comparisons, casts, shape ops and integer ops:
+    (op, input names, inputs, initializers, attributes, opset, output type)."""
+    k = R.choice(["binary", "unary", "act", "variadic", "compare", "cast", "gather", "split", "where", "prelu",
+                  "bn", "globalpool", "lpnorm", "onehot", "flatten", "transpose", "dq_axis", "q_sat", "qlinearmatmul",
+                  "matmulint", "reversesequence", "compress", "dynq", "nms", "range", "unique", "lppool"])
+    shapes = R.choice([((2, 3, 4), (4,)), ((2, 3, 4), (3, 1)), ((1, 3, 1), (2, 1, 5)), ((3,), (2, 3)), ((2, 1), (1, 2))])
+    if k == "binary":
+        op = R.choice(["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"])
+        a, b = f32(*shapes[0]), f32(*shapes[1])
+        if op == "Pow":
+            a = np.abs(a) + 0.1
+        if op == "Div":
+            b[np.abs(b) < 0.2] = 0.5
+        return op, ["a", "b"], {"a": a, "b": b}, [], {}, 14, TP.FLOAT
+    if k == "unary":
+        op = R.choice(["Sqrt", "Exp", "Log", "Reciprocal", "Erf", "Sin", "Cos", "Tan", "Atan", "Asinh", "Neg", "Abs",
+                       "Sign", "Floor", "Ceil", "Round", "Sigmoid", "Tanh", "Softplus", "Softsign", "Relu", "Mish",
+                       "Sinh", "Cosh", "Acos", "Asin", "IsNaN"])
+        x = f32(3, 5) * 2
+        if op in ("Sqrt", "Log"):
+            x = np.abs(x) + 0.01
+        if op in ("Acos", "Asin"):
+            x = np.clip(x / 3, -0.99, 0.99).astype(np.float32)
+        if op == "Round":
+            x = np.round(x * 2) / 2  # halves: to even
+        if op == "Reciprocal":
+            x[np.abs(x) < 0.1] = 0.3
+        return op, ["x"], {"x": x.astype(np.float32)}, [], {}, 18 if op == "Mish" else 13, TP.BOOL if op == "IsNaN" else TP.FLOAT
+    if k == "act":
+        op, attrs = R.choice([("HardSigmoid", dict(alpha=0.25, beta=0.4)), ("HardSwish", {}), ("LeakyRelu", dict(alpha=0.07)),
+                              ("Elu", dict(alpha=0.8)), ("Selu", {}), ("ThresholdedRelu", dict(alpha=0.3))])
+        return op, ["x"], {"x": f32(4, 6) * 3}, [], attrs, 14, TP.FLOAT
+    if k == "variadic":
+        op = R.choice(["Sum", "Mean", "Max", "Min"])
+        return op, ["a", "b", "c"], {"a": f32(2, 3, 4), "b": f32(3, 1), "c": f32(4)}, [], {}, 13, TP.FLOAT
+    if k == "compare":
+        op = R.choice(["Less", "Greater", "Equal", "LessOrEqual", "GreaterOrEqual"])
+        a, b = np.round(f32(*shapes[0])), np.round(f32(*shapes[1]))
+        return op, ["a", "b"], {"a": a, "b": b}, [], {}, 16, TP.BOOL
+    if k == "cast":
+        to = R.choice([TP.INT32, TP.INT64, TP.UINT8, TP.INT8, TP.FLOAT16, TP.DOUBLE, TP.BOOL])
+        x = f32(3, 4) * 3
+        if to in (TP.UINT8, TP.INT8):
+            x = np.clip(x * 20, 0 if to == TP.UINT8 else -120, 120).astype(np.float32)
+        return "Cast", ["x"], {"x": x}, [], dict(to=to), 13, to
+    if k == "gather":
+        x = f32(4, 5, 3)
+        ax = R.randint(-3, 2)
+        n = x.shape[ax]
+        idx = rng.integers(-n, n, R.choice([(2,), (2, 3), ()])).astype(np.int64)
+        return "Gather", ["x", "i"], {"x": x}, [numpy_helper.from_array(np.asarray(idx), "i")], dict(axis=ax), 13, TP.FLOAT
+    if k == "split":
+        return "Split", ["x"], {"x": f32(2, 7, 3)}, [], dict(axis=1, num_outputs=R.choice([2, 3, 4])), 18, TP.FLOAT
+    if k == "where":
+        c = rng.random(shapes[0]) > 0.5
+        return "Where", ["c", "a", "b"], {"a": f32(*shapes[1]), "b": f32(1)}, [numpy_helper.from_array(c, "c")], {}, 16, TP.FLOAT
+    if k == "prelu":
+        sl = R.choice([(3, 1, 1), (1,), (3, 4, 5), (5,)])
+        return "PRelu", ["x", "s"], {"x": f32(2, 3, 4, 5)}, [numpy_helper.from_array(f32(*sl), "s")], {}, 16, TP.FLOAT
+    if k == "bn":
+        c = 3
+        return "BatchNormalization", ["x", "s", "b", "m", "v"], {"x": f32(2, c, 4, 5)}, [
+            numpy_helper.from_array(f32(c), "s"), numpy_helper.from_array(f32(c), "b"), numpy_helper.from_array(f32(c), "m"),
+            numpy_helper.from_array(np.abs(f32(c)) + 0.1, "v")], dict(epsilon=1e-3), 15, TP.FLOAT
+    if k == "globalpool":
+        op = R.choice(["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
+        return op, ["x"], {"x": f32(2, 3, 4, 5)}, [], dict(p=3) if op == "GlobalLpPool" else {}, 13, TP.FLOAT
+    if k == "lppool":
+        return "LpPool", ["x"], {"x": f32(1, 2, 6, 7)}, [], dict(kernel_shape=[2, 3], strides=[2, 1], p=R.choice([1, 2, 3]),
+                                                                  pads=[1, 0, 0, 1]), 18, TP.FLOAT
+    if k == "lpnorm":
+        return "LpNormalization", ["x"], {"x": f32(3, 4, 5)}, [], dict(axis=R.choice([0, 1, -1]), p=R.choice([1, 2])), 13, TP.FLOAT
+    if k == "onehot":
+        idx = rng.integers(-4, 4, (2, 3)).astype(np.int64)
+        return "OneHot", ["i", "d", "v"], {"v": np.array([-0.5, 2.0], np.float32)}, [
+            numpy_helper.from_array(idx, "i"), numpy_helper.from_array(np.array(4, np.int64), "d")], dict(axis=R.choice([-1, 0, 1])), 11, TP.FLOAT
+    if k == "flatten":
+        return "Flatten", ["x"], {"x": f32(2, 3, 4, 5)}, [], dict(axis=R.randint(-4, 4)), 13, TP.FLOAT
+    if k == "transpose":
+        perm = list(range(4))
+        R.shuffle(perm)
+        return "Transpose", ["x"], {"x": f32(2, 3, 4, 5)}, [], dict(perm=perm), 13, TP.FLOAT
+    if k == "dq_axis":
+        q = rng.integers(-128, 127, (3, 4, 6)).astype(np.int8)
+        bs = R.choice([0, 2, 3])
+        if bs:
+            sc, zp = np.abs(f32(3, 4, 6 // bs)) + 0.01, rng.integers(-3, 3, (3, 4, 6 // bs)).astype(np.int8)
+            return "DequantizeLinear", ["q", "s", "z"], {"s": sc}, [numpy_helper.from_array(q, "q"), numpy_helper.from_array(zp, "z")], dict(axis=2, block_size=bs), 21, TP.FLOAT
+        ax = R.choice([0, 1, 2, -1])
+        n = q.shape[ax]
+        return "DequantizeLinear", ["q", "s", "z"], {"s": np.abs(f32(n)) + 0.01}, [numpy_helper.from_array(q, "q"),
+                numpy_helper.from_array(rng.integers(-3, 3, n).astype(np.int8), "z")], dict(axis=ax), 13, TP.FLOAT
+    if k == "q_sat":
+        x = f32(3, 8) * 100
+        zt = R.choice([TP.UINT8, TP.INT8, TP.UINT16, TP.INT16])
+        zdt = {TP.UINT8: np.uint8, TP.INT8: np.int8, TP.UINT16: np.uint16, TP.INT16: np.int16}[zt]
+        ax = R.choice([0, 1])
+        n = x.shape[ax]
+        return "QuantizeLinear", ["x", "s", "z"], {"x": x}, [numpy_helper.from_array(np.abs(f32(n)) * 0.3 + 0.05, "s"),
+                numpy_helper.from_array(rng.integers(0, 9, n).astype(zdt), "z")], dict(axis=ax), 19, zt
+    if k == "qlinearmatmul":
+        a = rng.integers(0, 255, (2, 3, 5)).astype(np.uint8)
+        b = rng.integers(-128, 127, (5, 4)).astype(np.int8)
+        inits = [numpy_helper.from_array(a, "a"), numpy_helper.from_array(np.array(0.02, np.float32), "as"),
+                 numpy_helper.from_array(np.array(128, np.uint8), "az"), numpy_helper.from_array(b, "b"),
+                 numpy_helper.from_array(np.abs(f32(4)) * 0.01 + 0.001, "bs"), numpy_helper.from_array(np.zeros(4, np.int8), "bz"),
+                 numpy_helper.from_array(np.array(0.05, np.float32), "ys"), numpy_helper.from_array(np.array(120, np.uint8), "yz")]
+        return "QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], {}, inits, {}, 21, TP.UINT8
+    if k == "matmulint":
+        a = rng.integers(0, 255, (3, 6)).astype(np.uint8)
+        b = rng.integers(-128, 127, (6, 5)).astype(np.int8)
+        return "MatMulInteger", ["a", "b", "az"], {}, [numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b"),
+                numpy_helper.from_array(np.array(7, np.uint8), "az")], {}, 10, TP.INT32
+    if k == "reversesequence":
+        return "ReverseSequence", ["x", "l"], {"x": f32(4, 3, 2)}, [numpy_helper.from_array(np.array([4, 1, 3], np.int64), "l")], dict(batch_axis=1, time_axis=0), 10, TP.FLOAT
+    if k == "compress":
+        c = rng.random(R.choice([4, 3])) > 0.4
+        return "Compress", ["x", "c"], {"x": f32(3, 4)}, [numpy_helper.from_array(c, "c")], dict(axis=0 if len(c) == 3 else 1), 11, TP.FLOAT
+    if k == "dynq":
+        return "DynamicQuantizeLinear", ["x"], {"x": f32(3, 7) * R.choice([0.01, 1.0, 50.0]) + R.choice([0.0, 3.0])}, [], {}, 11, TP.UINT8
+    if k == "nms":
+        n = 6
+        xy = rng.random((1, n, 2)) * 10
+        boxes = np.concatenate([xy, xy + rng.random((1, n, 2)) * 5 + 1], 2).astype(np.float32)
+        scores = rng.random((1, 2, n)).astype(np.float32)
+        return "NonMaxSuppression", ["b", "s", "m", "i", "t"], {"b": boxes, "s": scores}, [
+            numpy_helper.from_array(np.array([3], np.int64), "m"), numpy_helper.from_array(np.array([0.3], np.float32), "i"),
+            numpy_helper.from_array(np.array([0.2], np.float32), "t")], dict(center_point_box=0), 11, TP.INT64
+    if k == "range":
+        return "Range", ["a", "l", "d"], {}, [numpy_helper.from_array(np.array(v, np.float32), n) for v, n in
+                                              ((R.choice([0.0, 1.5, -2.0]), "a"), (R.choice([5.0, 7.3, -6.0]), "l"), (R.choice([0.7, 1.0, -1.3]), "d"))], {}, 11, TP.FLOAT
+    if k == "unique":
+        x = np.round(f32(8)).astype(np.float32)
+        return "Unique", ["x"], {"x": x}, [], dict(sorted=1), 11, TP.FLOAT
+
+
 def rnn_case():
     op = R.choice(["GRU", "LSTM", "RNN"])
     G = {"GRU": 3, "LSTM": 4, "RNN": 1}[op]
@@ -198,10 +335,20 @@ def rnn_case():
 def main():
     bad, refused, compared = 0, 0, 0
     for it in range(N):
-        op, names, ins, inits, attrs, opset = rnn_case() if R.random() < 0.08 else case()
-        out_type = TP.INT64 if op in ("ArgMax", "ArgMin") else TP.FLOAT
-        node = helper.make_node(op, names, ["y"], **attrs)
-        g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TP.FLOAT, list(v.shape)) for n, v in ins.items()],
+        u = R.random()
+        if u < 0.08:
+            op, names, ins, inits, attrs, opset = rnn_case()
+            out_type = TP.FLOAT
+        elif u < 0.5:
+            op, names, ins, inits, attrs, opset, out_type = elementwise_case()
+        else:
+            op, names, ins, inits, attrs, opset = case()
+            out_type = TP.INT64 if op in ("ArgMax", "ArgMin") else TP.FLOAT
+        outs = ["y"] + (["y1", "y2"] if op == "DynamicQuantizeLinear" else []) + \
+            ([f"y{i}" for i in range(1, attrs.get("num_outputs", 1))] if op == "Split" else [])
+        node = helper.make_node(op, names, outs, **attrs)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+                                            for n, v in ins.items()],
                               [helper.make_tensor_value_info("y", out_type, None)], inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 9
@@ -225,7 +372,8 @@ def main():
         compared += 1
 
         def close(a, b):
-            return a.shape == b.shape and (a.size == 0 or np.abs(a.astype(np.float64) - b).max() <= 1e-4 * (1 + np.abs(b).max()))
+            a, b = np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64)
+            return a.shape == b.shape and (a.size == 0 or np.abs(a - b).max() <= 1e-4 * (1 + np.abs(b).max()))
         if close(got, ref):
             continue
         try:
@@ -238,6 +386,8 @@ def main():
             continue  # onnxruntime departs from the reference: onnxq follows the reference
         print(f"FAIL {what}: differs from onnxruntime and from the ONNX reference")
         onnx.save(m, f"fail_{it}.onnx")
+        for n, v in ins.items():
+            np.save(f"fail_{it}_{n}.npy", v)
         bad += 1
     print(f"ops_random: seed {SEED}: {compared} cases compared, {refused} refused by onnxruntime, {bad} failed")
     return 1 if bad or compared < N // 2 else 0

@@ -469,6 +469,42 @@ static oq_status run_lrn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     return OQ_OK;
 }
 
+/* LpNormalization: x / ||x||_p along `axis` (default -1), p 1 or 2 (default 2), in double;
+ * a zero norm gives 0, as onnxruntime */
+static oq_status run_lpnorm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                            size_t n_out)
+{
+    (void)n_in, (void)n_out;
+    const oq_rt_tensor *x = in[0];
+    int64_t pe = oq_node_attr_int(k->node, "p", 2), axis = oq_node_attr_int(k->node, "axis", -1);
+    int64_t r = (int64_t)x->rank;
+    if (pe != 1 && pe != 2)
+        return oq_k_error(k, OQ_ERR_INVALID, "p must be 1 or 2");
+    if (axis < -r || axis >= r)
+        return oq_k_error(k, OQ_ERR_INVALID, "axis %lld out of range", (long long)axis);
+    if (axis < 0)
+        axis += r;
+    int64_t outer = 1, len = x->dims[axis], inner = 1;
+    for (int64_t i = 0; i < axis; i++)
+        outer *= x->dims[i];
+    for (int64_t i = axis + 1; i < r; i++)
+        inner *= x->dims[i];
+    const float *xd = x->data;
+    float *y = out[0].data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in_ = 0; in_ < inner; in_++) {
+            const float *xp = xd + o * len * inner + in_;
+            float *yp = y + o * len * inner + in_;
+            double s = 0;
+            for (int64_t j = 0; j < len; j++)
+                s += pe == 1 ? fabs((double)xp[j * inner]) : (double)xp[j * inner] * xp[j * inner];
+            double nrm = pe == 1 ? s : sqrt(s);
+            for (int64_t j = 0; j < len; j++)
+                yp[j * inner] = nrm > 0 ? (float)(xp[j * inner] / nrm) : 0.0f;
+        }
+    return OQ_OK;
+}
+
 #define F OQ_T(FLOAT)
 const oq_kernel oq_kernels_norm[] = {
     {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL, 5},
@@ -479,6 +515,7 @@ const oq_kernel oq_kernels_norm[] = {
     {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
     {"", "MeanVarianceNormalization", 9, 0, 0, F, NULL, NULL, infer_same, run_mvn, NULL, 1},
     {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL, 1},
+    {"", "LpNormalization", 1, 0, 0, F, NULL, NULL, infer_same, run_lpnorm, NULL, 1},
     {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL, 3},
 };
 OQ_KERNEL_TABLE_END(norm);

@@ -58,8 +58,10 @@ static oq_status pool_geometry(oq_kctx *k, const oq_rt_tensor *x, pool_geo *g)
         if (strcmp(ap, "VALID") == 0) {
             g->pb[i] = g->pe[i] = 0;
             g->out[i] = (g->in[i] - ke) / g->st[i] + 1;
-            if (ceil_mode)
+            if (ceil_mode) /* as onnxruntime: partial windows, each starting inside the input */
                 g->out[i] = (g->in[i] - ke + g->st[i] - 1) / g->st[i] + 1;
+            if (ceil_mode && (g->out[i] - 1) * g->st[i] >= g->in[i])
+                g->out[i]--;
             continue;
         }
         int64_t span = g->in[i] + g->pb[i] + g->pe[i] - ke;
@@ -378,6 +380,28 @@ static void global_items(void *arg, int64_t b, int64_t e, int w)
     }
 }
 
+/* GlobalLpPool: (sum |x|^p)^(1/p) over the spatial axes (attribute p, default 2), in double */
+static oq_status run_global_lp(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                               size_t n_out)
+{
+    (void)n_in, (void)n_out;
+    int64_t pe = oq_node_attr_int(k->node, "p", 2);
+    if (pe <= 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "p must be positive");
+    int64_t sz = 1, items = in[0]->dims[0] * in[0]->dims[1];
+    for (size_t i = 2; i < in[0]->rank; i++)
+        sz *= in[0]->dims[i];
+    const float *x = in[0]->data;
+    float *y = out[0].data;
+    for (int64_t it = 0; it < items; it++) {
+        double s = 0;
+        for (int64_t i = 0; i < sz; i++)
+            s += pe == 2 ? (double)x[it * sz + i] * x[it * sz + i] : pow(fabs((double)x[it * sz + i]), (double)pe);
+        y[it] = (float)(pe == 2 ? sqrt(s) : pe == 1 ? s : pow(s, 1.0 / (double)pe));
+    }
+    return OQ_OK;
+}
+
 static oq_status run_global(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                             oq_rt_tensor *out, size_t n_out)
 {
@@ -477,5 +501,6 @@ const oq_kernel oq_kernels_pool[] = {
     {"", "LpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_pool, run_pool, NULL, 1},
     {"", "GlobalAveragePool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL, 1},
     {"", "GlobalMaxPool", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global, NULL, 1},
+    {"", "GlobalLpPool", 2, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_global, run_global_lp, NULL, 1},
 };
 OQ_KERNEL_TABLE_END(pool);

@@ -963,30 +963,41 @@ static oq_status infer_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
     return oq_k_set_out(k, &out[0], in[0]->dtype, d, r);
 }
 
-/* Source index of output position s - pad along an axis of size dim under the mode;
- * adds s * stride to *off. False: a constant pad value. */
-static bool pad_source(pad_mode mode, int64_t s, int64_t dim, int64_t *off, int64_t stride)
+/* Source index of output position s - pad along an axis under the mode; adds s * stride
+ * to *off. False: a constant pad value. Negative pads crop first: the edge, reflect and
+ * wrap rules apply to the cropped range [lo, lo + len) of the axis, as onnxruntime does
+ * (a wrap with one side cropped and the other padded wraps the cropped row). */
+static bool pad_source(pad_mode mode, int64_t s, int64_t lo, int64_t len, int64_t *off, int64_t stride)
 {
-    if (s < 0 || s >= dim) {
-        if (mode == PAD_CONSTANT || dim == 0)
+    if (s < lo || s >= lo + len) {
+        if (mode == PAD_CONSTANT || len <= 0)
             return false;
+        int64_t t = s - lo;
         if (mode == PAD_EDGE) {
-            s = s < 0 ? 0 : dim - 1;
+            t = t < 0 ? 0 : len - 1;
         } else if (mode == PAD_WRAP) {
-            s = ((s % dim) + dim) % dim;
+            t = ((t % len) + len) % len;
         } else {
-            int64_t period = 2 * (dim - 1);
+            int64_t period = 2 * (len - 1);
             if (period == 0) {
-                s = 0;
+                t = 0;
             } else {
-                s = ((s % period) + period) % period;
-                if (s >= dim)
-                    s = period - s;
+                t = ((t % period) + period) % period;
+                if (t >= len)
+                    t = period - t;
             }
         }
+        s = lo + t;
     }
     *off += s * stride;
     return true;
+}
+
+/* the range of an axis left after its negative pads: [*lo, *lo + *len) */
+static void pad_kept(const int64_t *pads, size_t r, size_t a, int64_t dim, int64_t *lo, int64_t *len)
+{
+    *lo = pads[a] < 0 ? -pads[a] : 0;
+    *len = dim - *lo - (pads[a + r] < 0 ? -pads[a + r] : 0);
 }
 
 static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
@@ -1030,8 +1041,11 @@ static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     for (int64_t row = 0; row < rows; row++, o += (size_t)ocols * es) {
         int64_t off = 0;
         bool inside = true;
-        for (size_t a = 0; a < la && inside; a++)
-            inside = pad_source(mode, idx[a] - pads[a], in[0]->dims[a], &off, cs[a]);
+        for (size_t a = 0; a < la && inside; a++) {
+            int64_t lo, len;
+            pad_kept(pads, r, a, in[0]->dims[a], &lo, &len);
+            inside = pad_source(mode, idx[a] - pads[a], lo, len, &off, cs[a]);
+        }
         if (!inside) {
             for (int64_t j = 0; j < ocols; j++)
                 memcpy(o + (size_t)j * es, cval, es);
@@ -1042,8 +1056,9 @@ static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                     j = j1 - 1;
                     continue;
                 }
-                int64_t co = off;
-                bool in_col = pad_source(mode, j - pb, dim, &co, 1);
+                int64_t co = off, lo, len;
+                pad_kept(pads, r, la, dim, &lo, &len);
+                bool in_col = pad_source(mode, j - pb, lo, len, &co, 1);
                 memcpy(o + (size_t)j * es, in_col ? src + (size_t)co * es : cval, es);
             }
         }
