@@ -31,7 +31,8 @@
     X(quantize_weights)             \
     X(quantize_embeddings)          \
     X(quantize_dynamic)             \
-    X(quantize_gather)
+    X(quantize_gather)              \
+    X(widen_float16)
 
 #define OQ_X(id) extern const oq_pass oq_pass_##id;
 OQ_BUILTIN_PASSES(OQ_X)
@@ -120,7 +121,7 @@ oq_status oq_registry_add(oq_registry *reg, const oq_pass *pass, oq_diag *d)
         if (!valid_name(o->name) || o->type > OQ_OPT_STRING)
             return oq_diag_error(d, OQ_ERR_USAGE, "%s: pass \"%s\": option %zu is malformed",
                                  from, pass->name, i);
-        oq_pass_option_value tmp;
+        oq_pass_option_value tmp = {0}; /* a required option has no default to parse */
         if (o->default_value &&
             oq_option_parse_value(o, o->default_value, strlen(o->default_value), &tmp) != OQ_OK)
             return oq_diag_error(d, OQ_ERR_USAGE,

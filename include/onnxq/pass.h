@@ -252,6 +252,12 @@ OQ_PLUGIN_EXPORT int oq_plugin_init(const oq_host_api *api, oq_registry *reg,
 /* The host's own table (filled once, static storage). */
 const oq_host_api *oq_host_api_get(void);
 
+/* The widen-float16 pass on m in place (passes/widen_float16.c): a float16 model then
+ * computes in float32 inside, its float16 inputs and outputs kept. *changed: whether it
+ * held any float16. onnxq run and verify call it when the executor has no float16 kernel
+ * for one of a model's nodes. */
+oq_status oq_model_widen_float16(oq_model *m, bool *changed, oq_diag *d);
+
 /* A registry holding the built-in passes, plus whatever plugins add. */
 oq_status oq_registry_new(oq_registry **out, oq_diag *d);
 void oq_registry_free(oq_registry *reg);

@@ -378,6 +378,17 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     st = oq_plan_compile(m, &po, &plan, &d);
+    if (st == OQ_ERR_UNSUPPORTED) { /* no float16 kernel for a node: in float32 inside */
+        bool changed = false;
+        oq_diag w16;
+        oq_diag_init(&w16);
+        if (oq_model_widen_float16(m, &changed, &w16) == OQ_OK && changed) {
+            oq_diag_clear(&d);
+            fprintf(stderr, "run: float16 model computed in float32 inside (its inputs and outputs stay float16)\n");
+            st = oq_plan_compile(m, &po, &plan, &d);
+        }
+        oq_diag_free(&w16);
+    }
     if (st != OQ_OK) {
         cli_print_diag(&d);
         rc = cli_exit_code(st);

@@ -73,6 +73,7 @@ typedef struct qconfig {
     bool smooth_asked;          /* --smooth-quant or the config file set it (else: the default) */
     bool pair_limit;            /* int8 weights for a target whose CPU saturates u8 x s8 pairs */
     int64_t opset_in, opset_target;
+    bool float16;         /* the model computes in float16: widen-float16 first (static, dynamic) */
     bool fold_bias, qdq_cleanup;
     char *pipeline;
     /* --mode: static (the pipeline above) or weight-only (quantize-weights) */
@@ -310,6 +311,21 @@ static int resolve_weight_only(qconfig *c, bool static_only_option, oq_diag *d)
 }
 
 /* A HardSigmoid or Clip in g: the parts of the chains fuse-activations makes a HardSwish. */
+/* Does the main graph hold float16 (an input, an output or an initializer)? */
+static bool has_float16(const oq_graph *g)
+{
+    for (size_t i = 0; i < g->n_initializers; i++)
+        if (g->initializers[i]->dtype == OQ_DTYPE_FLOAT16)
+            return true;
+    for (size_t i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i]->type && g->inputs[i]->type->has_elem_type && g->inputs[i]->type->elem_type == OQ_DTYPE_FLOAT16)
+            return true;
+    for (size_t i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i]->type && g->outputs[i]->type->has_elem_type && g->outputs[i]->type->elem_type == OQ_DTYPE_FLOAT16)
+            return true;
+    return false;
+}
+
 static bool has_hardswish_parts(const oq_graph *g)
 {
     for (const oq_node *n = g->first; n; n = n->next)
@@ -345,6 +361,10 @@ static void prep_passes(strb *b, const qconfig *c)
      * Pad, which fold-pad then folds into the Conv after it when they are zeros (in
      * onnxruntime a Pad between a DequantizeLinear and a QuantizeLinear runs in float with
      * a Q/DQ pair of its own: EfficientNet-Lite0 3.7 of 12.9 ms on an AVX2 CPU) */
+    /* widen-float16: a float16 model is calibrated, quantized and corrected in float32
+     * inside; its inputs and outputs stay float16 (passes/widen_float16.c) */
+    if (c->float16)
+        sadd(b, "widen-float16,");
     sadd(b, "constant-to-initializer,eliminate-identity{constants-only=true},"
             "fold-constants{weights-only=true,max-bytes=17179869184},fold-batchnorm,fold-pad");
     if (c->prepare) /* graph preparation: what the target's runtime fuses (docs/quantize.md) */
@@ -1379,6 +1399,7 @@ oq_status oq_quantize_job_run(oq_quantize_job *j, const char *in, oq_model *m, c
         d->file = in;
     c.opset_in = oq_model_opset(m, "");
     c.opset_target = c.opset_in < 13 ? 13 : c.opset_in;
+    c.float16 = has_float16(m->graph);
     /* graph preparation writes x * clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) as one
      * HardSwish from opset 14 on. onnxruntime 1.30 still runs it as HardSigmoid + Mul, but
      * the quantized x is then dequantized once instead of once per reader (PaddleOCR cls:
