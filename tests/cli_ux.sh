@@ -361,5 +361,12 @@ expect 0 "bias correction, no bias" "$EXE" quantize "$T/nobias.onnx" -o "$T/nobi
 grep -q "bias correction: nothing corrected: 1 quantized layer(s) skipped" "$T/err" ||
     bad "bias correction, no bias: $(grep 'bias correction' "$T/err")"
 
+# run --profile: the time per operator type over the timed runs; without --time it is a usage error
+expect 2 "run --profile without --time" "$EXE" run "$M" --random --dim N=1 --profile
+one_line "run --profile without --time" "give --time too"
+expect 0 "run --time --profile" "$EXE" run "$M" --random --dim N=1 --time 3 --profile
+grep -q "^profile: 2 runs" "$T/out" || bad "run --profile: no profile line: $(head -3 "$T/out")"
+grep -q "^  Conv  *2 " "$T/out" || bad "run --profile: the model's 2 Convs are not listed: $(cat "$T/out")"
+
 [ $fail = 0 ] && echo "cli_ux: all ok"
 exit $fail

@@ -122,6 +122,19 @@ oq_status oq_plan_compile(oq_model *model, const oq_plan_options *opts, oq_plan 
                           oq_diag *d);
 void oq_plan_free(oq_plan *p);
 
+/* Time spent per operator (onnxq run --profile): after oq_plan_set_profile(p, true)
+ * every run adds each step's wall time. oq_plan_profile fills up to max entries, one per
+ * kernel op type (an integer QDQ group under its kernel's name; a fused activation chain
+ * with the op it follows), largest total first, and returns how many there are; *runs
+ * gets the number of runs timed. */
+typedef struct oq_profile_entry {
+    const char *op_type;
+    double ms;        /* total over the runs */
+    int64_t nodes;    /* steps of this op type in the plan */
+} oq_profile_entry;
+oq_status oq_plan_set_profile(oq_plan *p, bool on);
+size_t oq_plan_profile(const oq_plan *p, oq_profile_entry *out, size_t max, int64_t *runs);
+
 /* The plan's interface: graph inputs that are not initializers, and graph outputs,
  * in graph order. Dims of -1 are symbolic or unknown (see oq_plan_input_dim_name). */
 size_t oq_plan_n_inputs(const oq_plan *p);

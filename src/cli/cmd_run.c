@@ -28,6 +28,7 @@ typedef struct run_opts {
     const char *json;
     bool npy, random, check_finite;
     int time_runs;
+    bool profile;
     int threads;
     const char *target;
 } run_opts;
@@ -37,7 +38,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: onnxq run MODEL [--input NAME=FILE]... [--output-dir DIR] [--npy]\n"
             "                 [--random [--seed S] [--dim NAME=N]... [--input-value NAME=V]...]\n"
-            "                 [--time N] [--threads N] [--target T]\n"
+            "                 [--time N [--profile]] [--threads N] [--target T]\n"
             "                 [--check-finite] [--dump-all DIR] [--json FILE|-]\n\n"
             "Run MODEL with the onnxq reference executor and print each output's shape,\n"
             "dtype, min, max and mean.\n\n"
@@ -48,6 +49,7 @@ static void usage(FILE *f)
             "                     docs/data.md)\n"
             "%s"
             "  --time N           run N times and print the median latency\n"
+            "  --profile          with --time: the time spent per operator type over the runs\n"
             "  --threads N        worker threads (default: one per CPU)\n"
             "  --check-finite     stop at the first node producing NaN or Inf\n"
             "  --dump-all DIR     write every intermediate tensor as DIR/<name>.pb\n"
@@ -90,6 +92,8 @@ static int parse(int argc, char **argv, run_opts *o)
             o->npy = true;
         } else if (strcmp(a, "--random") == 0) {
             o->random = true;
+        } else if (strcmp(a, "--profile") == 0) {
+            o->profile = true;
         } else if (strcmp(a, "--check-finite") == 0) {
             o->check_finite = true;
         } else if (strcmp(a, "--time") == 0 && has_next) {
@@ -112,6 +116,10 @@ static int parse(int argc, char **argv, run_opts *o)
     }
     if (!o->model) {
         usage(stderr);
+        return CLI_BAD;
+    }
+    if (o->profile && o->time_runs <= 0) {
+        cli_error("run", "--profile times the runs of --time N: give --time too");
         return CLI_BAD;
     }
     return CLI_OK;
@@ -457,6 +465,8 @@ int cmd_run(int argc, char **argv)
     for (int r = 0; r < runs; r++) {
         for (size_t i = 0; i < n_out; i++)
             oq_rt_tensor_release(&out[i]);
+        if (o.profile && r == (runs > 1 ? 1 : 0) && oq_plan_set_profile(plan, true) != OQ_OK)
+            goto done; /* the first run (buffers, packing) is left out when there are more */
         double t0 = now_ms();
         st = oq_plan_run(plan, in, n_in, out, n_out, &d);
         times[r] = now_ms() - t0;
@@ -516,6 +526,21 @@ int cmd_run(int argc, char **argv)
         double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
         printf("time: median %.3f ms over %d runs (min %.3f, max %.3f), %d threads\n", med, runs,
                times[0], times[runs - 1], oq_plan_threads(plan));
+    }
+    if (o.profile && text) {
+        oq_profile_entry pe[24];
+        int64_t pruns = 0;
+        size_t np = oq_plan_profile(plan, pe, sizeof pe / sizeof pe[0], &pruns);
+        double total = 0;
+        for (size_t i = 0; i < np && i < sizeof pe / sizeof pe[0]; i++)
+            total += pe[i].ms;
+        printf("profile: %lld runs, time per run by operator (kernels; integer QDQ groups by their kernel):\n",
+               (long long)pruns);
+        for (size_t i = 0; i < np && i < sizeof pe / sizeof pe[0]; i++)
+            printf("  %-28s %5lld  %9.3f ms  %5.1f %%\n", pe[i].op_type, (long long)pe[i].nodes,
+                   pruns ? pe[i].ms / (double)pruns : 0.0, total > 0 ? 100 * pe[i].ms / total : 0.0);
+        if (np > sizeof pe / sizeof pe[0])
+            printf("  (%zu more operator types)\n", np - sizeof pe / sizeof pe[0]);
     }
     if (text)
         printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",

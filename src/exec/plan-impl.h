@@ -77,6 +77,8 @@ struct oq_plan {
     oq_pool *pool;
     int threads;
     bool stop;                      /* oq_plan_stop: end the run after this node */
+    double *prof_ns;                /* oq_plan_set_profile: time per step over the runs */
+    int64_t prof_runs;
     oq_tensor_observer on_tensor;
     oq_input_observer on_input;
     void *user;

@@ -960,6 +960,7 @@ void oq_plan_free(oq_plan *p)
 {
     if (!p)
         return;
+    free(p->prof_ns);
     for (size_t i = 0; i < p->n_steps; i++)
         step_free(&p->steps[i]); /* k.scratch: only set if a hook failed while holding it */
     for (size_t i = 0; i < p->n_slots; i++)

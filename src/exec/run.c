@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ memory ------- */
 
@@ -210,10 +211,56 @@ oq_status oq_plan_run(oq_plan *p, const oq_rt_tensor *inputs, size_t n_inputs,
     p->stop = false;
     oq_status st = run_plan(p, inputs, n_inputs, NULL, outputs, n_outputs, d);
     p->stop = false;
+    if (p->prof_ns)
+        p->prof_runs++;
     return st;
 }
 
 void oq_plan_stop(oq_plan *p) { p->stop = true; }
+
+oq_status oq_plan_set_profile(oq_plan *p, bool on)
+{
+    free(p->prof_ns);
+    p->prof_ns = NULL;
+    p->prof_runs = 0;
+    if (on && !(p->prof_ns = calloc(p->n_steps + 1, sizeof *p->prof_ns)))
+        return OQ_ERR_NOMEM;
+    return OQ_OK;
+}
+
+static int cmp_profile(const void *a, const void *b)
+{
+    double x = ((const oq_profile_entry *)a)->ms, y = ((const oq_profile_entry *)b)->ms;
+    return x > y ? -1 : x < y;
+}
+
+size_t oq_plan_profile(const oq_plan *p, oq_profile_entry *out, size_t max, int64_t *runs)
+{
+    if (runs)
+        *runs = p->prof_runs;
+    if (!p->prof_ns)
+        return 0;
+    oq_profile_entry *all = calloc(p->n_steps + 1, sizeof *all);
+    if (!all)
+        return 0;
+    size_t n = 0;
+    for (size_t si = 0; si < p->n_steps; si++) {
+        const oq_kernel *kr = p->steps[si].k.kernel;
+        const char *op = kr ? kr->op_type : p->steps[si].node->op_type;
+        size_t j = 0;
+        while (j < n && strcmp(all[j].op_type, op) != 0)
+            j++;
+        if (j == n)
+            all[n++].op_type = op;
+        all[j].ms += p->prof_ns[si] / 1e6;
+        all[j].nodes++;
+    }
+    qsort(all, n, sizeof *all, cmp_profile);
+    for (size_t i = 0; i < n && i < max; i++)
+        out[i] = all[i];
+    free(all);
+    return n;
+}
 
 oq_status oq_k_subplan_run(oq_kctx *k, oq_plan *sp, const oq_rt_tensor *inputs, size_t n_inputs,
                            oq_rt_tensor *outputs, size_t n_outputs)
@@ -324,7 +371,15 @@ static oq_status run_plan(oq_plan *p, const oq_rt_tensor *inputs, size_t n_input
         const oq_k_post *post = s->group ? oq_plan_group_begin(p, si) : NULL;
         s->k.post = post;
         s->k.post_done = false;
+        struct timespec t0;
+        if (p->prof_ns)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
         st = with_scratch(p, s, kr->run);
+        if (p->prof_ns) {
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            p->prof_ns[si] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        }
         s->k.post = NULL;
         if (st != OQ_OK)
             goto fail;
