@@ -42,7 +42,7 @@ Test(registry, has_every_builtin_pass)
                            "fold-linear", "fuse-activations", "fold-bias",
                            "infer-shapes", "qdq-cleanup", "upgrade-opset", "smooth-quant", "calibrate",
                            "insert-qdq", "quantize-weights", "quantize-embeddings", "quantize-dynamic",
-                           "quantize-gather"};
+                           "quantize-gather", "widen-float16"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const oq_pass *p = oq_registry_find(reg, names[i]);
         cr_assert(p, "missing %s", names[i]);
