@@ -490,6 +490,10 @@ def verify(float_model, quant_model, data, *, target="reference", isolation=True
             raise UsageError(f"onnxq verify: --target \"{target}\": unknown target (one of: "
                              f"{_lib.oq_target_names().decode()})", "usage error", 2)
     with _Diag() as d, _Model(float_model, d) as fm, _Model(quant_model, d) as qm:
+        for m in (fm, qm):  # float16 models: computed in float32 inside (as `onnxq verify`)
+            st = _lib.oq_model_widen_float16(m.m, None, byref(d.d))
+            if st != 0:
+                d.fail(st)
         vo = _lib.oq_verify_options_default()
         vo.threads = threads
         vo.isolated = bool(isolation)

@@ -154,6 +154,7 @@ oq_verify_output_at = _fn("oq_verify_output_at", c_void_p, c_void_p, c_size_t)
 oq_verify_output_worst = _fn("oq_verify_output_worst", c_double, c_void_p, c_void_p, c_void_p)
 oq_verify_report_json = _fn("oq_verify_report_json", c_void_p, c_void_p, POINTER(VerifyReportInfo))
 oq_pass_prepare_float_reference = ctypes.cast(lib.oq_pass_prepare_float_reference, c_void_p)
+oq_model_widen_float16 = _fn("oq_model_widen_float16", c_int, c_void_p, c_void_p, PDiag)
 oq_calib_source_dir = _fn("oq_calib_source_dir", c_int, c_char_p, POINTER(c_void_p), PDiag)
 oq_calib_source_sample = _fn("oq_calib_source_sample", c_int, c_void_p, c_void_p, c_uint64, PRt, c_size_t, c_char_p,
                              c_size_t, PDiag)

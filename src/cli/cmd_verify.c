@@ -652,6 +652,13 @@ int cmd_verify(int argc, char **argv)
         rc = cli_exit_code(st);
         goto done;
     }
+    /* float16 models: both computed in float32 inside, their float16 interface kept
+     * (onnxq's executor has no float16 Conv; passes/widen_float16.c) */
+    if (oq_model_widen_float16(fm, NULL, &d) != OQ_OK || oq_model_widen_float16(qm, NULL, &d) != OQ_OK) {
+        cli_print_diag(&d);
+        rc = CLI_FAIL;
+        goto done;
+    }
     oq_verify_options vo = oq_verify_options_default();
     vo.threads = o.threads;
     vo.isolated = !o.no_isolation;

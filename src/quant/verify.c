@@ -9,7 +9,6 @@
 #include "onnxq/satcheck.h"
 #include "onnxq/stats.h"
 #include "onnxq/verify.h"
-#include "onnxq/pass.h"
 #include "quant/quant-impl.h"
 
 /* ------------------------------------------------------------ error sums ---- */
@@ -809,26 +808,6 @@ static oq_status plan_for(oq_model *m, const oq_verify *v, oq_tensor_observer fn
     return oq_plan_compile(m, &po, p, d);
 }
 
-/* plan_for; when a node has no float16 kernel, the model (the caller's copy) computed in
- * float32 inside (oq_model_widen_float16), as onnxruntime's CPU provider casts float16
- * nodes it has no kernel for */
-static oq_status plan_for_widened(oq_model *m, const oq_verify *v, oq_tensor_observer fn, oq_arith arith,
-                                  oq_plan **p, oq_diag *d)
-{
-    oq_diag q;
-    oq_diag_init(&q);
-    oq_status st = plan_for(m, v, fn, arith, p, &q);
-    bool changed = false;
-    if (st == OQ_ERR_UNSUPPORTED && oq_model_widen_float16(m, &changed, d) == OQ_OK && changed) {
-        oq_diag_free(&q);
-        return plan_for(m, v, fn, arith, p, d);
-    }
-    if (d)
-        oq_diag_append(d, &q);
-    oq_diag_free(&q);
-    return st;
-}
-
 /* The reference-vs-target comparison (oq_satcheck) on the quantized model, its layers
  * matched to ours by T (a graph input's T is X_dequant) and its outputs by name. */
 static oq_status setup_arith_loss(oq_verify *v, oq_diag *d)
@@ -1271,10 +1250,10 @@ oq_status oq_verify_new(oq_model *fm, oq_model *qm, const oq_verify_options *o,
         v->opt.class_topk = 1;
     v->fm = fm;
     v->qm = qm;
-    st = plan_for_widened(fm, v, on_float, OQ_ARITH_REFERENCE, &v->fp, d);
+    st = plan_for(fm, v, on_float, OQ_ARITH_REFERENCE, &v->fp, d);
     if (st != OQ_OK)
         goto fail;
-    st = plan_for_widened(qm, v, on_quant, v->opt.arith, &v->qp, d);
+    st = plan_for(qm, v, on_quant, v->opt.arith, &v->qp, d);
     if (st != OQ_OK)
         goto fail;
     v->n_fin = oq_plan_n_inputs(v->fp);

@@ -359,3 +359,26 @@ def test_progress_log_and_config(tmp_path, cli, shapes):
     s = onnxq.quantize(shapes, tmp_path / "py.onnx", CALIB, config=cfg)
     assert s["config"]["resolved"]["sources"]["act_dtype"] == "config"
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+
+
+def test_float16_model_quantize_and_verify(tmp_path, shapes):
+    """A float16 export of the bundled model: quantized from numpy float16 samples with its
+    float16 interface kept (widen-float16), and verified against the float16 model."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    m = onnx.load(str(shapes))
+    for i in m.graph.initializer:
+        if i.data_type == TensorProto.FLOAT:
+            i.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(i).astype(np.float16), i.name))
+    for v in list(m.graph.input) + list(m.graph.output):
+        v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    del m.graph.value_info[:]
+    f16, q16 = tmp_path / "f16.onnx", tmp_path / "q16.onnx"
+    onnx.save(m, str(f16))
+    samples = [{k: v.astype(np.float16) for k, v in s.items()} for s in folder_samples(CALIB)]
+    onnxq.quantize(f16, q16, samples)
+    q = onnx.load(str(q16))
+    assert [v.type.tensor_type.elem_type for v in list(q.graph.input) + list(q.graph.output)] == \
+        [TensorProto.FLOAT16] * (len(q.graph.input) + len(q.graph.output))
+    rep = onnxq.verify(f16, q16, samples[:8])
+    assert rep["worst"]["sqnr_db"] > 30, rep["worst"]

@@ -198,7 +198,7 @@ static oq_status run_f32(oq_kctx *k, const rnn_cfg *c, const rnn_io *io, const c
 {
     int64_t S = io->S, Bn = io->Bn, I = io->I, H = io->H, G = io->G, GH = G * H;
     int nf = c->kind == CELL_RNN ? 1 : c->kind == CELL_GRU ? 2 : 3;
-    size_t nxw = (size_t)(S * Bn * GH), nd = (size_t)(GH + 4 * H + 8);
+    size_t nxw = ((size_t)(S * Bn * GH) + 15) & ~(size_t)15, nd = (size_t)(GH + 4 * H + 8); /* doubles after it: aligned */
     float *xw = oq_k_scratch(k, nxw * sizeof(float) + nd * sizeof(double) + (size_t)(4 * Bn * H + H + 8) * sizeof(float));
     if (!xw)
         return OQ_ERR_NOMEM;
