@@ -579,6 +579,11 @@ def run(model, feeds, *, target="reference", threads=0):
         po.arith = tg.contents.arith
         plan = c_void_p()
         st = _lib.oq_plan_compile(m.m, byref(po), byref(plan), byref(d.d))
+        changed = ctypes.c_bool(False)
+        if st == OQ_ERR_UNSUPPORTED and _lib.oq_model_widen_float16(m.m, byref(changed), None) == OQ_OK \
+                and changed.value:  # no float16 kernel for a node: in float32 inside, as `onnxq run`
+            _lib.oq_diag_clear(byref(d.d))
+            st = _lib.oq_plan_compile(m.m, byref(po), byref(plan), byref(d.d))
         if st != OQ_OK:
             d.fail(st)
         try:

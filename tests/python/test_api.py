@@ -382,3 +382,25 @@ def test_float16_model_quantize_and_verify(tmp_path, shapes):
         [TensorProto.FLOAT16] * (len(q.graph.input) + len(q.graph.output))
     rep = onnxq.verify(f16, q16, samples[:8])
     assert rep["worst"]["sqnr_db"] > 30, rep["worst"]
+
+
+def test_float16_model_runs(tmp_path, shapes):
+    """onnxq.run on a float16 model: no float16 Conv kernel, so it computes in float32
+    inside and returns float16 outputs (as `onnxq run`)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    m = onnx.load(str(shapes))
+    for i in m.graph.initializer:
+        if i.data_type == TensorProto.FLOAT:
+            i.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(i).astype(np.float16), i.name))
+    for v in list(m.graph.input) + list(m.graph.output):
+        v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    del m.graph.value_info[:]
+    f16 = tmp_path / "f16.onnx"
+    onnx.save(m, str(f16))
+    x = folder_samples(CALIB)[0]
+    out16 = onnxq.run(f16, {k: v.astype(np.float16) for k, v in x.items()})
+    out32 = onnxq.run(shapes, x)
+    for k in out32:
+        assert out16[k].dtype == np.float16
+        assert np.abs(out16[k].astype(np.float32) - out32[k]).max() <= 0.05 * (1 + np.abs(out32[k]).max())
