@@ -178,7 +178,8 @@ def elementwise_case():
     (op, input names, inputs, initializers, attributes, opset, output type)."""
     k = R.choice(["binary", "unary", "act", "variadic", "compare", "cast", "gather", "split", "where", "prelu",
                   "bn", "globalpool", "lpnorm", "onehot", "flatten", "transpose", "dq_axis", "q_sat", "qlinearmatmul",
-                  "matmulint", "reversesequence", "compress", "dynq", "nms", "range", "unique", "lppool"])
+                  "matmulint", "reversesequence", "compress", "dynq", "nms", "range", "unique", "lppool",
+                  "stft", "dft", "window", "mel", "qlinearconv", "convint"])
     shapes = R.choice([((2, 3, 4), (4,)), ((2, 3, 4), (3, 1)), ((1, 3, 1), (2, 1, 5)), ((3,), (2, 3)), ((2, 1), (1, 2))])
     if k == "binary":
         op = R.choice(["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"])
@@ -305,6 +306,46 @@ def elementwise_case():
     if k == "range":
         return "Range", ["a", "l", "d"], {}, [numpy_helper.from_array(np.array(v, np.float32), n) for v, n in
                                               ((R.choice([0.0, 1.5, -2.0]), "a"), (R.choice([5.0, 7.3, -6.0]), "l"), (R.choice([0.7, 1.0, -1.3]), "d"))], {}, 11, TP.FLOAT
+    if k == "stft":
+        n, frame = R.choice([(64, 16), (100, 32), (50, 8)])
+        sig = f32(1, n, 1)
+        step = R.choice([4, frame // 2, frame])
+        inits = [numpy_helper.from_array(np.array(step, np.int64), "st"), numpy_helper.from_array(np.array(frame, np.int64), "fl")]
+        names = ["x", "st", "", "fl"]
+        if R.random() < 0.5:
+            w = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(frame) / frame)).astype(np.float32)
+            inits.append(numpy_helper.from_array(w, "w"))
+            names = ["x", "st", "w", "fl"]
+        return "STFT", names, {"x": sig}, inits, dict(onesided=R.randint(0, 1)), 17, TP.FLOAT
+    if k == "dft":
+        x = f32(2, R.choice([8, 9, 16]), 1)
+        return "DFT", ["x", "", "ax"], {"x": x}, [numpy_helper.from_array(np.array(1, np.int64), "ax")], dict(
+            onesided=R.randint(0, 1), inverse=0), 20, TP.FLOAT
+    if k == "window":
+        op = R.choice(["HannWindow", "HammingWindow", "BlackmanWindow"])
+        return op, ["n"], {}, [numpy_helper.from_array(np.array(R.choice([8, 15, 32]), np.int64), "n")], dict(
+            periodic=R.randint(0, 1)), 17, TP.FLOAT
+    if k == "mel":
+        return "MelWeightMatrix", ["nm", "dl", "sr", "lo", "hi"], {}, [
+            numpy_helper.from_array(np.array(R.choice([8, 20]), np.int64), "nm"), numpy_helper.from_array(np.array(64, np.int64), "dl"),
+            numpy_helper.from_array(np.array(16000, np.int64), "sr"), numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+            numpy_helper.from_array(np.array(R.choice([4000.0, 8000.0]), np.float32), "hi")], {}, 17, TP.FLOAT
+    if k == "qlinearconv":
+        x = rng.integers(0, 255, (1, 4, 6, 7)).astype(np.uint8)
+        g = R.choice([1, 2, 4])
+        w = rng.integers(-127, 127, (4, 4 // g, 3, 3)).astype(np.int8)
+        inits = [numpy_helper.from_array(x, "x"), numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+                 numpy_helper.from_array(np.array(120, np.uint8), "xz"), numpy_helper.from_array(w, "w"),
+                 numpy_helper.from_array(np.abs(f32(4)) * 0.01 + 0.002, "ws"), numpy_helper.from_array(np.zeros(4, np.int8), "wz"),
+                 numpy_helper.from_array(np.array(0.04, np.float32), "ys"), numpy_helper.from_array(np.array(128, np.uint8), "yz"),
+                 numpy_helper.from_array(rng.integers(-500, 500, 4).astype(np.int32), "b")]
+        return "QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], {}, inits, dict(
+            group=g, pads=[1, 0, 1, 1], strides=[R.randint(1, 2), 1]), 10, TP.UINT8
+    if k == "convint":
+        x = rng.integers(0, 255, (1, 2, 5, 5)).astype(np.uint8)
+        w = rng.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8)
+        return "ConvInteger", ["x", "w", "xz", "wz"], {}, [numpy_helper.from_array(x, "x"), numpy_helper.from_array(w, "w"),
+                numpy_helper.from_array(np.array(100, np.uint8), "xz"), numpy_helper.from_array(np.array(7, np.uint8), "wz")], dict(pads=[1, 1, 0, 0]), 10, TP.INT32
     if k == "unique":
         x = np.round(f32(8)).astype(np.float32)
         return "Unique", ["x"], {"x": x}, [], dict(sorted=1), 11, TP.FLOAT
