@@ -179,7 +179,7 @@ def elementwise_case():
     k = R.choice(["binary", "unary", "act", "variadic", "compare", "cast", "gather", "split", "where", "prelu",
                   "bn", "globalpool", "lpnorm", "onehot", "flatten", "transpose", "dq_axis", "q_sat", "qlinearmatmul",
                   "matmulint", "reversesequence", "compress", "dynq", "nms", "range", "unique", "lppool",
-                  "stft", "dft", "window", "mel", "qlinearconv", "convint"])
+                  "stft", "dft", "window", "mel", "qlinearconv", "convint", "ms_gelu", "ms_skipln", "ms_fusedmm"])
     shapes = R.choice([((2, 3, 4), (4,)), ((2, 3, 4), (3, 1)), ((1, 3, 1), (2, 1, 5)), ((3,), (2, 3)), ((2, 1), (1, 2))])
     if k == "binary":
         op = R.choice(["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"])
@@ -346,6 +346,34 @@ def elementwise_case():
         w = rng.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8)
         return "ConvInteger", ["x", "w", "xz", "wz"], {}, [numpy_helper.from_array(x, "x"), numpy_helper.from_array(w, "w"),
                 numpy_helper.from_array(np.array(100, np.uint8), "xz"), numpy_helper.from_array(np.array(7, np.uint8), "wz")], dict(pads=[1, 1, 0, 0]), 10, TP.INT32
+    if k == "ms_gelu":
+        op = R.choice(["Gelu", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd"])
+        x = f32(2, 3, 8) * 2
+        names, inits, ins = ["x"], [], {"x": x}
+        if op in ("BiasGelu", "BiasAdd") or (op == "FastGelu" and R.random() < 0.5):
+            inits.append(numpy_helper.from_array(f32(8), "b"))
+            names.append("b")
+        if op == "BiasAdd":
+            ins["s"] = f32(2, 3, 8)
+            names.append("s")
+        return ("com.microsoft", op), names, ins, inits, dict(alpha=1.5) if op == "QuickGelu" and R.random() < 0.5 else {}, 17, TP.FLOAT
+    if k == "ms_skipln":
+        op = R.choice(["SkipLayerNormalization", "SkipSimplifiedLayerNormalization"])
+        names = ["x", "s", "g"]
+        inits = [numpy_helper.from_array(f32(16), "g")]
+        if op == "SkipLayerNormalization":
+            names.append("be")
+            inits.append(numpy_helper.from_array(f32(16), "be"))
+        if R.random() < 0.5:
+            names.append("bi")
+            inits.append(numpy_helper.from_array(f32(16), "bi"))
+        return ("com.microsoft", op), names, {"x": f32(2, 5, 16) * 3, "s": f32(2, 5, 16)}, inits, dict(epsilon=1e-5), 17, TP.FLOAT
+    if k == "ms_fusedmm":
+        ta, tb = R.randint(0, 1), R.randint(0, 1)
+        a = (2, 1, 4, 5)[:] if not ta else (2, 1, 5, 4)
+        b = (3, 5, 6) if not tb else (3, 6, 5)
+        return ("com.microsoft", "FusedMatMul"), ["a", "b"], {"a": f32(*a), "b": f32(*b)}, [], dict(
+            alpha=R.choice([1.0, 0.125]), transA=ta, transB=tb), 17, TP.FLOAT
     if k == "unique":
         x = np.round(f32(8)).astype(np.float32)
         return "Unique", ["x"], {"x": x}, [], dict(sorted=1), 11, TP.FLOAT
@@ -387,11 +415,15 @@ def main():
             out_type = TP.INT64 if op in ("ArgMax", "ArgMin") else TP.FLOAT
         outs = ["y"] + (["y1", "y2"] if op == "DynamicQuantizeLinear" else []) + \
             ([f"y{i}" for i in range(1, attrs.get("num_outputs", 1))] if op == "Split" else [])
-        node = helper.make_node(op, names, outs, **attrs)
+        domain = ""
+        if isinstance(op, tuple):
+            domain, op = op
+        node = helper.make_node(op, names, outs, domain=domain or None, **attrs)
         g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
                                             for n, v in ins.items()],
                               [helper.make_tensor_value_info("y", out_type, None)], inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] +
+                              ([helper.make_opsetid(domain, 1)] if domain else []))
         m.ir_version = 9
         onnx.save(m, "m.onnx")
         try:

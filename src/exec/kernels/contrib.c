@@ -1,5 +1,9 @@
-/* com.microsoft operators used by quantized models: QLinearAdd, QLinearMul
- * (multidirectional broadcasting) and MatMulNBits (blockwise 2-8 bit weights). */
+/* com.microsoft operators: those of quantized models, QLinearAdd, QLinearMul
+ * (multidirectional broadcasting) and MatMulNBits (blockwise 2-8 bit weights); and the
+ * fused ones onnxruntime's transformer optimizer writes into the models it saves, so that
+ * such a model runs, calibrates and quantizes: Gelu, BiasGelu, FastGelu, QuickGelu,
+ * BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization, FusedMatMul
+ * (onnxruntime's contrib operator spec; tests/ops_random compares each with onnxruntime). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +172,236 @@ static oq_status run_nbits(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
                       bias ? 1.0f : 0.0f, y, g.N);
 }
 
+/* ------------------------------------------------------------------ fused activations */
+
+/* X (+ bias broadcast over the last axis): Gelu and BiasGelu (erf form), FastGelu (tanh
+ * form), QuickGelu (x sigmoid(alpha x)), BiasAdd (X + bias + skip) */
+static oq_status infer_first(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                             size_t n_out)
+{
+    (void)n_in;
+    for (size_t i = 0; i < n_out; i++)
+        out[i].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+}
+
+/* a bias / gamma / beta over the last axis of x: its C values, or NULL when absent; an
+ * error when it has another element count */
+static oq_status last_axis(oq_kctx *k, const oq_rt_tensor *x, const oq_rt_tensor *b, const char *what,
+                           const float **out)
+{
+    *out = NULL;
+    if (!b)
+        return OQ_OK;
+    int64_t C = x->rank ? x->dims[x->rank - 1] : 1;
+    if (b->dtype != OQ_DTYPE_FLOAT || oq_rt_tensor_numel(b) != C)
+        return oq_k_error(k, OQ_ERR_INVALID, "%s: %lld float values expected (the last axis)", what, (long long)C);
+    *out = b->data;
+    return OQ_OK;
+}
+
+static oq_status run_gelu_family(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                                 size_t n_out)
+{
+    (void)n_out;
+    const char *op = k->node->op_type;
+    const oq_rt_tensor *x = in[0];
+    const float *b = NULL, *skip = NULL;
+    oq_status st = last_axis(k, x, n_in > 1 ? in[1] : NULL, "bias", &b);
+    if (st != OQ_OK)
+        return st;
+    if (strcmp(op, "BiasAdd") == 0) {
+        if (n_in < 3 || !in[2] || oq_rt_tensor_numel(in[2]) != oq_rt_tensor_numel(x))
+            return oq_k_error(k, OQ_ERR_INVALID, "BiasAdd: skip must have the input's shape");
+        skip = in[2]->data;
+    }
+    int kind = strcmp(op, "FastGelu") == 0 ? 1 : strcmp(op, "QuickGelu") == 0 ? 2 : strcmp(op, "BiasAdd") == 0 ? 3 : 0;
+    double alpha = oq_node_attr_float(k->node, "alpha", 1.702f);
+    int64_t n = oq_rt_tensor_numel(x), C = x->rank ? x->dims[x->rank - 1] : 1;
+    const float *xd = x->data;
+    float *y = out[0].data;
+    for (int64_t i = 0; i < n; i++) {
+        double v = (double)xd[i] + (b ? (double)b[i % C] : 0.0);
+        switch (kind) {
+        case 0: v = 0.5 * v * (1.0 + erf(v * 0.70710678118654752440)); break;
+        case 1: v = 0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))); break;
+        case 2: v = v / (1.0 + exp(-alpha * v)); break;
+        default: v += (double)skip[i]; break;
+        }
+        y[i] = (float)v;
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ SkipLayerNormalization */
+
+/* s = input + skip (+ bias); LayerNorm (or RMS norm: Simplified) of s over the last axis,
+ * times gamma (+ beta). Outputs: y, mean, inv_std_var ([..., 1]), s. */
+static oq_status infer_skipln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                              size_t n_out)
+{
+    (void)n_in;
+    for (size_t i = 0; i < n_out; i++)
+        out[i].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    oq_status st = oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+    int64_t d[OQ_RT_MAX_RANK];
+    for (size_t i = 0; i < in[0]->rank; i++)
+        d[i] = i + 1 == in[0]->rank ? 1 : in[0]->dims[i];
+    for (size_t o = 1; st == OQ_OK && o < n_out && o < 3; o++)
+        st = oq_k_set_out(k, &out[o], in[0]->dtype, d, in[0]->rank);
+    if (st == OQ_OK && n_out > 3)
+        st = oq_k_set_out(k, &out[3], in[0]->dtype, in[0]->dims, in[0]->rank);
+    return st;
+}
+
+static oq_status run_skipln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                            size_t n_out)
+{
+    bool simplified = strstr(k->node->op_type, "Simplified") != NULL;
+    const oq_rt_tensor *x = in[0], *sk = n_in > 1 ? in[1] : NULL;
+    if (!sk || x->rank < 1)
+        return oq_k_error(k, OQ_ERR_INVALID, "input and skip are required");
+    int64_t n = oq_rt_tensor_numel(x), C = x->dims[x->rank - 1], ns = oq_rt_tensor_numel(sk);
+    if (C < 1 || ns < 1 || n % ns != 0 || ns % C != 0)
+        return oq_k_error(k, OQ_ERR_INVALID, "skip must have the input's shape (or broadcast over its leading axes)");
+    const float *gamma, *beta = NULL, *bias = NULL;
+    oq_status st = last_axis(k, x, n_in > 2 ? in[2] : NULL, "gamma", &gamma);
+    if (st == OQ_OK && !simplified)
+        st = last_axis(k, x, n_in > 3 ? in[3] : NULL, "beta", &beta);
+    if (st == OQ_OK)
+        st = last_axis(k, x, n_in > (simplified ? 3u : 4u) ? in[simplified ? 3 : 4] : NULL, "bias", &bias);
+    if (st != OQ_OK)
+        return st;
+    if (!gamma)
+        return oq_k_error(k, OQ_ERR_INVALID, "gamma is required");
+    double eps = oq_node_attr_float(k->node, "epsilon", 1e-12f);
+    const float *xd = x->data, *sd = sk->data;
+    float *y = out[0].data, *ssum = n_out > 3 && out[3].data ? out[3].data : NULL;
+    for (int64_t r = 0; r < n / C; r++) {
+        const float *xr = xd + r * C, *sr = sd + (r * C) % ns;
+        double mean = 0, sq = 0;
+        for (int64_t c = 0; c < C; c++) {
+            float v = xr[c] + sr[c] + (bias ? bias[c] : 0.0f);
+            mean += v;
+            sq += (double)v * v;
+        }
+        mean /= (double)C;
+        double var = simplified ? sq / (double)C : sq / (double)C - mean * mean;
+        double inv = 1.0 / sqrt((var > 0 ? var : 0) + eps);
+        for (int64_t c = 0; c < C; c++) {
+            float v = xr[c] + sr[c] + (bias ? bias[c] : 0.0f);
+            if (ssum)
+                ssum[r * C + c] = v;
+            double z = simplified ? v * inv : (v - mean) * inv;
+            y[r * C + c] = (float)(z * gamma[c] + (beta ? beta[c] : 0.0));
+        }
+        if (n_out > 1 && out[1].data)
+            ((float *)out[1].data)[r] = (float)(simplified ? 0.0 : mean);
+        if (n_out > 2 && out[2].data)
+            ((float *)out[2].data)[r] = (float)inv;
+    }
+    return OQ_OK;
+}
+
+/* ------------------------------------------------------------------ FusedMatMul --- */
+
+/* alpha * op(A) op(B) with op a transpose of the last two axes (transA, transB), numpy
+ * broadcasting of the batch axes; transBatchA / transBatchB are refused */
+static oq_status fm_dims(oq_kctx *k, const oq_rt_tensor *a, const oq_rt_tensor *b, int64_t *d, size_t *r,
+                         int64_t *M, int64_t *K, int64_t *N)
+{
+    bool ta = oq_node_attr_int(k->node, "transA", 0) != 0, tb = oq_node_attr_int(k->node, "transB", 0) != 0;
+    if (oq_node_attr_int(k->node, "transBatchA", 0) || oq_node_attr_int(k->node, "transBatchB", 0))
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "transBatchA / transBatchB");
+    if (a->rank < 2 || b->rank < 2)
+        return oq_k_error(k, OQ_ERR_UNSUPPORTED, "FusedMatMul of a 1-D input");
+    *M = a->dims[a->rank - (ta ? 1 : 2)];
+    *K = a->dims[a->rank - (ta ? 2 : 1)];
+    int64_t kb = b->dims[b->rank - (tb ? 1 : 2)];
+    *N = b->dims[b->rank - (tb ? 2 : 1)];
+    if (kb != *K)
+        return oq_k_error(k, OQ_ERR_INVALID, "inner dimensions %lld and %lld differ", (long long)*K, (long long)kb);
+    size_t ra = a->rank - 2, rb = b->rank - 2;
+    *r = (ra > rb ? ra : rb) + 2;
+    for (size_t i = 0; i + 2 < *r; i++) {
+        int64_t da = i + ra >= *r - 2 ? a->dims[i + ra - (*r - 2)] : 1, db = i + rb >= *r - 2 ? b->dims[i + rb - (*r - 2)] : 1;
+        if (da != db && da != 1 && db != 1)
+            return oq_k_error(k, OQ_ERR_INVALID, "batch axes do not broadcast");
+        d[i] = da > db ? da : db;
+    }
+    d[*r - 2] = *M;
+    d[*r - 1] = *N;
+    return OQ_OK;
+}
+
+static oq_status infer_fusedmm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                               size_t n_out)
+{
+    out[0].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, n_in < 2 ? n_in : 2))
+        return oq_k_defer(k, out, n_out);
+    int64_t d[OQ_RT_MAX_RANK], M, K, N;
+    size_t r;
+    oq_status st = fm_dims(k, in[0], in[1], d, &r, &M, &K, &N);
+    return st ? st : oq_k_set_out(k, &out[0], in[0]->dtype, d, r);
+}
+
+static oq_status run_fusedmm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                             size_t n_out)
+{
+    (void)n_in, (void)n_out;
+    const oq_rt_tensor *a = in[0], *b = in[1];
+    int64_t d[OQ_RT_MAX_RANK], M, K, N;
+    size_t r;
+    oq_status st = fm_dims(k, a, b, d, &r, &M, &K, &N);
+    if (st != OQ_OK)
+        return st;
+    bool ta = oq_node_attr_int(k->node, "transA", 0) != 0, tb = oq_node_attr_int(k->node, "transB", 0) != 0;
+    float alpha = oq_node_attr_float(k->node, "alpha", 1.0f);
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < r; i++)
+        batch *= d[i];
+    size_t ra = a->rank - 2, rb = b->rank - 2;
+    for (int64_t bi = 0; bi < batch; bi++) {
+        /* the batch index in a and in b (broadcast axes of size 1 stay at 0) */
+        int64_t rem = bi, oa = 0, ob = 0, sa = 1, sb = 1;
+        for (size_t i = r - 2; i-- > 0;) {
+            int64_t idx = rem % d[i];
+            rem /= d[i];
+            if (i + ra >= r - 2) {
+                int64_t da = a->dims[i + ra - (r - 2)];
+                oa += (da == 1 ? 0 : idx) * sa;
+                sa *= da;
+            }
+            if (i + rb >= r - 2) {
+                int64_t db = b->dims[i + rb - (r - 2)];
+                ob += (db == 1 ? 0 : idx) * sb;
+                sb *= db;
+            }
+        }
+        st = oq_k_sgemm(k, ta, tb, M, N, K, alpha, (const float *)a->data + oa * M * K, ta ? M : K,
+                        (const float *)b->data + ob * K * N, tb ? K : N, 0.0f, (float *)out[0].data + bi * M * N, N);
+        if (st != OQ_OK)
+            return st;
+    }
+    return OQ_OK;
+}
+
 const oq_kernel oq_kernels_contrib[] = {
     {MS, "QLinearAdd", 1, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, NULL, infer_qlbin, run_qlbin, NULL, 7},
     {MS, "QLinearMul", 1, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, NULL, infer_qlbin, run_qlbin, NULL, 7},
     {MS, "MatMulNBits", 1, 0, 0, OQ_T(FLOAT) | OQ_T(FLOAT16), NULL, NULL, infer_nbits, run_nbits, NULL, 3},
+    {MS, "Gelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 1},
+    {MS, "BiasGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 2},
+    {MS, "FastGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 1},
+    {MS, "QuickGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 1},
+    {MS, "BiasAdd", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 3},
+    {MS, "SkipLayerNormalization", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_skipln, run_skipln, NULL, 3},
+    {MS, "SkipSimplifiedLayerNormalization", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_skipln, run_skipln, NULL, 3},
+    {MS, "FusedMatMul", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_fusedmm, run_fusedmm, NULL, 2},
 };
 OQ_KERNEL_TABLE_END(contrib);
