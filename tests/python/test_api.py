@@ -361,20 +361,27 @@ def test_progress_log_and_config(tmp_path, cli, shapes):
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
 
 
-def test_float16_model_quantize_and_verify(tmp_path, shapes):
-    """A float16 export of the bundled model: quantized from numpy float16 samples with its
-    float16 interface kept (widen-float16), and verified against the float16 model."""
+def float16_copy(model, path):
+    """The model with every float tensor in float16, as a GPU export writes it."""
     import onnx
     from onnx import TensorProto, numpy_helper
-    m = onnx.load(str(shapes))
+    m = onnx.load(str(model))
     for i in m.graph.initializer:
         if i.data_type == TensorProto.FLOAT:
             i.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(i).astype(np.float16), i.name))
     for v in list(m.graph.input) + list(m.graph.output):
         v.type.tensor_type.elem_type = TensorProto.FLOAT16
     del m.graph.value_info[:]
-    f16, q16 = tmp_path / "f16.onnx", tmp_path / "q16.onnx"
-    onnx.save(m, str(f16))
+    onnx.save(m, str(path))
+    return path
+
+
+def test_float16_model_quantize_and_verify(tmp_path, shapes):
+    """A float16 export of the bundled model: quantized from numpy float16 samples with its
+    float16 interface kept (widen-float16), and verified against the float16 model."""
+    import onnx
+    from onnx import TensorProto
+    f16, q16 = float16_copy(shapes, tmp_path / "f16.onnx"), tmp_path / "q16.onnx"
     samples = [{k: v.astype(np.float16) for k, v in s.items()} for s in folder_samples(CALIB)]
     onnxq.quantize(f16, q16, samples)
     q = onnx.load(str(q16))
@@ -387,17 +394,7 @@ def test_float16_model_quantize_and_verify(tmp_path, shapes):
 def test_float16_model_runs(tmp_path, shapes):
     """onnxq.run on a float16 model: no float16 Conv kernel, so it computes in float32
     inside and returns float16 outputs (as `onnxq run`)."""
-    import onnx
-    from onnx import TensorProto, numpy_helper
-    m = onnx.load(str(shapes))
-    for i in m.graph.initializer:
-        if i.data_type == TensorProto.FLOAT:
-            i.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(i).astype(np.float16), i.name))
-    for v in list(m.graph.input) + list(m.graph.output):
-        v.type.tensor_type.elem_type = TensorProto.FLOAT16
-    del m.graph.value_info[:]
-    f16 = tmp_path / "f16.onnx"
-    onnx.save(m, str(f16))
+    f16 = float16_copy(shapes, tmp_path / "f16.onnx")
     x = folder_samples(CALIB)[0]
     out16 = onnxq.run(f16, {k: v.astype(np.float16) for k, v in x.items()})
     out32 = onnxq.run(shapes, x)

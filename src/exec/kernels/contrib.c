@@ -242,12 +242,9 @@ static oq_status run_gelu_family(oq_kctx *k, const oq_rt_tensor *const *in, size
 static oq_status infer_skipln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
                               size_t n_out)
 {
-    (void)n_in;
-    for (size_t i = 0; i < n_out; i++)
-        out[i].dtype = in[0]->dtype;
-    if (!oq_k_shapes_known(in, 1))
-        return oq_k_defer(k, out, n_out);
-    oq_status st = oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+    oq_status st = infer_first(k, in, n_in, out, n_out);
+    if (st != OQ_OK || k->deferred)
+        return st;
     int64_t d[OQ_RT_MAX_RANK];
     for (size_t i = 0; i < in[0]->rank; i++)
         d[i] = i + 1 == in[0]->rank ? 1 : in[0]->dims[i];
