@@ -240,9 +240,12 @@ static double src_coord(const char *ctm, double o_, double scale_, int64_t in_, 
         float s = p->has_roi ? (float)p->roi[axis] : 0, e = p->has_roi ? (float)p->roi[axis + rank] : 1;
         r = out > 1 ? s * (in - 1) + o * (e - s) * (in - 1) / (out - 1) : 0.5f * (s + e) * (in - 1);
     } else if (strcmp(ctm, "half_pixel_symmetric") == 0) {
+        /* the offset in float, the rest in double, then rounded to float: as onnxruntime
+         * (its 0.5 literals are doubles), so a coordinate that lands on a whole number
+         * stays on it for nearest's floor / ceil */
         float adj = (float)out_int / (scale * in);
         float c = in / 2.0f, off = c * (1 - adj);
-        r = off + (o + 0.5f) / scale - 0.5f;
+        r = (float)((double)off + ((double)o + 0.5) / (double)scale - 0.5);
     } else {
         r = (o + 0.5f) / scale - 0.5f; /* half_pixel */
     }
