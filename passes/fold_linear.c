@@ -356,10 +356,10 @@ static void splice_out_after(oq_node *n, oq_node *p, int xi)
 
 /* A Squeeze between a Conv / ConvTranspose and the element-wise op that drops only
  * spatial axes (>= 2) keeps the channels on axis 1: what TensorFlow's Conv1D exports
- * (Conv on [N, C, 1, W], Squeeze axis 2, Add of a [1, C, 1] bias). Returns the Squeeze
- * and sets *rank to its output's rank; NULL when z is not such a Squeeze's output. */
-static oq_node *channel_squeeze(const oq_value *z, oq_node **conv,
-                                int64_t *rank)
+ * (Conv on [N, C, 1, W], Squeeze axis 2, Add of a [1, C, 1] bias). For z a Squeeze's
+ * output whose input is a Conv's output read by nothing else: the Squeeze, with *conv and
+ * *pi set (pi->rank the squeezed rank); else NULL. */
+static oq_node *channel_squeeze(const oq_value *z, oq_node **conv, producer *pi)
 {
     oq_node *sq = z->producer;
     if (!sq || !oq_pass_is_op(sq, "Squeeze") || sq->n_inputs < 1 || sq->n_outputs != 1 || !sq->inputs[0])
@@ -369,34 +369,28 @@ static oq_node *channel_squeeze(const oq_value *z, oq_node **conv,
         x->n_uses != 1 || oq_value_is_graph_output(x))
         return NULL;
     oq_node *p = x->producer;
-    if (!oq_pass_is_op(p, "Conv") && !oq_pass_is_op(p, "ConvTranspose"))
+    if ((!oq_pass_is_op(p, "Conv") && !oq_pass_is_op(p, "ConvTranspose")) || !producer_info(p, pi))
         return NULL;
-    oq_tensor *w = p->n_inputs >= 2 && p->inputs[1] ? oq_value_const_tensor(p->inputs[1]) : NULL;
-    if (!w || w->rank < 3)
-        return NULL;
-    int64_t R = (int64_t)w->rank, na;
-    const int64_t *axes = NULL;
-    int64_t tmp[8];
+    int64_t axes[OQ_RT_MAX_RANK], na;
     if (sq->n_inputs >= 2 && sq->inputs[1]) {
-        oq_tensor *a = oq_value_const_tensor(sq->inputs[1]);
-        const int64_t *av = a && a->dtype == OQ_DTYPE_INT64 ? oq_tensor_data(a, NULL) : NULL;
-        na = a ? oq_tensor_numel(a) : 0;
-        if (!av || na < 1 || na > 8)
+        na = oq_pass_const_ints(sq->inputs[1], axes, OQ_RT_MAX_RANK, NULL);
+    } else { /* opset < 13 */
+        const int64_t *av;
+        na = oq_node_attr_ints(sq, "axes", &av);
+        if (na > OQ_RT_MAX_RANK)
             return NULL;
-        memcpy(tmp, av, (size_t)na * sizeof *tmp);
-        axes = tmp;
-    } else {
-        na = oq_node_attr_ints(sq, "axes", &axes);
-        if (na < 1 || !axes)
-            return NULL; /* every 1-sized axis: the batch axis could be one of them */
+        if (na > 0)
+            memcpy(axes, av, (size_t)na * sizeof *axes);
     }
+    if (na < 1) /* no axes: every 1-sized axis, and the batch axis could be one of them */
+        return NULL;
     for (int64_t i = 0; i < na; i++) {
-        int64_t ax = axes[i] < 0 ? axes[i] + R : axes[i];
-        if (ax < 2 || ax >= R)
+        int64_t ax = axes[i] < 0 ? axes[i] + pi->rank : axes[i];
+        if (ax < 2 || ax >= pi->rank)
             return NULL;
     }
+    pi->rank -= na;
     *conv = p;
-    *rank = R - na;
     return sq;
 }
 
@@ -417,15 +411,8 @@ static int fold_after(ctx *c, oq_node *n)
         return 0;
     oq_node *p = z->producer, *sq = NULL;
     producer pi;
-    int64_t sq_rank = 0;
-    if (!producer_info(p, &pi)) {
-        oq_node *conv = NULL;
-        sq = channel_squeeze(z, &conv, &sq_rank);
-        if (!sq || !producer_info(conv, &pi))
-            return 0;
-        p = conv;
-        pi.rank = sq_rank; /* the element-wise op sees the squeezed tensor, channels on axis 1 */
-    }
+    if (!producer_info(p, &pi) && !(sq = channel_squeeze(z, &p, &pi)))
+        return 0; /* with a Squeeze, the element-wise op sees the squeezed tensor: pi.rank */
     if (!float_type(k->dtype) || k->dtype != pi.w->dtype) {
         c->skipped_dtype++;
         return 0;

@@ -175,29 +175,26 @@ static oq_status cast_output(ctx *c, oq_graph *g, oq_vinfo *vi)
     return OQ_OK;
 }
 
+/* An entry of the main graph's interface that stays float16 (an initializer behind it is
+ * widened like any other, and its entry with it). Checked before and after the node types
+ * are widened: neither a Cast this pass adds nor an input is a node output it widens. */
+static bool interface_f16(const oq_graph *g, const oq_vinfo *vi)
+{
+    return g->parent == NULL && is_f16(vi->type) && !vi->value->initializer;
+}
+
 static oq_status run_graph(oq_graph *g, void *vc)
 {
     ctx *c = vc;
-    bool main = g->parent == NULL;
     oq_status st = OQ_OK;
     /* the interface first, while its types still say float16 (a value's type may be the
      * same object as its graph output entry's) */
-    bool *f16_in = calloc(g->n_inputs + 1, sizeof *f16_in), *f16_out = calloc(g->n_outputs + 1, sizeof *f16_out);
-    if (!f16_in || !f16_out) {
-        free(f16_in);
-        free(f16_out);
-        return OQ_ERR_NOMEM;
-    }
-    for (size_t i = 0; main && i < g->n_outputs && st == OQ_OK; i++)
-        if (is_f16(g->outputs[i]->type) && g->outputs[i]->value->kind == OQ_VALUE_NODE) {
-            f16_out[i] = true;
+    for (size_t i = 0; i < g->n_outputs && st == OQ_OK; i++)
+        if (interface_f16(g, g->outputs[i]) && g->outputs[i]->value->kind == OQ_VALUE_NODE)
             st = cast_output(c, g, g->outputs[i]);
-        }
-    for (size_t i = 0; main && i < g->n_inputs && st == OQ_OK; i++)
-        if (is_f16(g->inputs[i]->type) && !g->inputs[i]->value->initializer) {
-            f16_in[i] = true;
+    for (size_t i = 0; i < g->n_inputs && st == OQ_OK; i++)
+        if (interface_f16(g, g->inputs[i]))
             st = cast_input(c, g, g->inputs[i]->value);
-        }
     if (st == OQ_OK)
         st = widen_initializers(c, g);
     for (oq_node *n = g->first; st == OQ_OK && n; n = n->next)
@@ -206,18 +203,13 @@ static oq_status run_graph(oq_graph *g, void *vc)
         widen_type(g->value_info[i]->type);
         widen_type(g->value_info[i]->value ? g->value_info[i]->value->type : NULL);
     }
-    for (size_t i = 0; st == OQ_OK && i < g->n_outputs; i++)
-        if (!f16_out[i]) {
-            widen_type(g->outputs[i]->type);
-            widen_type(g->outputs[i]->value ? g->outputs[i]->value->type : NULL);
+    for (size_t i = 0; st == OQ_OK && i < g->n_outputs + g->n_inputs; i++) {
+        oq_vinfo *vi = i < g->n_outputs ? g->outputs[i] : g->inputs[i - g->n_outputs];
+        if (!interface_f16(g, vi)) {
+            widen_type(vi->type);
+            widen_type(vi->value ? vi->value->type : NULL);
         }
-    for (size_t i = 0; st == OQ_OK && i < g->n_inputs; i++)
-        if (!f16_in[i]) {
-            widen_type(g->inputs[i]->type);
-            widen_type(g->inputs[i]->value ? g->inputs[i]->value->type : NULL);
-        }
-    free(f16_in);
-    free(f16_out);
+    }
     return st;
 }
 

@@ -8,15 +8,11 @@
 # usage: bash float16.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 EXE=$1 SRC=$2 BIN=$3
+. "$SRC/tests/testlib.bash"
 py="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/venv/bin/python"
-if [ ! -x "$py" ]; then
-    if [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then echo "FAIL: no venv at $py (bash .ci/venv.sh creates it)"; exit 1; fi
-    echo "SKIP: no venv at $py (bash .ci/venv.sh creates it)"; exit 77
-fi
+[ -x "$py" ] || skip "no venv at $py (bash .ci/venv.sh creates it)"
 T="$BIN/float16.tmp.d"
 rm -rf "$T"; mkdir -p "$T"
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 "$py" - "$SRC/models/shapes_cnn.onnx" "$SRC/models/calib" "$T" <<'PYEOF' || { echo "FAIL: making the float16 model"; exit 1; }
 import glob, os, sys
 import numpy as np

@@ -6,14 +6,11 @@
 # usage: bash ops_random.sh ONNXQ_EXE SOURCE_DIR BINARY_DIR
 set -u
 EXE=$1 SRC=$2 BIN=$3
+. "$SRC/tests/testlib.bash"
 py="${ONNXQ_CACHE:-$HOME/.cache/onnxq}/venv/bin/python"
-if [ ! -x "$py" ]; then
-    if [ "${ONNXQ_REQUIRE_ALL:-0}" = 1 ]; then echo "FAIL: no venv at $py (bash .ci/venv.sh creates it)"; exit 1; fi
-    echo "SKIP: no venv at $py (bash .ci/venv.sh creates it)"; exit 77
-fi
+[ -x "$py" ] || skip "no venv at $py (bash .ci/venv.sh creates it)"
 T="$BIN/ops_random.tmp.d"
 rm -rf "$T"
-fail=0
 for seed in 1 2 3 4 50; do
     "$py" "$SRC/tests/ops_random.py" "$EXE" "$T/$seed" 300 "$seed" || fail=1
 done

@@ -246,13 +246,21 @@ Test(placement, concat_of_ranges_100x_apart_gives_shared_inputs_their_own_scale)
 /* A YOLO-style head: box (range +-100) and class (range +-8) Convs -> Concat -> Reshape
  * -> Split -> Sigmoid on the class part. Nothing after the Convs runs in integers, so the
  * Concat imposes no common scale and the chain keeps float. */
-Test(placement, detection_head_concat_into_split_keeps_float)
+/* A YOLO-style head: x -> stem Conv -> f -> Relu (or SiLU: Sigmoid fs, Mul) -> fr -> box
+ * and class Convs (bx, cl) -> Concat cat -> Reshape rs -> Split (boxes, logits) -> Sigmoid
+ * scores; boxes and scores are the graph outputs. */
+static oq_model *detection_head(bool silu)
 {
     oq_model *m = tp_model(13);
     int64_t xd[4] = {1, 4, 2, 2};
     tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
     conv1x1(m, "stem", "x", "f", 4, 4, 0.5f);
-    tp_node(m, "Relu", "stem_relu", "f", "fr");
+    if (silu) {
+        tp_node(m, "Sigmoid", "silu_sig", "f", "fs");
+        tp_node(m, "Mul", "silu_mul", "f,fs", "fr");
+    } else {
+        tp_node(m, "Relu", "stem_relu", "f", "fr");
+    }
     conv1x1(m, "box", "fr", "bx", 4, 4, 4.0f);
     conv1x1(m, "cls", "fr", "cl", 2, 4, 0.3f);
     oq_node *cc = tp_node(m, "Concat", "cat", "bx,cl", "cat");
@@ -266,6 +274,12 @@ Test(placement, detection_head_concat_into_split_keeps_float)
     tp_node(m, "Sigmoid", "sigmoid", "logits", "scores");
     tp_output(m, "boxes");
     tp_output(m, "scores");
+    return m;
+}
+
+Test(placement, detection_head_concat_into_split_keeps_float)
+{
+    oq_model *m = detection_head(false);
     static const char *const names[] = {"x", "f", "fr", "bx", "cl", "cat", "rs", "boxes", "logits", "scores"};
     static const float ranges[][2] = {{-1, 1},    {-3, 3},    {0, 3},   {-100, 100}, {-8, 8},
                                       {-100, 100}, {-100, 100}, {-100, 100}, {-8, 8},   {0, 1}};
@@ -289,25 +303,7 @@ Test(placement, detection_head_concat_into_split_keeps_float)
 Test(placement, logit_of_a_probability_output_holds_the_decision_range)
 {
     const float L = 6.2363f;
-    oq_model *m = tp_model(13);
-    int64_t xd[4] = {1, 4, 2, 2};
-    tp_input(m, "x", OQ_DTYPE_FLOAT, xd, 4);
-    conv1x1(m, "stem", "x", "f", 4, 4, 0.5f);
-    tp_node(m, "Sigmoid", "silu_sig", "f", "fs");
-    tp_node(m, "Mul", "silu_mul", "f,fs", "fr");
-    conv1x1(m, "box", "fr", "bx", 4, 4, 4.0f);
-    conv1x1(m, "cls", "fr", "cl", 2, 4, 0.3f);
-    oq_node *cc = tp_node(m, "Concat", "cat", "bx,cl", "cat");
-    oq_node_set_attr_int(cc, "axis", 1);
-    shape_init(m, "shp", 1, 6, 4);
-    tp_node(m, "Reshape", "reshape", "cat,shp", "rs");
-    int64_t sd[1] = {2}, split[2] = {4, 2};
-    tp_init(m, "split", OQ_DTYPE_INT64, sd, 1, split);
-    oq_node *sp = tp_node(m, "Split", "split", "rs,split", "boxes,logits");
-    oq_node_set_attr_int(sp, "axis", 1);
-    tp_node(m, "Sigmoid", "sigmoid", "logits", "scores");
-    tp_output(m, "boxes");
-    tp_output(m, "scores");
+    oq_model *m = detection_head(true);
     static const char *const names[] = {"x", "f", "fs", "fr", "bx", "cl", "cat", "rs", "boxes", "logits", "scores"};
     static const float ranges[][2] = {{-1, 1},      {-3, 3},      {0.05f, 0.95f}, {-0.3f, 3},    {-100, 100}, {-9, 0},
                                       {-100, 100}, {-100, 100}, {-100, 100},  {-9, 0}, {0, 0.5f}};

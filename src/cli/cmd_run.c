@@ -528,19 +528,23 @@ int cmd_run(int argc, char **argv)
                times[0], times[runs - 1], oq_plan_threads(plan));
     }
     if (o.profile && text) {
-        oq_profile_entry pe[24];
         int64_t pruns = 0;
-        size_t np = oq_plan_profile(plan, pe, sizeof pe / sizeof pe[0], &pruns);
-        double total = 0;
-        for (size_t i = 0; i < np && i < sizeof pe / sizeof pe[0]; i++)
+        size_t np = oq_plan_profile(plan, NULL, 0, &pruns);
+        oq_profile_entry *pe = calloc(np + 1, sizeof *pe);
+        if (!pe)
+            goto done;
+        oq_plan_profile(plan, pe, np, NULL);
+        double total = 0; /* over every operator type, the ones not printed too */
+        for (size_t i = 0; i < np; i++)
             total += pe[i].ms;
         printf("profile: %lld runs, time per run by operator (kernels; integer QDQ groups by their kernel):\n",
                (long long)pruns);
-        for (size_t i = 0; i < np && i < sizeof pe / sizeof pe[0]; i++)
+        for (size_t i = 0; i < np && i < 24; i++)
             printf("  %-28s %5lld  %9.3f ms  %5.1f %%\n", pe[i].op_type, (long long)pe[i].nodes,
                    pruns ? pe[i].ms / (double)pruns : 0.0, total > 0 ? 100 * pe[i].ms / total : 0.0);
-        if (np > sizeof pe / sizeof pe[0])
-            printf("  (%zu more operator types)\n", np - sizeof pe / sizeof pe[0]);
+        if (np > 24)
+            printf("  (%zu more operator types)\n", np - 24);
+        free(pe);
     }
     if (text)
         printf("intermediate memory: %lld bytes with buffer reuse, %lld without\n",

@@ -222,6 +222,10 @@ oq_status oq_k_error(const oq_kctx *k, oq_status code, const char *fmt, ...)
 oq_status oq_k_defer(oq_kctx *k, oq_rt_tensor *out, size_t n_out);
 /* True when every present input (non-NULL) has a known shape. */
 bool oq_k_shapes_known(const oq_rt_tensor *const *in, size_t n_in);
+/* The infer of a kernel whose first output is shaped and typed like input 0 (every output
+ * typed like it; the others' dims are the kernel's to set). */
+oq_status oq_k_infer_like_input0(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                                 size_t n_out);
 /* True when every present input among the first n has data (always at run time). */
 bool oq_k_data_known(const oq_rt_tensor *const *in, size_t n);
 

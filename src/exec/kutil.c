@@ -44,6 +44,17 @@ bool oq_k_shapes_known(const oq_rt_tensor *const *in, size_t n_in)
     return true;
 }
 
+oq_status oq_k_infer_like_input0(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
+                                 size_t n_out)
+{
+    (void)n_in;
+    for (size_t i = 0; i < n_out; i++)
+        out[i].dtype = in[0]->dtype;
+    if (!oq_k_shapes_known(in, 1))
+        return oq_k_defer(k, out, n_out);
+    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
+}
+
 bool oq_k_data_known(const oq_rt_tensor *const *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)

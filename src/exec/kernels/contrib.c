@@ -174,19 +174,6 @@ static oq_status run_nbits(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_i
 
 /* ------------------------------------------------------------------ fused activations */
 
-/* X (+ bias broadcast over the last axis): Gelu and BiasGelu (erf form), FastGelu (tanh
- * form), QuickGelu (x sigmoid(alpha x)), BiasAdd (X + bias + skip) */
-static oq_status infer_first(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
-                             size_t n_out)
-{
-    (void)n_in;
-    for (size_t i = 0; i < n_out; i++)
-        out[i].dtype = in[0]->dtype;
-    if (!oq_k_shapes_known(in, 1))
-        return oq_k_defer(k, out, n_out);
-    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
-}
-
 /* a bias / gamma / beta over the last axis of x: its C values, or NULL when absent; an
  * error when it has another element count */
 static oq_status last_axis(oq_kctx *k, const oq_rt_tensor *x, const oq_rt_tensor *b, const char *what,
@@ -202,6 +189,8 @@ static oq_status last_axis(oq_kctx *k, const oq_rt_tensor *x, const oq_rt_tensor
     return OQ_OK;
 }
 
+/* X (+ bias broadcast over the last axis): Gelu and BiasGelu (erf form), FastGelu (tanh
+ * form), QuickGelu (x sigmoid(alpha x)), BiasAdd (X + bias + skip) */
 static oq_status run_gelu_family(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
                                  size_t n_out)
 {
@@ -242,7 +231,7 @@ static oq_status run_gelu_family(oq_kctx *k, const oq_rt_tensor *const *in, size
 static oq_status infer_skipln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in, oq_rt_tensor *out,
                               size_t n_out)
 {
-    oq_status st = infer_first(k, in, n_in, out, n_out);
+    oq_status st = oq_k_infer_like_input0(k, in, n_in, out, n_out);
     if (st != OQ_OK || k->deferred)
         return st;
     int64_t d[OQ_RT_MAX_RANK];
@@ -392,11 +381,11 @@ const oq_kernel oq_kernels_contrib[] = {
     {MS, "QLinearAdd", 1, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, NULL, infer_qlbin, run_qlbin, NULL, 7},
     {MS, "QLinearMul", 1, 0, 0, OQ_T(UINT8) | OQ_T(INT8), NULL, NULL, infer_qlbin, run_qlbin, NULL, 7},
     {MS, "MatMulNBits", 1, 0, 0, OQ_T(FLOAT) | OQ_T(FLOAT16), NULL, NULL, infer_nbits, run_nbits, NULL, 3},
-    {MS, "Gelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 1},
-    {MS, "BiasGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 2},
-    {MS, "FastGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 1},
-    {MS, "QuickGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 1},
-    {MS, "BiasAdd", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_first, run_gelu_family, NULL, 3},
+    {MS, "Gelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, oq_k_infer_like_input0, run_gelu_family, NULL, 1},
+    {MS, "BiasGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, oq_k_infer_like_input0, run_gelu_family, NULL, 2},
+    {MS, "FastGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, oq_k_infer_like_input0, run_gelu_family, NULL, 1},
+    {MS, "QuickGelu", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, oq_k_infer_like_input0, run_gelu_family, NULL, 1},
+    {MS, "BiasAdd", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, oq_k_infer_like_input0, run_gelu_family, NULL, 3},
     {MS, "SkipLayerNormalization", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_skipln, run_skipln, NULL, 3},
     {MS, "SkipSimplifiedLayerNormalization", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_skipln, run_skipln, NULL, 3},
     {MS, "FusedMatMul", 1, 0, 0, OQ_T(FLOAT), NULL, NULL, infer_fusedmm, run_fusedmm, NULL, 2},

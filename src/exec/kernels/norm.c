@@ -6,16 +6,6 @@
 
 #include "exec/kernel.h"
 
-static oq_status infer_same(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
-                            oq_rt_tensor *out, size_t n_out)
-{
-    for (size_t i = 0; i < n_out; i++)
-        out[i].dtype = in[0]->dtype;
-    if (!oq_k_shapes_known(in, 1))
-        return oq_k_defer(k, out, n_out);
-    return oq_k_set_out(k, &out[0], in[0]->dtype, in[0]->dims, in[0]->rank);
-}
-
 /* ------------------------------------------------------------------ BatchNorm ---- */
 
 static bool bn_training(const oq_kctx *k)
@@ -43,7 +33,7 @@ static oq_status infer_bn(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
         return oq_k_error(k, OQ_ERR_INVALID, "needs 5 inputs");
     if (k->opset < 9 && oq_node_attr_int(k->node, "spatial", 1) != 1)
         return oq_k_error(k, OQ_ERR_UNSUPPORTED, "spatial=0 is not supported");
-    return infer_same(k, in, n_in, out, 1);
+    return oq_k_infer_like_input0(k, in, n_in, out, 1);
 }
 
 typedef struct bn_job {
@@ -177,7 +167,7 @@ static oq_status run_in(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
 static oq_status infer_ln(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                           oq_rt_tensor *out, size_t n_out)
 {
-    oq_status st = infer_same(k, in, n_in, out, n_out);
+    oq_status st = oq_k_infer_like_input0(k, in, n_in, out, n_out);
     if (st || k->deferred)
         return st;
     int64_t axis = oq_k_axis(oq_node_attr_int(k->node, "axis", -1), in[0]->rank);
@@ -508,14 +498,14 @@ static oq_status run_lpnorm(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_
 #define F OQ_T(FLOAT)
 const oq_kernel oq_kernels_norm[] = {
     {"", "BatchNormalization", 1, 0, 0, F, NULL, NULL, infer_bn, run_bn, NULL, 5},
-    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, infer_same, run_in, NULL, 3},
+    {"", "InstanceNormalization", 6, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_in, NULL, 3},
     {"", "LayerNormalization", 17, 0, 0, F, NULL, NULL, infer_ln, run_ln, NULL, 2},
-    {"", "Softmax", 1, 0, 0, F | OQ_T(FLOAT16), NULL, NULL, infer_same, run_softmax, NULL, 1},
-    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
-    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, infer_same, run_softmax, NULL, 1},
-    {"", "MeanVarianceNormalization", 9, 0, 0, F, NULL, NULL, infer_same, run_mvn, NULL, 1},
-    {"", "LRN", 1, 0, 0, F, NULL, NULL, infer_same, run_lrn, NULL, 1},
-    {"", "LpNormalization", 1, 0, 0, F, NULL, NULL, infer_same, run_lpnorm, NULL, 1},
-    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, infer_same, run_gn, NULL, 3},
+    {"", "Softmax", 1, 0, 0, F | OQ_T(FLOAT16), NULL, NULL, oq_k_infer_like_input0, run_softmax, NULL, 1},
+    {"", "LogSoftmax", 1, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_softmax, NULL, 1},
+    {"", "Hardmax", 1, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_softmax, NULL, 1},
+    {"", "MeanVarianceNormalization", 9, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_mvn, NULL, 1},
+    {"", "LRN", 1, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_lrn, NULL, 1},
+    {"", "LpNormalization", 1, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_lpnorm, NULL, 1},
+    {"", "GroupNormalization", 18, 0, 0, F, NULL, NULL, oq_k_infer_like_input0, run_gn, NULL, 3},
 };
 OQ_KERNEL_TABLE_END(norm);

@@ -198,12 +198,15 @@ static oq_status run_f32(oq_kctx *k, const rnn_cfg *c, const rnn_io *io, const c
 {
     int64_t S = io->S, Bn = io->Bn, I = io->I, H = io->H, G = io->G, GH = G * H;
     int nf = c->kind == CELL_RNN ? 1 : c->kind == CELL_GRU ? 2 : 3;
-    size_t nxw = ((size_t)(S * Bn * GH) + 15) & ~(size_t)15, nd = (size_t)(GH + 4 * H + 8); /* doubles after it: aligned */
-    float *xw = oq_k_scratch(k, nxw * sizeof(float) + nd * sizeof(double) + (size_t)(4 * Bn * H + H + 8) * sizeof(float));
+    /* scratch: x W^T [S Bn, GH] floats (rounded up to 16: the doubles after it aligned), then
+     * doubles g [GH], the biases per gate bsum [GH], hr [H], then floats h, c, h', c' [Bn H]
+     * and v [H] */
+    size_t nxw = ((size_t)(S * Bn * GH) + 15) & ~(size_t)15, nd = (size_t)(2 * GH + H);
+    float *xw = oq_k_scratch(k, nxw * sizeof(float) + nd * sizeof(double) + (size_t)(4 * Bn * H + H) * sizeof(float));
     if (!xw)
         return OQ_ERR_NOMEM;
-    double *g = (double *)(void *)(xw + nxw), *hr = g + GH;
-    float *hs = (float *)(void *)(hr + H + 8), *cs = hs + Bn * H, *hn = cs + Bn * H, *cn = hn + Bn * H,
+    double *g = (double *)(void *)(xw + nxw), *bsum = g + GH, *hr = bsum + GH;
+    float *hs = (float *)(void *)(hr + H), *cs = hs + Bn * H, *hn = cs + Bn * H, *cn = hn + Bn * H,
           *v = cn + Bn * H;
     const float *X = io->X->data, *Bt = io->Bt ? io->Bt->data : NULL, *P = io->P ? io->P->data : NULL;
     float *Y = out[0].data;
@@ -216,6 +219,9 @@ static oq_status run_f32(oq_kctx *k, const rnn_cfg *c, const rnn_io *io, const c
         oq_status st = oq_k_sgemm(k, false, true, S * Bn, GH, I, 1.0f, X, I, W, I, 0.0f, xw, GH);
         if (st != OQ_OK)
             return st;
+        int64_t nrec = c->kind == CELL_GRU ? 2 * H : GH; /* gates whose h R^T is added here (GRU's h gate: below) */
+        for (int64_t q = 0; q < GH; q++) /* Wb, plus Rb where h R^T is added to the gate */
+            bsum[q] = (wb ? (double)wb[q] : 0.0) + (q < nrec && rb ? (double)rb[q] : 0.0);
         for (int64_t b = 0; b < Bn; b++)
             for (int64_t j = 0; j < H; j++) {
                 hs[b * H + j] = io->H0 ? ((const float *)io->H0->data)[HIDX(d, b, j)] : 0;
@@ -227,13 +233,8 @@ static oq_status run_f32(oq_kctx *k, const rnn_cfg *c, const rnn_io *io, const c
             for (int64_t step = 0; step < len; step++) {
                 int64_t t = reverse ? len - 1 - step : step;
                 const float *gx = xw + (c->layout1 ? b * S + t : t * Bn + b) * GH;
-                int64_t nrec = c->kind == CELL_GRU ? 2 * H : GH; /* GRU's h gate: below */
-                for (int64_t q = 0; q < GH; q++) {
-                    double a = (double)gx[q] + (wb ? wb[q] : 0);
-                    if (q < nrec)
-                        a += (double)(rb ? rb[q] : 0) + (double)dotf(h, R + q * H, H);
-                    g[q] = a;
-                }
+                for (int64_t q = 0; q < GH; q++)
+                    g[q] = (double)gx[q] + bsum[q] + (q < nrec ? (double)dotf(h, R + q * H, H) : 0.0);
                 if (c->kind == CELL_GRU) {
                     for (int64_t j = 0; j < H; j++) {
                         double r = act_apply(fa, clipv(c, g[H + j]));

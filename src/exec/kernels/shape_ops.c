@@ -1035,17 +1035,16 @@ static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
     size_t la = r - 1;
     int64_t ocols = out[0].dims[la], dim = in[0]->dims[la], pb = pads[la];
     int64_t j0 = pb > 0 ? pb : 0, j1 = pb + dim < ocols ? pb + dim : ocols; /* [j0, j1): inside */
-    int64_t rows = numel(&out[0]) / ocols;
+    int64_t rows = numel(&out[0]) / ocols, klo[OQ_RT_MAX_RANK], klen[OQ_RT_MAX_RANK];
+    for (size_t a = 0; a < r; a++) /* each axis' range left after its negative pads */
+        pad_kept(pads, r, a, in[0]->dims[a], &klo[a], &klen[a]);
     char *o = out[0].data;
     const char *src = in[0]->data;
     for (int64_t row = 0; row < rows; row++, o += (size_t)ocols * es) {
         int64_t off = 0;
         bool inside = true;
-        for (size_t a = 0; a < la && inside; a++) {
-            int64_t lo, len;
-            pad_kept(pads, r, a, in[0]->dims[a], &lo, &len);
-            inside = pad_source(mode, idx[a] - pads[a], lo, len, &off, cs[a]);
-        }
+        for (size_t a = 0; a < la && inside; a++)
+            inside = pad_source(mode, idx[a] - pads[a], klo[a], klen[a], &off, cs[a]);
         if (!inside) {
             for (int64_t j = 0; j < ocols; j++)
                 memcpy(o + (size_t)j * es, cval, es);
@@ -1056,9 +1055,8 @@ static oq_status run_pad(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in,
                     j = j1 - 1;
                     continue;
                 }
-                int64_t co = off, lo, len;
-                pad_kept(pads, r, la, dim, &lo, &len);
-                bool in_col = pad_source(mode, j - pb, lo, len, &co, 1);
+                int64_t co = off;
+                bool in_col = pad_source(mode, j - pb, klo[la], klen[la], &co, 1);
                 memcpy(o + (size_t)j * es, in_col ? src + (size_t)co * es : cval, es);
             }
         }
