@@ -246,6 +246,61 @@ Test(exec, buffers_are_reused_and_observer_sees_every_tensor)
     oq_model_free(m);
 }
 
+/* Four weights made by constant-only nodes (Neg of an initializer, as a weight's
+ * DequantizeLinear), all listed before the chain x -> MatMul w0 -> ... -> MatMul w3 that
+ * reads them (QDQ writers put them first). Not folded (no_fold), each is made just before
+ * its MatMul and freed after: the pool holds one 64 KB weight, not four, and the results
+ * and the observer's order of the chain are those of the graph. */
+Test(exec, constant_only_nodes_run_before_their_first_consumer)
+{
+    oq_model *m = oq_model_new();
+    oq_model_set_opset(m, "", 13);
+    int64_t xd[2] = {1, 128}, wd[2] = {128, 128};
+    static float w[128 * 128];
+    for (int i = 0; i < 128 * 128; i++)
+        w[i] = (i % 129 == 0) ? -1.0f : 0.0f; /* Neg gives the identity */
+    oq_value *x = add_input(m, "x", OQ_DTYPE_FLOAT, xd, NULL, 2), *wv[4];
+    for (int i = 0; i < 4; i++) {
+        char in[8], nn[8], vn[8];
+        snprintf(in, sizeof in, "wi%d", i);
+        snprintf(nn, sizeof nn, "neg%d", i);
+        snprintf(vn, sizeof vn, "w%d", i);
+        oq_value *iv = oq_graph_add_initializer(m->graph, in, OQ_DTYPE_FLOAT, wd, 2, w, sizeof w);
+        add_node(m, "Neg", nn, &iv, 1, vn, &wv[i]);
+    }
+    oq_value *v = x;
+    for (int i = 0; i < 4; i++) {
+        char nn[8], vn[8];
+        snprintf(nn, sizeof nn, "mm%d", i);
+        snprintf(vn, sizeof vn, "y%d", i);
+        oq_value *ins[2] = {v, wv[i]};
+        add_node(m, "MatMul", nn, ins, 2, vn, &v);
+    }
+    oq_graph_add_output(m->graph, v, NULL);
+    oq_plan_options o = oq_plan_options_default();
+    o.threads = 1;
+    o.no_fold = true;
+    oq_diag d;
+    oq_diag_init(&d);
+    oq_plan *p;
+    cr_assert_eq(oq_plan_compile(m, &o, &p, &d), OQ_OK);
+    float xs[128];
+    for (int i = 0; i < 128; i++)
+        xs[i] = (float)i - 60;
+    oq_rt_tensor in, out;
+    oq_rt_tensor_borrow(&in, OQ_DTYPE_FLOAT, xd, 2, xs);
+    cr_assert_eq(oq_plan_run(p, &in, 1, &out, 1, &d), OQ_OK);
+    for (int i = 0; i < 128; i++)
+        cr_assert_float_eq(((float *)out.data)[i], xs[i], 0);
+    /* one 65536-byte weight and the [1, 128] activations around it, not four weights */
+    int64_t peak = oq_plan_peak_bytes(p);
+    cr_assert(peak >= 65536 && peak < 2 * 65536, "pool %lld bytes", (long long)peak);
+    oq_rt_tensor_release(&out);
+    oq_plan_free(p);
+    oq_diag_free(&d);
+    oq_model_free(m);
+}
+
 Test(exec, symbolic_dims_are_bound_per_run)
 {
     oq_model *m = oq_model_new();

@@ -205,7 +205,8 @@ static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node
     oq_node **out = calloc(n + 1, sizeof(*out));
     size_t *indeg = calloc(n + 1, sizeof(*indeg));
     oq_node **all = calloc(n + 1, sizeof(*all));
-    size_t *first = calloc(n + 2, sizeof(size_t)), *edges = NULL, *fill = NULL, *heap = NULL;
+    size_t *first = calloc(n + 2, sizeof(size_t)), *edges = NULL, *fill = NULL, *heap = NULL, *rank = NULL;
+    bool *konst = NULL;
     size_t n_heap = 0;
     oq_status st = OQ_OK;
     if (!out || !indeg || !all || !first) {
@@ -254,21 +255,49 @@ static oq_status order_nodes(oq_plan *p, oq_value ***imp, size_t *n_imp, oq_node
     /* Stable order: among the ready nodes the one that comes first in the graph runs
      * next, so a graph already in a valid order runs in that order (exporters write a
      * memory-friendly order; a FIFO would run every ready node before the nodes they
-     * unlock and keep all their outputs alive at once). */
+     * unlock and keep all their outputs alive at once). A node that reads only
+     * initializers, directly or through such nodes (a weight's DequantizeLinear: QDQ
+     * writers put them first), ranks with its first consumer: in a plan that does not
+     * fold them (no_fold, or over the fold budget) each weight is made when it is needed
+     * and freed after, instead of every weight held from the start (and a run stopped
+     * early never makes the ones after). Heap entries: rank * (n + 1) + index. */
     heap = malloc((n + 1) * sizeof(size_t));
-    if (!heap) {
+    rank = malloc((n + 1) * sizeof(size_t));
+    konst = calloc(n + 1, sizeof(bool));
+    if (!heap || !rank || !konst) {
         st = OQ_ERR_NOMEM;
         goto done;
     }
+    for (i = 0; i < n; i++) {
+        oq_node *nd = all[i];
+        bool c = nd->n_inputs > 0 && n_imp[i] == 0;
+        for (size_t j = 0; c && j < nd->n_inputs; j++) {
+            const oq_value *v = nd->inputs[j];
+            if (!v || !v->name || !*v->name)
+                continue; /* an omitted optional input */
+            size_t pi = v->kind == OQ_VALUE_NODE && v->producer && v->producer->graph == g ?
+                            (size_t)(uintptr_t)v->producer->priv : n;
+            c = v->kind == OQ_VALUE_INITIALIZER || (pi < i && all[pi] == v->producer && konst[pi]);
+        }
+        konst[i] = c;
+        rank[i] = i;
+    }
+    for (i = n; i-- > 0;)
+        if (konst[i] && first[i] < first[i + 1]) {
+            rank[i] = n;
+            for (size_t e = first[i]; e < first[i + 1]; e++)
+                if (rank[edges[e]] < rank[i])
+                    rank[i] = rank[edges[e]];
+        }
     for (i = 0; i < n; i++)
         if (!indeg[i])
-            heap_push(heap, &n_heap, i);
+            heap_push(heap, &n_heap, rank[i] * (n + 1) + i);
     while (n_heap) {
-        size_t pi = heap_pop(heap, &n_heap);
+        size_t pi = heap_pop(heap, &n_heap) % (n + 1);
         out[k++] = all[pi];
         for (size_t e = first[pi]; e < first[pi + 1]; e++)
             if (--indeg[edges[e]] == 0)
-                heap_push(heap, &n_heap, edges[e]);
+                heap_push(heap, &n_heap, rank[edges[e]] * (n + 1) + edges[e]);
     }
     if (k != n) {
         for (i = 0; i < n; i++)
@@ -287,6 +316,8 @@ done:
     free(edges);
     free(fill);
     free(heap);
+    free(rank);
+    free(konst);
     if (st != OQ_OK) {
         free(out);
         return st;
@@ -1080,3 +1111,4 @@ oq_arith oq_k_arith(const oq_kctx *k)
 {
     return k && k->plan ? k->plan->arith : OQ_ARITH_REFERENCE;
 }
+
