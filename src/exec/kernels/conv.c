@@ -1410,9 +1410,17 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     /* a 1x1, stride-1, unpadded convolution is a plain GEMM on the input */
     bool pointwise = ksz == 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && p3[0] == 0 &&
                      p3[1] == 0 && p3[2] == 0 && osz == isz;
-    /* a stride-1 2-D (or 1-D) convolution reads its taps in place (above) */
+    /* a stride-1 2-D (or 1-D) convolution reads its taps in place (above) unless packing
+     * panels pays: an in-place panel's K rows are scattered over the input (a cache line
+     * each, read again for every block of output channels) and it does not cross output
+     * rows (a row of 20 fills 20 of 32 columns); a packed panel costs one copy, shared by
+     * every block of output channels. Measured on the Zen 3, 3x3 convolutions: packed is
+     * 5-27 % faster with at least 64 output channels and K >= 1024 (VGG's layers) or rows
+     * that leave over 10 % of their panels empty; in place up to 25 % faster below. */
     int64_t IHp = o3[1] + (k3[1] - 1) * d3[1], IWp = o3[2] + (k3[2] - 1) * d3[2];
-    bool in_place = !pointwise && ksz > 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 &&
+    int64_t row_cols = (o3[2] + OQ_SGEMM_NR - 1) / OQ_SGEMM_NR * OQ_SGEMM_NR;
+    bool pack_pays = Mg >= 64 && (Cg * ksz >= 1024 || row_cols * 10 > o3[2] * 11);
+    bool in_place = !pointwise && !pack_pays && ksz > 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 &&
                     k3[0] == 1 && i3[0] == 1 && o3[0] == 1 && p3[0] == 0 && o3[1] > 0 &&
                     o3[2] > 0 && IHp >= p3[1] + i3[1] && IWp >= p3[2] + i3[2];
     int64_t *off = NULL;
