@@ -397,6 +397,38 @@ static int64_t *channel_abs_sums(ctx *c, const layer *L, oq_status *st)
         return NULL;
     }
     *st = OQ_OK;
+    int64_t per = L->C > 0 ? L->wn / L->C : 0;
+    bool rows = L->kind == K_CONV || (L->kind == K_GEMM && oq_node_attr_int(L->n, "transB", 0));
+    if (L->wq->dtype == OQ_DTYPE_INT8 && L->C > 0 && per * L->C == L->wn &&
+        (rows || L->kind == K_GEMM || L->kind == K_MATMUL)) {
+        /* int8 with channels in rows (Conv, Gemm transB) or columns (MatMul, Gemm): the
+         * same sums without a channel lookup and an unpack per element (a 100 MB model's
+         * weights are summed once per calibration candidate) */
+        const int8_t *q = wd;
+        for (int64_t oc = 0; oc < L->C && rows; oc++) {
+            int64_t z = wzp_at(L, zd, scale_index(L, oc)), a = 0;
+            for (int64_t i = oc * per; i < (oc + 1) * per; i++)
+                a += q[i] - z < 0 ? z - q[i] : q[i] - z;
+            sum[oc] = a;
+        }
+        if (!rows) {
+            int32_t *z = malloc((size_t)L->C * sizeof *z);
+            if (!z) {
+                free(sum);
+                *st = oq_diag_error(c->d, OQ_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
+            for (int64_t oc = 0; oc < L->C; oc++)
+                z[oc] = wzp_at(L, zd, scale_index(L, oc));
+            for (int64_t r = 0; r < per; r++)
+                for (int64_t oc = 0; oc < L->C; oc++) {
+                    int32_t v = q[r * L->C + oc] - z[oc];
+                    sum[oc] += v < 0 ? -v : v;
+                }
+            free(z);
+        }
+        return sum;
+    }
     for (int64_t i = 0; i < L->wn; i++) {
         int64_t oc = elem_channel(L, i);
         int64_t v = (int64_t)oq_unpack_int(L->wq->dtype, wd, i) - wzp_at(L, zd, scale_index(L, oc));

@@ -570,17 +570,14 @@ Test(exec_fast, strided_padded_conv_matches_a_direct_loop)
             }
 }
 
-Test(exec_fast, stride1_conv_read_in_place_matches_a_direct_loop)
+/* stride-1 convolutions from a padded copy of the input: dilation 1 and 2, pads different
+ * on each side, 2 groups of Cin / 2 channels, a batch of 2, M output channels, bias, the
+ * given output widths; 1 and 2 threads give the same bits */
+static void stride1_conv_check(int64_t Cin, int64_t M, const int64_t *widths, int n_widths)
 {
-    /* stride-1 convolutions whose taps the GEMM reads in place from a padded copy:
-       dilation 1 and 2, pads different on each side, 2 groups of 3 channels, a batch of
-       2, 26 output channels (a partial block of rows), bias, output widths with full
-       panel pairs, a partial second panel and a lone partial panel; 1 and 2 threads give
-       the same bits */
-    const int64_t N = 2, Cin = 6, G = 2, M = 26, H = 9, KH = 3, KW = 3;
-    const int64_t widths[2] = {50, 37};
+    const int64_t N = 2, G = 2, H = 9, KH = 3, KW = 3;
     for (int dil = 1; dil <= 2; dil++)
-        for (int wi = 0; wi < 2; wi++) {
+        for (int wi = 0; wi < n_widths; wi++) {
             int64_t W = widths[wi], Cg = Cin / G, Mg = M / G;
             int64_t pads[4] = {1, 2, 2, 1}; /* top, left, bottom, right */
             oq_model *m = oq_model_new();
@@ -589,7 +586,7 @@ Test(exec_fast, stride1_conv_read_in_place_matches_a_direct_loop)
             oq_value *x = oq_graph_new_value(m->graph, "x");
             oq_graph_add_input(m->graph, x, oq_type_tensor(m, OQ_DTYPE_FLOAT, xd, NULL, 4));
             size_t nw = (size_t)(M * Cg * KH * KW);
-            float *w = malloc(nw * sizeof(float)), b[26];
+            float *w = malloc(nw * sizeof(float)), *b = malloc((size_t)M * sizeof(float));
             for (size_t i = 0; i < nw; i++)
                 w[i] = frand();
             for (int i = 0; i < M; i++)
@@ -597,7 +594,7 @@ Test(exec_fast, stride1_conv_read_in_place_matches_a_direct_loop)
             oq_value *wv = oq_graph_add_initializer(m->graph, "w", OQ_DTYPE_FLOAT, wd, 4, w,
                                                     nw * sizeof(float));
             oq_value *bv = oq_graph_add_initializer(m->graph, "b", OQ_DTYPE_FLOAT, bd, 1, b,
-                                                    sizeof b);
+                                                    (size_t)M * sizeof(float));
             oq_value *y = tu_node(m, "Conv", "conv", x, wv, bv, "y");
             int64_t dl[2] = {dil, dil};
             oq_node_set_attr_ints(tu_find_node(m, "conv"), "pads", pads, 4);
@@ -646,8 +643,27 @@ Test(exec_fast, stride1_conv_read_in_place_matches_a_direct_loop)
             oq_rt_tensor_release(&out2);
             free(xv);
             free(w);
+            free(b);
             oq_model_free(m);
         }
+}
+
+/* 3 channels a group (K = 27): the GEMM reads the taps in place. 26 output channels (a
+ * partial block of rows); widths with full panel pairs, a partial second panel and a lone
+ * partial panel. */
+Test(exec_fast, stride1_conv_read_in_place_matches_a_direct_loop)
+{
+    const int64_t widths[2] = {50, 37};
+    stride1_conv_check(6, 26, widths, 2);
+}
+
+/* 20 channels and 70 output channels a group (K = 180): panels packed from the padded
+ * input (padpack_body), within an output row, across two rows (widths 20, 37, 50) and
+ * across three (width 7). */
+Test(exec_fast, stride1_conv_packed_from_padded_input_matches_a_direct_loop)
+{
+    const int64_t widths[4] = {50, 37, 20, 7};
+    stride1_conv_check(40, 140, widths, 4);
 }
 
 Test(exec_fast, depthwise_conv_matches_a_direct_loop)

@@ -1114,6 +1114,69 @@ static void pad_channels(void *arg, int64_t b, int64_t e, int w)
                   j->xp + c * j->IHp * j->IWp);
 }
 
+/* Panels of a stride-1 2-D convolution from its input padded once (pad_channels): column
+ * n (output row n / OW, column n % OW) of row k is xp[pos(n) + off[k]], pos(n) = (n / OW) *
+ * IWp + n % OW, every tap in bounds. The same values as im2col_pack_body's, with one
+ * 64-byte copy per row of a panel within an output row (three for one that crosses into the
+ * next), where im2col checks the bounds of every tap: its packing took a quarter of a 3x3
+ * convolution's time. xp has OQ_SGEMM_NR floats to spare at its end: a copy of the second
+ * row may read past the last row, into values it does not use. */
+typedef struct padpack_ctx {
+    const float *xp;
+    const int64_t *off;
+    int64_t K, IWp, OW;
+} padpack_ctx;
+
+static OQ_ALWAYS_INLINE void padpack_body(const void *ctx, int64_t n0, int64_t nv, float *dst)
+{
+    enum { NR = OQ_SGEMM_NR };
+    const padpack_ctx *j = ctx;
+    const float *xp = j->xp;
+    const int64_t *off = j->off;
+    int64_t oh = n0 / j->OW, ow = n0 % j->OW, first = j->OW - ow, base = oh * j->IWp + ow;
+    if (nv == NR && first >= NR) {
+        for (int64_t k = 0; k < j->K; k++)
+            memcpy(dst + k * NR, xp + base + off[k], NR * sizeof(float));
+        return;
+    }
+    if (nv == NR && first + j->OW >= NR) { /* the first columns, then the rest from the next row */
+        int64_t base2 = (oh + 1) * j->IWp;
+        float tmp[2 * NR];
+        for (int64_t k = 0; k < j->K; k++) {
+            memcpy(tmp, xp + base + off[k], NR * sizeof(float));
+            memcpy(tmp + first, xp + base2 + off[k], NR * sizeof(float));
+            memcpy(dst + k * NR, tmp, NR * sizeof(float));
+        }
+        return;
+    }
+    int64_t pos[NR];
+    for (int64_t q = 0; q < nv; q++) {
+        pos[q] = oh * j->IWp + ow;
+        if (++ow == j->OW) {
+            ow = 0;
+            oh++;
+        }
+    }
+    for (int64_t k = 0; k < j->K; k++, dst += NR) {
+        for (int64_t q = 0; q < nv; q++)
+            dst[q] = xp[pos[q] + off[k]];
+        for (int64_t q = nv; q < NR; q++)
+            dst[q] = 0.0f;
+    }
+}
+
+static void padpack_plain(const void *ctx, int64_t n0, int64_t nv, float *dst)
+{
+    padpack_body(ctx, n0, nv, dst);
+}
+
+#ifdef OQ_HAVE_IM2COL_AVX2
+__attribute__((target("avx2"))) static void padpack_avx2(const void *ctx, int64_t n0, int64_t nv, float *dst)
+{
+    padpack_body(ctx, n0, nv, dst); /* the copies as register moves */
+}
+#endif
+
 /* onnxruntime's NCHWc float convolution for a Conv with one group (kernel.h
  * OQ_K_ORT_CONV_NCHWC; measured against onnxruntime 1.30 on AVX2 with FMA, block 8): MLAS
  * computes each output as a sum of partial sums, each partial from +0 by fused
@@ -1410,23 +1473,27 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
     /* a 1x1, stride-1, unpadded convolution is a plain GEMM on the input */
     bool pointwise = ksz == 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && p3[0] == 0 &&
                      p3[1] == 0 && p3[2] == 0 && osz == isz;
-    /* a stride-1 2-D (or 1-D) convolution reads its taps in place (above) unless packing
-     * panels pays: an in-place panel's K rows are scattered over the input (a cache line
-     * each, read again for every block of output channels) and it does not cross output
-     * rows (a row of 20 fills 20 of 32 columns); a packed panel costs one copy, shared by
-     * every block of output channels. Measured on the Zen 3, 3x3 convolutions: packed is
-     * 5-27 % faster with at least 64 output channels and K >= 1024 (VGG's layers) or rows
-     * that leave over 10 % of their panels empty; in place up to 25 % faster below. */
+    /* a stride-1 2-D (or 1-D) convolution reads its input padded once: its taps in place
+     * (above), or copied into panels (padpack_body). In place saves the copy, but a panel's
+     * K rows are scattered over the input (a cache line each, read again for every block of
+     * output channels) and it does not cross output rows (a row of 20 fills 20 of 32
+     * columns); a packed panel is one copy, shared by every block of output channels.
+     * Measured on the Zen 3, 3x3 convolutions of 8..512 channels, widths 20..240: in place
+     * is faster with K <= 160 (up to 40 %), and with fewer than 64 output channels, K < 1024
+     * and rows that fill their panels to 10 % (up to 10 %); packed up to 40 % faster
+     * elsewhere. */
     int64_t IHp = o3[1] + (k3[1] - 1) * d3[1], IWp = o3[2] + (k3[2] - 1) * d3[2];
-    int64_t row_cols = (o3[2] + OQ_SGEMM_NR - 1) / OQ_SGEMM_NR * OQ_SGEMM_NR;
-    bool pack_pays = Mg >= 64 && (Cg * ksz >= 1024 || row_cols * 10 > o3[2] * 11);
-    bool in_place = !pointwise && !pack_pays && ksz > 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 &&
-                    k3[0] == 1 && i3[0] == 1 && o3[0] == 1 && p3[0] == 0 && o3[1] > 0 &&
-                    o3[2] > 0 && IHp >= p3[1] + i3[1] && IWp >= p3[2] + i3[2];
+    int64_t row_cols = (o3[2] + OQ_SGEMM_NR - 1) / OQ_SGEMM_NR * OQ_SGEMM_NR, Kc = Cg * ksz;
+    bool place_pays = Kc <= 160 || (Mg < 64 && Kc < 1024 && row_cols * 10 <= o3[2] * 11);
+    bool padded = !pointwise && ksz > 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && k3[0] == 1 &&
+                  i3[0] == 1 && o3[0] == 1 && p3[0] == 0 && o3[1] > 0 && o3[2] > 0 && IHp >= p3[1] + i3[1] &&
+                  IWp >= p3[2] + i3[2];
+    bool in_place = padded && place_pays; /* else panels packed from the padded input */
     int64_t *off = NULL;
     float *xp = NULL;
-    if (in_place) {
-        size_t n_off = (size_t)(Cg * ksz), n_xp = (size_t)(Cg * IHp * IWp);
+    padpack_ctx pp = {NULL, NULL, Cg * ksz, IWp, o3[2]};
+    if (padded) {
+        size_t n_off = (size_t)(Cg * ksz), n_xp = (size_t)(Cg * IHp * IWp) + OQ_SGEMM_NR;
         size_t off_bytes = (n_off * sizeof(int64_t) + 63) / 64 * 64;
         unsigned char *mem = oq_k_scratch(k, off_bytes + n_xp * sizeof(float));
         if (!mem)
@@ -1456,15 +1523,26 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
             if (pointwise) {
                 ge.B = xg;
                 ge.ldb = osz;
-            } else if (in_place) {
+            } else if (padded) {
                 pad_job pj = {xg, xp, i3[1], i3[2], IHp, IWp, p3[1], p3[2]};
                 int64_t ch = IHp * IWp > 0 ? IHp * IWp : 1;
                 oq_k_parallel_for(k, Cg, ch >= 16384 ? 1 : 16384 / ch, pad_channels, &pj);
-                ge.B = xp;
-                ge.b_off = off;
-                ge.b_rows = o3[1];
-                ge.b_row_w = o3[2];
-                ge.b_ldrow = IWp;
+                if (in_place) {
+                    ge.B = xp;
+                    ge.b_off = off;
+                    ge.b_rows = o3[1];
+                    ge.b_row_w = o3[2];
+                    ge.b_ldrow = IWp;
+                } else {
+                    pp.xp = xp;
+                    pp.off = off;
+#ifdef OQ_HAVE_IM2COL_AVX2
+                    ge.pack = oq_k_cpu_avx2() ? padpack_avx2 : padpack_plain;
+#else
+                    ge.pack = padpack_plain;
+#endif
+                    ge.pack_ctx = &pp;
+                }
             } else {
                 ge.pack = im2col_pack_fn();
                 ge.pack_ctx = &j;
