@@ -367,7 +367,7 @@ __attribute__((target("avx2,fma"))) static void epilogue_avx2(const oq_sgemm_ex 
 typedef struct sgemm_run {
     const oq_sgemm_ex *g;
     sgemm_isa isa;
-    bool by_panels;     /* parallel items are column panels (else rows) */
+    bool by_panels;     /* parallel items are column panels (else blocks of mr rows) */
     float *panels;      /* one K x NR panel buffer per range (worker index) */
     const float *ap;    /* A packed: per block of mr rows, K x mr */
 } sgemm_run;
@@ -511,7 +511,10 @@ static void sgemm_range(void *arg, int64_t b, int64_t e, int w)
     float *panel = r->panels + (size_t)w * 2 * per, *panel2 = panel + per;
     int64_t pb = r->by_panels ? b : 0;
     int64_t pe = r->by_panels ? e : panel_count(g);
-    int64_t mb = r->by_panels ? 0 : b, me = r->by_panels ? g->M : e;
+    /* rows by whole blocks: packed A is addressed by block (ap + i * K for i a multiple
+       of mr), whatever ranges the pool cuts */
+    int64_t mb = r->by_panels ? 0 : b * r->isa.mr;
+    int64_t me = r->by_panels ? g->M : (e * r->isa.mr < g->M ? e * r->isa.mr : g->M);
     bool in_place = g->b_off && r->isa.micro_off;
     /* the post function runs on pieces of up to POST_COLS columns of the range's rows
        as soon as they are final, while they are still in cache (panels follow each
@@ -655,9 +658,11 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g)
         oq_k_parallel_for(k, panels, 1, sgemm_range, &r);
     } else {
         r.by_panels = false;
-        /* row ranges: multiples of MR so no thread gets a partial block mid-range */
-        int64_t per_t = (mblocks + threads - 1) / threads;
-        oq_k_parallel_for(k, g->M, per_t * r.isa.mr, sgemm_range, &r);
+        /* blocks of mr rows, a thread's share each (rows cut at multiples of mr: a range
+         * of rows per thread of ceil(blocks / threads) blocks came out as fewer ranges than
+         * threads, one with 2 threads, and with 3 or more cut inside a block, whose rows
+         * then read another block's packed A) */
+        oq_k_parallel_for(k, mblocks, mblocks / threads > 0 ? mblocks / threads : 1, sgemm_range, &r);
     }
     free(buf);
     return OQ_OK;
