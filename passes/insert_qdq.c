@@ -1205,6 +1205,9 @@ static int64_t channel_of(const pair_walk *p, int64_t i)
 
 static double round_q127(double u)
 {
+    if (u >= 0 && u < 127) /* nearbyint's rounding (half to even) without a library call per
+                              candidate scale and weight: u + 2^52 has no fraction bits */
+        return (u + 0x1p52) - 0x1p52;
     double r = nearbyint(u);
     return r > 127 ? 127 : r;
 }
