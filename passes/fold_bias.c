@@ -405,13 +405,14 @@ static int64_t *channel_abs_sums(ctx *c, const layer *L, oq_status *st)
          * same sums without a channel lookup and an unpack per element (a 100 MB model's
          * weights are summed once per calibration candidate) */
         const int8_t *q = wd;
-        for (int64_t oc = 0; oc < L->C && rows; oc++) {
-            int64_t z = wzp_at(L, zd, scale_index(L, oc)), a = 0;
-            for (int64_t i = oc * per; i < (oc + 1) * per; i++)
-                a += q[i] - z < 0 ? z - q[i] : q[i] - z;
-            sum[oc] = a;
-        }
-        if (!rows) {
+        if (rows) {
+            for (int64_t oc = 0; oc < L->C; oc++) {
+                int64_t z = wzp_at(L, zd, scale_index(L, oc)), a = 0;
+                for (int64_t i = oc * per; i < (oc + 1) * per; i++)
+                    a += q[i] - z < 0 ? z - q[i] : q[i] - z;
+                sum[oc] = a;
+            }
+        } else {
             int32_t *z = malloc((size_t)L->C * sizeof *z);
             if (!z) {
                 free(sum);

@@ -365,6 +365,8 @@ oq_status oq_k_sgemm_ex(const oq_kctx *k, const oq_sgemm_ex *g);
  * the instruction set the GEMM uses in this process. */
 size_t oq_k_sgemm_packed_a_floats(int64_t M, int64_t K);
 void oq_k_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *dst);
+/* Rows of C per micro-kernel block in this process: 4 portable code, 6 AVX2, 12 AVX-512 */
+int oq_k_sgemm_mr(void);
 
 /* A buffer of `bytes` bytes derived from the constant data src (kind: what make does, the
  * caller's tag; a, b: its sizes), made by make(src, a, b, dst) once per plan and shared by

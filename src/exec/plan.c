@@ -1111,4 +1111,3 @@ oq_arith oq_k_arith(const oq_kctx *k)
 {
     return k && k->plan ? k->plan->arith : OQ_ARITH_REFERENCE;
 }
-

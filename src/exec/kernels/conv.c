@@ -1484,16 +1484,9 @@ static oq_status run_conv(oq_kctx *k, const oq_rt_tensor *const *in, size_t n_in
      * elsewhere. */
     int64_t IHp = o3[1] + (k3[1] - 1) * d3[1], IWp = o3[2] + (k3[2] - 1) * d3[2];
     int64_t row_cols = (o3[2] + OQ_SGEMM_NR - 1) / OQ_SGEMM_NR * OQ_SGEMM_NR, Kc = Cg * ksz;
-    bool place_pays = Kc <= 160 || (Mg < 64 && Kc < 1024 && row_cols * 10 <= o3[2] * 11);
-#ifdef OQ_HAVE_IM2COL_AVX2
-    {
-        /* measured with the AVX2 kernels only: the AVX-512 ones (two panels of 16 read in
-           place at once) keep reading in place wherever the geometry allows */
-        const char *env = getenv("ONNXQ_SGEMM_ISA"); /* as gemm.c's pick_isa */
-        if ((!env || !strcmp(env, "avx512") || !strcmp(env, "auto")) && __builtin_cpu_supports("avx512f"))
-            place_pays = true;
-    }
-#endif
+    /* measured with the AVX2 kernels (6 rows a block) only: the AVX-512 ones (12 rows, two
+       panels of 16 read in place at once) keep reading in place wherever the geometry allows */
+    bool place_pays = oq_k_sgemm_mr() > 6 || Kc <= 160 || (Mg < 64 && Kc < 1024 && row_cols * 10 <= o3[2] * 11);
     bool padded = !pointwise && ksz > 1 && s3[0] == 1 && s3[1] == 1 && s3[2] == 1 && k3[0] == 1 &&
                   i3[0] == 1 && o3[0] == 1 && p3[0] == 0 && o3[1] > 0 && o3[2] > 0 && IHp >= p3[1] + i3[1] &&
                   IWp >= p3[2] + i3[2];

@@ -454,6 +454,8 @@ void oq_k_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float 
     pack_a(M, K, A, lda, pick_isa().mr, dst);
 }
 
+int oq_k_sgemm_mr(void) { return pick_isa().mr; }
+
 /* panels: NR columns of C each; with b_off, panels do not cross rows of b_row_w columns */
 static int64_t panel_count(const oq_sgemm_ex *g)
 {
